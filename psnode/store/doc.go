@@ -1,0 +1,44 @@
+// Package store holds a parameter server's parameters and the updaters that
+// apply pushed gradients to them.
+//
+// # Tables
+//
+// A [Table] maps each uint64 key to a fixed-width vector of Dim values of
+// type V (float32 or float64) and, when the table is built with a positive
+// state width, to Dim*StateWidth optimizer state values. It is an
+// open-addressing hash table with linear probing whose keys, values and
+// state live in flat parallel slices. A slot of a dim=1 float32 table
+// costs 12 bytes (8 for the key, 4 for the value) and the table keeps its
+// load between 0.375 and 0.75, so a parameter costs 16 to 32 bytes, about
+// 20 at ten million keys, against 30 to 38 for a Go map[uint64]float32.
+// Optimizer state is counted separately (StateBytes). Keys are never
+// deleted.
+//
+// Callers address parameters by slot: Lookup and Insert return a slot, and
+// Vals and State return the slot's values and state as slices that alias the
+// table. An Insert that grows the table moves every key to a new slot and
+// reallocates the slices, so slots and slices obtained before it are stale.
+// Call Reserve before inserting a batch to make the batch's slots stable:
+//
+//	if err := t.Reserve(len(keys)); err != nil {
+//		return err
+//	}
+//	for i, k := range keys {
+//		slot, _ := t.Insert(k) // no growth: Reserve made room
+//		upd.Apply(t.Vals(slot), t.State(slot), grads[i*dim:(i+1)*dim])
+//	}
+//
+// [VarTable] stores a value vector of any length per key, for handlers that
+// receive per-key lengths. It is a Go map of slices, the slower path.
+//
+// Tables are not safe for concurrent use: a server applies the requests of
+// its key range from one goroutine.
+//
+// # Updaters
+//
+// An [Updater] applies a gradient to weights in place, keeping its optimizer
+// state in the table's state slice: [Sum], [SGD], [AdaGrad], [FTRL] and
+// [Adam]. Updaters are small configuration structs whose Apply methods are
+// pure functions on slices; they do not allocate. [NewUpdater] builds one
+// from a name and a parameter map, as read from a job's configuration.
+package store

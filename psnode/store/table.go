@@ -1,0 +1,345 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"unsafe"
+)
+
+// Number is the type of parameter values and optimizer state.
+type Number interface{ ~float32 | ~float64 }
+
+// ErrInvalidConfig is wrapped by the errors of the constructors and of the
+// updaters' Validate methods for out-of-range arguments.
+var ErrInvalidConfig = errors.New("store: invalid configuration")
+
+const (
+	// minCapacity is the smallest number of hash slots of a Table.
+	minCapacity = 16
+	// MaxDim is the largest number of values per key of a Table. With
+	// MaxStateWidth it bounds what an empty table allocates (about 140 MB).
+	MaxDim = 1 << 16
+	// MaxStateWidth is the largest number of state values per value.
+	MaxStateWidth = 16
+	// A Table doubles when an insertion would take its load (keys other
+	// than key 0, over hash slots) above loadNum/loadDen.
+	loadNum, loadDen = 3, 4
+)
+
+// Table maps uint64 keys to fixed-width value vectors and optional optimizer
+// state. Every key, including 0 and math.MaxUint64, may be stored. Keys
+// cannot be deleted.
+//
+// Keys, values and state are kept in parallel slices indexed by slot:
+// hash slots 0..Cap()-1, probed linearly from a hash of the key, plus one
+// extra slot, Cap(), for key 0, which marks free hash slots.
+//
+// Table is not safe for concurrent use.
+type Table[V Number] struct {
+	dim    int // values per key
+	sw     int // state values per value
+	stride int // state values per key: dim*sw
+
+	keys  []uint64 // len cap+1; keys[i] == 0 means hash slot i is free
+	vals  []V      // len (cap+1)*dim
+	state []V      // len (cap+1)*stride; nil when sw == 0
+
+	shift   uint   // 64 - log2(cap): the slot of key k starts at hash(k) >> shift
+	mask    uint64 // cap-1
+	used    int    // occupied hash slots (keys other than 0)
+	growAt  int    // used may not exceed growAt
+	maxCap  int    // largest capacity whose slices stay addressable
+	hasZero bool   // key 0 is stored in slot cap
+
+	init func(key uint64, vals, state []V)
+}
+
+// NewTable returns an empty table of dim values per key and stateWidth
+// state values per value, sized so that capacityHint keys fit without
+// growing. dim must be in [1, MaxDim], stateWidth in [0, MaxStateWidth]
+// and capacityHint at least 0. The slices are allocated at once, so the hint
+// must fit in memory: about 16 to 32 bytes per key at dim 1 for float32.
+func NewTable[V Number](dim, stateWidth, capacityHint int) (*Table[V], error) {
+	if dim < 1 || dim > MaxDim {
+		return nil, fmt.Errorf("%w: dim = %d, want 1..%d", ErrInvalidConfig, dim, MaxDim)
+	}
+	if stateWidth < 0 || stateWidth > MaxStateWidth {
+		return nil, fmt.Errorf("%w: state width = %d, want 0..%d", ErrInvalidConfig, stateWidth, MaxStateWidth)
+	}
+	if capacityHint < 0 {
+		return nil, fmt.Errorf("%w: capacity hint = %d, want >= 0", ErrInvalidConfig, capacityHint)
+	}
+	t := &Table[V]{dim: dim, sw: stateWidth, stride: dim * stateWidth}
+	// The widest slice, of (cap+1)*dim*max(1, stateWidth) values of at most
+	// 8 bytes, must stay addressable.
+	perSlot := dim * max(1, stateWidth)
+	t.maxCap = 1 << (bits.Len(uint(math.MaxInt/8/perSlot)) - 2)
+	c, err := t.capacityFor(capacityHint)
+	if err != nil {
+		return nil, err
+	}
+	t.alloc(c)
+	return t, nil
+}
+
+// capacityFor returns the number of hash slots needed to hold n keys other
+// than 0 below the maximum load: a power of two, at least minCapacity.
+func (t *Table[V]) capacityFor(n int) (int, error) {
+	if n > t.maxCap/loadDen*loadNum {
+		return 0, fmt.Errorf("%w: %d keys exceed the table limit of %d", ErrInvalidConfig, n, t.maxCap/loadDen*loadNum)
+	}
+	need := (n*loadDen + loadNum - 1) / loadNum // ceil(n / load)
+	c := minCapacity
+	if need > c {
+		c = 1 << bits.Len(uint(need-1))
+	}
+	return c, nil
+}
+
+// alloc replaces the table's slices with empty ones of c hash slots.
+func (t *Table[V]) alloc(c int) {
+	t.keys = make([]uint64, c+1)
+	t.vals = make([]V, (c+1)*t.dim)
+	t.state = nil
+	if t.stride > 0 {
+		t.state = make([]V, (c+1)*t.stride)
+	}
+	t.shift = uint(64 - bits.TrailingZeros(uint(c)))
+	t.mask = uint64(c - 1)
+	t.growAt = c / loadDen * loadNum
+}
+
+// SetInit sets a function that Insert calls on each new key's values and
+// state, which are zero before the call; nil (the default) leaves them zero.
+// fn must not call methods of t.
+func (t *Table[V]) SetInit(fn func(key uint64, vals, state []V)) { t.init = fn }
+
+// Dim returns the number of values per key.
+func (t *Table[V]) Dim() int { return t.dim }
+
+// StateWidth returns the number of state values per value.
+func (t *Table[V]) StateWidth() int { return t.sw }
+
+// Len returns the number of keys.
+func (t *Table[V]) Len() int {
+	if t.hasZero {
+		return t.used + 1
+	}
+	return t.used
+}
+
+// Cap returns the number of hash slots; valid slots are 0..Cap().
+func (t *Table[V]) Cap() int { return len(t.keys) - 1 }
+
+// hash is the murmur3 fmix64 finalizer. The table uses the top bits of a
+// mixer distinct from the partitioner's, whose output modulo the number of
+// servers selects the server: all keys a server holds share that residue,
+// and reusing that mixer would leave slots unused.
+func hash(k uint64) uint64 {
+	k ^= k >> 33
+	k *= 0xff51afd7ed558ccd
+	k ^= k >> 33
+	k *= 0xc4ceb9fe1a85ec53
+	k ^= k >> 33
+	return k
+}
+
+// Lookup returns the slot of key and true, or -1 and false if key is absent.
+func (t *Table[V]) Lookup(key uint64) (slot int, ok bool) {
+	if key == 0 {
+		if t.hasZero {
+			return t.Cap(), true
+		}
+		return -1, false
+	}
+	keys := t.keys
+	for i := hash(key) >> t.shift; ; i = (i + 1) & t.mask {
+		switch keys[i] {
+		case key:
+			return int(i), true
+		case 0:
+			return -1, false
+		}
+	}
+}
+
+// Insert returns the slot of key, adding the key if it is absent; inserted
+// reports whether it was added. A new key's values and state are zero, or
+// set by the function given to SetInit.
+//
+// When the table is full, Insert doubles it first, which moves every key to
+// a new slot: slots and Vals/State slices obtained before such an Insert
+// must not be used after it. Reserve prevents growth for a known number of
+// insertions.
+func (t *Table[V]) Insert(key uint64) (slot int, inserted bool) {
+	if key == 0 {
+		slot = t.Cap()
+		if t.hasZero {
+			return slot, false
+		}
+		t.hasZero = true
+		t.initSlot(slot, key)
+		return slot, true
+	}
+	i, found := t.probe(key)
+	if found {
+		return int(i), false
+	}
+	if t.used >= t.growAt {
+		t.resize(t.Cap() * 2)
+		i, _ = t.probe(key)
+	}
+	t.keys[i] = key
+	t.used++
+	t.initSlot(int(i), key)
+	return int(i), true
+}
+
+// probe returns the slot holding key (found) or the free slot where it
+// would be inserted. key must not be 0.
+func (t *Table[V]) probe(key uint64) (i uint64, found bool) {
+	keys := t.keys
+	for i = hash(key) >> t.shift; ; i = (i + 1) & t.mask {
+		switch keys[i] {
+		case key:
+			return i, true
+		case 0:
+			return i, false
+		}
+	}
+}
+
+func (t *Table[V]) initSlot(slot int, key uint64) {
+	if t.init != nil {
+		t.init(key, t.Vals(slot), t.State(slot))
+	}
+}
+
+// Reserve grows the table, if needed, so that n more keys can be inserted
+// without growing it again: the slots returned by those insertions stay
+// valid until then.
+func (t *Table[V]) Reserve(n int) error {
+	if n < 0 {
+		return fmt.Errorf("%w: reserve %d keys", ErrInvalidConfig, n)
+	}
+	if n <= t.growAt-t.used {
+		return nil
+	}
+	if n > t.maxCap {
+		return fmt.Errorf("%w: reserve %d keys exceeds the table limit", ErrInvalidConfig, n)
+	}
+	c, err := t.capacityFor(t.used + n)
+	if err != nil {
+		return err
+	}
+	t.resize(c)
+	return nil
+}
+
+// resize moves every key to a table of c hash slots.
+func (t *Table[V]) resize(c int) {
+	if c > t.maxCap {
+		// Unreachable in practice: memory runs out long before.
+		panic("store: table capacity exceeds its addressable maximum")
+	}
+	oldCap := t.Cap()
+	oldKeys, oldVals, oldState := t.keys, t.vals, t.state
+	t.alloc(c)
+	dim, stride := t.dim, t.stride
+	for i, k := range oldKeys[:oldCap] {
+		if k == 0 {
+			continue
+		}
+		j, _ := t.probe(k)
+		t.keys[j] = k
+		if dim == 1 {
+			t.vals[j] = oldVals[i]
+		} else {
+			copy(t.vals[int(j)*dim:int(j+1)*dim], oldVals[i*dim:(i+1)*dim])
+		}
+		if stride > 0 {
+			copy(t.state[int(j)*stride:int(j+1)*stride], oldState[i*stride:(i+1)*stride])
+		}
+	}
+	if t.hasZero {
+		copy(t.Vals(c), oldVals[oldCap*dim:])
+		copy(t.State(c), oldState[oldCap*stride:])
+	}
+}
+
+// Key returns the key stored in slot. It panics if slot is not a slot
+// returned by Lookup or Insert since the table last grew.
+func (t *Table[V]) Key(slot int) uint64 {
+	if slot == t.Cap() {
+		return 0
+	}
+	return t.keys[slot]
+}
+
+// Vals returns the dim values of slot. The slice aliases the table: writes
+// to it update the parameter, and it is stale after an Insert that grows
+// the table. Its capacity is dim, so appending to it never overwrites a
+// neighbour. Vals panics if slot is out of range [0, Cap()].
+func (t *Table[V]) Vals(slot int) []V {
+	off := slot * t.dim
+	return t.vals[off : off+t.dim : off+t.dim]
+}
+
+// State returns the dim*StateWidth() state values of slot, with the same
+// aliasing rules as Vals. The state of value i of the slot is
+// State(slot)[i*StateWidth() : (i+1)*StateWidth()]. State returns nil when
+// StateWidth() is 0.
+func (t *Table[V]) State(slot int) []V {
+	if t.stride == 0 {
+		return nil
+	}
+	off := slot * t.stride
+	return t.state[off : off+t.stride : off+t.stride]
+}
+
+// Range calls fn for each key with its values and state (aliasing the
+// table), in ascending slot order, which is unrelated to key order and
+// changes when the table grows. It stops when fn returns false. fn may
+// modify vals and state but must not insert keys.
+func (t *Table[V]) Range(fn func(key uint64, vals, state []V) bool) {
+	for i, k := range t.keys[:t.Cap()] {
+		if k != 0 && !fn(k, t.Vals(i), t.State(i)) {
+			return
+		}
+	}
+	if t.hasZero {
+		c := t.Cap()
+		fn(0, t.Vals(c), t.State(c))
+	}
+}
+
+// SortedKeys returns the keys in ascending order, in a new slice.
+func (t *Table[V]) SortedKeys() []uint64 {
+	out := make([]uint64, 0, t.Len())
+	if t.hasZero {
+		out = append(out, 0)
+	}
+	for _, k := range t.keys[:t.Cap()] {
+		if k != 0 {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// MemoryBytes returns the bytes held by the key and value slices, excluding
+// optimizer state (see StateBytes).
+func (t *Table[V]) MemoryBytes() int {
+	var v V
+	return cap(t.keys)*8 + cap(t.vals)*int(unsafe.Sizeof(v))
+}
+
+// StateBytes returns the bytes held by the optimizer state slice.
+func (t *Table[V]) StateBytes() int {
+	var v V
+	return cap(t.state) * int(unsafe.Sizeof(v))
+}
