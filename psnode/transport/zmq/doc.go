@@ -1,0 +1,68 @@
+// Package zmq is the ZeroMQ implementation of transport.Transport (the
+// van of ps-lite), over github.com/pebbe/zmq4. It is the only package of
+// Spindle that links libzmq and uses cgo.
+//
+// # Sockets
+//
+// Each Transport has its own ZeroMQ context, so that Close can terminate
+// it. Listen binds one ROUTER socket, which a single receive goroutine
+// owns; Connect opens one DEALER socket per peer, connected to the peer's
+// ROUTER. ZeroMQ sockets are not safe for concurrent use: each DEALER is
+// guarded by its own lock, and no lock of the whole transport is held
+// during socket I/O, so a slow peer holds up only the Sends addressed to
+// it. Every socket has ZMQ_LINGER 0.
+//
+// # Wire format
+//
+// A message is one ZeroMQ multipart message; the ROUTER prepends the
+// identity of the connection on receipt:
+//
+//	sent by the DEALER:      [meta][data0]…[dataN]
+//	received by the ROUTER:  [identity][meta][data0]…[dataN]
+//
+// meta is transport.AppendMeta's Thrift compact encoding; data frames are
+// the raw bytes of Message.Data. The sender is Meta.Sender, not the
+// identity, which is ZeroMQ's arbitrary name for the connection. A
+// received message whose meta does not decode, whose data frames fail
+// transport.CheckData, or that has more than transport.MaxDataFrames
+// frames is dropped, counted in Stats.Malformed and logged at debug
+// level; Recv never returns it.
+//
+// # Addresses
+//
+// Listen takes and returns "host:port". Connect takes "host:port",
+// which means tcp://host:port, or a ZeroMQ endpoint "tcp://…" or "ipc://…"
+// used as it is.
+//
+// With Options.Local, nodes on one machine talk over ipc:// endpoints
+// (ps-lite's DMLC_LOCAL). Addresses still have the form "host:port", so
+// they fit transport.Node: the port names the endpoint
+// <IPCDir>/<port>.ipc and the host is ignored. Listen on port 0 claims an
+// unused port number between 20000 and 60000 (a name only: no TCP port is
+// bound) and returns it, for example "127.0.0.1:41234"; Connect on any
+// Local transport with the same IPCDir, in this process or another,
+// reaches it. A port is claimed with a flock on <IPCDir>/<port>.lock for
+// as long as the transport is open, so two live transports never share
+// an endpoint.
+//
+// # Flow control
+//
+// A Send that finds the peer's queue at its high-water mark
+// (Options.WaterMark) waits for room in zmq_poll, looking at its context
+// and at Close every pollInterval, so it never blocks past its context,
+// even when the peer is gone. ZeroMQ queues messages for a peer that is
+// not (yet, or any longer) connected, and reconnects by itself: a
+// successful Send does not mean the peer received the message.
+//
+// Received messages wait in an inbox of Options.InboxSize messages. When
+// Recv falls behind and the inbox fills, the receive loop stops reading,
+// and back-pressure reaches the senders through ZeroMQ's queues and TCP.
+//
+// # Shutdown
+//
+// Close refuses new calls, wakes the receive loop through an inproc
+// socket pair and waits for it, closes every DEALER (a Send waiting for
+// room gives up within pollInterval), and terminates the context. With
+// linger 0 nothing waits for a peer, so Close returns promptly even with
+// messages queued for a dead one, and leaves no goroutine behind.
+package zmq

@@ -1,0 +1,863 @@
+package zmq
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	zmq4 "github.com/pebbe/zmq4"
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/psnode/transport"
+)
+
+// DefaultInboxSize is the inbox size used when Options.InboxSize is zero.
+const DefaultInboxSize = 1024
+
+// pollInterval bounds how long a Send waiting for room in a full outbound
+// queue goes without looking at its context and at Close. It is the
+// timeout of a zmq_poll on the socket, which returns as soon as there is
+// room: it adds no latency to a Send that can proceed.
+const pollInterval = 50 * time.Millisecond
+
+// recvBackstop bounds how long the receive loop waits in zmq_poll without
+// looking at Close. Close wakes the loop at once through the wake socket;
+// the backstop only matters if that wake were lost.
+const recvBackstop = time.Second
+
+// wakeEndpoint is the inproc endpoint Close uses to wake the receive
+// loop. Inproc names are scoped to a ZeroMQ context, and every Transport
+// has its own.
+const wakeEndpoint = "inproc://spindle-zmq-wake"
+
+// Options configures a Transport. The zero value is a TCP transport with
+// ZeroMQ's default high-water mark.
+type Options struct {
+	// Local makes the transport use ipc:// endpoints under IPCDir instead
+	// of TCP, for jobs whose nodes all run on this machine (ps-lite's
+	// DMLC_LOCAL). Addresses keep the form "host:port": the port names the
+	// endpoint and the host is ignored, so every node of the job must set
+	// Local and use the same IPCDir. Default false.
+	Local bool
+
+	// IPCDir is the directory of the ipc endpoints when Local is set; it
+	// is created (mode 0700) if missing. Its path plus "/65535.ipc" must
+	// fit the 107 bytes of a Unix socket address. Empty means
+	// os.TempDir()/spindle-ipc-<uid>.
+	IPCDir string
+
+	// WaterMark, when positive, is ZMQ_SNDHWM of each outbound socket: the
+	// number of messages queued for one peer before Send waits for room
+	// (ps-lite's DMLC_PS_WATER_MARK). Zero keeps ZeroMQ's default of 1000.
+	WaterMark int
+
+	// InboxSize is the number of received messages held for Recv. When it
+	// is full the receive loop stops reading, and ZeroMQ's own queues and
+	// TCP push back on the senders; nothing is dropped. Zero means
+	// DefaultInboxSize.
+	InboxSize int
+
+	// Logger receives debug entries for dropped malformed input and error
+	// entries from the receive loop. Nil discards them.
+	Logger *logrus.Entry
+}
+
+// Validate reports every invalid field of o.
+func (o Options) Validate() error {
+	var errs []error
+	if o.WaterMark < 0 {
+		errs = append(errs, fmt.Errorf("zmq: WaterMark %d is negative", o.WaterMark))
+	}
+	if o.InboxSize < 0 {
+		errs = append(errs, fmt.Errorf("zmq: InboxSize %d is negative", o.InboxSize))
+	}
+	if o.Local && o.IPCDir != "" && len(o.IPCDir)+len("/65535.ipc") > maxIPCPath {
+		errs = append(errs, fmt.Errorf("zmq: IPCDir %q is too long for a Unix socket path", o.IPCDir))
+	}
+	return errors.Join(errs...)
+}
+
+// Stats counts a Transport's messages.
+type Stats struct {
+	Sent      uint64 // messages handed to ZeroMQ by Send
+	Received  uint64 // well-formed messages read from peers, for Recv
+	Malformed uint64 // messages from peers dropped because they did not decode or check
+}
+
+// Transport is the ZeroMQ implementation of transport.Transport. See the
+// package documentation for its sockets and wire format.
+//
+// A Transport is safe for concurrent use.
+type Transport struct {
+	opts   Options
+	log    *logrus.Entry
+	zctx   *zmq4.Context
+	ipcDir string
+
+	inbox    chan *transport.Message
+	done     chan struct{} // closed when Close starts
+	closed   chan struct{} // closed when Close has finished
+	recvDead chan struct{} // closed if the receive loop fails
+	recvErr  error         // why the receive loop failed; set before recvDead is closed
+
+	mu        sync.Mutex
+	closing   bool
+	listening bool
+	peers     map[int32]*peer
+	wake      *zmq4.Socket   // Close's end of the wake pair; nil until Listen
+	ipcLock   *ipcLock       // the endpoint lock in Local mode
+	ops       sync.WaitGroup // Listen, Connect and Disconnect calls creating or closing sockets; Add only under mu while !closing
+	wg        sync.WaitGroup // the receive loop; Add only under mu while !closing
+
+	sent, received, malformed atomic.Uint64
+}
+
+var _ transport.Transport = (*Transport)(nil)
+
+// New returns a transport with its own ZeroMQ context. It neither listens
+// nor connects until told to.
+func New(opts Options) (*Transport, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.InboxSize == 0 {
+		opts.InboxSize = DefaultInboxSize
+	}
+	log := opts.Logger
+	if log == nil {
+		l := logrus.New()
+		l.Out = io.Discard
+		log = logrus.NewEntry(l)
+	}
+	dir := opts.IPCDir
+	if opts.Local && dir == "" {
+		var err error
+		if dir, err = defaultIPCDir(); err != nil {
+			return nil, err
+		}
+	}
+	zctx, err := zmq4.NewContext()
+	if err != nil {
+		return nil, fmt.Errorf("zmq: new context: %w", err)
+	}
+	// ps-lite's limit: one socket per peer, and MaxNodes peers at most.
+	if err := zctx.SetMaxSockets(transport.MaxNodes); err != nil {
+		_ = zctx.Term()
+		return nil, fmt.Errorf("zmq: set ZMQ_MAX_SOCKETS: %w", err)
+	}
+	return &Transport{
+		opts:     opts,
+		log:      log,
+		zctx:     zctx,
+		ipcDir:   dir,
+		inbox:    make(chan *transport.Message, opts.InboxSize),
+		done:     make(chan struct{}),
+		closed:   make(chan struct{}),
+		recvDead: make(chan struct{}),
+		peers:    make(map[int32]*peer),
+	}, nil
+}
+
+// begin registers a call that creates or closes sockets, so that Close waits for it
+// before terminating the context. It reports false after Close.
+func (t *Transport) begin() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closing {
+		return false
+	}
+	t.ops.Add(1)
+	return true
+}
+
+// Listen implements transport.Transport. It binds a ROUTER socket at
+// tcp://host:port (port 0 picks a free port; an empty host means every
+// interface) or, with Options.Local, at the ipc endpoint for port (port 0
+// picks an unused one). It returns "host:port" with the bound port.
+func (t *Transport) Listen(ctx context.Context, addr string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	host, port, err := splitAddr(addr)
+	if err != nil {
+		return "", fmt.Errorf("zmq: listen %q: %w", addr, err)
+	}
+	if !t.begin() {
+		return "", transport.ErrClosed
+	}
+	defer t.ops.Done()
+	t.mu.Lock()
+	if t.listening {
+		t.mu.Unlock()
+		return "", fmt.Errorf("zmq: listen %q: already listening", addr)
+	}
+	t.listening = true
+	t.mu.Unlock()
+
+	bound, err := t.listen(host, port)
+	if err != nil {
+		t.mu.Lock()
+		t.listening = false
+		t.mu.Unlock()
+		return "", fmt.Errorf("zmq: listen %q: %w", addr, err)
+	}
+	return bound, nil
+}
+
+func (t *Transport) listen(host string, port uint16) (_ string, err error) {
+	var (
+		endpoint string
+		lock     *ipcLock
+	)
+	if t.opts.Local {
+		if lock, err = lockIPC(t.ipcDir, port); err != nil {
+			return "", err
+		}
+		defer func() {
+			if err != nil {
+				lock.release()
+			}
+		}()
+		port = lock.port
+		endpoint = "ipc://" + lock.endpoint
+	} else {
+		h, p := host, strconv.Itoa(int(port))
+		if h == "" {
+			h = "*"
+		}
+		if port == 0 {
+			p = "*"
+		}
+		endpoint = "tcp://" + net.JoinHostPort(h, p)
+	}
+
+	var socks []*zmq4.Socket
+	defer func() {
+		if err != nil {
+			for _, s := range socks {
+				_ = s.Close()
+			}
+		}
+	}()
+	newSocket := func(typ zmq4.Type) (*zmq4.Socket, error) {
+		s, err := t.zctx.NewSocket(typ)
+		if err != nil {
+			return nil, fmt.Errorf("new %v socket: %w", typ, err)
+		}
+		socks = append(socks, s)
+		if err := s.SetLinger(0); err != nil {
+			return nil, fmt.Errorf("set ZMQ_LINGER: %w", err)
+		}
+		return s, nil
+	}
+	router, err := newSocket(zmq4.ROUTER)
+	if err != nil {
+		return "", err
+	}
+	if strings.Contains(host, ":") {
+		if err := router.SetIpv6(true); err != nil {
+			return "", fmt.Errorf("set ZMQ_IPV6: %w", err)
+		}
+	}
+	if err := router.Bind(endpoint); err != nil {
+		return "", fmt.Errorf("bind %s: %w", endpoint, err)
+	}
+	if !t.opts.Local {
+		last, err := router.GetLastEndpoint()
+		if err != nil {
+			return "", fmt.Errorf("get ZMQ_LAST_ENDPOINT: %w", err)
+		}
+		_, p, err := net.SplitHostPort(strings.TrimPrefix(last, "tcp://"))
+		if err != nil {
+			return "", fmt.Errorf("parse ZMQ_LAST_ENDPOINT %q: %w", last, err)
+		}
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil {
+			return "", fmt.Errorf("parse ZMQ_LAST_ENDPOINT %q: %w", last, err)
+		}
+		port = uint16(n)
+	}
+	wakeRecv, err := newSocket(zmq4.PAIR)
+	if err != nil {
+		return "", err
+	}
+	if err := wakeRecv.Bind(wakeEndpoint); err != nil {
+		return "", fmt.Errorf("bind %s: %w", wakeEndpoint, err)
+	}
+	wakeSend, err := newSocket(zmq4.PAIR)
+	if err != nil {
+		return "", err
+	}
+	if err := wakeSend.Connect(wakeEndpoint); err != nil {
+		return "", fmt.Errorf("connect %s: %w", wakeEndpoint, err)
+	}
+
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closing {
+		return "", transport.ErrClosed
+	}
+	t.wake, t.ipcLock = wakeSend, lock
+	// The receive loop owns router and wakeRecv from here on.
+	t.wg.Add(1)
+	go t.recvLoop(router, wakeRecv)
+	return net.JoinHostPort(host, strconv.Itoa(int(port))), nil
+}
+
+// splitAddr splits "host:port" and parses the port.
+func splitAddr(addr string) (string, uint16, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return "", 0, fmt.Errorf("port %q: %w", port, err)
+	}
+	return host, uint16(n), nil
+}
+
+// endpoint maps an address given to Connect to a ZeroMQ endpoint:
+// "tcp://…" and "ipc://…" are used as they are; "host:port" means
+// tcp://host:port, or with Options.Local the ipc endpoint of port.
+func (t *Transport) endpoint(addr string) (string, error) {
+	if strings.HasPrefix(addr, "tcp://") || strings.HasPrefix(addr, "ipc://") {
+		return addr, nil
+	}
+	host, port, err := splitAddr(addr)
+	if err != nil {
+		return "", err
+	}
+	if port == 0 {
+		return "", errors.New("port 0")
+	}
+	if t.opts.Local {
+		return "ipc://" + ipcEndpoint(t.ipcDir, port), nil
+	}
+	return "tcp://" + net.JoinHostPort(host, strconv.Itoa(int(port))), nil
+}
+
+// recvLoop owns the ROUTER socket: it reads messages and hands them to
+// Recv through the inbox until Close wakes it. It closes both sockets.
+func (t *Transport) recvLoop(router, wake *zmq4.Socket) {
+	defer t.wg.Done()
+	defer func() {
+		_ = router.Close()
+		_ = wake.Close()
+	}()
+	poller := zmq4.NewPoller()
+	poller.Add(router, zmq4.POLLIN)
+	poller.Add(wake, zmq4.POLLIN)
+	for {
+		polled, err := poller.Poll(recvBackstop)
+		if err != nil {
+			t.recvFailed(fmt.Errorf("zmq: poll: %w", err))
+			return
+		}
+		select {
+		case <-t.done:
+			return
+		default:
+		}
+		for _, p := range polled {
+			if p.Socket == wake {
+				return
+			}
+		}
+		// Drain what the ROUTER holds; the rest of a multipart message is
+		// always there once its first frame is.
+		delivered := false
+		for {
+			select {
+			case <-t.done:
+				return
+			default:
+			}
+			m, err := t.readMessage(router)
+			if isErrno(err, syscall.EAGAIN) {
+				if delivered {
+					// Let the goroutine woken by the inbox run here, now,
+					// before this one blocks in zmq_poll holding its P:
+					// otherwise it waits for another thread to wake and
+					// steal it, which costs tens of µs per message.
+					runtime.Gosched()
+				}
+				break
+			}
+			if err != nil {
+				t.recvFailed(fmt.Errorf("zmq: receive: %w", err))
+				return
+			}
+			if m == nil {
+				continue // malformed, dropped
+			}
+			t.received.Add(1) // before the hand-off, so that Recv sees it counted
+			select {
+			case t.inbox <- m:
+				delivered = true
+			case <-t.done:
+				return
+			}
+		}
+	}
+}
+
+// recvFailed records a receive loop failure, which Recv then returns.
+// ZeroMQ reports none in normal operation.
+func (t *Transport) recvFailed(err error) {
+	select {
+	case <-t.done:
+		return // an error caused by Close is no failure
+	default:
+	}
+	t.log.WithError(err).Error("receive loop stopped")
+	t.recvErr = err
+	close(t.recvDead)
+}
+
+// readMessage reads one message from the ROUTER:
+//
+//	+----------+------+-------+-----+-------+
+//	| identity | meta | data0 | ... | dataN |
+//	+----------+------+-------+-----+-------+
+//
+// The identity frame is the ROUTER's name for the connection; the sender
+// is the one its meta names. The data frames are the buffers pebbe/zmq4
+// returns, not copied again. A malformed message is counted and dropped:
+// readMessage then returns (nil, nil). It returns an EAGAIN error when no
+// message is waiting.
+func (t *Transport) readMessage(router *zmq4.Socket) (*transport.Message, error) {
+	id, err := router.RecvBytes(zmq4.DONTWAIT)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		meta   []byte
+		data   [][]byte
+		frames int
+	)
+	for {
+		more, err := router.GetRcvmore()
+		if err != nil {
+			return nil, err
+		}
+		if !more {
+			break
+		}
+		f, err := router.RecvBytes(0)
+		if err != nil {
+			return nil, err
+		}
+		frames++
+		switch {
+		case frames == 1:
+			meta = f
+		case len(data) <= transport.MaxDataFrames:
+			// One over the limit is kept so that CheckData reports it;
+			// frames beyond that are read and discarded.
+			data = append(data, f)
+		}
+	}
+	if frames == 0 {
+		t.dropMalformed(id, nil, errors.New("no meta frame"))
+		return nil, nil
+	}
+	mm, err := transport.DecodeMeta(meta)
+	if err != nil {
+		t.dropMalformed(id, nil, err)
+		return nil, nil
+	}
+	m := &transport.Message{Meta: mm, Data: data}
+	if err := transport.CheckData(m); err != nil {
+		t.dropMalformed(id, &mm, err)
+		return nil, nil
+	}
+	return m, nil
+}
+
+func (t *Transport) dropMalformed(id []byte, m *transport.Meta, err error) {
+	t.malformed.Add(1)
+	if !t.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
+		return
+	}
+	fields := logrus.Fields{"peer": hex.EncodeToString(id)}
+	if m != nil {
+		fields["sender"] = m.Sender
+	}
+	t.log.WithError(err).WithFields(fields).Debug("dropped malformed message")
+}
+
+// Recv implements transport.Transport. The data frames of the message are
+// the receive buffers themselves.
+func (t *Transport) Recv(ctx context.Context) (*transport.Message, error) {
+	select {
+	case <-t.done:
+		return nil, transport.ErrClosed
+	default:
+	}
+	select {
+	case m := <-t.inbox:
+		return m, nil
+	case <-t.done:
+		return nil, transport.ErrClosed
+	case <-t.recvDead:
+		return nil, t.recvErr
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Connect implements transport.Transport. It opens a DEALER socket to addr
+// ("host:port", "tcp://…" or "ipc://…"; see the package documentation)
+// and replaces the route to id, closing the socket of the old route and
+// discarding what was still queued on it. ZeroMQ connects in the
+// background and reconnects after failures, so Connect does not wait for
+// the peer.
+func (t *Transport) Connect(ctx context.Context, id int32, addr string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	endpoint, err := t.endpoint(addr)
+	if err != nil {
+		return fmt.Errorf("zmq: connect to %d at %q: %w", id, addr, err)
+	}
+	if !t.begin() {
+		return transport.ErrClosed
+	}
+	defer t.ops.Done()
+	p := &peer{
+		t:        t,
+		id:       id,
+		endpoint: endpoint,
+		sem:      make(chan struct{}, 1),
+		gone:     make(chan struct{}),
+	}
+	if err := p.open(); err != nil {
+		return fmt.Errorf("zmq: connect to %d at %q: %w", id, addr, err)
+	}
+	t.mu.Lock()
+	if t.closing {
+		t.mu.Unlock()
+		p.close()
+		return transport.ErrClosed
+	}
+	old := t.peers[id]
+	t.peers[id] = p
+	t.mu.Unlock()
+	if old != nil {
+		old.close()
+	}
+	return nil
+}
+
+// Disconnect implements transport.Transport. Messages still queued for id
+// are discarded.
+func (t *Transport) Disconnect(id int32) error {
+	if !t.begin() {
+		return transport.ErrClosed
+	}
+	defer t.ops.Done() // Close terminates the context only once p is closed
+	t.mu.Lock()
+	p := t.peers[id]
+	delete(t.peers, id)
+	t.mu.Unlock()
+	if p != nil {
+		p.close()
+	}
+	return nil
+}
+
+// maxPooledMeta is the largest meta buffer kept for reuse.
+const maxPooledMeta = 64 << 10
+
+var metaPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, 256)
+	return &b
+}}
+
+// Send implements transport.Transport. It queues m on the DEALER socket
+// of m.Meta.Recver; when the queue is at its high-water mark, Send waits
+// for room until ctx is done. It refuses a message that would fail
+// transport.CheckData. The meta and data are copied into ZeroMQ's
+// buffers: m may be reused once Send returns.
+func (t *Transport) Send(ctx context.Context, m *transport.Message) (int, error) {
+	select {
+	case <-t.done:
+		return 0, transport.ErrClosed
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	id := m.Meta.Recver
+	if err := transport.CheckData(m); err != nil {
+		return 0, fmt.Errorf("zmq: send to %d: %w", id, err)
+	}
+	bp := metaPool.Get().(*[]byte)
+	meta, err := transport.AppendMeta((*bp)[:0], &m.Meta)
+	defer func() {
+		// ZeroMQ has copied the meta by now. A buffer grown for a large
+		// node table is left to the garbage collector.
+		if cap(meta) <= maxPooledMeta {
+			*bp = meta[:0]
+			metaPool.Put(bp)
+		}
+	}()
+	if err != nil {
+		return 0, fmt.Errorf("zmq: send to %d: %w", id, err)
+	}
+	for {
+		t.mu.Lock()
+		closing, p := t.closing, t.peers[id]
+		t.mu.Unlock()
+		switch {
+		case closing:
+			return 0, transport.ErrClosed
+		case p == nil:
+			return 0, fmt.Errorf("zmq: send to %d: %w", id, transport.ErrUnknownPeer)
+		}
+		err := p.send(ctx, meta, m.Data)
+		if errors.Is(err, errRouteGone) {
+			continue // replaced or removed meanwhile: look again
+		}
+		if err != nil {
+			return 0, fmt.Errorf("zmq: send to %d: %w", id, err)
+		}
+		t.sent.Add(1)
+		return len(meta) + m.DataBytes(), nil
+	}
+}
+
+// Stats returns the transport's counters.
+func (t *Transport) Stats() Stats {
+	return Stats{Sent: t.sent.Load(), Received: t.received.Load(), Malformed: t.malformed.Load()}
+}
+
+// Close implements transport.Transport. In order, it: refuses new calls
+// and wakes blocked ones; waits for Listen and Connect calls in progress;
+// wakes the receive loop and waits for it to close the ROUTER; closes
+// every DEALER once the Send using it (if any) has noticed, within
+// pollInterval; and terminates the ZeroMQ context. All sockets have
+// ZMQ_LINGER 0, so queued messages are discarded and nothing waits for a
+// peer. A second Close waits for the first and returns nil.
+func (t *Transport) Close() error {
+	t.mu.Lock()
+	if t.closing {
+		t.mu.Unlock()
+		<-t.closed
+		return nil
+	}
+	t.closing = true
+	close(t.done)
+	t.mu.Unlock()
+
+	t.ops.Wait()
+	// Nothing changes the fields below once closing is set and the
+	// operations in progress are done.
+	t.mu.Lock()
+	peers, wake, lock := t.peers, t.wake, t.ipcLock
+	t.peers, t.wake, t.ipcLock = nil, nil, nil
+	t.mu.Unlock()
+
+	if wake != nil {
+		// This fails (EAGAIN) when the loop has seen done by itself and
+		// closed its end already; had it failed otherwise, the loop would
+		// still see done within recvBackstop.
+		_, _ = wake.SendBytes(nil, zmq4.DONTWAIT)
+	}
+	t.wg.Wait()
+	if wake != nil {
+		_ = wake.Close()
+	}
+	for _, p := range peers {
+		p.close()
+	}
+	err := t.zctx.Term()
+	if lock != nil {
+		lock.release()
+	}
+	close(t.closed)
+	if err != nil {
+		return fmt.Errorf("zmq: terminate context: %w", err)
+	}
+	return nil
+}
+
+// errRouteGone reports that a peer's route was replaced, removed or closed
+// while a Send was using it.
+var errRouteGone = errors.New("route gone")
+
+// peer is the route to one node: a DEALER socket connected to the node's
+// ROUTER. Whoever holds sem owns sock and poller.
+type peer struct {
+	t        *Transport
+	id       int32
+	endpoint string
+	sem      chan struct{} // capacity 1: a mutex that a waiter can give up on
+	gone     chan struct{} // closed when the route is replaced or removed
+
+	sock   *zmq4.Socket // nil once closed; guarded by sem
+	poller *zmq4.Poller // POLLOUT on sock; guarded by sem
+}
+
+// open creates and connects the socket. The caller holds sem or is the
+// only user of p.
+func (p *peer) open() error {
+	s, err := p.t.zctx.NewSocket(zmq4.DEALER)
+	if err != nil {
+		return fmt.Errorf("new DEALER socket: %w", err)
+	}
+	fail := func(err error) error {
+		_ = s.Close()
+		return err
+	}
+	if err := s.SetLinger(0); err != nil {
+		return fail(fmt.Errorf("set ZMQ_LINGER: %w", err))
+	}
+	if wm := p.t.opts.WaterMark; wm > 0 {
+		if err := s.SetSndhwm(wm); err != nil {
+			return fail(fmt.Errorf("set ZMQ_SNDHWM: %w", err))
+		}
+	}
+	if strings.HasPrefix(p.endpoint, "tcp://[") {
+		if err := s.SetIpv6(true); err != nil {
+			return fail(fmt.Errorf("set ZMQ_IPV6: %w", err))
+		}
+	}
+	if err := s.Connect(p.endpoint); err != nil {
+		return fail(fmt.Errorf("connect %s: %w", p.endpoint, err))
+	}
+	p.sock = s
+	p.poller = zmq4.NewPoller()
+	p.poller.Add(s, zmq4.POLLOUT)
+	return nil
+}
+
+// close marks the route gone, waits for the Send using the socket to
+// notice, and closes the socket. It is called once, by whoever removed p
+// from the route table.
+func (p *peer) close() {
+	close(p.gone)
+	p.sem <- struct{}{}
+	if p.sock != nil {
+		_ = p.sock.Close()
+		p.sock = nil
+	}
+	<-p.sem
+}
+
+// send writes one message to the socket: meta, then the data frames, each
+// but the last with ZMQ_SNDMORE. ZeroMQ accepts or refuses a whole message
+// at its first frame (the high-water mark counts messages), so only the
+// first frame waits for room, and that wait gives up when ctx is done.
+func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
+	select {
+	case p.sem <- struct{}{}:
+	case <-p.gone:
+		return errRouteGone
+	case <-p.t.done:
+		return transport.ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.sem }()
+	select {
+	case <-p.gone:
+		return errRouteGone
+	default:
+	}
+	if p.sock == nil {
+		// A previous send failed part-way and closed the socket.
+		if err := p.open(); err != nil {
+			return err
+		}
+	}
+	more := zmq4.Flag(0)
+	if len(data) > 0 {
+		more = zmq4.SNDMORE
+	}
+	if err := p.write(ctx, meta, more); err != nil {
+		return err
+	}
+	// A started message must be finished: from here on only Close or a
+	// replaced route stops the wait, never ctx.
+	rest := context.WithoutCancel(ctx)
+	for i, d := range data {
+		flags := zmq4.SNDMORE
+		if i == len(data)-1 {
+			flags = 0
+		}
+		if err := p.write(rest, d, flags); err != nil {
+			// The socket holds part of a message, which would run into
+			// the next one: drop it with the socket.
+			_ = p.sock.Close()
+			p.sock = nil
+			return err
+		}
+	}
+	return nil
+}
+
+// write sends one frame without blocking, waiting on the socket for room
+// while ZeroMQ says EAGAIN. sem must be held.
+func (p *peer) write(ctx context.Context, b []byte, flags zmq4.Flag) error {
+	for {
+		_, err := p.sock.SendBytes(b, flags|zmq4.DONTWAIT)
+		if err == nil {
+			return nil
+		}
+		if !isErrno(err, syscall.EAGAIN) {
+			return err
+		}
+		if err := p.waitWritable(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// waitWritable waits until the socket has room for a message, ctx is done,
+// the route is gone or the transport closes. sem must be held.
+func (p *peer) waitWritable(ctx context.Context) error {
+	for {
+		select {
+		case <-p.gone:
+			return errRouteGone
+		case <-p.t.done:
+			return transport.ErrClosed
+		case <-ctx.Done():
+			return ctx.Err()
+		default:
+		}
+		wait := pollInterval
+		if dl, ok := ctx.Deadline(); ok {
+			left := time.Until(dl)
+			if left <= 0 {
+				return context.DeadlineExceeded
+			}
+			wait = min(wait, left)
+		}
+		polled, err := p.poller.Poll(wait)
+		if err != nil {
+			return fmt.Errorf("poll: %w", err)
+		}
+		if len(polled) > 0 {
+			return nil
+		}
+	}
+}
+
+// isErrno reports whether err is the ZeroMQ error number e.
+func isErrno(err error, e syscall.Errno) bool {
+	var zerr zmq4.Errno
+	return errors.As(err, &zerr) && zerr == zmq4.Errno(e)
+}

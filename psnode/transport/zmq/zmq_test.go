@@ -1,0 +1,372 @@
+package zmq_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	zmq4 "github.com/pebbe/zmq4"
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/psnode/transport"
+	"github.com/spindle-ps/spindle/psnode/transport/transporttest"
+	"github.com/spindle-ps/spindle/psnode/transport/zmq"
+)
+
+// testLogger routes a transport's logs to t.Log, so that they show only
+// when the test fails.
+func testLogger(t testing.TB) *logrus.Entry {
+	l := logrus.New()
+	l.Out = tWriter{t}
+	l.Level = logrus.DebugLevel
+	return logrus.NewEntry(l)
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+func newTransport(t testing.TB, opts zmq.Options) *zmq.Transport {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = testLogger(t)
+	}
+	tr, err := zmq.New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := tr.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return tr
+}
+
+func TestConformance(t *testing.T) {
+	transporttest.Run(t, func(t *testing.T) transport.Transport { return newTransport(t, zmq.Options{}) })
+}
+
+func TestConformanceLocal(t *testing.T) {
+	dir := t.TempDir()
+	transporttest.Run(t, func(t *testing.T) transport.Transport {
+		return newTransport(t, zmq.Options{Local: true, IPCDir: dir})
+	})
+}
+
+func TestOptionsValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		opts    zmq.Options
+		wantErr bool
+	}{
+		{name: "zero", opts: zmq.Options{}},
+		{name: "watermark", opts: zmq.Options{WaterMark: 10, InboxSize: 10}},
+		{name: "negative watermark", opts: zmq.Options{WaterMark: -1}, wantErr: true},
+		{name: "negative inbox", opts: zmq.Options{InboxSize: -1}, wantErr: true},
+		{name: "long ipc dir", opts: zmq.Options{Local: true, IPCDir: "/" + strings.Repeat("d", 120)}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if err := tt.opts.Validate(); (err != nil) != tt.wantErr {
+				t.Fatalf("Validate = %v, want error %v", err, tt.wantErr)
+			}
+			tr, err := zmq.New(tt.opts)
+			if err == nil {
+				defer tr.Close()
+			}
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("New = %v, want error %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func recv(t *testing.T, tr transport.Transport) *transport.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	m, err := tr.Recv(ctx)
+	if err != nil {
+		t.Fatalf("Recv: %v", err)
+	}
+	return m
+}
+
+// TestMalformedDropped sends garbage from a raw DEALER and checks that it
+// is dropped and counted, and that a good message after it arrives.
+func TestMalformedDropped(t *testing.T) {
+	tr := newTransport(t, zmq.Options{})
+	addr, err := tr.Listen(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	zctx, err := zmq4.NewContext()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zctx.Term()
+	raw, err := zctx.NewSocket(zmq4.DEALER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	if err := raw.SetLinger(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.Connect("tcp://" + addr); err != nil {
+		t.Fatal(err)
+	}
+	goodMeta, err := transport.AppendMeta(nil, &transport.Meta{Sender: 9, Recver: 8, Timestamp: 7,
+		DataTypes: []transport.DataType{transport.TypeUint64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbage := []struct {
+		name  string
+		parts []any
+	}{
+		{name: "not thrift", parts: []any{"garbage"}},
+		{name: "empty meta", parts: []any{""}},
+		{name: "truncated meta", parts: []any{goodMeta[:len(goodMeta)-1], make([]byte, 8)}},
+		{name: "ragged data", parts: []any{goodMeta, make([]byte, 7)}},
+		{name: "types mismatch", parts: []any{goodMeta, make([]byte, 8), make([]byte, 8)}},
+		{name: "too many frames", parts: func() []any {
+			p := []any{[]byte{0}}
+			for range transport.MaxDataFrames + 3 {
+				p = append(p, "x")
+			}
+			return p
+		}()},
+	}
+	for _, g := range garbage {
+		if _, err := raw.SendMessage(g.parts...); err != nil {
+			t.Fatalf("send %s: %v", g.name, err)
+		}
+	}
+	if _, err := raw.SendMessage(goodMeta, make([]byte, 16)); err != nil {
+		t.Fatal(err)
+	}
+	m := recv(t, tr)
+	if m.Meta.Timestamp != 7 || len(m.Data) != 1 || len(m.Data[0]) != 16 {
+		t.Fatalf("received %v, want the good message", m)
+	}
+	if st := tr.Stats(); st.Malformed != uint64(len(garbage)) || st.Received != 1 {
+		t.Fatalf("stats %+v, want %d malformed and 1 received", st, len(garbage))
+	}
+}
+
+// TestLocalAcrossTransports checks that the address a Local transport
+// returns reaches it from another Local transport with the same IPCDir,
+// that it is "host:port", and that "ipc://" endpoints work too.
+func TestLocalAcrossTransports(t *testing.T) {
+	dir := t.TempDir()
+	a := newTransport(t, zmq.Options{Local: true, IPCDir: dir})
+	b := newTransport(t, zmq.Options{Local: true, IPCDir: dir})
+	addrB, err := b.Listen(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _, err := net.SplitHostPort(addrB)
+	if err != nil || host != "127.0.0.1" {
+		t.Fatalf("Listen = %q, want 127.0.0.1:port", addrB)
+	}
+	if err := a.Connect(t.Context(), 8, addrB); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Send(t.Context(), &transport.Message{Meta: transport.Meta{Sender: 9, Recver: 8, Timestamp: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if m := recv(t, b); m.Meta.Timestamp != 1 {
+		t.Fatalf("received %v", m)
+	}
+
+	// A plain (TCP) transport reaches the same endpoint by its ipc URL.
+	_, port, _ := net.SplitHostPort(addrB)
+	c := newTransport(t, zmq.Options{})
+	if err := c.Connect(t.Context(), 8, "ipc://"+dir+"/"+port+".ipc"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Send(t.Context(), &transport.Message{Meta: transport.Meta{Sender: 10, Recver: 8, Timestamp: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if m := recv(t, b); m.Meta.Timestamp != 2 {
+		t.Fatalf("received %v", m)
+	}
+}
+
+// TestLocalPortClaimed checks that a live Local transport's port cannot
+// be listened on by another, and is free again after Close.
+func TestLocalPortClaimed(t *testing.T) {
+	dir := t.TempDir()
+	a := newTransport(t, zmq.Options{Local: true, IPCDir: dir})
+	addr, err := a.Listen(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newTransport(t, zmq.Options{Local: true, IPCDir: dir})
+	if _, err := b.Listen(t.Context(), addr); err == nil {
+		t.Fatalf("a second transport listened on %s", addr)
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Listen(t.Context(), addr); err != nil {
+		t.Fatalf("Listen on %s after its holder closed: %v", addr, err)
+	}
+}
+
+// deadAddr returns a loopback address where nobody listens.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return addr
+}
+
+// TestSendBlockedByWaterMark checks that a Send to a peer that never reads
+// gives up at its context's deadline once the high-water mark is reached,
+// and that Close then returns promptly although messages are queued.
+func TestSendBlockedByWaterMark(t *testing.T) {
+	tr := newTransport(t, zmq.Options{WaterMark: 5})
+	if err := tr.Connect(t.Context(), 8, deadAddr(t)); err != nil {
+		t.Fatal(err)
+	}
+	m := &transport.Message{Meta: transport.Meta{Sender: 9, Recver: 8}, Data: [][]byte{make([]byte, 1024)}}
+	var err error
+	sent := 0
+	for ; sent < 100 && err == nil; sent++ {
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		_, err = tr.Send(ctx, m)
+		cancel()
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("after %d sends to a dead peer with WaterMark 5: %v, want context.DeadlineExceeded", sent, err)
+	}
+
+	// A Send without a deadline waits until it is cancelled.
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := tr.Send(ctx, m)
+		errc <- err
+	}()
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("blocked Send after cancel = %v, want context.Canceled", err)
+	}
+
+	// And one waiting when the transport closes returns ErrClosed.
+	go func() {
+		_, err := tr.Send(t.Context(), m)
+		errc <- err
+	}()
+	start := time.Now()
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Close took %v with messages queued for a dead peer", d)
+	}
+	if err := <-errc; !errors.Is(err, transport.ErrClosed) {
+		t.Fatalf("Send blocked across Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestCloseWithUnsentMessages checks linger 0: Close returns promptly with
+// large messages queued for a peer that is not there.
+func TestCloseWithUnsentMessages(t *testing.T) {
+	tr := newTransport(t, zmq.Options{})
+	if _, err := tr.Listen(t.Context(), "127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Connect(t.Context(), 8, deadAddr(t)); err != nil {
+		t.Fatal(err)
+	}
+	m := &transport.Message{Meta: transport.Meta{Sender: 9, Recver: 8}, Data: [][]byte{make([]byte, 1<<20)}}
+	for range 20 {
+		if _, err := tr.Send(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	if err := tr.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Close took %v with unsent messages", d)
+	}
+}
+
+// TestReplaceRouteWhileBlocked checks that a Send waiting for room on a
+// dead peer's socket moves to the new route when Connect replaces it.
+func TestReplaceRouteWhileBlocked(t *testing.T) {
+	a := newTransport(t, zmq.Options{WaterMark: 1})
+	b := newTransport(t, zmq.Options{})
+	addrB, err := b.Listen(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Connect(t.Context(), 8, deadAddr(t)); err != nil {
+		t.Fatal(err)
+	}
+	m := &transport.Message{Meta: transport.Meta{Sender: 9, Recver: 8, Timestamp: 1}}
+	// Fill the dead route's queue.
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		_, err := a.Send(ctx, m)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		_, err := a.Send(ctx, &transport.Message{Meta: transport.Meta{Sender: 9, Recver: 8, Timestamp: 2}})
+		errc <- err
+	}()
+	if err := a.Connect(t.Context(), 8, addrB); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("Send across the route change: %v", err)
+	}
+	if m := recv(t, b); m.Meta.Timestamp != 2 {
+		t.Fatalf("new route received %v, want timestamp 2", m)
+	}
+}
+
+func TestConnectBadAddress(t *testing.T) {
+	tr := newTransport(t, zmq.Options{})
+	for _, addr := range []string{"nohost", "127.0.0.1:0", "127.0.0.1:99999", "tcp://"} {
+		if err := tr.Connect(t.Context(), 8, addr); err == nil {
+			t.Errorf("Connect(%q) succeeded", addr)
+		}
+	}
+	if _, err := tr.Listen(t.Context(), "256.1.1.1:0"); err == nil {
+		t.Error("Listen on an invalid host succeeded")
+	}
+	// A failed Listen leaves the transport able to listen.
+	if _, err := tr.Listen(t.Context(), "127.0.0.1:0"); err != nil {
+		t.Fatalf("Listen after a failed Listen: %v", err)
+	}
+}
