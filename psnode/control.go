@@ -1,0 +1,709 @@
+package psnode
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/psnode/transport"
+)
+
+// Domain-separation labels of the two authenticated messages.
+const (
+	authRegister = "spindle/register/v1"
+	authTable    = "spindle/table/v1"
+)
+
+// mac authenticates a node list under the job secret:
+// HMAC-SHA256(secret, label ‖ nonce ‖ for each node: role, id, rank,
+// port, incarnation, recovery flag, host length, host). It returns nil
+// when the job has no secret.
+func (n *Node) mac(label string, nodes []transport.Node, nonce int64) []byte {
+	if len(n.secret) == 0 {
+		return nil
+	}
+	h := hmac.New(sha256.New, n.secret)
+	h.Write([]byte(label))
+	var b [8]byte
+	put := func(v uint64) {
+		binary.LittleEndian.PutUint64(b[:], v)
+		h.Write(b[:])
+	}
+	put(uint64(nonce))
+	for _, nd := range nodes {
+		put(uint64(nd.Role))
+		put(uint64(uint32(nd.ID)))
+		put(uint64(uint32(nd.Rank)))
+		put(uint64(uint32(nd.Port)))
+		put(uint64(nd.Incarnation))
+		if nd.IsRecovery {
+			put(1)
+		} else {
+			put(0)
+		}
+		put(uint64(len(nd.Host)))
+		h.Write([]byte(nd.Host))
+	}
+	return h.Sum(nil)
+}
+
+func (n *Node) verify(label string, c *transport.Control) bool {
+	if len(n.secret) == 0 {
+		return true
+	}
+	return hmac.Equal(c.Auth, n.mac(label, c.Nodes, c.Nonce))
+}
+
+// tableMessage builds the authenticated node-table message for node to.
+func (n *Node) tableMessage(to int32, nodes []transport.Node) *transport.Message {
+	nonce := n.nonce()
+	return &transport.Message{Meta: transport.Meta{
+		Recver: to,
+		Control: transport.Control{
+			Cmd:   transport.CmdAddNode,
+			Nodes: nodes,
+			Nonce: nonce,
+			Auth:  n.mac(authTable, nodes, nonce),
+		},
+	}}
+}
+
+// onRegister handles a registration at the scheduler.
+func (n *Node) onRegister(m *transport.Message) {
+	c := &m.Meta.Control
+	if len(c.Nodes) != 1 {
+		return
+	}
+	reg := c.Nodes[0]
+	log := n.log.WithFields(logrus.Fields{"peer": reg.Addr(), "peer_role": reg.Role.String()})
+	if !n.verify(authRegister, c) {
+		log.Warn("registration refused: the node does not prove knowledge of the job secret")
+		n.refuse(reg, "registration not authenticated: wrong or missing job secret (SPINDLE_JOB_SECRET)")
+		return
+	}
+	if reg.Role != transport.RoleServer && reg.Role != transport.RoleWorker {
+		n.refuse(reg, fmt.Sprintf("role %s cannot register", reg.Role))
+		return
+	}
+	limit := n.cfg.NumWorkers
+	if reg.Role == transport.RoleServer {
+		limit = n.cfg.NumServers
+	}
+	if reg.Rank >= int32(limit) {
+		n.refuse(reg, fmt.Sprintf("rank %d is out of range: the job has %d %ss", reg.Rank, limit, reg.Role))
+		return
+	}
+	n.mu.Lock()
+	if n.ready {
+		out, err := n.recoverLocked(reg)
+		n.mu.Unlock()
+		if err != "" {
+			log.Warn("registration refused: " + err)
+			n.refuse(reg, err)
+			return
+		}
+		n.sendAll(out)
+		return
+	}
+	// Before the job starts: remember the registration; a process that
+	// registers again (a retry, or a restart holding the same rank)
+	// replaces its earlier entry.
+	for inc, r := range n.regs {
+		if inc != reg.Incarnation && reg.Rank >= 0 && r.Role == reg.Role && r.Rank == reg.Rank {
+			delete(n.regs, inc)
+		}
+	}
+	n.regs[reg.Incarnation] = reg
+	if len(n.regs) < n.cfg.NumWorkers+n.cfg.NumServers {
+		n.mu.Unlock()
+		log.Debug("node registered")
+		return
+	}
+	nodes, err := n.assignLocked()
+	if err != nil {
+		n.mu.Unlock()
+		n.log.WithError(err).Error("cannot assign ranks")
+		return
+	}
+	var out []*transport.Message
+	for _, nd := range nodes {
+		n.table[nd.ID] = nd
+		n.lastSeen[nd.ID] = n.now()
+	}
+	all := n.tableLocked()
+	for _, nd := range nodes {
+		if err := n.tr.Connect(n.ctx, nd.ID, nd.Addr()); err != nil {
+			n.log.WithError(err).WithField("peer", nd.Addr()).Error("connect to node failed")
+		}
+		out = append(out, n.tableMessage(nd.ID, all))
+	}
+	n.ready = true
+	close(n.readyCh)
+	n.mu.Unlock()
+	n.log.WithField("nodes", len(nodes)).Info("all nodes registered")
+	n.sendAll(out)
+}
+
+// assignLocked gives ranks and ids to the registered nodes: a node that
+// asked for a rank (DMLC_TASK_ID) gets it; the others take the free ranks
+// in the order of (host, port). n.mu must be held.
+func (n *Node) assignLocked() ([]transport.Node, error) {
+	var nodes []transport.Node
+	for _, role := range []transport.Role{transport.RoleServer, transport.RoleWorker} {
+		count := n.cfg.NumWorkers
+		if role == transport.RoleServer {
+			count = n.cfg.NumServers
+		}
+		taken := make([]bool, count)
+		var fixed, free []transport.Node
+		for _, r := range n.regs {
+			if r.Role != role {
+				continue
+			}
+			if r.Rank >= 0 && !taken[r.Rank] {
+				taken[r.Rank] = true
+				fixed = append(fixed, r)
+			} else {
+				r.Rank = -1
+				free = append(free, r)
+			}
+		}
+		sort.Slice(free, func(i, j int) bool {
+			a, b := free[i], free[j]
+			if a.Host != b.Host {
+				return a.Host < b.Host
+			}
+			if a.Port != b.Port {
+				return a.Port < b.Port
+			}
+			return a.Incarnation < b.Incarnation
+		})
+		next := 0
+		for i := range free {
+			for next < count && taken[next] {
+				next++
+			}
+			if next >= count {
+				return nil, fmt.Errorf("psnode: more %ss registered than the %d configured", role, count)
+			}
+			free[i].Rank = int32(next)
+			taken[next] = true
+		}
+		for _, r := range append(fixed, free...) {
+			if role == transport.RoleServer {
+				r.ID = transport.ServerID(int(r.Rank))
+			} else {
+				r.ID = transport.WorkerID(int(r.Rank))
+			}
+			nodes = append(nodes, r)
+		}
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].ID < nodes[j].ID })
+	return nodes, nil
+}
+
+// tableLocked returns the node table sorted by id. n.mu must be held.
+func (n *Node) tableLocked() []transport.Node {
+	all := make([]transport.Node, 0, len(n.table))
+	for _, nd := range n.table {
+		all = append(all, nd)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].ID < all[j].ID })
+	return all
+}
+
+// recoverLocked lets a new process take over a node's id once the job
+// runs: the node of the requested rank, or else the lowest-ranked dead
+// node of the role. It returns the messages to send, or the reason for a
+// refusal. n.mu must be held.
+func (n *Node) recoverLocked(reg transport.Node) ([]*transport.Message, string) {
+	for _, nd := range n.table {
+		if nd.Incarnation == reg.Incarnation {
+			// A repeated registration: send the table again.
+			return []*transport.Message{n.tableMessage(nd.ID, n.tableLocked())}, ""
+		}
+	}
+	var slot *transport.Node
+	for _, nd := range n.tableLocked() {
+		if nd.Role != reg.Role {
+			continue
+		}
+		_, dead := n.dead[nd.ID]
+		if reg.Rank >= 0 && nd.Rank == reg.Rank {
+			slot = &nd
+			break
+		}
+		if reg.Rank < 0 && dead {
+			slot = &nd
+			break
+		}
+	}
+	if slot == nil {
+		return nil, fmt.Sprintf("no dead %s to replace: the job already has all its nodes", reg.Role)
+	}
+	var out []*transport.Message
+	if _, dead := n.dead[slot.ID]; !dead {
+		out = append(out, n.markDeadLocked(slot.ID, "replaced by a new process of the same rank")...)
+	}
+	nd := reg
+	nd.ID, nd.Rank, nd.IsRecovery = slot.ID, slot.Rank, true
+	n.table[nd.ID] = nd
+	delete(n.dead, nd.ID)
+	n.lastSeen[nd.ID] = n.now()
+	if err := n.tr.Connect(n.ctx, nd.ID, nd.Addr()); err != nil {
+		n.log.WithError(err).WithField("peer", nd.Addr()).Error("connect to recovered node failed")
+	}
+	out = append(out, n.tableMessage(nd.ID, n.tableLocked()))
+	for _, id := range n.groupMembers(transport.ServerGroup | transport.WorkerGroup) {
+		if id != nd.ID {
+			out = append(out, n.tableMessage(id, []transport.Node{nd}))
+		}
+	}
+	n.emit(Event{Kind: NodeRecovered, Node: nd})
+	n.log.WithFields(logrus.Fields{"peer": nd.Addr(), "id": nd.ID}).Info("node recovered")
+	return out, ""
+}
+
+// refuse tells a registering node it is not admitted. The route to it
+// uses a temporary negative id, one per address, kept for later retries.
+func (n *Node) refuse(reg transport.Node, reason string) {
+	n.mu.Lock()
+	n.stats.Refusals++
+	id, ok := n.tempRoutes[reg.Addr()]
+	if !ok {
+		if len(n.tempRoutes) >= 1024 {
+			n.mu.Unlock()
+			return
+		}
+		id = -1 - int32(len(n.tempRoutes))
+		n.tempRoutes[reg.Addr()] = id
+		if err := n.tr.Connect(n.ctx, id, reg.Addr()); err != nil {
+			n.mu.Unlock()
+			return
+		}
+	}
+	n.mu.Unlock()
+	n.sendAll([]*transport.Message{{Meta: transport.Meta{
+		Recver:  id,
+		Control: transport.Control{Cmd: transport.CmdRefused, Reason: reason},
+	}}})
+}
+
+func (n *Node) onRefused(m *transport.Message) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ready {
+		return
+	}
+	n.refused = fmt.Errorf("%w by the scheduler at %s:%d: %s", ErrRefused, n.cfg.RootURI, n.cfg.RootPort, m.Meta.Control.Reason)
+	n.ready = true
+	close(n.readyCh)
+}
+
+// onTable handles the node table (or an update of some entries) sent by
+// the scheduler.
+func (n *Node) onTable(m *transport.Message) {
+	c := &m.Meta.Control
+	if !n.verify(authTable, c) {
+		n.log.Warn("node table with a bad signature ignored")
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.ready {
+		found := false
+		for _, nd := range c.Nodes {
+			if nd.Incarnation == n.me.Incarnation && nd.Role == n.role {
+				n.me.ID, n.me.Rank, n.me.IsRecovery = nd.ID, nd.Rank, nd.IsRecovery
+				found = true
+			}
+		}
+		if !found {
+			n.log.Warn("node table without this node ignored")
+			return
+		}
+		for _, nd := range c.Nodes {
+			n.table[nd.ID] = nd
+			if nd.ID == n.me.ID || nd.ID == transport.SchedulerID {
+				continue
+			}
+			if err := n.tr.Connect(n.ctx, nd.ID, nd.Addr()); err != nil {
+				n.log.WithError(err).WithField("peer", nd.Addr()).Error("connect to node failed")
+			}
+		}
+		n.lastSeen[transport.SchedulerID] = n.now()
+		n.log = n.log.WithFields(logrus.Fields{"id": n.me.ID, "rank": n.me.Rank})
+		n.ready = true
+		close(n.readyCh)
+		return
+	}
+	for _, nd := range c.Nodes {
+		old, ok := n.table[nd.ID]
+		if nd.ID == n.me.ID || (ok && old.Incarnation == nd.Incarnation) {
+			continue
+		}
+		n.table[nd.ID] = nd
+		if err := n.tr.Connect(n.ctx, nd.ID, nd.Addr()); err != nil {
+			n.log.WithError(err).WithField("peer", nd.Addr()).Error("connect to node failed")
+		}
+		if _, d := n.dead[nd.ID]; d || ok {
+			delete(n.dead, nd.ID)
+			n.emit(Event{Kind: NodeRecovered, Node: nd})
+		}
+	}
+}
+
+// Barrier blocks until every live node of group (a bitmask of
+// transport.SchedulerID, ServerGroup and WorkerGroup) has called Barrier
+// with the same group. A member that dies meanwhile is no longer waited
+// for (Subscribe and DeadNodes tell who died). It fails with an error
+// wrapping ErrNodeDead when the scheduler is dead.
+func (n *Node) Barrier(ctx context.Context, group int32) error {
+	if group < 1 || group > transport.AllGroups {
+		return fmt.Errorf("psnode: barrier group %d: want a combination of 1, 2 and 4", group)
+	}
+	n.mu.Lock()
+	if !n.ready || n.refused != nil {
+		n.mu.Unlock()
+		return ErrNotReady
+	}
+	if !inGroup(n.role, group) {
+		n.mu.Unlock()
+		return fmt.Errorf("psnode: barrier group %d does not include this %s", group, n.role)
+	}
+	if n.groupSize(group) <= 1 {
+		n.mu.Unlock()
+		return nil
+	}
+	if _, busy := n.barrierWait[group]; busy {
+		n.mu.Unlock()
+		return fmt.Errorf("psnode: a barrier on group %d is already in progress", group)
+	}
+	if reason, d := n.dead[transport.SchedulerID]; d {
+		n.mu.Unlock()
+		return &DeadError{ID: transport.SchedulerID, Role: transport.RoleScheduler, Reason: reason}
+	}
+	n.barrierSeq++
+	w := &barrierWaiter{ts: n.barrierSeq, ch: make(chan error, 1)}
+	n.barrierWait[group] = w
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		if n.barrierWait[group] == w {
+			delete(n.barrierWait, group)
+		}
+		n.mu.Unlock()
+	}()
+
+	if n.role == transport.RoleScheduler {
+		n.onBarrierRequest(transport.SchedulerID, group, w.ts)
+	} else {
+		m := &transport.Message{Meta: transport.Meta{
+			Recver:    transport.SchedulerID,
+			Request:   true,
+			Timestamp: w.ts,
+			Control:   transport.Control{Cmd: transport.CmdBarrier, BarrierGroup: group},
+		}}
+		if err := n.send(ctx, m); err != nil {
+			return err
+		}
+	}
+	select {
+	case err := <-w.ch:
+		return err
+	case <-ctx.Done():
+		n.withdrawBarrier(group, w.ts)
+		return fmt.Errorf("psnode: barrier on group %d: %w", group, ctx.Err())
+	case <-n.ctx.Done():
+		return ErrStopped
+	}
+}
+
+// barrierWithdrawn marks a barrier request that takes back an earlier
+// arrival (Meta.Status of the request).
+const barrierWithdrawn = 1
+
+// withdrawBarrier takes back this node's arrival at an abandoned barrier,
+// so that it does not complete a later round early.
+func (n *Node) withdrawBarrier(group, ts int32) {
+	if n.role == transport.RoleScheduler {
+		n.onBarrierWithdraw(transport.SchedulerID, group, ts)
+		return
+	}
+	n.sendAll([]*transport.Message{{Meta: transport.Meta{
+		Recver:    transport.SchedulerID,
+		Request:   true,
+		Timestamp: ts,
+		Status:    barrierWithdrawn,
+		Control:   transport.Control{Cmd: transport.CmdBarrier, BarrierGroup: group},
+	}}})
+}
+
+// onBarrierWithdraw forgets an arrival that its node abandoned.
+func (n *Node) onBarrierWithdraw(from, group, ts int32) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if arr := n.arrived[group]; arr != nil && arr[from] == ts {
+		delete(arr, from)
+	}
+}
+
+// onBarrierRequest counts an arrival at the scheduler and releases the
+// group when every live member has arrived.
+func (n *Node) onBarrierRequest(from, group, ts int32) {
+	if group < 1 || group > transport.AllGroups {
+		return
+	}
+	n.mu.Lock()
+	arr := n.arrived[group]
+	if arr == nil {
+		arr = make(map[int32]int32)
+		n.arrived[group] = arr
+	}
+	arr[from] = ts
+	out := n.releaseIfCompleteLocked(group)
+	n.mu.Unlock()
+	n.sendAll(out)
+}
+
+// releaseIfCompleteLocked releases group's barrier when every live member
+// has arrived. n.mu must be held.
+func (n *Node) releaseIfCompleteLocked(group int32) []*transport.Message {
+	arr := n.arrived[group]
+	members := n.groupMembers(group)
+	for _, id := range members {
+		if _, ok := arr[id]; !ok {
+			return nil
+		}
+	}
+	n.stats.BarrierRounds++
+	delete(n.arrived, group)
+	return n.answerBarrierLocked(group, arr)
+}
+
+// answerBarrierLocked releases every live arrival of a barrier round.
+// n.mu must be held.
+func (n *Node) answerBarrierLocked(group int32, arr map[int32]int32) []*transport.Message {
+	var out []*transport.Message
+	for id, ts := range arr {
+		if _, d := n.dead[id]; d {
+			continue
+		}
+		if id == transport.SchedulerID {
+			if w := n.barrierWait[group]; w != nil && w.ts == ts {
+				select {
+				case w.ch <- nil:
+				default:
+				}
+			}
+			continue
+		}
+		out = append(out, &transport.Message{Meta: transport.Meta{
+			Recver:    id,
+			Timestamp: ts,
+			Control:   transport.Control{Cmd: transport.CmdBarrier, BarrierGroup: group},
+		}})
+	}
+	return out
+}
+
+func (n *Node) onBarrierRelease(m *transport.Message) {
+	if m.Meta.Sender != transport.SchedulerID {
+		return
+	}
+	group := m.Meta.Control.BarrierGroup
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w := n.barrierWait[group]
+	if w == nil || w.ts != m.Meta.Timestamp {
+		return
+	}
+	select {
+	case w.ch <- nil:
+	default:
+	}
+}
+
+func (n *Node) onHeartbeat(m *transport.Message) {
+	if n.role != transport.RoleScheduler {
+		return // the scheduler's answer; touch already noted it
+	}
+	n.mu.Lock()
+	n.stats.HeartbeatsIn++
+	n.mu.Unlock()
+	n.sendAll([]*transport.Message{{Meta: transport.Meta{
+		Recver:  m.Meta.Sender,
+		Control: transport.Control{Cmd: transport.CmdHeartbeat},
+	}}})
+}
+
+// tickPeriod is how often timers are checked: often enough for the
+// heartbeat and resend settings, at most every 250 ms.
+func (n *Node) tickPeriod() time.Duration {
+	p := 250 * time.Millisecond
+	if hb := n.cfg.HeartbeatInterval / 4; hb > 0 && hb < p {
+		p = hb
+	}
+	if n.resend != nil {
+		if rt := n.cfg.ResendTimeout / 4; rt < p {
+			p = rt
+		}
+	}
+	if p < 5*time.Millisecond {
+		p = 5 * time.Millisecond
+	}
+	return p
+}
+
+func (n *Node) tickLoop() {
+	t := time.NewTicker(n.tickPeriod())
+	defer t.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+			n.tick(n.now())
+		}
+	}
+}
+
+// tick runs the timers: heartbeats, dead-node detection, retransmission.
+func (n *Node) tick(now time.Time) {
+	var out []*transport.Message
+	n.mu.Lock()
+	ready := n.ready && n.refused == nil
+	if ready && n.cfg.HeartbeatInterval > 0 && n.role != transport.RoleScheduler && now.Sub(n.lastBeat) >= n.cfg.HeartbeatInterval {
+		n.lastBeat = now
+		n.stats.Heartbeats++
+		out = append(out, &transport.Message{Meta: transport.Meta{
+			Recver:  transport.SchedulerID,
+			Control: transport.Control{Cmd: transport.CmdHeartbeat, Nonce: now.UnixNano()},
+		}})
+	}
+	if ready && n.cfg.HeartbeatTimeout > 0 {
+		var late []int32
+		for id, seen := range n.lastSeen {
+			if _, d := n.dead[id]; d || id == n.me.ID {
+				continue
+			}
+			// Nodes watch only the scheduler; the scheduler watches all.
+			if n.role != transport.RoleScheduler && id != transport.SchedulerID {
+				continue
+			}
+			if now.Sub(seen) > n.cfg.HeartbeatTimeout {
+				late = append(late, id)
+			}
+		}
+		sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
+		for _, id := range late {
+			out = append(out, n.markDeadLocked(id, fmt.Sprintf("no heartbeat for %v", n.cfg.HeartbeatTimeout))...)
+		}
+	}
+	out = append(out, n.expireUnclaimedLocked(now)...)
+	n.mu.Unlock()
+
+	if n.resend != nil {
+		n.resendMu.Lock()
+		resend, exhausted := n.resend.due(now)
+		n.resendMu.Unlock()
+		for _, m := range resend {
+			ctx, cancel := context.WithTimeout(n.ctx, time.Second)
+			if _, err := n.tr.Send(ctx, m); err != nil && n.ctx.Err() == nil {
+				n.log.WithError(err).WithField("peer", m.Meta.Recver).Debug("retransmission failed")
+			}
+			cancel()
+		}
+		n.mu.Lock()
+		n.stats.Resent += uint64(len(resend))
+		for _, id := range uniq(exhausted) {
+			out = append(out, n.markDeadLocked(id, fmt.Sprintf("no acknowledgement after %d retransmissions", n.cfg.ResendRetries))...)
+		}
+		n.mu.Unlock()
+	}
+	n.sendAll(out)
+}
+
+func uniq(ids []int32) []int32 {
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	out := ids[:0]
+	for i, id := range ids {
+		if i == 0 || id != ids[i-1] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// markDead records a death the scheduler announced and completes what
+// depended on the dead node.
+func (n *Node) markDead(id int32, reason string) {
+	n.mu.Lock()
+	out := n.markDeadLocked(id, reason)
+	n.mu.Unlock()
+	n.sendAll(out)
+}
+
+// markDeadLocked declares node id dead: subscribers hear of it, requests
+// and barriers waiting on it fail, retransmissions to it stop, and the
+// scheduler tells every live node. It returns the messages to send.
+// n.mu must be held.
+func (n *Node) markDeadLocked(id int32, reason string) []*transport.Message {
+	if _, d := n.dead[id]; d || id == n.me.ID {
+		return nil
+	}
+	nd, ok := n.table[id]
+	if !ok {
+		return nil
+	}
+	n.dead[id] = reason
+	delete(n.lastSeen, id)
+	select { // a dead node no longer holds up awaitLeaves
+	case n.leftCh <- struct{}{}:
+	default:
+	}
+	n.log.WithFields(logrus.Fields{"peer": nd.Addr(), "peer_id": id, "peer_role": nd.Role.String(), "peer_rank": nd.Rank, "reason": reason}).Warn("node dead")
+	n.emit(Event{Kind: NodeDied, Node: nd, Reason: reason})
+	derr := &DeadError{ID: id, Role: nd.Role, Rank: int(nd.Rank), Reason: reason}
+	for _, c := range n.customers {
+		c.peerDead(id, derr)
+	}
+	if n.resend != nil {
+		n.resendMu.Lock()
+		n.resend.forget(id)
+		n.resendMu.Unlock()
+	}
+	if id == transport.SchedulerID {
+		for _, w := range n.barrierWait {
+			select {
+			case w.ch <- fmt.Errorf("psnode: barrier: %w", derr):
+			default:
+			}
+		}
+		return nil
+	}
+	if n.role != transport.RoleScheduler {
+		return nil
+	}
+	var out []*transport.Message
+	// Barriers count live members: one that waited only for the dead node
+	// is released now.
+	for group := range n.arrived {
+		if inGroup(nd.Role, group) {
+			out = append(out, n.releaseIfCompleteLocked(group)...)
+		}
+	}
+	for _, peer := range n.groupMembers(transport.ServerGroup | transport.WorkerGroup) {
+		out = append(out, &transport.Message{Meta: transport.Meta{
+			Recver:  peer,
+			Control: transport.Control{Cmd: transport.CmdNodeDead, Nodes: []transport.Node{nd}, Reason: reason},
+		}})
+	}
+	return out
+}

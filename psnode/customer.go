@@ -1,0 +1,363 @@
+package psnode
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/spindle-ps/spindle/psnode/transport"
+)
+
+// customer is the receiving end of one app in a node: a bounded queue of
+// messages and the goroutine that hands them to the app, plus the table
+// of the app's outstanding requests.
+//
+// Lock order: Node.mu may be held when customer.mu is taken, never the
+// reverse; a customer never calls into Node while holding mu.
+type customer struct {
+	n      *Node
+	app    int32
+	id     int32
+	queue  chan *transport.Message
+	handle func(*transport.Message)
+
+	stopOnce sync.Once
+	stopped  chan struct{}
+
+	mu      sync.Mutex
+	ts      int32
+	pending map[int32]*request
+	failed  map[int32]error
+	order   []int32 // failed timestamps, oldest first
+}
+
+// request is one outstanding request: the peers yet to answer and what to
+// do with their answers.
+type request struct {
+	waiting  map[int32]bool
+	err      error
+	done     chan struct{}
+	onReply  func(peer int32, m *transport.Message) error
+	finish   func(err error) error
+	callback func(error)
+}
+
+const (
+	customerQueue = 4096
+	maxFailed     = 4096
+)
+
+// newCustomer registers a customer for app with the node. For a request
+// handler (server side of an app) id is ignored and requests of app are
+// routed to it; otherwise responses addressed to (app, id) are.
+func (n *Node) newCustomer(app, id int32, serveRequests bool, handle func(*transport.Message)) (*customer, error) {
+	c := &customer{
+		n:       n,
+		app:     app,
+		id:      id,
+		queue:   make(chan *transport.Message, customerQueue),
+		handle:  handle,
+		stopped: make(chan struct{}),
+		pending: make(map[int32]*request),
+		failed:  make(map[int32]error),
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if serveRequests {
+		if _, dup := n.handlers[app]; dup {
+			return nil, fmt.Errorf("psnode: app %d already has a request handler", app)
+		}
+		n.handlers[app] = c
+	} else {
+		k := custKey{app, id}
+		if _, dup := n.customers[k]; dup {
+			return nil, fmt.Errorf("psnode: app %d already has customer %d", app, id)
+		}
+		n.customers[k] = c
+	}
+	if !n.goFunc(c.run) {
+		return nil, ErrStopped
+	}
+	// Hand over what arrived before the app existed; the queue has room
+	// for it, as unclaimed messages are bounded by its size.
+	k := unclaimedKey{request: serveRequests, app: app, cust: id}
+	if serveRequests {
+		k.cust = 0
+	}
+	for _, u := range n.unclaimed[k] {
+		c.queue <- u.m
+	}
+	delete(n.unclaimed, k)
+	return c, nil
+}
+
+// expireUnclaimedLocked drops messages that waited appGrace for an app
+// that never came, answering requests with an error so that the sender
+// does not wait in vain. n.mu must be held.
+func (n *Node) expireUnclaimedLocked(now time.Time) []*transport.Message {
+	var out []*transport.Message
+	for k, list := range n.unclaimed {
+		i := 0
+		for i < len(list) && now.Sub(list[i].at) > appGrace {
+			m := list[i].m
+			i++
+			n.log.WithField("msg", m.String()).Warn("message for an app this node does not run dropped")
+			if !m.Meta.Request {
+				continue
+			}
+			out = append(out, &transport.Message{Meta: transport.Meta{
+				Recver:     m.Meta.Sender,
+				AppID:      m.Meta.AppID,
+				CustomerID: m.Meta.CustomerID,
+				Timestamp:  m.Meta.Timestamp,
+				Push:       m.Meta.Push,
+				Pull:       m.Meta.Pull,
+				SimpleApp:  m.Meta.SimpleApp,
+				Status:     1,
+				Body:       []byte(fmt.Sprintf("node %d runs no app %d", n.me.ID, m.Meta.AppID)),
+			}})
+		}
+		if i == len(list) {
+			delete(n.unclaimed, k)
+		} else {
+			n.unclaimed[k] = list[i:]
+		}
+	}
+	return out
+}
+
+func (c *customer) run() {
+	for {
+		select {
+		case m := <-c.queue:
+			c.handle(m)
+		case <-c.stopped:
+			// Drain what was already queued, then stop.
+			for {
+				select {
+				case m := <-c.queue:
+					c.handle(m)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (c *customer) stop() { c.stopOnce.Do(func() { close(c.stopped) }) }
+
+// unclaimedKey names the app a message waits for: the request handler of
+// app, or customer cust of app for a response.
+type unclaimedKey struct {
+	request   bool
+	app, cust int32
+}
+
+type unclaimedMsg struct {
+	m  *transport.Message
+	at time.Time
+}
+
+// appGrace is how long a message for an app that this node has not
+// created yet is kept: an app made right after Start may be a moment late
+// for a peer that was released from the start barrier first.
+const appGrace = 10 * time.Second
+
+func keyOf(m *transport.Message) unclaimedKey {
+	if m.Meta.Request {
+		return unclaimedKey{request: true, app: m.Meta.AppID}
+	}
+	return unclaimedKey{app: m.Meta.AppID, cust: m.Meta.CustomerID}
+}
+
+// dispatch routes a data message to its app's queue; it blocks while the
+// queue is full (back-pressure on the sender), until the node stops. A
+// message for an app not created yet waits for it (at most appGrace, and
+// at most a queue's worth).
+func (n *Node) dispatch(m *transport.Message) {
+	n.mu.Lock()
+	var c *customer
+	if m.Meta.Request {
+		c = n.handlers[m.Meta.AppID]
+	} else {
+		c = n.customers[custKey{m.Meta.AppID, m.Meta.CustomerID}]
+	}
+	if c == nil {
+		k := keyOf(m)
+		if len(n.unclaimed[k]) < customerQueue {
+			n.unclaimed[k] = append(n.unclaimed[k], unclaimedMsg{m: m, at: n.now()})
+		} else {
+			n.log.WithField("msg", m.String()).Warn("message for an app this node does not run dropped")
+		}
+		n.mu.Unlock()
+		return
+	}
+	n.mu.Unlock()
+	select {
+	case c.queue <- m:
+	case <-c.stopped:
+	case <-n.ctx.Done():
+	}
+}
+
+// newRequest registers a request to peers and returns its timestamp.
+func (c *customer) newRequest(peers []int32, onReply func(int32, *transport.Message) error, finish func(error) error, cb func(error)) int32 {
+	r := &request{waiting: make(map[int32]bool, len(peers)), done: make(chan struct{}), onReply: onReply, finish: finish, callback: cb}
+	for _, p := range peers {
+		r.waiting[p] = true
+	}
+	c.mu.Lock()
+	c.ts++
+	if c.ts < 0 {
+		c.ts = 1
+	}
+	ts := c.ts
+	c.pending[ts] = r
+	c.mu.Unlock()
+	if len(peers) == 0 {
+		c.complete(ts, r, nil)
+	}
+	return ts
+}
+
+// reply processes one peer's answer to request ts. It runs on the
+// customer's goroutine.
+func (c *customer) reply(m *transport.Message) {
+	ts, peer := m.Meta.Timestamp, m.Meta.Sender
+	c.mu.Lock()
+	r := c.pending[ts]
+	if r == nil || !r.waiting[peer] {
+		c.mu.Unlock()
+		return // late, duplicate or unknown
+	}
+	delete(r.waiting, peer)
+	left := len(r.waiting)
+	c.mu.Unlock()
+	var err error
+	if m.Meta.Status != 0 {
+		err = &RemoteError{Peer: peer, Message: string(m.Meta.Body)}
+	} else if r.onReply != nil {
+		err = r.onReply(peer, m)
+	}
+	c.mu.Lock()
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	c.mu.Unlock()
+	if left == 0 {
+		c.complete(ts, r, nil)
+	}
+}
+
+// complete finishes request ts once, recording err if it is the first.
+func (c *customer) complete(ts int32, r *request, err error) {
+	c.mu.Lock()
+	if c.pending[ts] != r {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.pending, ts)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	err = r.err
+	c.mu.Unlock()
+	if r.finish != nil {
+		if ferr := r.finish(err); err == nil {
+			err = ferr
+		}
+	}
+	c.mu.Lock()
+	r.err = err
+	if err != nil {
+		c.failed[ts] = err
+		c.order = append(c.order, ts)
+		if len(c.order) > maxFailed {
+			delete(c.failed, c.order[0])
+			c.order = c.order[1:]
+		}
+	}
+	c.mu.Unlock()
+	close(r.done)
+	if r.callback != nil {
+		r.callback(err)
+	}
+}
+
+// peerDead fails every request still waiting for peer. It may be called
+// with Node.mu held.
+func (c *customer) peerDead(peer int32, err error) {
+	c.mu.Lock()
+	var hit []int32
+	for ts, r := range c.pending {
+		if r.waiting[peer] {
+			hit = append(hit, ts)
+		}
+	}
+	c.mu.Unlock()
+	for _, ts := range hit {
+		c.mu.Lock()
+		r := c.pending[ts]
+		c.mu.Unlock()
+		if r != nil {
+			// Not inline: completion runs callbacks, which may call
+			// into the node whose lock the caller may hold.
+			ts, r := ts, r
+			c.n.goFunc(func() { c.complete(ts, r, err) })
+		}
+	}
+}
+
+// failAll fails every outstanding request with err (at Close).
+func (c *customer) failAll(err error) {
+	c.mu.Lock()
+	reqs := make(map[int32]*request, len(c.pending))
+	for ts, r := range c.pending {
+		reqs[ts] = r
+	}
+	c.mu.Unlock()
+	for ts, r := range reqs {
+		c.complete(ts, r, err)
+	}
+}
+
+// wait blocks until request ts completes and returns its error. A
+// timestamp that is not outstanding has completed: its error is returned
+// if it failed recently, nil otherwise.
+func (c *customer) wait(ctx context.Context, ts int32) error {
+	c.mu.Lock()
+	r := c.pending[ts]
+	if r == nil {
+		err := c.failed[ts]
+		c.mu.Unlock()
+		return err
+	}
+	c.mu.Unlock()
+	select {
+	case <-r.done:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return r.err
+	case <-ctx.Done():
+		return fmt.Errorf("psnode: wait for request %d: %w", ts, ctx.Err())
+	case <-c.n.ctx.Done():
+		select {
+		case <-r.done:
+			return r.err
+		default:
+			return ErrStopped
+		}
+	}
+}
+
+// fail completes request ts with err (a send failed).
+func (c *customer) fail(ts int32, err error) {
+	c.mu.Lock()
+	r := c.pending[ts]
+	c.mu.Unlock()
+	if r != nil {
+		c.complete(ts, r, err)
+	}
+}

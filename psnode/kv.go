@@ -1,0 +1,427 @@
+package psnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spindle-ps/spindle/psnode/partition"
+	"github.com/spindle-ps/spindle/psnode/transport"
+)
+
+// KVPairs is a batch of keys with their values: Keys sorted ascending and
+// unique; Vals holds a fixed number of values per key (len(Vals) a
+// multiple of len(Keys)) or, when Lens is set, Lens[i] values for key i.
+type KVPairs[V Number] struct {
+	Keys []uint64
+	Vals []V
+	Lens []int32
+}
+
+// check verifies the shape of kv (not the key order: the partitioner
+// checks that while splitting).
+func (kv *KVPairs[V]) check(withVals bool) error {
+	if kv.Lens != nil {
+		if len(kv.Lens) != len(kv.Keys) {
+			return fmt.Errorf("psnode: %d lens for %d keys", len(kv.Lens), len(kv.Keys))
+		}
+		total := 0
+		for i, l := range kv.Lens {
+			if l < 0 {
+				return fmt.Errorf("psnode: negative len %d for key %d", l, kv.Keys[i])
+			}
+			total += int(l)
+		}
+		if withVals && total != len(kv.Vals) {
+			return fmt.Errorf("psnode: lens add up to %d values but %d were given", total, len(kv.Vals))
+		}
+		return nil
+	}
+	if withVals && len(kv.Keys) > 0 && (len(kv.Vals) == 0 || len(kv.Vals)%len(kv.Keys) != 0) {
+		return fmt.Errorf("psnode: %d values for %d keys: want a whole number per key, or lens", len(kv.Vals), len(kv.Keys))
+	}
+	return nil
+}
+
+// CallOption sets an option of one push or pull.
+type CallOption func(*callOpts)
+
+type callOpts struct {
+	cmd      int32
+	callback func(error)
+}
+
+// WithCmd sets the command (ps-lite's cmd, carried in the message head)
+// that the server's handler receives.
+func WithCmd(cmd int32) CallOption { return func(o *callOpts) { o.cmd = cmd } }
+
+// WithCallback sets a function called once when the request completes,
+// with its error. It runs on the app's receive goroutine: it must not
+// block.
+func WithCallback(f func(error)) CallOption { return func(o *callOpts) { o.callback = f } }
+
+// KVWorker pushes values to and pulls values from the servers that own
+// their keys. Its methods are safe for concurrent use.
+type KVWorker[V Number] struct {
+	n       *Node
+	c       *customer
+	part    partition.Partitioner
+	servers []int32 // server id of each part
+}
+
+// NewKVWorker makes the worker side of app appID for customer
+// customerID. Call it after Start (it needs the node table).
+func NewKVWorker[V Number](n *Node, appID, customerID int32) (*KVWorker[V], error) {
+	if !n.isReady() {
+		return nil, ErrNotReady
+	}
+	if n.cfg.NumServers < 1 {
+		return nil, errors.New("psnode: a KV worker needs at least one server")
+	}
+	part, err := NewPartitioner(n.cfg.Partitioner, n.cfg.NumServers, n.cfg.MaxDimension)
+	if err != nil {
+		return nil, err
+	}
+	w := &KVWorker[V]{n: n, part: part}
+	for r := 0; r < n.cfg.NumServers; r++ {
+		w.servers = append(w.servers, transport.ServerID(r))
+	}
+	w.c, err = n.newCustomer(appID, customerID, false, func(m *transport.Message) { w.c.reply(m) })
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// NewPartitioner returns the partitioner named kind ("range" or "hash")
+// over servers parts and the key space [0, maxKey) (0: all of uint64).
+func NewPartitioner(kind string, servers int, maxKey uint64) (partition.Partitioner, error) {
+	if kind == "" {
+		kind = partition.KindRange
+	}
+	return partition.New(kind, servers, maxKey)
+}
+
+// Partitioner returns the partitioner that assigns keys to servers.
+func (w *KVWorker[V]) Partitioner() partition.Partitioner { return w.part }
+
+// Push sends kv to the servers and returns the request's timestamp; Wait
+// on it to learn when every server has applied it. kv's slices must not
+// change until then: they are sent without copying.
+func (w *KVWorker[V]) Push(ctx context.Context, kv KVPairs[V], opts ...CallOption) (int32, error) {
+	return w.request(ctx, kv, true, false, nil, nil, opts)
+}
+
+// Pull fetches the values of keys into *vals (and the per-key counts into
+// *lens when lens is not nil), reusing their capacity. The slices are
+// filled when Wait returns without error; keys must not change until then.
+func (w *KVWorker[V]) Pull(ctx context.Context, keys []uint64, vals *[]V, lens *[]int32, opts ...CallOption) (int32, error) {
+	if vals == nil {
+		return 0, errors.New("psnode: pull needs somewhere to put the values")
+	}
+	return w.request(ctx, KVPairs[V]{Keys: keys}, false, true, vals, lens, opts)
+}
+
+// PushPull pushes kv and pulls the same keys' values after the servers
+// applied the push, in one round trip.
+func (w *KVWorker[V]) PushPull(ctx context.Context, kv KVPairs[V], vals *[]V, lens *[]int32, opts ...CallOption) (int32, error) {
+	if vals == nil {
+		return 0, errors.New("psnode: pushpull needs somewhere to put the values")
+	}
+	return w.request(ctx, kv, true, true, vals, lens, opts)
+}
+
+// Wait blocks until request ts completes and returns its error: a
+// server's handler error (*RemoteError), a dead server (ErrNodeDead), or
+// ctx's.
+func (w *KVWorker[V]) Wait(ctx context.Context, ts int32) error { return w.c.wait(ctx, ts) }
+
+// reply holds one server's answer to a pull while the others arrive.
+type reply[V Number] struct {
+	vals []V
+	lens []int32
+}
+
+func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull bool, vals *[]V, lens *[]int32, opts []CallOption) (int32, error) {
+	var o callOpts
+	for _, f := range opts {
+		f(&o)
+	}
+	if err := kv.check(push); err != nil {
+		return 0, err
+	}
+	// segs outlives this call (the reply handlers read it), so it is not
+	// pooled.
+	segs, err := w.part.Split(kv.Keys, nil)
+	if err != nil {
+		return 0, fmt.Errorf("psnode: %w", err)
+	}
+
+	dim := 0
+	if kv.Lens == nil && len(kv.Keys) > 0 {
+		dim = len(kv.Vals) / len(kv.Keys)
+	}
+	offsets := kv.offsets()
+	var peers []int32
+	msgs := make([]*transport.Message, 0, len(segs))
+	var replies []reply[V]
+	if pull {
+		replies = make([]reply[V], len(segs))
+	}
+	for p, seg := range segs {
+		sub := subset(kv, seg, dim, offsets, push)
+		if len(sub.Keys) == 0 {
+			continue
+		}
+		peers = append(peers, w.servers[p])
+		m := &transport.Message{Meta: transport.Meta{
+			Recver:     w.servers[p],
+			AppID:      w.c.app,
+			CustomerID: w.c.id,
+			Request:    true,
+			Push:       push,
+			Pull:       pull,
+			Head:       o.cmd,
+		}}
+		m.Data = append(m.Data, asBytes(sub.Keys))
+		m.Meta.DataTypes = append(m.Meta.DataTypes, transport.TypeUint64)
+		if push {
+			m.Data = append(m.Data, asBytes(sub.Vals))
+			m.Meta.DataTypes = append(m.Meta.DataTypes, typeOf[V]())
+			if sub.Lens != nil {
+				m.Data = append(m.Data, asBytes(sub.Lens))
+				m.Meta.DataTypes = append(m.Meta.DataTypes, transport.TypeInt32)
+			}
+		}
+		msgs = append(msgs, m)
+	}
+	partOf := make(map[int32]int, len(peers))
+	for p, id := range w.servers {
+		partOf[id] = p
+	}
+	var onReply func(int32, *transport.Message) error
+	var finish func(error) error
+	if pull {
+		onReply = func(peer int32, m *transport.Message) error {
+			p := partOf[peer]
+			r, err := decodeReply[V](m, segLen(segs[p]))
+			if err != nil {
+				return fmt.Errorf("psnode: reply from server %d: %w", peer, err)
+			}
+			replies[p] = r
+			return nil
+		}
+		finish = func(err error) error {
+			if err != nil {
+				return err
+			}
+			return assemble(len(kv.Keys), segs, replies, vals, lens)
+		}
+	}
+	ts := w.c.newRequest(peers, onReply, finish, o.callback)
+	for _, m := range msgs {
+		m.Meta.Timestamp = ts
+		if err := w.n.send(ctx, m); err != nil {
+			w.c.fail(ts, err)
+			return ts, err
+		}
+	}
+	return ts, nil
+}
+
+// offsets returns the start of each key's values when kv has lens.
+func (kv *KVPairs[V]) offsets() []int {
+	if kv.Lens == nil {
+		return nil
+	}
+	off := make([]int, len(kv.Lens)+1)
+	for i, l := range kv.Lens {
+		off[i+1] = off[i] + int(l)
+	}
+	return off
+}
+
+func segLen(s partition.Segment) int {
+	if s.Idx != nil {
+		return len(s.Idx)
+	}
+	return s.Hi - s.Lo
+}
+
+// subset returns a part's share of kv: sub-slices of kv (no copy) for a
+// contiguous segment, gathered copies for an index list.
+func subset[V Number](kv KVPairs[V], seg partition.Segment, dim int, off []int, withVals bool) KVPairs[V] {
+	if seg.Idx == nil {
+		sub := KVPairs[V]{Keys: kv.Keys[seg.Lo:seg.Hi]}
+		if withVals {
+			if kv.Lens != nil {
+				sub.Lens = kv.Lens[seg.Lo:seg.Hi]
+				sub.Vals = kv.Vals[off[seg.Lo]:off[seg.Hi]]
+			} else {
+				sub.Vals = kv.Vals[seg.Lo*dim : seg.Hi*dim]
+			}
+		}
+		return sub
+	}
+	sub := KVPairs[V]{Keys: make([]uint64, len(seg.Idx))}
+	for j, i := range seg.Idx {
+		sub.Keys[j] = kv.Keys[i]
+	}
+	if withVals {
+		if kv.Lens != nil {
+			sub.Lens = make([]int32, len(seg.Idx))
+			for j, i := range seg.Idx {
+				sub.Lens[j] = kv.Lens[i]
+				sub.Vals = append(sub.Vals, kv.Vals[off[i]:off[i+1]]...)
+			}
+		} else {
+			sub.Vals = make([]V, 0, len(seg.Idx)*dim)
+			for _, i := range seg.Idx {
+				sub.Vals = append(sub.Vals, kv.Vals[int(i)*dim:(int(i)+1)*dim]...)
+			}
+		}
+	}
+	return sub
+}
+
+// decodeReply reads a server's answer to a pull of nkeys keys: [keys]
+// [vals] and optionally [lens].
+func decodeReply[V Number](m *transport.Message, nkeys int) (reply[V], error) {
+	var r reply[V]
+	if len(m.Data) < 2 || len(m.Data) > 3 {
+		return r, fmt.Errorf("%w: %d data frames, want keys, values and optional lens", transport.ErrMalformed, len(m.Data))
+	}
+	if len(m.Data[0])/8 != nkeys || len(m.Data[0])%8 != 0 {
+		return r, fmt.Errorf("%w: %d bytes of keys for %d keys asked", transport.ErrMalformed, len(m.Data[0]), nkeys)
+	}
+	vals, err := fromBytes[V](m.Data[1])
+	if err != nil {
+		return r, err
+	}
+	r.vals = vals
+	if len(m.Data) == 3 {
+		lens, err := fromBytes[int32](m.Data[2])
+		if err != nil {
+			return r, err
+		}
+		if len(lens) != nkeys {
+			return r, fmt.Errorf("%w: %d lens for %d keys", transport.ErrMalformed, len(lens), nkeys)
+		}
+		total := 0
+		for _, l := range lens {
+			if l < 0 {
+				return r, fmt.Errorf("%w: negative len", transport.ErrMalformed)
+			}
+			total += int(l)
+		}
+		if total != len(vals) {
+			return r, fmt.Errorf("%w: lens add up to %d but %d values came", transport.ErrMalformed, total, len(vals))
+		}
+		r.lens = lens
+	} else if nkeys > 0 && len(vals)%nkeys != 0 {
+		return r, fmt.Errorf("%w: %d values for %d keys", transport.ErrMalformed, len(vals), nkeys)
+	}
+	return r, nil
+}
+
+// assemble puts the servers' answers back in the order of the keys.
+func assemble[V Number](nkeys int, segs []partition.Segment, replies []reply[V], vals *[]V, lens *[]int32) error {
+	variable := false
+	dim := -1
+	for p, r := range replies {
+		k := segLen(segs[p])
+		if k == 0 {
+			continue
+		}
+		if r.lens != nil {
+			variable = true
+			continue
+		}
+		d := len(r.vals) / k
+		if dim >= 0 && d != dim {
+			variable = true
+		}
+		dim = d
+	}
+	if nkeys == 0 {
+		*vals = (*vals)[:0]
+		if lens != nil {
+			*lens = (*lens)[:0]
+		}
+		return nil
+	}
+	// Per-key lengths, in key order.
+	kl := make([]int32, nkeys)
+	forEach := func(p int, f func(j, i int)) {
+		s := segs[p]
+		if s.Idx != nil {
+			for j, i := range s.Idx {
+				f(j, int(i))
+			}
+			return
+		}
+		for j := 0; j < s.Hi-s.Lo; j++ {
+			f(j, s.Lo+j)
+		}
+	}
+	if !variable {
+		if dim < 0 {
+			dim = 0
+		}
+		total := nkeys * dim
+		out := grow(*vals, total)
+		for p, r := range replies {
+			forEach(p, func(j, i int) { copy(out[i*dim:(i+1)*dim], r.vals[j*dim:(j+1)*dim]) })
+		}
+		*vals = out
+		if lens != nil {
+			l := grow(*lens, nkeys)
+			for i := range l {
+				l[i] = int32(dim)
+			}
+			*lens = l
+		}
+		return nil
+	}
+	if lens == nil {
+		return errors.New("psnode: servers returned a varying number of values per key; pass lens to receive them")
+	}
+	starts := make([][]int, len(replies))
+	for p, r := range replies {
+		k := segLen(segs[p])
+		d := 0
+		if k > 0 && r.lens == nil {
+			d = len(r.vals) / k
+		}
+		st := make([]int, k+1)
+		for j := 0; j < k; j++ {
+			l := d
+			if r.lens != nil {
+				l = int(r.lens[j])
+			}
+			st[j+1] = st[j] + l
+		}
+		starts[p] = st
+		forEach(p, func(j, i int) { kl[i] = int32(st[j+1] - st[j]) })
+	}
+	off := make([]int, nkeys+1)
+	for i, l := range kl {
+		off[i+1] = off[i] + int(l)
+	}
+	out := grow(*vals, off[nkeys])
+	for p, r := range replies {
+		st := starts[p]
+		forEach(p, func(j, i int) { copy(out[off[i]:off[i+1]], r.vals[st[j]:st[j+1]]) })
+	}
+	*vals = out
+	*lens = append(grow(*lens, 0), kl...)
+	return nil
+}
+
+// grow returns s resized to n, reusing its capacity.
+func grow[T any](s []T, n int) []T {
+	if cap(s) >= n {
+		return s[:n]
+	}
+	return make([]T, n)
+}

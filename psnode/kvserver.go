@@ -1,0 +1,148 @@
+package psnode
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spindle-ps/spindle/psnode/transport"
+)
+
+// KVMeta describes a KV request as the server's handler sees it.
+type KVMeta struct {
+	// Cmd is the worker's command (WithCmd), zero by default.
+	Cmd        int32
+	Push, Pull bool
+	Sender     int32
+	Timestamp  int32
+	AppID      int32
+	CustomerID int32
+}
+
+// KVRequest is one request received by a server. Keys, Vals and Lens
+// alias the receive buffers: a handler that keeps them past its return
+// must copy them.
+type KVRequest[V Number] struct {
+	KVMeta
+	KVPairs[V]
+}
+
+// Handler handles a request on the server. It runs on the app's receive
+// goroutine, one request at a time, and must answer every request exactly
+// once with Respond or RespondError, then or later, from any goroutine.
+type Handler[V Number] func(req *KVRequest[V], srv *KVServer[V])
+
+// KVServer is the server side of a KV app.
+type KVServer[V Number] struct {
+	n       *Node
+	c       *customer
+	handler Handler[V]
+}
+
+// NewKVServer makes the server side of app appID, handing every request
+// to h. Create it before the node's Start returns on any worker, that is,
+// right after Start on this server, so that no request finds it missing.
+func NewKVServer[V Number](n *Node, appID int32, h Handler[V]) (*KVServer[V], error) {
+	if h == nil {
+		return nil, fmt.Errorf("psnode: app %d: nil handler", appID)
+	}
+	s := &KVServer[V]{n: n, handler: h}
+	var err error
+	s.c, err = n.newCustomer(appID, 0, true, s.serve)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *KVServer[V]) serve(m *transport.Message) {
+	req := &KVRequest[V]{KVMeta: KVMeta{
+		Cmd:        m.Meta.Head,
+		Push:       m.Meta.Push,
+		Pull:       m.Meta.Pull,
+		Sender:     m.Meta.Sender,
+		Timestamp:  m.Meta.Timestamp,
+		AppID:      m.Meta.AppID,
+		CustomerID: m.Meta.CustomerID,
+	}}
+	if err := decodeRequest(m, &req.KVPairs); err != nil {
+		_ = s.RespondError(s.n.ctx, req, err)
+		return
+	}
+	s.handler(req, s)
+}
+
+// decodeRequest reads [keys] [vals] [lens] of a request, checking that
+// they agree.
+func decodeRequest[V Number](m *transport.Message, kv *KVPairs[V]) error {
+	if len(m.Data) == 0 || len(m.Data) > 3 {
+		return fmt.Errorf("%w: %d data frames in a KV request", transport.ErrMalformed, len(m.Data))
+	}
+	var err error
+	if kv.Keys, err = fromBytes[uint64](m.Data[0]); err != nil {
+		return err
+	}
+	if len(m.Data) > 1 {
+		if kv.Vals, err = fromBytes[V](m.Data[1]); err != nil {
+			return err
+		}
+	}
+	if len(m.Data) > 2 {
+		if kv.Lens, err = fromBytes[int32](m.Data[2]); err != nil {
+			return err
+		}
+	}
+	if err := kv.check(m.Meta.Push); err != nil {
+		return fmt.Errorf("%w: %v", transport.ErrMalformed, err)
+	}
+	return nil
+}
+
+// Respond answers req. For a pull, res holds the values of req.Keys in
+// the same order; for a push, res is empty. res's slices are sent without
+// copying and must not change until Respond returns.
+func (s *KVServer[V]) Respond(ctx context.Context, req *KVRequest[V], res KVPairs[V]) error {
+	m := s.response(req)
+	if req.Pull {
+		if err := res.check(true); err != nil {
+			return err
+		}
+		m.Data = append(m.Data, asBytes(res.Keys), asBytes(res.Vals))
+		m.Meta.DataTypes = append(m.Meta.DataTypes, transport.TypeUint64, typeOf[V]())
+		if res.Lens != nil {
+			m.Data = append(m.Data, asBytes(res.Lens))
+			m.Meta.DataTypes = append(m.Meta.DataTypes, transport.TypeInt32)
+		}
+	}
+	return s.send(ctx, m)
+}
+
+// RespondError answers req with a failure; the worker's Wait returns a
+// *RemoteError carrying err's text.
+func (s *KVServer[V]) RespondError(ctx context.Context, req *KVRequest[V], err error) error {
+	m := s.response(req)
+	m.Meta.Status = 1
+	m.Meta.Body = []byte(err.Error())
+	return s.send(ctx, m)
+}
+
+func (s *KVServer[V]) response(req *KVRequest[V]) *transport.Message {
+	return &transport.Message{Meta: transport.Meta{
+		Recver:     req.Sender,
+		AppID:      req.AppID,
+		CustomerID: req.CustomerID,
+		Timestamp:  req.Timestamp,
+		Push:       req.Push,
+		Pull:       req.Pull,
+		Head:       req.Cmd,
+	}}
+}
+
+func (s *KVServer[V]) send(ctx context.Context, m *transport.Message) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return s.n.send(ctx, m)
+}
+
+// Node returns the node the server runs on.
+func (s *KVServer[V]) Node() *Node { return s.n }

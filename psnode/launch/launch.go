@@ -1,0 +1,82 @@
+// Package launch starts a psnode.Node the way a program launched by
+// ps-submit (or by any ps-lite launcher) should: configuration from the
+// environment contract, the ZeroMQ transport, and registration with the
+// scheduler. It is the one place that joins psnode to its ZeroMQ
+// transport, so that psnode itself builds without cgo.
+//
+// # Usage
+//
+//	node, err := launch.Start(ctx, os.LookupEnv, os.Environ(), log)
+//	if err != nil { ... }
+//	defer node.Close()
+//	// run apps on node, then
+//	err = node.Finalize(ctx)
+package launch
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/psnode"
+	"github.com/spindle-ps/spindle/psnode/transport/zmq"
+)
+
+// NewNode makes a node for cfg on a new ZeroMQ transport. The node owns
+// the transport.
+func NewNode(cfg conf.PS, log *logrus.Entry) (*psnode.Node, error) {
+	tr, err := zmq.New(zmq.Options{Local: cfg.Local, WaterMark: cfg.WaterMark, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("launch: %w", err)
+	}
+	n, err := psnode.New(cfg, tr, psnode.WithLogger(log))
+	if err != nil {
+		_ = tr.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// Config reads and validates the environment contract. environ (KEY=VALUE
+// strings, as from os.Environ) is used only to warn about PS_* variables
+// that nothing reads, most likely misspelt.
+func Config(lookup conf.Lookup, environ []string, log *logrus.Entry) (conf.Config, error) {
+	c, err := conf.FromEnv(conf.Default(), lookup)
+	if err != nil {
+		return c, err
+	}
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	for _, k := range conf.UnknownKeys(environ) {
+		log.WithField("variable", k).Warn("unknown PS_ environment variable ignored")
+	}
+	if c.PS.JobSecret == "" {
+		log.Warn("no " + conf.EnvJobSecret + ": any process that reaches the scheduler can join the job")
+	}
+	return c, nil
+}
+
+// Start reads the configuration, makes the node and starts it (register,
+// node table, barrier). On error nothing is left running.
+func Start(ctx context.Context, lookup conf.Lookup, environ []string, log *logrus.Entry) (*psnode.Node, error) {
+	c, err := Config(lookup, environ, log)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case c.PS.Verbose >= 1 && log.Logger.Level < logrus.DebugLevel:
+		log.Logger.SetLevel(logrus.DebugLevel)
+	}
+	n, err := NewNode(c.PS, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.Start(ctx); err != nil {
+		_ = n.Close()
+		return nil, err
+	}
+	return n, nil
+}

@@ -1,0 +1,150 @@
+package psnode
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/spindle-ps/spindle/psnode/store"
+)
+
+// StoreHandler is the built-in server handler: it keeps dim values per
+// key in a store.Table and applies pushed values with an updater (sum
+// aggregation, SGD, AdaGrad, FTRL-proximal, Adam), keeping the updater's
+// state beside each value. A pull answers the stored values; keys never
+// pushed read as zero and are not stored.
+//
+// Pushes with per-key lens are accepted only by the sum updater, which
+// then keeps a variable-length table.
+type StoreHandler[V Number] struct {
+	upd store.Updater[V]
+	dim int
+
+	// mu guards the tables, for readers outside the handler goroutine
+	// (snapshots, model output).
+	mu    sync.Mutex
+	table *store.Table[V]
+	vtab  *store.VarTable[V]
+}
+
+// NewStoreHandler makes a handler keeping dim values per key, updated by
+// upd.
+func NewStoreHandler[V Number](upd store.Updater[V], dim int) (*StoreHandler[V], error) {
+	if dim < 1 {
+		return nil, fmt.Errorf("psnode: store handler: dim %d: want at least 1", dim)
+	}
+	t, err := store.NewTable[V](dim, upd.StateWidth(), 0)
+	if err != nil {
+		return nil, fmt.Errorf("psnode: store handler: %w", err)
+	}
+	vt, err := store.NewVarTable[V](0, store.MaxDim)
+	if err != nil {
+		return nil, fmt.Errorf("psnode: store handler: %w", err)
+	}
+	return &StoreHandler[V]{upd: upd, dim: dim, table: t, vtab: vt}, nil
+}
+
+// Handle is the Handler to pass to NewKVServer.
+func (h *StoreHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
+	ctx := srv.n.ctx
+	if err := h.apply(req); err != nil {
+		_ = srv.RespondError(ctx, req, err)
+		return
+	}
+	if !req.Pull {
+		_ = srv.Respond(ctx, req, KVPairs[V]{})
+		return
+	}
+	res, err := h.read(req.Keys, req.Lens != nil)
+	if err != nil {
+		_ = srv.RespondError(ctx, req, err)
+		return
+	}
+	_ = srv.Respond(ctx, req, res)
+}
+
+func (h *StoreHandler[V]) apply(req *KVRequest[V]) error {
+	if !req.Push {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if req.Lens != nil {
+		if h.upd.Name() != "sum" {
+			return fmt.Errorf("%s updater needs %d values per key; variable lens need the sum updater", h.upd.Name(), h.dim)
+		}
+		off := 0
+		for i, k := range req.Keys {
+			g := req.Vals[off : off+int(req.Lens[i])]
+			off += len(g)
+			vals, _, _, err := h.vtab.Insert(k, len(g))
+			if err != nil {
+				return err
+			}
+			if len(vals) != len(g) {
+				return fmt.Errorf("key %d holds %d values; a push of %d cannot be added", k, len(vals), len(g))
+			}
+			h.upd.Apply(vals, nil, g)
+		}
+		return nil
+	}
+	if len(req.Vals) != len(req.Keys)*h.dim {
+		return fmt.Errorf("push of %d values for %d keys: the server keeps %d per key", len(req.Vals), len(req.Keys), h.dim)
+	}
+	d := h.dim
+	for i, k := range req.Keys {
+		slot, _ := h.table.Insert(k)
+		h.upd.Apply(h.table.Vals(slot), h.table.State(slot), req.Vals[i*d:(i+1)*d])
+	}
+	return nil
+}
+
+func (h *StoreHandler[V]) read(keys []uint64, variable bool) (KVPairs[V], error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	res := KVPairs[V]{Keys: keys}
+	if variable || h.vtab.Len() > 0 {
+		res.Lens = make([]int32, len(keys))
+		for i, k := range keys {
+			v, _, _ := h.vtab.Lookup(k)
+			res.Lens[i] = int32(len(v))
+			res.Vals = append(res.Vals, v...)
+		}
+		return res, nil
+	}
+	d := h.dim
+	res.Vals = make([]V, len(keys)*d)
+	for i, k := range keys {
+		if slot, ok := h.table.Lookup(k); ok {
+			copy(res.Vals[i*d:(i+1)*d], h.table.Vals(slot))
+		}
+	}
+	return res, nil
+}
+
+// Range calls fn for every stored key with its values and updater state,
+// holding the handler's lock: fn must not keep the slices.
+func (h *StoreHandler[V]) Range(fn func(key uint64, vals, state []V) bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.table.Range(fn)
+}
+
+// Len returns the number of keys stored.
+func (h *StoreHandler[V]) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.table.Len() + h.vtab.Len()
+}
+
+// Get returns a copy of key's values, and whether the key is stored.
+func (h *StoreHandler[V]) Get(key uint64) ([]V, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if slot, ok := h.table.Lookup(key); ok {
+		return append([]V(nil), h.table.Vals(slot)...), true
+	}
+	if v, _, ok := h.vtab.Lookup(key); ok {
+		return append([]V(nil), v...), true
+	}
+	return nil, false
+}
