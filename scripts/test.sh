@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs every test of Spindle on this machine, installing what is missing
+# first: gofmt, generated code and go vet, go test -race over every package,
+# then the Hadoop stage against a real mini cluster (HDFS + YARN) started
+# from Maven Central jars. The Hadoop stage fails, never skips, when the
+# cluster cannot run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+
+need_debs libzmq3-dev pkg-config gcc git
+need_go
+say "downloading Go modules"
+go mod download
+
+say "checking formatting (gofmt)"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+[ -z "$unformatted" ] || die "gofmt would change: $unformatted"
+
+say "checking generated code is up to date"
+need_debs thrift-compiler
+scripts/gen.sh --check
+
+say "go vet ./..."
+go vet ./...
+
+say "checking the direction of imports"
+go test -count=1 ./scripts/deps/
+
+say "go test -race ./... (this takes a few minutes)"
+go test -race -count=1 -timeout 30m ./...
+
+say "Hadoop stage: starting the mini cluster (the first start downloads Hadoop's jars)"
+trap 'say "stopping the mini cluster"; scripts/minicluster.sh stop || true' EXIT
+scripts/minicluster.sh start
+eval "$(scripts/minicluster.sh env)"
+# Integration tests read SPINDLE_TEST_HADOOP=required as "fail, don't skip,
+# when the cluster is unreachable".
+export SPINDLE_TEST_HADOOP=required
+say "Hadoop stage: checking HDFS and YARN with Hadoop's own tools"
+scripts/hadoop-smoke.sh
+say "all tests passed"
