@@ -195,15 +195,11 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 		}
 		msgs = append(msgs, m)
 	}
-	partOf := make(map[int32]int, len(peers))
-	for p, id := range w.servers {
-		partOf[id] = p
-	}
 	var onReply func(int32, *transport.Message) error
 	var finish func(error) error
 	if pull {
 		onReply = func(peer int32, m *transport.Message) error {
-			p := partOf[peer]
+			p := transport.IDRank(peer) // server rank r owns part r
 			r, err := decodeReply[V](m, segLen(segs[p]))
 			if err != nil {
 				return fmt.Errorf("psnode: reply from server %d: %w", peer, err)
@@ -291,7 +287,9 @@ func decodeReply[V Number](m *transport.Message, nkeys int) (reply[V], error) {
 	if len(m.Data) < 2 || len(m.Data) > 3 {
 		return r, fmt.Errorf("%w: %d data frames, want keys, values and optional lens", transport.ErrMalformed, len(m.Data))
 	}
-	if len(m.Data[0])/8 != nkeys || len(m.Data[0])%8 != 0 {
+	// The keys frame is empty when the server does not echo the keys (the
+	// worker knows what it asked for), or holds exactly the keys asked.
+	if len(m.Data[0]) != 0 && len(m.Data[0]) != 8*nkeys {
 		return r, fmt.Errorf("%w: %d bytes of keys for %d keys asked", transport.ErrMalformed, len(m.Data[0]), nkeys)
 	}
 	vals, err := fromBytes[V](m.Data[1])
@@ -350,8 +348,6 @@ func assemble[V Number](nkeys int, segs []partition.Segment, replies []reply[V],
 		}
 		return nil
 	}
-	// Per-key lengths, in key order.
-	kl := make([]int32, nkeys)
 	forEach := func(p int, f func(j, i int)) {
 		s := segs[p]
 		if s.Idx != nil {
@@ -371,6 +367,10 @@ func assemble[V Number](nkeys int, segs []partition.Segment, replies []reply[V],
 		total := nkeys * dim
 		out := grow(*vals, total)
 		for p, r := range replies {
+			if s := segs[p]; s.Idx == nil {
+				copy(out[s.Lo*dim:s.Hi*dim], r.vals) // a contiguous part: one block
+				continue
+			}
 			forEach(p, func(j, i int) { copy(out[i*dim:(i+1)*dim], r.vals[j*dim:(j+1)*dim]) })
 		}
 		*vals = out
@@ -386,6 +386,7 @@ func assemble[V Number](nkeys int, segs []partition.Segment, replies []reply[V],
 	if lens == nil {
 		return errors.New("psnode: servers returned a varying number of values per key; pass lens to receive them")
 	}
+	kl := make([]int32, nkeys) // per-key lengths, in key order
 	starts := make([][]int, len(replies))
 	for p, r := range replies {
 		k := segLen(segs[p])

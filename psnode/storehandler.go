@@ -101,7 +101,7 @@ func (h *StoreHandler[V]) apply(req *KVRequest[V]) error {
 func (h *StoreHandler[V]) read(keys []uint64, variable bool) (KVPairs[V], error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	res := KVPairs[V]{Keys: keys}
+	res := KVPairs[V]{} // keys are not echoed: the worker knows them
 	if variable || h.vtab.Len() > 0 {
 		res.Lens = make([]int32, len(keys))
 		for i, k := range keys {

@@ -1,0 +1,251 @@
+package zmq_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/psnode"
+	"github.com/spindle-ps/spindle/psnode/store"
+	"github.com/spindle-ps/spindle/psnode/transport/zmq"
+)
+
+// BenchmarkPSNode runs the same operations as BenchmarkRaw through the
+// whole runtime: a scheduler, the servers and one worker, each a psnode.Node
+// with its own ZeroMQ transport on 127.0.0.1, in this process. Bytes are
+// counted as in BenchmarkRaw (24 per value for pushpull). Two server
+// handlers are measured:
+//
+//   - handler=copy keeps values in a flat array indexed by key, the work
+//     the raw loop does, so the difference from Raw is the runtime's cost
+//     (meta codec, partitioning, request tracking, customer queues);
+//   - handler=sum is the built-in StoreHandler with the sum updater, whose
+//     hash table is what a real server pays per key.
+//
+// allocs/msg is every allocation in the process (worker, servers and
+// scheduler together) divided by the messages of an op.
+func BenchmarkPSNode(b *testing.B) {
+	for _, h := range []string{"copy", "sum"} {
+		b.Run("op=pushpull/vals=1000000/servers=2/handler="+h, func(b *testing.B) { psnodePushPull(b, 1_000_000, 2, h) })
+	}
+	b.Run("op=rtt/keys=1/handler=copy", func(b *testing.B) { psnodeRTT(b) })
+}
+
+// benchJob is an in-process job over ZeroMQ.
+type benchJob struct {
+	nodes  []*psnode.Node
+	worker *psnode.Node
+	kv     *psnode.KVWorker[float32]
+}
+
+func discardLog() *logrus.Entry {
+	l := logrus.New()
+	l.Out = discardWriter{}
+	return logrus.NewEntry(l)
+}
+
+type discardWriter struct{}
+
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+func benchFreePort(b *testing.B) int {
+	b.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startBenchJob starts a scheduler, servers (each serving app 0 with the
+// named handler) and one worker, over keys [0, maxKey).
+func startBenchJob(b *testing.B, servers int, maxKey uint64, handler string) *benchJob {
+	b.Helper()
+	base := conf.Default().PS
+	base.NumServers, base.NumWorkers = servers, 1
+	base.RootURI, base.RootPort = "127.0.0.1", benchFreePort(b)
+	base.NodeHost = "127.0.0.1"
+	base.MaxDimension = maxKey
+	base.JobSecret = "bench"
+	mk := func(role conf.Role, task int) *psnode.Node {
+		p := base
+		p.Role, p.TaskID = role, task
+		tr, err := zmq.New(zmq.Options{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n, err := psnode.New(p, tr, psnode.WithLogger(discardLog()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	j := &benchJob{nodes: []*psnode.Node{mk(conf.RoleScheduler, -1)}}
+	for r := 0; r < servers; r++ {
+		j.nodes = append(j.nodes, mk(conf.RoleServer, r))
+	}
+	j.worker = mk(conf.RoleWorker, 0)
+	j.nodes = append(j.nodes, j.worker)
+	b.Cleanup(func() {
+		for _, n := range j.nodes {
+			_ = n.Close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(j.nodes))
+	for i, n := range j.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = n.Start(ctx)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		b.Fatal(err)
+	}
+	part, err := psnode.NewPartitioner("range", servers, maxKey)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for r, n := range j.nodes[1 : 1+servers] {
+		var h psnode.Handler[float32]
+		switch handler {
+		case "copy":
+			rg := part.Ranges()[r]
+			h = copyHandler(rg.Begin, make([]float32, rg.Last-rg.Begin+1))
+		default:
+			upd, _ := store.NewUpdater[float32]("sum", nil)
+			sh, err := psnode.NewStoreHandler[float32](upd, 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			h = sh.Handle
+		}
+		if _, err := psnode.NewKVServer[float32](n, 0, h); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if j.kv, err = psnode.NewKVWorker[float32](j.worker, 0, 0); err != nil {
+		b.Fatal(err)
+	}
+	return j
+}
+
+// copyHandler stores pushed values in a flat array (key base+i at i) and
+// answers pulls from it without echoing keys.
+func copyHandler(base uint64, vals []float32) psnode.Handler[float32] {
+	return func(req *psnode.KVRequest[float32], srv *psnode.KVServer[float32]) {
+		ctx := context.Background()
+		if len(req.Keys) == 0 || req.Keys[0] < base || req.Keys[len(req.Keys)-1]-base >= uint64(len(vals)) {
+			_ = srv.RespondError(ctx, req, errors.New("keys outside this server's range"))
+			return
+		}
+		lo := req.Keys[0] - base
+		if req.Push {
+			for i, k := range req.Keys {
+				vals[k-base] = req.Vals[i]
+			}
+		}
+		if !req.Pull {
+			_ = srv.Respond(ctx, req, psnode.KVPairs[float32]{})
+			return
+		}
+		if uint64(len(req.Keys)) == req.Keys[len(req.Keys)-1]-req.Keys[0]+1 {
+			// Contiguous keys: answer from the array itself.
+			_ = srv.Respond(ctx, req, psnode.KVPairs[float32]{Vals: vals[lo : lo+uint64(len(req.Keys))]})
+			return
+		}
+		out := make([]float32, len(req.Keys))
+		for i, k := range req.Keys {
+			out[i] = vals[k-base]
+		}
+		_ = srv.Respond(ctx, req, psnode.KVPairs[float32]{Vals: out})
+	}
+}
+
+func psnodePushPull(b *testing.B, vals, servers int, handler string) {
+	j := startBenchJob(b, servers, uint64(vals), handler)
+	keys := make([]uint64, vals)
+	v := make([]float32, vals)
+	for i := range keys {
+		keys[i] = uint64(i)
+		v[i] = float32(i)
+	}
+	var got []float32
+	ctx := context.Background()
+	op := func() {
+		ts, err := j.kv.Push(ctx, psnode.KVPairs[float32]{Keys: keys, Vals: v})
+		if err == nil {
+			err = j.kv.Wait(ctx, ts)
+		}
+		if err == nil {
+			ts, err = j.kv.Pull(ctx, keys, &got, nil)
+		}
+		if err == nil {
+			err = j.kv.Wait(ctx, ts)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	op() // warm up: first inserts, connections
+	b.SetBytes(int64(24 * vals))
+	b.ReportAllocs()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		op()
+	}
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	msgs := 4 * servers // push, ack, pull, reply per server
+	b.ReportMetric(float64(msgs), "msgs/op")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*msgs), "allocs/msg")
+	if got[vals-1] != float32(vals-1) && handler == "copy" {
+		b.Fatalf("pulled %v for key %d", got[vals-1], vals-1)
+	}
+}
+
+func psnodeRTT(b *testing.B) {
+	j := startBenchJob(b, 1, 1<<20, "copy")
+	keys := []uint64{42}
+	var got []float32
+	ctx := context.Background()
+	pull := func() {
+		ts, err := j.kv.Pull(ctx, keys, &got, nil)
+		if err == nil {
+			err = j.kv.Wait(ctx, ts)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	pull()
+	lat := make([]time.Duration, b.N)
+	b.SetBytes(8 + 4)
+	b.ReportAllocs()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		pull()
+		lat[i] = time.Since(t0)
+	}
+	b.StopTimer()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(2*b.N), "allocs/msg")
+	reportLatency(b, lat)
+}
