@@ -740,3 +740,124 @@ func TestFinalizeAndCloseAreBoundedAndIdempotent(t *testing.T) {
 		}
 	}
 }
+
+// TestPushPullAppliesUpdaters checks each built-in updater end to end: the
+// weights a worker gets back from PushPull are what the same updater
+// computes locally from the same gradients.
+func TestPushPullAppliesUpdaters(t *testing.T) {
+	for i, name := range []string{"sgd", "adagrad", "ftrl", "adam"} {
+		t.Run(name, func(t *testing.T) {
+			c := startCluster(t, 2, 1, int64(90+i), func(p *conf.PS) { p.MaxDimension = 1 << 10 })
+			const dim = 2
+			for _, s := range c.servers {
+				upd, err := store.NewUpdater[float64](name, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, err := psnode.NewStoreHandler[float64](upd, dim)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := psnode.NewKVServer[float64](s, 0, h.Handle); err != nil {
+					t.Fatal(err)
+				}
+			}
+			kv, err := psnode.NewKVWorker[float64](c.workers[0], 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			keys := []uint64{3, 700, 1000} // on both servers
+			local, err := store.NewUpdater[float64](name, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := make([]float64, len(keys)*dim)
+			state := make([]float64, len(want)*local.StateWidth())
+			ctx := ctxT(t, 10*time.Second)
+			for step := 0; step < 3; step++ {
+				grad := make([]float64, len(want))
+				for j := range grad {
+					grad[j] = float64(j+1) * 0.25 * float64(step+1)
+				}
+				for k := range keys {
+					local.Apply(want[k*dim:(k+1)*dim], state[k*dim*local.StateWidth():(k+1)*dim*local.StateWidth()], grad[k*dim:(k+1)*dim])
+				}
+				var got []float64
+				ts, err := kv.PushPull(ctx, psnode.KVPairs[float64]{Keys: keys, Vals: grad}, &got, nil)
+				if err == nil {
+					err = kv.Wait(ctx, ts)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					t.Fatalf("step %d: server weights %v, local %v", step, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestCallbackRunsOnce(t *testing.T) {
+	c := startCluster(t, 2, 1, 95, nil)
+	serveSum[float32](t, c, 1)
+	kv, err := psnode.NewKVWorker[float32](c.workers[0], 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := make(chan error, 2)
+	ctx := ctxT(t, 10*time.Second)
+	ts, err := kv.Push(ctx, psnode.KVPairs[float32]{Keys: []uint64{1, 1 << 63}, Vals: []float32{1, 2}},
+		psnode.WithCallback(func(err error) { calls <- err }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Wait(ctx, ts); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-calls:
+		if err != nil {
+			t.Fatalf("callback got %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("callback not called")
+	}
+	if len(calls) != 0 {
+		t.Fatal("callback called twice")
+	}
+}
+
+// TestResendBudgetReportsPeerDead cuts a server off with heartbeats off, so
+// only the resend budget can notice: the request fails with ErrNodeDead,
+// the worker reports the server dead, and nothing aborts.
+func TestResendBudgetReportsPeerDead(t *testing.T) {
+	c := startCluster(t, 2, 1, 96, func(p *conf.PS) {
+		p.Resend = true
+		p.ResendTimeout = 10 * time.Millisecond
+		p.ResendRetries = 3
+		p.HeartbeatInterval, p.HeartbeatTimeout = 0, 0
+	})
+	serveSum[float32](t, c, 1)
+	events, stop := c.workers[0].Subscribe()
+	defer stop()
+	victim := c.servers[1].ID()
+	c.net.Isolate(victim)
+	kv, err := psnode.NewKVWorker[float32](c.workers[0], 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 10*time.Second)
+	ts, err := kv.Push(ctx, psnode.KVPairs[float32]{Keys: []uint64{1, 1 << 63}, Vals: []float32{1, 2}})
+	if err == nil {
+		err = kv.Wait(ctx, ts)
+	}
+	var de *psnode.DeadError
+	if !errors.As(err, &de) || de.ID != victim {
+		t.Fatalf("push to a cut-off server: %v, want DeadError for node %d", err, victim)
+	}
+	waitEvent(t, ctx, events, psnode.NodeDied, victim)
+	if got := c.workers[0].Stats().Resent; got < 3 {
+		t.Fatalf("%d retransmissions before giving up, want the budget of 3", got)
+	}
+}
