@@ -24,6 +24,26 @@ const (
 type Config struct {
 	// PS configures the parameter-server runtime (package psnode).
 	PS PS
+	// Job tells a program launched by ps-submit where its job's tracker
+	// is and what it reads and writes.
+	Job Job
+}
+
+// Job is what a launcher tells each process of a job beyond the ps-lite
+// contract. All fields are empty when the program runs outside ps-submit.
+type Job struct {
+	// Name of the job (SPINDLE_JOB_NAME).
+	Name string
+	// TrackerAddr is the tracker's host:port (SPINDLE_TRACKER_ADDR);
+	// calls to it carry PS.JobSecret.
+	TrackerAddr string
+	// Output is where servers write the model (SPINDLE_OUTPUT): a local
+	// path or a URI such as hdfs:///models/m.
+	Output string
+	// CheckpointDir and CheckpointInterval (SPINDLE_CHECKPOINT_DIR,
+	// SPINDLE_CHECKPOINT_INTERVAL) configure checkpoints.
+	CheckpointDir      string
+	CheckpointInterval string
 }
 
 // PS configures one psnode process. The environment variable that sets each

@@ -38,12 +38,17 @@ const (
 	EnvRank              = "DMLC_RANK"
 	EnvVanType           = "DMLC_PS_VAN_TYPE"
 
-	EnvJobSecret       = "SPINDLE_JOB_SECRET"
-	EnvResendRetries   = "SPINDLE_RESEND_RETRIES"
-	EnvDropSeed        = "SPINDLE_DROP_SEED"
-	EnvPartitioner     = "SPINDLE_PARTITIONER"
-	EnvRegisterTimeout = "SPINDLE_REGISTER_TIMEOUT"
-	EnvShutdownTimeout = "SPINDLE_SHUTDOWN_TIMEOUT"
+	EnvJobSecret          = "SPINDLE_JOB_SECRET"
+	EnvJobName            = "SPINDLE_JOB_NAME"
+	EnvTrackerAddr        = "SPINDLE_TRACKER_ADDR"
+	EnvOutput             = "SPINDLE_OUTPUT"
+	EnvCheckpointDir      = "SPINDLE_CHECKPOINT_DIR"
+	EnvCheckpointInterval = "SPINDLE_CHECKPOINT_INTERVAL"
+	EnvResendRetries      = "SPINDLE_RESEND_RETRIES"
+	EnvDropSeed           = "SPINDLE_DROP_SEED"
+	EnvPartitioner        = "SPINDLE_PARTITIONER"
+	EnvRegisterTimeout    = "SPINDLE_REGISTER_TIMEOUT"
+	EnvShutdownTimeout    = "SPINDLE_SHUTDOWN_TIMEOUT"
 )
 
 // Lookup finds an environment variable, as os.LookupEnv does. Tests pass
@@ -165,6 +170,11 @@ func FromEnv(c Config, lookup Lookup) (Config, error) {
 	str(EnvJobSecret, &p.JobSecret)
 	duration(EnvRegisterTimeout, time.Second, &p.RegisterTimeout)
 	duration(EnvShutdownTimeout, time.Second, &p.ShutdownTimeout)
+	str(EnvJobName, &c.Job.Name)
+	str(EnvTrackerAddr, &c.Job.TrackerAddr)
+	str(EnvOutput, &c.Job.Output)
+	str(EnvCheckpointDir, &c.Job.CheckpointDir)
+	str(EnvCheckpointInterval, &c.Job.CheckpointInterval)
 	if v, ok := lookup(EnvVanType); ok && v != "" && v != "zmq" {
 		errs = append(errs, fmt.Errorf("%s=%q: only zmq is supported", EnvVanType, v))
 	}
@@ -218,6 +228,21 @@ func unitName(u time.Duration) string {
 		return "milliseconds"
 	}
 	return "seconds"
+}
+
+// Environ renders j as environment settings for a job's processes,
+// leaving out empty fields.
+func (j Job) Environ() []string {
+	var out []string
+	for _, kv := range [][2]string{
+		{EnvJobName, j.Name}, {EnvTrackerAddr, j.TrackerAddr}, {EnvOutput, j.Output},
+		{EnvCheckpointDir, j.CheckpointDir}, {EnvCheckpointInterval, j.CheckpointInterval},
+	} {
+		if kv[1] != "" {
+			out = append(out, kv[0]+"="+kv[1])
+		}
+	}
+	return out
 }
 
 // Environ renders p as the environment contract, KEY=VALUE strings in a

@@ -7,19 +7,32 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 command -v thrift >/dev/null 2>&1 || need_debs thrift-compiler
-wire=psnode/transport/internal/wire
-gen() { # gen OUTDIR: thrift's Go output, gofmt-ed as all committed Go is
-	thrift -r --gen go:package_prefix=github.com/spindle-ps/spindle/psnode/transport/internal/,skip_remote -out "$1" "$wire/meta.thrift"
-	gofmt -w "$1"/wire/*.go
+module=github.com/spindle-ps/spindle
+# Each IDL: its directory; the code goes to <dir>/<thrift namespace>/.
+idls=(
+	psnode/transport/internal/wire/meta.thrift
+	tracker/internal/rpc/tracker.thrift
+)
+gen() { # gen IDL OUTDIR PKGDIR: thrift's Go output, gofmt-ed as all committed Go is
+	thrift -r --gen "go:package_prefix=$module/$3/,skip_remote" -out "$2" "$1"
+	gofmt -w "$2"/*/*.go
 }
-if [ "${1:-}" = "--check" ]; then
-	tmp=$(mktemp -d)
-	trap 'rm -rf "$tmp"' EXIT
-	gen "$tmp"
-	for f in "$tmp"/wire/*.go; do
-		cmp -s "$f" "$wire/$(basename "$f")" || die "$wire/$(basename "$f") is stale: run scripts/gen.sh"
-	done
-	exit 0
-fi
-gen psnode/transport/internal
-say "regenerated $wire"
+check=false
+[ "${1:-}" = "--check" ] && check=true
+for idl in "${idls[@]}"; do
+	ns=$(awk '/^namespace go/ {print $3}' "$idl")
+	base=$(dirname "$idl")
+	out=$base
+	[ "$(basename "$base")" = "$ns" ] && out=$(dirname "$base")
+	if $check; then
+		tmp=$(mktemp -d)
+		gen "$idl" "$tmp" "$out"
+		for f in "$tmp/$ns"/*.go; do
+			cmp -s "$f" "$out/$ns/$(basename "$f")" || { rm -rf "$tmp"; die "$out/$ns/$(basename "$f") is stale: run scripts/gen.sh"; }
+		done
+		rm -rf "$tmp"
+	else
+		gen "$idl" "$out" "$out"
+		say "regenerated $out/$ns from $idl"
+	fi
+done

@@ -1,0 +1,206 @@
+package tracker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/apache/thrift/lib/go/thrift"
+
+	"github.com/spindle-ps/spindle/tracker/internal/rpc/trackerrpc"
+)
+
+// ErrUnauthorized is returned when the tracker refuses the job token.
+var ErrUnauthorized = errors.New("tracker: wrong job token")
+
+// RemoteError is a request the tracker refused as invalid.
+type RemoteError struct{ Message string }
+
+func (e *RemoteError) Error() string { return "tracker: " + e.Message }
+
+// Client calls a job's tracker. It reconnects after a failure (the
+// tracker may be restarted with its ApplicationMaster), retrying each
+// call with backoff until the call's context is done. It is safe for
+// concurrent use; calls are serialised on one connection.
+type Client struct {
+	addr  string
+	token string
+
+	mu    sync.Mutex
+	trans thrift.TTransport
+	rpc   *trackerrpc.TrackerClient
+}
+
+// NewClient returns a client of the tracker at addr ("host:port") using
+// the job token. It connects on first use.
+func NewClient(addr, token string) *Client { return &Client{addr: addr, token: token} }
+
+// Close closes the connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropLocked()
+}
+
+func (c *Client) dropLocked() error {
+	var err error
+	if c.trans != nil {
+		err = c.trans.Close()
+	}
+	c.trans, c.rpc = nil, nil
+	return err
+}
+
+func (c *Client) connectLocked(ctx context.Context) error {
+	if c.rpc != nil {
+		return nil
+	}
+	cfg := thriftConf()
+	if d, ok := ctx.Deadline(); ok {
+		if t := time.Until(d); t < cfg.ConnectTimeout {
+			cfg.ConnectTimeout = max(t, time.Millisecond)
+		}
+	}
+	sock := thrift.NewTSocketConf(c.addr, cfg)
+	trans := thrift.NewTFramedTransportConf(sock, cfg)
+	if err := trans.Open(); err != nil {
+		return err
+	}
+	c.trans = trans
+	c.rpc = trackerrpc.NewTrackerClientFactory(trans, thrift.NewTCompactProtocolFactoryConf(cfg))
+	return nil
+}
+
+// call runs f on a connection, reconnecting and retrying transport
+// failures with backoff until ctx is done. A call in flight when ctx ends
+// is abandoned by closing the connection.
+func (c *Client) call(ctx context.Context, what string, f func(rpc *trackerrpc.TrackerClient) error) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := c.once(ctx, f)
+		var te *trackerrpc.TrackerError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &te) && te.Code == codeUnauthorized:
+			return fmt.Errorf("tracker %s: %s: %w", c.addr, what, ErrUnauthorized)
+		case errors.As(err, &te):
+			return fmt.Errorf("tracker %s: %s: %w", c.addr, what, &RemoteError{Message: te.Message})
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("tracker %s: %s: %w (last error: %v)", c.addr, what, ctx.Err(), err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func (c *Client) once(ctx context.Context, f func(rpc *trackerrpc.TrackerClient) error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.connectLocked(ctx); err != nil {
+		return err
+	}
+	// Thrift's socket honours no context: close the connection when ctx
+	// ends so a blocked read returns.
+	stop := context.AfterFunc(ctx, func() { _ = c.trans.Close() })
+	err := f(c.rpc)
+	stop()
+	var te *trackerrpc.TrackerError
+	if err != nil && !errors.As(err, &te) {
+		_ = c.dropLocked()
+	}
+	return err
+}
+
+// NextShard asks for the next shard of epoch for worker (rank, attempt).
+// With Wait, wait is how long to wait before asking again.
+func (c *Client) NextShard(ctx context.Context, epoch, worker, attempt int) (sh Shard, d Dispatch, wait time.Duration, err error) {
+	var r *trackerrpc.NextShardReply
+	err = c.call(ctx, "next shard", func(rpc *trackerrpc.TrackerClient) error {
+		var err error
+		r, err = rpc.NextShard(ctx, c.token, int32(epoch), int32(worker), int32(attempt))
+		return err
+	})
+	if err != nil {
+		return Shard{}, 0, 0, err
+	}
+	switch r.State {
+	case trackerrpc.ShardState_GIVEN:
+		if r.Shard == nil {
+			return Shard{}, 0, 0, fmt.Errorf("tracker %s: next shard: reply without a shard", c.addr)
+		}
+		return Shard{ID: r.Shard.ID, URI: r.Shard.URI, Start: r.Shard.Start, Length: r.Shard.Length}, Given, 0, nil
+	case trackerrpc.ShardState_WAIT:
+		wait = WaitHint
+		if r.WaitMs != nil && *r.WaitMs > 0 && *r.WaitMs < 60_000 {
+			wait = time.Duration(*r.WaitMs) * time.Millisecond
+		}
+		return Shard{}, Wait, wait, nil
+	case trackerrpc.ShardState_EPOCH_DONE:
+		return Shard{}, EpochDone, 0, nil
+	}
+	return Shard{}, 0, 0, fmt.Errorf("tracker %s: next shard: unknown state %v", c.addr, r.State)
+}
+
+// ShardDone reports that worker read shard id of epoch, with records
+// records.
+func (c *Client) ShardDone(ctx context.Context, epoch int, id int64, worker, attempt int, records int64) error {
+	return c.call(ctx, "shard done", func(rpc *trackerrpc.TrackerClient) error {
+		return rpc.ShardDone(ctx, c.token, int32(epoch), id, int32(worker), int32(attempt), records)
+	})
+}
+
+// Plan returns every shard of the job in plan order.
+func (c *Client) Plan(ctx context.Context) ([]Shard, error) {
+	var ws []*trackerrpc.Shard
+	err := c.call(ctx, "plan", func(rpc *trackerrpc.TrackerClient) error {
+		var err error
+		ws, err = rpc.Plan(ctx, c.token)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Shard, 0, len(ws))
+	for _, w := range ws {
+		if w != nil {
+			out = append(out, Shard{ID: w.ID, URI: w.URI, Start: w.Start, Length: w.Length})
+		}
+	}
+	return out, nil
+}
+
+// ReportMetrics sends worker's metrics for epoch (see State.ReportMetrics
+// for how they are combined).
+func (c *Client) ReportMetrics(ctx context.Context, epoch, worker int, m map[string]float64) error {
+	return c.call(ctx, "report metrics", func(rpc *trackerrpc.TrackerClient) error {
+		return rpc.ReportMetrics(ctx, c.token, int32(epoch), int32(worker), m)
+	})
+}
+
+// Status returns the job's status.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var w *trackerrpc.JobStatus
+	err := c.call(ctx, "status", func(rpc *trackerrpc.TrackerClient) error {
+		var err error
+		w, err = rpc.Status(ctx, c.token)
+		return err
+	})
+	if err != nil {
+		return Status{}, err
+	}
+	return fromWire(w), nil
+}
+
+// Kill asks the tracker to end the job.
+func (c *Client) Kill(ctx context.Context, reason string) error {
+	return c.call(ctx, "kill", func(rpc *trackerrpc.TrackerClient) error {
+		return rpc.Kill(ctx, c.token, reason)
+	})
+}

@@ -1,0 +1,63 @@
+// The tracker RPC: what workers, ps-submit and the status page ask the
+// tracker (in ps-submit for local jobs, in the ApplicationMaster on YARN).
+// Every call carries the job token (the job secret); a call without the
+// right token fails with TrackerError code 1 (UNAUTHORIZED).
+//
+// Field ids are part of the wire contract: never renumber.
+
+namespace go trackerrpc
+
+struct Shard {
+  1: i64 id
+  2: string uri
+  3: i64 start
+  4: i64 length
+  5: i32 epoch
+}
+
+enum ShardState {
+  GIVEN = 1, // here is a shard to read
+  WAIT = 2,  // none free now, but the epoch is not done: ask again after wait_ms
+  EPOCH_DONE = 3, // every shard of the epoch is done
+}
+
+struct NextShardReply {
+  1: ShardState state
+  2: optional Shard shard
+  3: optional i32 wait_ms
+}
+
+struct RoleStatus {
+  1: string role
+  2: i32 want
+  3: i32 running
+  4: i32 restarts
+  5: i32 succeeded
+}
+
+struct JobStatus {
+  1: string state
+  2: i32 epoch
+  3: i64 shards_done
+  4: i64 shards_total
+  5: map<string, double> metrics
+  6: list<RoleStatus> roles
+  7: string diagnostics
+  8: map<i32, i64> epoch_records
+  9: i32 metrics_epoch
+  10: i64 started_unix_ms
+}
+
+exception TrackerError {
+  1: i32 code
+  2: string message
+}
+
+service Tracker {
+  NextShardReply nextShard(1: string token, 2: i32 epoch, 3: i32 worker, 4: i32 attempt) throws (1: TrackerError err)
+  void shardDone(1: string token, 2: i32 epoch, 3: i64 shard, 4: i32 worker, 5: i32 attempt, 6: i64 records) throws (1: TrackerError err)
+  list<Shard> plan(1: string token) throws (1: TrackerError err)
+  void reportMetrics(1: string token, 2: i32 epoch, 3: i32 worker, 4: map<string, double> metrics) throws (1: TrackerError err)
+  JobStatus status(1: string token) throws (1: TrackerError err)
+  void kill(1: string token, 2: string reason) throws (1: TrackerError err)
+}

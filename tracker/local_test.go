@@ -1,0 +1,196 @@
+package tracker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer collects the children's output.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// survivors lists the processes whose command line contains marker.
+func survivors(t *testing.T, marker string) []string {
+	t.Helper()
+	var out []string
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(b, []byte(marker)) {
+			out = append(out, p+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
+
+func runLocal(t *testing.T, ctx context.Context, spec JobSpec) (Result, error, string) {
+	t.Helper()
+	var out syncBuffer
+	res, err := RunLocal(ctx, spec, LocalOptions{Environ: os.Environ(), Stdout: &out, Log: quietLog(), StopGrace: time.Second})
+	return res, err, out.String()
+}
+
+func TestRunLocalGivesEachTaskTheContract(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	script := `echo "role=$DMLC_ROLE task=$DMLC_TASK_ID workers=$DMLC_NUM_WORKER servers=$DMLC_NUM_SERVER attempt=$DMLC_NUM_ATTEMPT cluster=$DMLC_JOB_CLUSTER tracker=${SPINDLE_TRACKER_ADDR:+set} secret=${SPINDLE_JOB_SECRET:+set} mine=$MINE"`
+	res, err, out := runLocal(t, ctx, JobSpec{
+		Command: []string{"/bin/sh", "-c", script}, NumWorkers: 2, NumServers: 1, MaxAttempts: 1,
+		Env: []string{"MINE=all"}, WorkerEnv: []string{"MINE=workers"},
+	})
+	if err != nil || res.State != Succeeded {
+		t.Fatalf("job: %v %v\n%s", res.State, err, out)
+	}
+	for _, want := range []string{
+		"[scheduler 0] role=scheduler task= workers=2 servers=1 attempt=0 cluster=local tracker=set secret=set mine=all",
+		"[server 0] role=server task=0 workers=2 servers=1 attempt=0 cluster=local tracker=set secret=set mine=all",
+		"[worker 0] role=worker task=0 workers=2 servers=1 attempt=0 cluster=local tracker=set secret=set mine=workers",
+		"[worker 1] role=worker task=1 ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestRunLocalRetriesAFailedWorker(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	script := `if [ "$DMLC_TASK_ID" = 1 ] && [ "$DMLC_NUM_ATTEMPT" = 0 ]; then echo failing once; exit 1; fi; echo fine`
+	res, err, out := runLocal(t, ctx, JobSpec{Command: []string{"/bin/sh", "-c", script}, NumWorkers: 2, MaxAttempts: 2})
+	if err != nil || res.State != Succeeded {
+		t.Fatalf("job: %v %v\n%s", res.State, err, out)
+	}
+	if !strings.Contains(out, "[worker 1#1] fine") {
+		t.Errorf("no second attempt of worker 1 in:\n%s", out)
+	}
+	for _, tr := range res.Tasks {
+		want := 1
+		if tr.Rank == 1 {
+			want = 2
+		}
+		if tr.Attempts != want || tr.ExitCode != 0 {
+			t.Errorf("%s %d: %d attempts, exit %d; want %d attempts, exit 0", tr.Role, tr.Rank, tr.Attempts, tr.ExitCode, want)
+		}
+	}
+}
+
+func TestRunLocalFailsNamingTheTaskAndLeavesNoProcess(t *testing.T) {
+	t.Parallel()
+	marker := fmt.Sprintf("spindle-test-marker-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Worker 1 always fails; everyone else (and a grandchild) would run
+	// for ten minutes.
+	script := `if [ "$DMLC_TASK_ID" = 1 ]; then echo "cannot open data"; exit 3; fi; sleep 600 & wait`
+	start := time.Now()
+	res, err, out := runLocal(t, ctx, JobSpec{Command: []string{"/bin/sh", "-c", script, marker}, NumWorkers: 3, NumServers: 1, MaxAttempts: 2})
+	took := time.Since(start)
+	if res.State != Failed || err == nil {
+		t.Fatalf("job: %v %v\n%s", res.State, err, out)
+	}
+	for _, want := range []string{"worker 1 failed", "exit code 3", "attempt 2 of 2", "cannot open data"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	if took > 30*time.Second {
+		t.Errorf("failing took %v", took)
+	}
+	if left := survivors(t, marker); len(left) > 0 {
+		t.Fatalf("processes left behind:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+func TestRunLocalStopsEverythingWhenInterrupted(t *testing.T) {
+	t.Parallel()
+	marker := fmt.Sprintf("spindle-test-marker-%d", time.Now().UnixNano())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	done := make(chan error, 1)
+	var res Result
+	ready := make(chan struct{})
+	var once sync.Once
+	go func() {
+		var err error
+		res, err = RunLocal(ctx, JobSpec{Command: []string{"/bin/sh", "-c", `echo up; sleep 600 & wait`, marker}, NumWorkers: 2, MaxAttempts: 1},
+			LocalOptions{Environ: os.Environ(), Stdout: &out, Log: quietLog(), StopGrace: time.Second,
+				OnStatus: func(st Status) {
+					for _, r := range st.Roles {
+						if r.Role == RoleWorker && r.Running == 2 {
+							once.Do(func() { close(ready) })
+						}
+					}
+				}})
+		done <- err
+	}()
+	select {
+	case <-ready:
+	case <-time.After(20 * time.Second):
+		t.Fatal("workers never ran")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if res.State != Killed || !errors.Is(err, context.Canceled) {
+			t.Fatalf("interrupted job: %v %v", res.State, err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("RunLocal did not return after the interrupt")
+	}
+	if left := survivors(t, marker); len(left) > 0 {
+		t.Fatalf("processes left behind:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+func TestCommitModel(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	if err := os.WriteFile(filepath.Join(dir, PartName(0)), []byte("1\t0.5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err := CommitModel(ctx, LocalFS{}, dir, 2, "j")
+	if err == nil || !strings.Contains(err.Error(), PartName(1)) {
+		t.Fatalf("commit with part 1 missing: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, SuccessFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("_SUCCESS written for an incomplete model")
+	}
+	if err := os.WriteFile(filepath.Join(dir, PartName(1)), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := CommitModel(ctx, LocalFS{}, dir, 2, "j"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{SuccessFile, ManifestFile} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

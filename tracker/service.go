@@ -1,0 +1,259 @@
+package tracker
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/apache/thrift/lib/go/thrift"
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/tracker/internal/rpc/trackerrpc"
+)
+
+// Error codes of trackerrpc.TrackerError.
+const (
+	codeUnauthorized = 1
+	codeBadRequest   = 2
+)
+
+// maxFrame bounds a tracker RPC frame, both ways.
+const maxFrame = 16 << 20
+
+func thriftConf() *thrift.TConfiguration {
+	return &thrift.TConfiguration{
+		MaxFrameSize:   maxFrame,
+		MaxMessageSize: maxFrame,
+		ConnectTimeout: 10 * time.Second,
+		SocketTimeout:  0, // calls are bounded by their contexts instead
+	}
+}
+
+// Service serves the tracker RPC over TCP for a job's State. Every call
+// must carry the job's token.
+type Service struct {
+	state *State
+	token []byte
+	log   *logrus.Entry
+	ln    net.Listener
+	ctx   context.Context // for the handlers: the caller's values, not its cancellation
+
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// Serve starts serving state on addr ("host:port", port 0 for any) and
+// returns at once; Addr tells where. Close stops it.
+func Serve(ctx context.Context, addr string, state *State, token string, log *logrus.Entry) (*Service, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("tracker: listen on %s: %w", addr, err)
+	}
+	s := &Service{state: state, token: []byte(token), log: log, ln: ln, ctx: context.WithoutCancel(ctx), conns: make(map[net.Conn]struct{})}
+	s.wg.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+// Addr returns the address the service listens on.
+func (s *Service) Addr() string { return s.ln.Addr().String() }
+
+func (s *Service) accept() {
+	defer s.wg.Done()
+	proc := trackerrpc.NewTrackerProcessor(&handler{s})
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(c, proc)
+	}
+}
+
+// serveConn answers calls on one connection until it fails or closes.
+func (s *Service) serveConn(c net.Conn, proc thrift.TProcessor) {
+	defer s.wg.Done()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		c.Close()
+	}()
+	cfg := thriftConf()
+	trans := thrift.NewTFramedTransportConf(thrift.NewTSocketFromConnConf(c, cfg), cfg)
+	prot := thrift.NewTCompactProtocolConf(trans, cfg)
+	for {
+		if _, err := proc.Process(s.ctx, prot, prot); err != nil {
+			var te thrift.TTransportException
+			if !errors.As(err, &te) || te.TypeId() != thrift.END_OF_FILE {
+				s.log.WithError(err).WithField("peer", c.RemoteAddr().String()).Debug("tracker connection closed")
+			}
+			return
+		}
+	}
+}
+
+// Close stops accepting, closes every connection and waits for their
+// goroutines. It is idempotent.
+func (s *Service) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	err := s.ln.Close()
+	for c := range s.conns {
+		c.Close()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+	return err
+}
+
+// handler implements the generated Tracker interface over the State.
+type handler struct{ s *Service }
+
+func (h *handler) auth(token string) error {
+	if subtle.ConstantTimeCompare([]byte(token), h.s.token) != 1 {
+		h.s.log.Warn("tracker call with a wrong token refused")
+		return &trackerrpc.TrackerError{Code: codeUnauthorized, Message: "wrong job token"}
+	}
+	return nil
+}
+
+func badRequest(err error) error {
+	return &trackerrpc.TrackerError{Code: codeBadRequest, Message: err.Error()}
+}
+
+func (h *handler) NextShard(_ context.Context, token string, epoch, worker, attempt int32) (*trackerrpc.NextShardReply, error) {
+	if err := h.auth(token); err != nil {
+		return nil, err
+	}
+	sh, d, err := h.s.state.NextShard(int(epoch), int(worker), int(attempt))
+	if err != nil {
+		return nil, badRequest(err)
+	}
+	r := &trackerrpc.NextShardReply{}
+	switch d {
+	case Given:
+		r.State = trackerrpc.ShardState_GIVEN
+		r.Shard = toWire(sh, int(epoch))
+	case Wait:
+		r.State = trackerrpc.ShardState_WAIT
+		ms := int32(WaitHint / time.Millisecond)
+		r.WaitMs = &ms
+	default:
+		r.State = trackerrpc.ShardState_EPOCH_DONE
+	}
+	return r, nil
+}
+
+func toWire(sh Shard, epoch int) *trackerrpc.Shard {
+	return &trackerrpc.Shard{ID: sh.ID, URI: sh.URI, Start: sh.Start, Length: sh.Length, Epoch: int32(epoch)}
+}
+
+func (h *handler) ShardDone(_ context.Context, token string, epoch int32, shard int64, worker, attempt int32, records int64) error {
+	if err := h.auth(token); err != nil {
+		return err
+	}
+	if err := h.s.state.ShardDone(int(epoch), shard, int(worker), int(attempt), records); err != nil {
+		return badRequest(err)
+	}
+	return nil
+}
+
+func (h *handler) Plan(_ context.Context, token string) ([]*trackerrpc.Shard, error) {
+	if err := h.auth(token); err != nil {
+		return nil, err
+	}
+	shards := h.s.state.Shards()
+	out := make([]*trackerrpc.Shard, len(shards))
+	for i, sh := range shards {
+		out[i] = toWire(sh, 0)
+	}
+	return out, nil
+}
+
+func (h *handler) ReportMetrics(_ context.Context, token string, epoch, worker int32, metrics map[string]float64) error {
+	if err := h.auth(token); err != nil {
+		return err
+	}
+	if err := h.s.state.ReportMetrics(int(epoch), int(worker), metrics); err != nil {
+		return badRequest(err)
+	}
+	return nil
+}
+
+func (h *handler) Status(_ context.Context, token string) (*trackerrpc.JobStatus, error) {
+	if err := h.auth(token); err != nil {
+		return nil, err
+	}
+	st := h.s.state.Status()
+	w := &trackerrpc.JobStatus{
+		State:         string(st.State),
+		Epoch:         int32(st.Epoch),
+		ShardsDone:    int64(st.ShardsDone),
+		ShardsTotal:   int64(st.ShardsTotal),
+		Metrics:       st.Metrics,
+		MetricsEpoch:  int32(st.MetricsEpoch),
+		Diagnostics:   st.Diagnostics,
+		EpochRecords:  make(map[int32]int64, len(st.EpochRecords)),
+		StartedUnixMs: st.Started.UnixMilli(),
+	}
+	for e, n := range st.EpochRecords {
+		w.EpochRecords[int32(e)] = n
+	}
+	for _, r := range st.Roles {
+		w.Roles = append(w.Roles, &trackerrpc.RoleStatus{Role: r.Role, Want: int32(r.Want), Running: int32(r.Running), Restarts: int32(r.Restarts), Succeeded: int32(r.Succeeded)})
+	}
+	return w, nil
+}
+
+func (h *handler) Kill(_ context.Context, token, reason string) error {
+	if err := h.auth(token); err != nil {
+		return err
+	}
+	h.s.state.Kill(reason)
+	return nil
+}
+
+// fromWire converts a wire status.
+func fromWire(w *trackerrpc.JobStatus) Status {
+	st := Status{
+		State:        JobState(w.State),
+		Epoch:        int(w.Epoch),
+		ShardsDone:   int(w.ShardsDone),
+		ShardsTotal:  int(w.ShardsTotal),
+		Metrics:      w.Metrics,
+		MetricsEpoch: int(w.MetricsEpoch),
+		Diagnostics:  w.Diagnostics,
+		EpochRecords: make(map[int]int64, len(w.EpochRecords)),
+		Started:      time.UnixMilli(w.StartedUnixMs),
+	}
+	for e, n := range w.EpochRecords {
+		st.EpochRecords[int(e)] = n
+	}
+	for _, r := range w.Roles {
+		if r != nil {
+			st.Roles = append(st.Roles, RoleStatus{Role: r.Role, Want: int(r.Want), Running: int(r.Running), Restarts: int(r.Restarts), Succeeded: int(r.Succeeded)})
+		}
+	}
+	return st
+}

@@ -1,0 +1,107 @@
+package tracker
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+)
+
+func quietLog() *logrus.Entry {
+	l := logrus.New()
+	l.Out = io.Discard
+	return logrus.NewEntry(l)
+}
+
+func TestServiceOverTCP(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st := NewState(shards(2), time.Now())
+	svc, err := Serve(ctx, "127.0.0.1:0", st, "s3cret", quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+
+	c := NewClient(svc.Addr(), "s3cret")
+	defer c.Close()
+	plan, err := c.Plan(ctx)
+	if err != nil || len(plan) != 2 {
+		t.Fatalf("plan %v %v", plan, err)
+	}
+	sh, d, _, err := c.NextShard(ctx, 0, 0, 0)
+	if err != nil || d != Given || sh.URI != "file:///data" {
+		t.Fatalf("next shard %+v %v %v", sh, d, err)
+	}
+	if err := c.ShardDone(ctx, 0, sh.ID, 0, 0, 42); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReportMetrics(ctx, 0, 0, map[string]float64{"test_auc": 0.75}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Status(ctx)
+	if err != nil || got.EpochRecords[0] != 42 || got.Metrics["test_auc"] != 0.75 || got.ShardsTotal != 2 {
+		t.Fatalf("status %+v %v", got, err)
+	}
+	var re *RemoteError
+	if _, _, _, err := c.NextShard(ctx, -5, 0, 0); !errors.As(err, &re) {
+		t.Fatalf("bad epoch: %v, want RemoteError", err)
+	}
+
+	bad := NewClient(svc.Addr(), "guess")
+	defer bad.Close()
+	if _, err := bad.Status(ctx); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("wrong token: %v, want ErrUnauthorized", err)
+	}
+	if err := bad.Kill(ctx, "x"); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("wrong token kill: %v", err)
+	}
+	select {
+	case r := <-st.KillRequests():
+		t.Fatalf("kill with a wrong token went through: %q", r)
+	default:
+	}
+}
+
+func TestServiceCloseWithIdleClients(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	svc, err := Serve(ctx, "127.0.0.1:0", NewState(nil, time.Now()), "t", quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewClient(svc.Addr(), "t")
+	defer c.Close()
+	if _, err := c.Status(ctx); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- svc.Close() }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		t.Fatal("Close blocked on an idle connection")
+	}
+}
+
+func TestClientGivesUpWithItsContext(t *testing.T) {
+	t.Parallel()
+	port, err := freePort() // nobody listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewClient("127.0.0.1:"+itoa(port), "t")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.Status(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("status with no tracker: %v, want deadline exceeded", err)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

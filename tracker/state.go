@@ -1,0 +1,356 @@
+package tracker
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Shard is one piece of the input that a worker reads at once: the bytes
+// [Start, Start+Length) of a file, by the rule that a record belongs to the
+// shard in which it starts.
+type Shard struct {
+	ID     int64
+	URI    string
+	Start  int64
+	Length int64
+}
+
+// Dispatch says what NextShard handed out.
+type Dispatch int
+
+// The dispatch results.
+const (
+	// Given: here is a shard to read.
+	Given Dispatch = iota + 1
+	// Wait: no shard is free, but some are still being read by other
+	// workers (and may come back if a worker dies): ask again later.
+	Wait
+	// EpochDone: every shard of the epoch is done.
+	EpochDone
+)
+
+// JobState is where a job is in its life.
+type JobState string
+
+// The job states.
+const (
+	Running   JobState = "RUNNING"
+	Succeeded JobState = "SUCCEEDED"
+	Failed    JobState = "FAILED"
+	Killed    JobState = "KILLED"
+)
+
+// RoleStatus counts the processes of one role.
+type RoleStatus struct {
+	Role      string
+	Want      int
+	Running   int
+	Restarts  int
+	Succeeded int
+}
+
+// Status is a snapshot of a job.
+type Status struct {
+	State       JobState
+	Epoch       int
+	ShardsDone  int
+	ShardsTotal int
+	// Metrics are the latest epoch's aggregated metrics (see
+	// ReportMetrics), from MetricsEpoch.
+	Metrics      map[string]float64
+	MetricsEpoch int
+	Roles        []RoleStatus
+	Diagnostics  string
+	// EpochRecords counts, per epoch, the records of the shards done.
+	EpochRecords map[int]int64
+	Started      time.Time
+}
+
+// State is a job's durable state: the shards of every epoch and who reads
+// them, the metrics workers report, the processes' status. It does no
+// I/O; the tracker service and the launchers drive it. It is safe for
+// concurrent use.
+type State struct {
+	mu      sync.Mutex
+	shards  []Shard
+	epochs  map[int]*epochState
+	attempt map[int]int // worker rank → latest attempt seen
+	metrics map[int]map[int]map[string]float64
+	roles   map[string]*RoleStatus
+	order   []string
+	state   JobState
+	diag    string
+	started time.Time
+	killReq chan string
+}
+
+type epochState struct {
+	queue   []int // shard indexes not handed out, next first
+	owner   []int // worker rank reading each shard; -1 for none
+	done    []bool
+	ndone   int
+	records int64
+}
+
+// WaitHint is how long a worker told to Wait should wait before asking
+// again.
+const WaitHint = 200 * time.Millisecond
+
+// maxEpoch bounds epoch numbers a caller may ask for, so a bad request
+// cannot make the state allocate without end.
+const maxEpoch = 1 << 20
+
+// NewState returns the state of a job over shards, started at now.
+func NewState(shards []Shard, now time.Time) *State {
+	s := &State{
+		shards:  shards,
+		epochs:  make(map[int]*epochState),
+		attempt: make(map[int]int),
+		metrics: make(map[int]map[int]map[string]float64),
+		roles:   make(map[string]*RoleStatus),
+		state:   Running,
+		started: now,
+		killReq: make(chan string, 1),
+	}
+	for i := range s.shards {
+		s.shards[i].ID = int64(i)
+	}
+	return s
+}
+
+// Shards returns the job's shards in plan order (the order of the
+// synchronous schedule: in step s, worker w reads shard s·W+w).
+func (s *State) Shards() []Shard {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Shard(nil), s.shards...)
+}
+
+// epochLocked returns epoch e's state, creating it with every shard
+// queued. s.mu must be held.
+func (s *State) epochLocked(e int) *epochState {
+	ep := s.epochs[e]
+	if ep != nil {
+		return ep
+	}
+	ep = &epochState{queue: make([]int, len(s.shards)), owner: make([]int, len(s.shards)), done: make([]bool, len(s.shards))}
+	for i := range ep.queue {
+		ep.queue[i] = i
+		ep.owner[i] = -1
+	}
+	s.epochs[e] = ep
+	return ep
+}
+
+// noteAttemptLocked records worker's attempt; a newer attempt means the
+// worker restarted, and what its previous process was reading goes back
+// to the queue. s.mu must be held.
+func (s *State) noteAttemptLocked(worker, attempt int) {
+	prev, seen := s.attempt[worker]
+	if seen && attempt > prev {
+		s.requeueLocked(worker)
+	}
+	if !seen || attempt > prev {
+		s.attempt[worker] = attempt
+	}
+}
+
+// NextShard hands worker (rank, attempt) the next shard of epoch.
+func (s *State) NextShard(epoch, worker, attempt int) (Shard, Dispatch, error) {
+	if epoch < 0 || epoch > maxEpoch {
+		return Shard{}, 0, fmt.Errorf("tracker: epoch %d out of range", epoch)
+	}
+	if worker < 0 {
+		return Shard{}, 0, fmt.Errorf("tracker: worker rank %d out of range", worker)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noteAttemptLocked(worker, attempt)
+	if attempt < s.attempt[worker] {
+		return Shard{}, 0, fmt.Errorf("tracker: worker %d attempt %d was replaced by attempt %d", worker, attempt, s.attempt[worker])
+	}
+	ep := s.epochLocked(epoch)
+	if len(ep.queue) > 0 {
+		i := ep.queue[0]
+		ep.queue = ep.queue[1:]
+		ep.owner[i] = worker
+		return s.shards[i], Given, nil
+	}
+	if ep.ndone == len(s.shards) {
+		return Shard{}, EpochDone, nil
+	}
+	return Shard{}, Wait, nil
+}
+
+// ShardDone records that worker read shard id of epoch, with records
+// records. The first report of a shard counts; a later one (from a
+// process thought dead whose shard went to another worker) is ignored, so
+// every shard's records are counted once.
+func (s *State) ShardDone(epoch int, id int64, worker, attempt int, records int64) error {
+	if id < 0 || id >= int64(len(s.shards)) {
+		return fmt.Errorf("tracker: no shard %d", id)
+	}
+	if epoch < 0 || epoch > maxEpoch {
+		return fmt.Errorf("tracker: epoch %d out of range", epoch)
+	}
+	if records < 0 {
+		return fmt.Errorf("tracker: negative record count %d", records)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noteAttemptLocked(worker, attempt)
+	ep := s.epochLocked(epoch)
+	if ep.done[id] {
+		return nil
+	}
+	ep.done[id] = true
+	ep.owner[id] = -1
+	ep.ndone++
+	ep.records += records
+	// A shard requeued after its reader was presumed dead is done now.
+	for i, q := range ep.queue {
+		if int64(q) == id {
+			ep.queue = append(ep.queue[:i], ep.queue[i+1:]...)
+			break
+		}
+	}
+	return nil
+}
+
+// WorkerLost puts what worker was reading, in every epoch, back at the
+// front of the queue, for another worker (or its restart) to read.
+func (s *State) WorkerLost(worker int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requeueLocked(worker)
+}
+
+func (s *State) requeueLocked(worker int) {
+	for _, ep := range s.epochs {
+		var back []int
+		for i, o := range ep.owner {
+			if o == worker && !ep.done[i] {
+				ep.owner[i] = -1
+				back = append(back, i)
+			}
+		}
+		if len(back) > 0 {
+			ep.queue = append(back, ep.queue...)
+		}
+	}
+}
+
+// ReportMetrics records worker's metrics for epoch. Aggregation across
+// workers: names ending in "_sum" or "_count" are added up; any other name
+// keeps the value of the lowest-ranked worker that reported it.
+func (s *State) ReportMetrics(epoch, worker int, m map[string]float64) error {
+	if epoch < 0 || epoch > maxEpoch {
+		return fmt.Errorf("tracker: epoch %d out of range", epoch)
+	}
+	if len(m) > 256 {
+		return fmt.Errorf("tracker: %d metrics in one report; at most 256", len(m))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	byWorker := s.metrics[epoch]
+	if byWorker == nil {
+		byWorker = make(map[int]map[string]float64)
+		s.metrics[epoch] = byWorker
+	}
+	cp := make(map[string]float64, len(m))
+	for k, v := range m {
+		cp[k] = v
+	}
+	byWorker[worker] = cp
+	return nil
+}
+
+// aggregate combines per-worker metrics.
+func aggregate(byWorker map[int]map[string]float64) map[string]float64 {
+	ranks := make([]int, 0, len(byWorker))
+	for r := range byWorker {
+		ranks = append(ranks, r)
+	}
+	sort.Ints(ranks)
+	out := make(map[string]float64)
+	for _, r := range ranks {
+		for k, v := range byWorker[r] {
+			if strings.HasSuffix(k, "_sum") || strings.HasSuffix(k, "_count") {
+				out[k] += v
+			} else if _, ok := out[k]; !ok {
+				out[k] = v
+			}
+		}
+	}
+	return out
+}
+
+// SetRole sets the process counts of a role, keeping roles in the order
+// first set.
+func (s *State) SetRole(r RoleStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.roles[r.Role]; !ok {
+		s.order = append(s.order, r.Role)
+	}
+	cp := r
+	s.roles[r.Role] = &cp
+}
+
+// Finish records the job's end state and a diagnostic. Only the first
+// call counts.
+func (s *State) Finish(st JobState, diag string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != Running {
+		return
+	}
+	s.state, s.diag = st, diag
+}
+
+// ErrKillRequested is the reason a job ends when Kill was called.
+var ErrKillRequested = errors.New("tracker: job killed on request")
+
+// Kill asks the launcher to end the job; the launcher watches KillRequests.
+func (s *State) Kill(reason string) {
+	select {
+	case s.killReq <- reason:
+	default:
+	}
+}
+
+// KillRequests delivers Kill's reasons to the launcher.
+func (s *State) KillRequests() <-chan string { return s.killReq }
+
+// Status returns a snapshot.
+func (s *State) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Status{
+		State:        s.state,
+		ShardsTotal:  len(s.shards),
+		Diagnostics:  s.diag,
+		EpochRecords: make(map[int]int64, len(s.epochs)),
+		Started:      s.started,
+		MetricsEpoch: -1,
+	}
+	for e, ep := range s.epochs {
+		st.EpochRecords[e] = ep.records
+		if e > st.Epoch || (e == st.Epoch && ep.ndone > st.ShardsDone) {
+			st.Epoch, st.ShardsDone = e, ep.ndone
+		}
+	}
+	for e, m := range s.metrics {
+		if e > st.MetricsEpoch {
+			st.MetricsEpoch, st.Metrics = e, aggregate(m)
+		}
+	}
+	for _, name := range s.order {
+		st.Roles = append(st.Roles, *s.roles[name])
+	}
+	return st
+}

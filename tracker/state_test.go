@@ -1,0 +1,128 @@
+package tracker
+
+import (
+	"testing"
+	"time"
+)
+
+func shards(n int) []Shard {
+	out := make([]Shard, n)
+	for i := range out {
+		out[i] = Shard{URI: "file:///data", Start: int64(i) * 100, Length: 100}
+	}
+	return out
+}
+
+func next(t *testing.T, s *State, epoch, worker, attempt int) (Shard, Dispatch) {
+	t.Helper()
+	sh, d, err := s.NextShard(epoch, worker, attempt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sh, d
+}
+
+func TestDispatchEachShardOncePerEpoch(t *testing.T) {
+	t.Parallel()
+	s := NewState(shards(5), time.Now())
+	seen := map[int64]bool{}
+	for i := 0; i < 5; i++ {
+		sh, d := next(t, s, 0, i%2, 0)
+		if d != Given || seen[sh.ID] {
+			t.Fatalf("dispatch %d: %v %+v (seen %v)", i, d, sh, seen)
+		}
+		seen[sh.ID] = true
+	}
+	if _, d := next(t, s, 0, 0, 0); d != Wait {
+		t.Fatalf("all handed out, none done: got %v, want Wait", d)
+	}
+	for id := range seen {
+		if err := s.ShardDone(0, id, 0, 0, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, d := next(t, s, 0, 1, 0); d != EpochDone {
+		t.Fatalf("got %v, want EpochDone", d)
+	}
+	if _, d := next(t, s, 1, 1, 0); d != Given {
+		t.Fatalf("epoch 1 starts afresh: got %v", d)
+	}
+	if got := s.Status().EpochRecords[0]; got != 50 {
+		t.Fatalf("epoch 0 records %d, want 50", got)
+	}
+}
+
+func TestLostWorkersShardsAreRequeued(t *testing.T) {
+	t.Parallel()
+	s := NewState(shards(3), time.Now())
+	a, _ := next(t, s, 0, 0, 0) // worker 0 takes shard 0
+	b, _ := next(t, s, 0, 1, 0) // worker 1 takes shard 1
+	if err := s.ShardDone(0, a.ID, 0, 0, 7); err != nil {
+		t.Fatal(err)
+	}
+	s.WorkerLost(1)
+	got, d := next(t, s, 0, 0, 0)
+	if d != Given || got.ID != b.ID {
+		t.Fatalf("after worker 1 was lost, next shard is %+v (%v), want its shard %d first", got, d, b.ID)
+	}
+	// The lost worker's late report counts once; the new reader's is a
+	// duplicate.
+	if err := s.ShardDone(0, b.ID, 1, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ShardDone(0, b.ID, 0, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Status().EpochRecords[0]; got != 12 {
+		t.Fatalf("records %d, want 12 (each shard once)", got)
+	}
+}
+
+func TestRestartedWorkerGivesBackItsShards(t *testing.T) {
+	t.Parallel()
+	s := NewState(shards(2), time.Now())
+	a, _ := next(t, s, 0, 0, 0)
+	// Attempt 1 of worker 0 asks: attempt 0's shard is read again first.
+	got, _ := next(t, s, 0, 0, 1)
+	if got.ID != a.ID {
+		t.Fatalf("restarted worker got shard %d, want %d back", got.ID, a.ID)
+	}
+	if _, _, err := s.NextShard(0, 0, 0); err == nil {
+		t.Fatal("the replaced attempt 0 was still served")
+	}
+}
+
+func TestMetricsAggregate(t *testing.T) {
+	t.Parallel()
+	s := NewState(nil, time.Now())
+	_ = s.ReportMetrics(0, 1, map[string]float64{"loss_sum": 3, "examples_count": 10, "test_auc": 0.6})
+	_ = s.ReportMetrics(0, 0, map[string]float64{"loss_sum": 1, "examples_count": 10, "test_auc": 0.7})
+	_ = s.ReportMetrics(1, 0, map[string]float64{"loss_sum": 2})
+	st := s.Status()
+	if st.MetricsEpoch != 1 || st.Metrics["loss_sum"] != 2 {
+		t.Fatalf("latest epoch metrics %d %v", st.MetricsEpoch, st.Metrics)
+	}
+	_ = s.ReportMetrics(1, 1, map[string]float64{"loss_sum": 5, "test_auc": 0.9})
+	if m := s.Status().Metrics; m["loss_sum"] != 7 || m["test_auc"] != 0.9 {
+		t.Fatalf("aggregate %v, want loss_sum 7 and worker 1's test_auc", m)
+	}
+}
+
+func TestBadRequestsAreRefused(t *testing.T) {
+	t.Parallel()
+	s := NewState(shards(1), time.Now())
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"negative epoch", func() error { _, _, err := s.NextShard(-1, 0, 0); return err }()},
+		{"huge epoch", func() error { _, _, err := s.NextShard(1<<30, 0, 0); return err }()},
+		{"no such shard", s.ShardDone(0, 9, 0, 0, 1)},
+		{"negative records", s.ShardDone(0, 0, 0, 0, -1)},
+	}
+	for _, tt := range tests {
+		if tt.err == nil {
+			t.Errorf("%s: accepted", tt.name)
+		}
+	}
+}
