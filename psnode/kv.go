@@ -47,9 +47,15 @@ func (kv *KVPairs[V]) check(withVals bool) error {
 type CallOption func(*callOpts)
 
 type callOpts struct {
-	cmd      int32
-	callback func(error)
+	cmd        int32
+	callback   func(error)
+	allServers bool
 }
+
+// ToAllServers sends the request to every server, also those that own
+// none of its keys (they get an empty request), as a synchronous step
+// needs: each server waits for every worker's part of a step.
+func ToAllServers() CallOption { return func(o *callOpts) { o.allServers = true } }
 
 // WithCmd sets the command (ps-lite's cmd, carried in the message head)
 // that the server's handler receives.
@@ -170,7 +176,7 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 	}
 	for p, seg := range segs {
 		sub := subset(kv, seg, dim, offsets, push)
-		if len(sub.Keys) == 0 {
+		if len(sub.Keys) == 0 && !o.allServers {
 			continue
 		}
 		peers = append(peers, w.servers[p])

@@ -75,8 +75,11 @@ func (s *KVServer[V]) serve(m *transport.Message) {
 // decodeRequest reads [keys] [vals] [lens] of a request, checking that
 // they agree.
 func decodeRequest[V Number](m *transport.Message, kv *KVPairs[V]) error {
-	if len(m.Data) == 0 || len(m.Data) > 3 {
+	if len(m.Data) > 3 || (len(m.Data) == 0 && m.Meta.Push) {
 		return fmt.Errorf("%w: %d data frames in a KV request", transport.ErrMalformed, len(m.Data))
+	}
+	if len(m.Data) == 0 {
+		return nil
 	}
 	var err error
 	if kv.Keys, err = fromBytes[uint64](m.Data[0]); err != nil {
