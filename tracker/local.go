@@ -270,6 +270,7 @@ func (l *localJob) start(t *task) error {
 	// from returning.
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
+		t.code = -1
 		return fmt.Errorf("tracker: start %s: %s: %w", t, l.spec.Command[0], err)
 	}
 	t.cmd, t.running = cmd, true

@@ -1,0 +1,243 @@
+package submit
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// aliases maps each short flag onto the flag it stands for.
+var aliases = map[string]string{
+	"n": "num-workers",
+	"s": "num-servers",
+	"h": "help",
+}
+
+// canonicalFlag returns the long name of a flag given by either name.
+func canonicalFlag(name string) string {
+	if long, ok := aliases[name]; ok {
+		return long
+	}
+	return name
+}
+
+// helpGroups orders the flags in the help. Every flag of flagSet is in
+// exactly one group (a test checks it).
+var helpGroups = []struct {
+	title string
+	flags []string
+}{
+	{"Job", []string{"cluster", "num-workers", "num-servers", "jobname", "max-attempts", "log-level"}},
+	{"Data", []string{"input", "split-size", "output", "checkpoint-dir", "checkpoint-interval"}},
+	{"Environment of the tasks", []string{"env", "server-env", "worker-env", "files"}},
+	{"Resources (YARN)", []string{"worker-cores", "worker-memory", "server-cores", "server-memory", "queue"}},
+	{"Other", []string{"dry-run", "help"}},
+}
+
+// examples close the help text.
+const examples = `Examples:
+  # Logistic regression on this machine: 2 workers, 2 servers.
+  ps-submit --cluster local -n 2 -s 2 --input data/train.libsvm --output /tmp/model -- ./ps-lr
+
+  # The same on a YARN cluster, reading and writing HDFS.
+  ps-submit --cluster yarn --num-workers 50 --num-servers 10 --worker-memory 4g --queue ml \
+    --input 'hdfs:///logs/2026-11-*/*.libsvm' --output hdfs:///models/ctr -- ./ps-lr --epochs 5
+
+  # An existing ps-lite (C++) program, unchanged, with connection logs.
+  DMLC_SUBMIT_CLUSTER=local ps-submit -n 4 -s 2 --env PS_VERBOSE=1 ./test_kv_app 1000
+
+  # What would run, without running it.
+  ps-submit --dry-run -n 2 -s 1 -- ./ps-lr
+`
+
+// flagSet defines every flag on o's fields. The current values of the
+// fields are the defaults, so NewOptions's values show in the help.
+func (o *Options) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet(progName, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported by Main, in one line
+	fs.Usage = func() {}
+
+	fs.StringVar(&o.Cluster, "cluster", o.Cluster, "run the job on `local|yarn`: this machine or a YARN cluster (default $"+envSubmitCluster+", else local)")
+	o.intVar(fs, &o.NumWorkers, "num-workers", "`N` worker processes, at least 1 (required)")
+	o.intVar(fs, &o.NumServers, "num-servers", "`N` server processes; with 0 the command runs as plain workers, without a scheduler")
+	fs.StringVar(&o.JobName, "jobname", o.JobName, "job `NAME` (default spindle:<base name of the command>)")
+	o.intVar(fs, &o.MaxAttempts, "max-attempts", "run each task at most `N` times in all, the first attempt included")
+	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level of ps-submit and of the tasks, one of `debug|info|warn|error` in any case")
+
+	fs.Var((*listValue)(&o.Inputs), "input", "training data: a `PATH` or glob, local or hdfs://; repeatable")
+	fs.StringVar(&o.SplitSize, "split-size", o.SplitSize, "target shard `SIZE`: 512k, 64m, 1g, or a number of bytes")
+	fs.StringVar(&o.Output, "output", o.Output, "`PATH` where the servers write the model; no model if empty")
+	fs.StringVar(&o.CheckpointDir, "checkpoint-dir", o.CheckpointDir, "`PATH` where the servers write checkpoints")
+	fs.StringVar(&o.CheckpointInterval, "checkpoint-interval", o.CheckpointInterval, "checkpoint every `N|DURATION`: N epochs (2) or a duration (10m, 1h)")
+
+	fs.Var((*listValue)(&o.Env), "env", "set `KEY=VALUE` in the environment of every task; repeatable")
+	fs.Var((*listValue)(&o.ServerEnv), "server-env", "set `KEY=VALUE` for the servers and the scheduler only; repeatable")
+	fs.Var((*listValue)(&o.WorkerEnv), "worker-env", "set `KEY=VALUE` for the workers only; repeatable")
+	fs.Var((*listValue)(&o.Files), "files", "a local `FILE` the command needs (it must exist); repeatable")
+
+	o.intVar(fs, &o.WorkerCores, "worker-cores", "`N` cores per worker")
+	fs.StringVar(&o.WorkerMemory, "worker-memory", o.WorkerMemory, "`SIZE` of each worker's memory: 512m, 2g, or a number of MB")
+	o.intVar(fs, &o.ServerCores, "server-cores", "`N` cores per server")
+	fs.StringVar(&o.ServerMemory, "server-memory", o.ServerMemory, "`SIZE` of each server's memory: 512m, 2g, or a number of MB")
+	fs.StringVar(&o.Queue, "queue", o.Queue, "YARN `QUEUE` to submit to")
+
+	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "print the resolved job and the tasks it would start, then exit")
+	fs.BoolVar(&o.Help, "help", o.Help, "print this help and exit")
+
+	for short, long := range aliases {
+		f := fs.Lookup(long)
+		fs.Var(f.Value, short, "alias of --"+long)
+	}
+	return fs
+}
+
+// intVar defines an integer flag whose bad values are kept for Validate
+// instead of stopping the parse, so that they are reported with the rest.
+func (o *Options) intVar(fs *flag.FlagSet, p *int, name, usage string) {
+	fs.Var(&intValue{p: p, name: name, o: o}, name, usage)
+}
+
+type intValue struct {
+	p    *int
+	name string
+	o    *Options
+}
+
+func (v *intValue) Set(s string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		v.o.badInts[v.name] = fmt.Errorf("--%s %q: not a whole number", v.name, s)
+		return nil
+	}
+	delete(v.o.badInts, v.name) // the last value given counts
+	*v.p = n
+	return nil
+}
+
+func (v *intValue) String() string {
+	if v == nil || v.p == nil {
+		return "0"
+	}
+	return strconv.Itoa(*v.p)
+}
+
+// listValue is a repeatable flag.
+type listValue []string
+
+func (v *listValue) Set(s string) error { *v = append(*v, s); return nil }
+func (v *listValue) String() string {
+	if v == nil {
+		return ""
+	}
+	return strings.Join(*v, ",")
+}
+
+// dmlcOnly are dmlc-submit flags ps-submit does not have, with what to do
+// instead where there is something.
+var dmlcOnly = map[string]string{
+	"local-num-attempt":    "use --max-attempts (attempts per task, the first included)",
+	"log-file":             "redirect the standard error instead",
+	"host-ip":              "",
+	"host-file":            "",
+	"hdfs-tempdir":         "",
+	"sge-log-dir":          "",
+	"auto-file-cache":      "give the files with --files",
+	"archives":             "",
+	"yarn-app-classpath":   "",
+	"yarn-app-dir":         "",
+	"mesos-master":         "",
+	"ship-libcxx":          "give the library with --files",
+	"sync-dst-dir":         "",
+	"slurm-worker-nodes":   "",
+	"slurm-server-nodes":   "",
+	"kube-namespace":       "",
+	"kube-worker-image":    "",
+	"kube-server-image":    "",
+	"kube-worker-template": "",
+	"kube-server-template": "",
+}
+
+// flagError rewords the flag package's parse errors, naming flags as they
+// are documented (--name).
+func flagError(err error) error {
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+		if hint, ok := dmlcOnly[name]; ok {
+			if hint == "" {
+				return fmt.Errorf("--%s: dmlc-submit's flag is not supported by %s", name, progName)
+			}
+			return fmt.Errorf("--%s: dmlc-submit's flag is not supported by %s; %s", name, progName, hint)
+		}
+		return fmt.Errorf("unknown flag %s (put the command's own flags after --)", dashed(name))
+	}
+	if name, ok := strings.CutPrefix(msg, "flag needs an argument: -"); ok {
+		return fmt.Errorf("%s needs a value", dashed(canonicalFlag(name)))
+	}
+	return errors.New(msg)
+}
+
+// dashed spells a flag name as the help does: -n, --num-workers.
+func dashed(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// writeHelp writes the help, generated from the flag definitions.
+func writeHelp(w io.Writer) error {
+	fs := NewOptions(Streams{}, nil, nil).flagSet()
+	short := map[string]string{}
+	for s, l := range aliases {
+		short[l] = s
+	}
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, `Usage: %[1]s [flags] [--] command [arg...]
+
+%[1]s runs command as a parameter-server job: a scheduler, --num-servers
+servers and --num-workers workers, on this machine (--cluster local) or on
+a YARN cluster (--cluster yarn). Every task gets the ps-lite environment
+(DMLC_ROLE, DMLC_NUM_WORKER, DMLC_PS_ROOT_URI, ...), so ps-lite programs
+run unchanged. Flags take one dash or two; the command follows -- or
+starts at the first argument that is not a flag.
+
+Exit status: 0 if the job succeeded, 1 if it failed, 2 on a usage error.
+`, progName)
+	for _, g := range helpGroups {
+		fmt.Fprintf(bw, "\n%s:\n", g.title)
+		for _, name := range g.flags {
+			f := fs.Lookup(name)
+			if f == nil {
+				panic("submit: help names flag --" + name + " that flagSet does not define")
+			}
+			names := "--" + name
+			if s, ok := short[name]; ok {
+				names = "-" + s + ", " + names
+			}
+			arg, usage := flag.UnquoteUsage(f)
+			if _, isBool := f.Value.(interface{ IsBoolFlag() bool }); isBool {
+				arg = ""
+			} else if arg == "value" || arg == "string" || arg == "int" {
+				arg = "VALUE"
+			}
+			if arg != "" {
+				names += " " + arg
+			}
+			fmt.Fprintf(bw, "  %s\n        %s", names, usage)
+			if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+				def := f.DefValue
+				if fmt.Sprintf("%T", f.Value) == "*flag.stringValue" {
+					def = strconv.Quote(def)
+				}
+				fmt.Fprintf(bw, " (default %s)", def)
+			}
+			bw.WriteString("\n")
+		}
+	}
+	fmt.Fprintf(bw, "\n%s", examples)
+	return bw.Flush()
+}

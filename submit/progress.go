@@ -1,0 +1,336 @@
+package submit
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+const (
+	// redrawEvery bounds how often the terminal status line is redrawn
+	// (about once a second: the tracker reports that often).
+	redrawEvery = 900 * time.Millisecond
+	// plainEvery bounds how often a plain line is written when only
+	// counts changed (processes running or done, shards done), so that
+	// logs stay short; a restart, a new epoch or new metrics are written
+	// at once.
+	plainEvery = 10 * time.Second
+	// eraseLine returns to the start of the line and clears it.
+	eraseLine = "\r\033[K"
+)
+
+// progress shows a job's status: on a terminal as one line redrawn in
+// place, otherwise as a line each time something changed. It is safe for
+// concurrent use: the launcher calls update while tasks write through
+// around.
+type progress struct {
+	w   io.Writer
+	tty bool
+	now func() time.Time
+
+	mu      sync.Mutex
+	line    string    // tty: the status line on screen; "" if none
+	drawnAt time.Time // tty: when line was drawn
+	last    string    // plain: the last line written
+	lastKey string    // plain: what in last is written at once when it changes
+	wroteAt time.Time // plain: when last was written
+}
+
+func newProgress(w io.Writer, tty bool, now func() time.Time) *progress {
+	return &progress{w: w, tty: tty, now: now}
+}
+
+// update shows st if it changed (tracker.LocalOptions.OnStatus).
+func (p *progress) update(st tracker.Status) {
+	if st.State != "" && st.State != tracker.Running {
+		return // the summary follows
+	}
+	parts := statusParts(st)
+	text := strings.Join(parts.all(), " · ")
+	if text == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	if p.tty {
+		if text == p.line || (!p.drawnAt.IsZero() && now.Sub(p.drawnAt) < redrawEvery) {
+			return
+		}
+		p.line, p.drawnAt = text, now
+		_, _ = io.WriteString(p.w, eraseLine+text)
+		return
+	}
+	key := parts.key
+	if text == p.last || (p.last != "" && key == p.lastKey && now.Sub(p.wroteAt) < plainEvery) {
+		return
+	}
+	p.last, p.lastKey, p.wroteAt = text, key, now
+	_, _ = io.WriteString(p.w, text+"\n")
+}
+
+// finish clears the status line, before the summary.
+func (p *progress) finish() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty && p.line != "" {
+		_, _ = io.WriteString(p.w, eraseLine)
+		p.line = ""
+	}
+}
+
+// around returns a writer to w, a stream sharing the terminal with the
+// status line: each write clears the line first and redraws it after.
+// Off a terminal it returns w.
+func (p *progress) around(w io.Writer) io.Writer {
+	if !p.tty {
+		return w
+	}
+	return &aroundWriter{p: p, w: w}
+}
+
+type aroundWriter struct {
+	p *progress
+	w io.Writer
+}
+
+func (a *aroundWriter) Write(b []byte) (int, error) {
+	a.p.mu.Lock()
+	defer a.p.mu.Unlock()
+	if a.p.line != "" {
+		_, _ = io.WriteString(a.p.w, eraseLine)
+	}
+	n, err := a.w.Write(b)
+	if a.p.line != "" {
+		_, _ = io.WriteString(a.p.w, a.p.line)
+	}
+	return n, err
+}
+
+// parts are the sections of a status line, and key: whether every
+// process is running, the restarts, the epoch and the metrics, whose
+// changes are worth a plain line at once.
+type parts struct {
+	nodes, epoch, shards, metrics string
+	key                           string
+}
+
+func (s parts) all() []string {
+	return nonEmpty(s.nodes, s.epoch, s.shards, s.metrics)
+}
+
+func nonEmpty(ss ...string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// statusParts renders st: "workers 2/2 servers 2/2 scheduler 1/1",
+// "epoch 1", "shards 3/8", "loss=0.6931 auc=0.7". The epoch and shards
+// show only for a job with inputs; the metrics name their epoch when it
+// is not the one shown.
+func statusParts(st tracker.Status) parts {
+	var s parts
+	var nodes, key []string
+	allUp := true
+	for _, r := range sortedRoles(st.Roles) {
+		key = append(key, strconv.Itoa(r.Restarts))
+		allUp = allUp && r.Running == r.Want
+		n := fmt.Sprintf("%s %d/%d", plural(r.Role), r.Running, r.Want)
+		var notes []string
+		if r.Succeeded > 0 {
+			notes = append(notes, fmt.Sprintf("%d done", r.Succeeded))
+		}
+		if r.Restarts > 0 {
+			notes = append(notes, count(r.Restarts, "restart"))
+		}
+		if len(notes) > 0 {
+			n += " (" + strings.Join(notes, ", ") + ")"
+		}
+		nodes = append(nodes, n)
+	}
+	s.nodes = strings.Join(nodes, " ")
+	showEpoch := st.ShardsTotal > 0
+	if showEpoch {
+		s.epoch = "epoch " + strconv.Itoa(st.Epoch)
+		s.shards = fmt.Sprintf("shards %d/%d", st.ShardsDone, st.ShardsTotal)
+	}
+	if m := formatMetrics(st.Metrics); m != "" {
+		if !showEpoch || st.MetricsEpoch != st.Epoch {
+			m += fmt.Sprintf(" (epoch %d)", st.MetricsEpoch)
+		}
+		s.metrics = m
+	}
+	s.key = strings.Join(append(key, strconv.FormatBool(allUp), s.epoch, s.metrics), "|")
+	return s
+}
+
+// roleRank orders roles as the status line shows them.
+var roleRank = map[string]int{tracker.RoleWorker: 0, tracker.RoleServer: 1, tracker.RoleScheduler: 2}
+
+func sortedRoles(rs []tracker.RoleStatus) []tracker.RoleStatus {
+	out := append([]tracker.RoleStatus(nil), rs...)
+	sort.SliceStable(out, func(i, j int) bool { return rankOf(out[i].Role) < rankOf(out[j].Role) })
+	return out
+}
+
+func rankOf(role string) int {
+	if r, ok := roleRank[role]; ok {
+		return r
+	}
+	return len(roleRank)
+}
+
+// plural names a role's processes: workers, servers; there is one
+// scheduler.
+func plural(role string) string {
+	if role == tracker.RoleScheduler {
+		return role
+	}
+	return role + "s"
+}
+
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// formatMetrics renders metrics compactly: loss (loss_sum/examples_count),
+// auc (test_auc) and logloss (test_logloss) first, then the others by
+// name.
+func formatMetrics(m map[string]float64) string {
+	if len(m) == 0 {
+		return ""
+	}
+	used := map[string]bool{}
+	var out []string
+	sum, okSum := m["loss_sum"]
+	n, okN := m["examples_count"]
+	if okSum && okN && n > 0 {
+		out = append(out, "loss="+formatNumber(sum/n))
+		used["loss_sum"], used["examples_count"] = true, true
+	}
+	for _, kv := range [][2]string{{"auc", "test_auc"}, {"logloss", "test_logloss"}} {
+		if v, ok := m[kv[1]]; ok {
+			out = append(out, kv[0]+"="+formatNumber(v))
+			used[kv[1]] = true
+		}
+	}
+	var rest []string
+	for k := range m {
+		if !used[k] {
+			rest = append(rest, k)
+		}
+	}
+	sort.Strings(rest)
+	for _, k := range rest {
+		out = append(out, k+"="+formatNumber(m[k]))
+	}
+	return strings.Join(out, " ")
+}
+
+// formatNumber writes whole numbers in full and others with 4 significant
+// digits (one decimal from 1000 on).
+func formatNumber(v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	case v == math.Trunc(v) && math.Abs(v) < 1e15:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	case math.Abs(v) >= 1000:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 4, 64)
+	}
+}
+
+// summaryRoles orders roles in the summary.
+var summaryRoles = map[string]int{tracker.RoleScheduler: 0, tracker.RoleServer: 1, tracker.RoleWorker: 2}
+
+// writeSummary writes how the job ended: its state and wall time, each
+// task's exit code by role (and attempts when a task ran more than once),
+// where the model is, and the last metrics.
+func writeSummary(w io.Writer, name string, res tracker.Result) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "job %s %s after %s\n", name, res.State, formatWall(res.Wall))
+
+	tasks := append([]tracker.TaskResult(nil), res.Tasks...)
+	sort.SliceStable(tasks, func(i, j int) bool {
+		ri, rj := roleOrder(tasks[i].Role), roleOrder(tasks[j].Role)
+		if ri != rj {
+			return ri < rj
+		}
+		if tasks[i].Role != tasks[j].Role {
+			return tasks[i].Role < tasks[j].Role
+		}
+		return tasks[i].Rank < tasks[j].Rank
+	})
+	var groups []string
+	for i := 0; i < len(tasks); {
+		j := i
+		var codes, attempts []string
+		retried := false
+		for ; j < len(tasks) && tasks[j].Role == tasks[i].Role; j++ {
+			codes = append(codes, exitText(tasks[j].ExitCode))
+			attempts = append(attempts, strconv.Itoa(tasks[j].Attempts))
+			retried = retried || tasks[j].Attempts > 1
+		}
+		g := plural(tasks[i].Role) + " " + strings.Join(codes, " ")
+		if retried {
+			g += " (attempts " + strings.Join(attempts, " ") + ")"
+		}
+		groups = append(groups, g)
+		i = j
+	}
+	if len(groups) > 0 {
+		fmt.Fprintf(bw, "  exit codes  %s\n", strings.Join(groups, " · "))
+	}
+	if res.Output != "" {
+		fmt.Fprintf(bw, "  model       %s\n", res.Output)
+	}
+	if m := formatMetrics(res.Status.Metrics); m != "" {
+		fmt.Fprintf(bw, "  metrics     %s (epoch %d)\n", m, res.Status.MetricsEpoch)
+	}
+	return bw.Flush()
+}
+
+func roleOrder(role string) int {
+	if r, ok := summaryRoles[role]; ok {
+		return r
+	}
+	return len(summaryRoles)
+}
+
+// exitText is an exit code, or "killed" for a process ended by a signal.
+func exitText(code int) string {
+	if code < 0 {
+		return "killed"
+	}
+	return strconv.Itoa(code)
+}
+
+// formatWall rounds a wall time for people: 850ms, 12.3s, 4m5s.
+func formatWall(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}

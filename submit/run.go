@@ -1,0 +1,272 @@
+package submit
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// errYARNUnsupported is Run's answer to --cluster yarn until the YARN
+// runner is added.
+var errYARNUnsupported = errors.New("--cluster yarn is not supported yet by this build; use --cluster local")
+
+// Main is ps-submit: it parses args, runs the job and returns the exit
+// status: 0 if the job succeeded (or for --help and --dry-run), 1 if it
+// failed or could not start, 2 on a usage error. lookup reads ps-submit's
+// own environment variables; environ is what the tasks inherit.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer,
+	lookup func(string) (string, bool), environ []string, opts ...Option) int {
+	o := NewOptions(Streams{In: stdin, Out: stdout, Err: stderr}, lookup, environ, opts...)
+	err := o.Complete(args)
+	if o.Help {
+		if err := writeHelp(o.Out); err != nil {
+			fmt.Fprintf(o.Err, "%s: %v\n", progName, err)
+			return 1
+		}
+		return 0
+	}
+	if err == nil {
+		err = o.Validate()
+	}
+	if err != nil {
+		writeUsageError(o.Err, err)
+		return 2
+	}
+	if err := o.Run(ctx); err != nil {
+		var rep reportedError
+		if !errors.As(err, &rep) {
+			writeLines(o.Err, progName+": ", err.Error())
+		}
+		return 1
+	}
+	return 0
+}
+
+// writeUsageError writes one line per problem and where to find the usage.
+func writeUsageError(w io.Writer, err error) {
+	writeLines(w, progName+": ", err.Error())
+	fmt.Fprintf(w, "run '%s --help' for usage\n", progName)
+}
+
+// writeLines writes text, its first line and every line that starts a new
+// error (each line of an errors.Join) after prefix.
+func writeLines(w io.Writer, prefix, text string) {
+	bw := bufio.NewWriter(w)
+	for i, line := range strings.Split(text, "\n") {
+		if i == 0 || !strings.HasPrefix(line, " ") {
+			bw.WriteString(prefix)
+		}
+		bw.WriteString(line)
+		bw.WriteString("\n")
+	}
+	_ = bw.Flush()
+}
+
+// reportedError is an error Run has already written to the standard
+// error, with the job's summary.
+type reportedError struct{ err error }
+
+func (e reportedError) Error() string { return e.err.Error() }
+func (e reportedError) Unwrap() error { return e.err }
+
+// Run runs the job described by a completed, valid o until it ends, or,
+// with --dry-run, prints it. It returns nil only if the job succeeded.
+func (o *Options) Run(ctx context.Context) error {
+	if o.DryRun {
+		return o.dryRun()
+	}
+	switch o.Cluster {
+	case ClusterLocal:
+		return o.runLocalJob(ctx)
+	case ClusterYARN:
+		return errYARNUnsupported
+	default:
+		return fmt.Errorf("--cluster %q: want %s or %s", o.Cluster, ClusterLocal, ClusterYARN)
+	}
+}
+
+// runLocalJob runs the job on this machine, showing progress and, at the
+// end, the summary.
+func (o *Options) runLocalJob(ctx context.Context) error {
+	spec := o.JobSpec()
+	p := newProgress(o.Err, o.IsTerminal(o.Err), o.now)
+	stdout := o.Out
+	if p.tty && o.IsTerminal(o.Out) {
+		// The tasks' lines and the status line share the terminal.
+		stdout = p.around(o.Out)
+	}
+	level, err := parseLogLevel(o.LogLevel)
+	if err != nil {
+		level = logrus.InfoLevel
+	}
+	logger := logrus.New()
+	logger.SetOutput(p.around(o.Err))
+	logger.SetLevel(level)
+	log := logrus.NewEntry(logger).WithField("job", spec.Name)
+
+	res, err := o.runLocal(ctx, spec, tracker.LocalOptions{
+		Environ:  o.Environ,
+		Stdout:   stdout,
+		Log:      log,
+		Planner:  o.Planner,
+		OnStatus: p.update,
+	})
+	p.finish()
+	if err != nil {
+		writeLines(o.Err, progName+": ", err.Error())
+	}
+	_ = writeSummary(o.Err, spec.Name, res)
+	switch {
+	case err != nil:
+		return reportedError{err}
+	case res.State != tracker.Succeeded:
+		msg := fmt.Sprintf("job ended %s", res.State)
+		if d := res.Status.Diagnostics; d != "" {
+			msg += ": " + d
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// dryRun prints the resolved job and the tasks it would start.
+func (o *Options) dryRun() error {
+	bw := bufio.NewWriter(o.Out)
+	o.writeJob(bw)
+	var err error
+	switch o.Cluster {
+	case ClusterLocal:
+		var plan []tracker.TaskPlan
+		if plan, err = o.planLocal(o.JobSpec()); err == nil {
+			writePlan(bw, plan)
+		}
+	case ClusterYARN:
+		err = errYARNUnsupported
+	default:
+		err = fmt.Errorf("--cluster %q: want %s or %s", o.Cluster, ClusterLocal, ClusterYARN)
+	}
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// writeJob writes every option of the resolved job, one per line, named as
+// its flag; lists take a line per item.
+func (o *Options) writeJob(w *bufio.Writer) {
+	item := func(name, value string) { fmt.Fprintf(w, "  %-20s %s\n", name, value) }
+	opt := func(name, value string) {
+		if value == "" {
+			value = "(none)"
+		}
+		item(name, value)
+	}
+	list := func(name string, values []string, redact bool) {
+		if len(values) == 0 {
+			item(name, "(none)")
+		}
+		for i, v := range values {
+			if redact {
+				v = redactSetting(v)
+			}
+			if i > 0 {
+				name = ""
+			}
+			item(name, v)
+		}
+	}
+	fmt.Fprintf(w, "job %s\n", o.JobName)
+	opt("cluster", o.Cluster)
+	opt("command", shellJoin(o.Command))
+	opt("num-workers", strconv.Itoa(o.NumWorkers))
+	opt("num-servers", strconv.Itoa(o.NumServers))
+	opt("max-attempts", strconv.Itoa(o.MaxAttempts))
+	opt("log-level", o.LogLevel)
+	list("input", o.Inputs, false)
+	opt("split-size", fmt.Sprintf("%d bytes (%s)", o.SplitSizeBytes, o.SplitSize))
+	opt("output", o.Output)
+	opt("checkpoint-dir", o.CheckpointDir)
+	opt("checkpoint-interval", o.CheckpointInterval)
+	list("env", o.Env, true)
+	list("server-env", o.ServerEnv, true)
+	list("worker-env", o.WorkerEnv, true)
+	list("files", o.Files, false)
+	opt("worker-cores", strconv.Itoa(o.WorkerCores))
+	opt("worker-memory", fmt.Sprintf("%d MB", o.WorkerMemoryMB))
+	opt("server-cores", strconv.Itoa(o.ServerCores))
+	opt("server-memory", fmt.Sprintf("%d MB", o.ServerMemoryMB))
+	opt("queue", o.Queue)
+}
+
+// writePlan writes each task: role, rank, command and the environment the
+// launcher adds, sorted, secrets redacted.
+func writePlan(w *bufio.Writer, plan []tracker.TaskPlan) {
+	fmt.Fprintf(w, "\ntasks (%d), each with the inherited environment plus:\n", len(plan))
+	for _, t := range plan {
+		fmt.Fprintf(w, "\n%s %d\n", t.Role, t.Rank)
+		fmt.Fprintf(w, "  command  %s\n", shellJoin(t.Command))
+		env := make([]string, len(t.Env))
+		for i, kv := range t.Env {
+			env[i] = redactSetting(kv)
+		}
+		sort.Strings(env)
+		for _, kv := range env {
+			fmt.Fprintf(w, "  env      %s\n", kv)
+		}
+	}
+}
+
+// secretWords mark the keys whose values are never shown.
+var secretWords = []string{"SECRET", "TOKEN", "PASSWORD", "PASSWD"}
+
+// redactSetting hides the value of a KEY=VALUE setting whose key looks
+// like a secret's.
+func redactSetting(kv string) string {
+	k, _, ok := strings.Cut(kv, "=")
+	if !ok {
+		return kv
+	}
+	up := strings.ToUpper(k)
+	for _, s := range secretWords {
+		if strings.Contains(up, s) {
+			return k + "=<redacted>"
+		}
+	}
+	return kv
+}
+
+// shellJoin quotes args for a POSIX shell, so that the printed command can
+// be pasted back.
+func shellJoin(args []string) string {
+	q := make([]string, len(args))
+	for i, a := range args {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+func shellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=+,@%", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,398 @@
+package submit
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// withRunner replaces the local launcher.
+func withRunner(f func(context.Context, tracker.JobSpec, tracker.LocalOptions) (tracker.Result, error)) Option {
+	return func(o *Options) { o.runLocal = f }
+}
+
+// noRun fails the test if the job is started.
+func noRun(t *testing.T) Option {
+	return withRunner(func(context.Context, tracker.JobSpec, tracker.LocalOptions) (tracker.Result, error) {
+		t.Error("the job was started")
+		return tracker.Result{}, errors.New("not to be started")
+	})
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+	}{
+		{"--help", []string{"--help"}},
+		{"-h", []string{"-h"}},
+		{"help with other flags", []string{"-n", "2", "--help", "--", "./prog"}},
+		{"help despite bad values", []string{"-n", "abc", "--worker-memory", "3x", "--help"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			code, stdout, stderr := runMain(t, nil, tt.args, noRun(t))
+			if code != 0 || stderr != "" {
+				t.Fatalf("exit status %d, stderr %q; want 0 and nothing", code, stderr)
+			}
+			for _, want := range []string{
+				"Usage: ps-submit [flags] [--] command [arg...]",
+				"Examples:",
+				"ps-submit --cluster local -n 2 -s 2 --input data/train.libsvm --output /tmp/model -- ./ps-lr",
+				"ps-submit --cluster yarn ",
+				"./test_kv_app",
+				"-n, --num-workers N",
+				"-s, --num-servers N",
+				"-h, --help",
+				`--queue QUEUE` + "\n        YARN QUEUE to submit to (default \"default\")",
+				"--max-attempts N\n        run each task at most N times in all, the first attempt included (default 3)",
+			} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("help lacks %q:\n%s", want, stdout)
+				}
+			}
+			NewOptions(Streams{}, nil, nil).flagSet().VisitAll(func(f *flag.Flag) {
+				if _, alias := aliases[f.Name]; !alias && !strings.Contains(stdout, "--"+f.Name) {
+					t.Errorf("help lacks --%s", f.Name)
+				}
+			})
+		})
+	}
+}
+
+func TestHelpGroupsHoldEveryFlagOnce(t *testing.T) {
+	t.Parallel()
+	seen := map[string]int{}
+	for _, g := range helpGroups {
+		for _, name := range g.flags {
+			seen[name]++
+		}
+	}
+	fs := NewOptions(Streams{}, nil, nil).flagSet()
+	fs.VisitAll(func(f *flag.Flag) {
+		if _, alias := aliases[f.Name]; alias {
+			return
+		}
+		if seen[f.Name] != 1 {
+			t.Errorf("--%s is in %d help groups, want 1", f.Name, seen[f.Name])
+		}
+		delete(seen, f.Name)
+	})
+	for name := range seen {
+		t.Errorf("help group names --%s, which is not a flag", name)
+	}
+}
+
+func TestDryRun(t *testing.T) {
+	t.Parallel()
+	secrets := []string{"tok-value-1", "sec-value-2", "pw-value-3"}
+	code, stdout, stderr := runMain(t, nil, []string{"--dry-run", "-n", "2", "-s", "2",
+		"--env", "MY_TOKEN=" + secrets[0], "--env", "SPINDLE_JOB_SECRET=" + secrets[1], "--worker-env", "DB_PASSWORD=" + secrets[2],
+		"--env", "PLAIN=visible", "--input", "data/*.libsvm", "--output", "/tmp/model", "--checkpoint-interval", "2",
+		"--", "./ps-lr", "--epochs", "5"}, noRun(t))
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"job spindle:ps-lr\n",
+		"  command              ./ps-lr --epochs 5\n",
+		"  worker-memory        1024 MB\n",
+		"  split-size           8388608 bytes (8m)\n",
+		"  input                data/*.libsvm\n",
+		"  env                  MY_TOKEN=<redacted>\n",
+		"\nscheduler 0\n", "\nserver 0\n", "\nserver 1\n", "\nworker 0\n", "\nworker 1\n",
+		"DMLC_ROLE=scheduler\n", "DMLC_ROLE=server\n", "DMLC_ROLE=worker\n",
+		"env      PLAIN=visible\n",
+		"env      SPINDLE_JOB_SECRET=<redacted>\n",
+		"env      DB_PASSWORD=<redacted>\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, stdout)
+		}
+	}
+	for _, s := range secrets {
+		if strings.Contains(stdout+stderr, s) {
+			t.Errorf("dry run shows the secret %q:\n%s", s, stdout)
+		}
+	}
+	// Every option is in the resolved job.
+	NewOptions(Streams{}, nil, nil).flagSet().VisitAll(func(f *flag.Flag) {
+		if _, alias := aliases[f.Name]; alias || f.Name == "help" || f.Name == "dry-run" || f.Name == "jobname" {
+			return
+		}
+		if !strings.Contains(stdout, "\n  "+f.Name+" ") {
+			t.Errorf("dry run lacks option %s:\n%s", f.Name, stdout)
+		}
+	})
+}
+
+func TestDryRunRedactsWhatThePlanShows(t *testing.T) {
+	t.Parallel()
+	plan := func(tracker.JobSpec) ([]tracker.TaskPlan, error) {
+		return []tracker.TaskPlan{{Role: "worker", Rank: 0, Command: []string{"./prog", "a b"}, Env: []string{
+			"SPINDLE_JOB_SECRET=raw-1", "AWS_SECRET_ACCESS_KEY=raw-2", "github_token=raw-3", "Z=1", "DMLC_ROLE=worker",
+		}}}, nil
+	}
+	code, stdout, stderr := runMain(t, nil, []string{"--dry-run", "-n", "1", "./prog", "a b"},
+		noRun(t), func(o *Options) { o.planLocal = plan })
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+	}
+	want := `
+worker 0
+  command  ./prog 'a b'
+  env      AWS_SECRET_ACCESS_KEY=<redacted>
+  env      DMLC_ROLE=worker
+  env      SPINDLE_JOB_SECRET=<redacted>
+  env      Z=1
+  env      github_token=<redacted>
+`
+	if !strings.HasSuffix(stdout, want) {
+		t.Errorf("dry run ends with\n%s\nwant\n%s", stdout, want)
+	}
+	if strings.Contains(stdout, "raw-") {
+		t.Errorf("dry run shows a secret:\n%s", stdout)
+	}
+}
+
+func TestYARNNotSupportedYet(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--cluster", "yarn", "-n", "1", "./prog"},
+		{"--cluster", "yarn", "--dry-run", "-n", "1", "./prog"},
+	} {
+		code, _, stderr := runMain(t, nil, args, noRun(t))
+		if code != 1 || !strings.Contains(stderr, "ps-submit: --cluster yarn is not supported yet by this build") {
+			t.Errorf("%q: exit status %d, stderr %q; want 1 and not supported yet", args, code, stderr)
+		}
+	}
+	o := complete(t, map[string]string{envSubmitCluster: "yarn"}, "-n", "1", "./prog")
+	if err := o.Run(context.Background()); !errors.Is(err, errYARNUnsupported) {
+		t.Errorf("Run = %v, want errYARNUnsupported", err)
+	}
+}
+
+func TestRunHandsTheJobToTheLauncher(t *testing.T) {
+	t.Parallel()
+	var gotSpec tracker.JobSpec
+	var gotOpts tracker.LocalOptions
+	planned := false
+	planner := func(context.Context, []string, int64) ([]tracker.Shard, error) { planned = true; return nil, nil }
+	run := func(ctx context.Context, spec tracker.JobSpec, opts tracker.LocalOptions) (tracker.Result, error) {
+		gotSpec, gotOpts = spec, opts
+		_, _ = opts.Planner(ctx, spec.Inputs, spec.SplitSize)
+		opts.Log.Debug("launcher debug message")
+		fmt.Fprintln(opts.Stdout, "[worker 0] hello")
+		opts.OnStatus(tracker.Status{State: tracker.Running, Roles: []tracker.RoleStatus{{Role: "worker", Want: 1, Running: 1}}})
+		return tracker.Result{State: tracker.Succeeded, Output: spec.Output, Wall: 1500 * time.Millisecond,
+			Tasks: []tracker.TaskResult{{Role: "worker", Attempts: 1}}}, nil
+	}
+	var stdout, stderr bytes.Buffer
+	environ := []string{"PATH=/bin", "FOO=bar"}
+	code := Main(context.Background(), []string{"-n", "1", "--log-level", "DEBUG", "--output", "/tmp/m", "--worker-memory", "2g",
+		"--input", "in.txt", "--split-size", "1m", "--", "./prog"},
+		strings.NewReader(""), &stdout, &stderr, func(string) (string, bool) { return "", false }, environ,
+		WithPlanner(planner), withRunner(run))
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr.String())
+	}
+	if gotSpec.Name != "spindle:prog" || gotSpec.WorkerMemoryMB != 2048 || gotSpec.SplitSize != 1<<20 ||
+		gotSpec.Output != "/tmp/m" || gotSpec.LogLevel != "debug" || len(gotSpec.Inputs) != 1 {
+		t.Errorf("spec %+v", gotSpec)
+	}
+	if strings.Join(gotOpts.Environ, " ") != "PATH=/bin FOO=bar" {
+		t.Errorf("environ %q, want the injected one", gotOpts.Environ)
+	}
+	if !planned {
+		t.Error("the planner given with WithPlanner was not passed on")
+	}
+	if gotOpts.Log.Logger.GetLevel() != logrus.DebugLevel {
+		t.Errorf("log level %v, want debug", gotOpts.Log.Logger.GetLevel())
+	}
+	if stdout.String() != "[worker 0] hello\n" {
+		t.Errorf("standard output %q, want the task's line", stdout.String())
+	}
+	for _, want := range []string{"launcher debug message", "workers 1/1\n", "job spindle:prog SUCCEEDED after 1.5s\n", "  model       /tmp/m\n"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("standard error lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}
+
+func TestRunExitStatus(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		res      tracker.Result
+		err      error
+		level    string
+		code     int
+		want     []string
+		dontWant []string
+	}{
+		{"succeeded", tracker.Result{State: tracker.Succeeded}, nil, "info", 0, []string{"SUCCEEDED"}, []string{"ps-submit:"}},
+		{"failed", tracker.Result{State: tracker.Failed, Tasks: []tracker.TaskResult{{Role: "worker", Attempts: 3, ExitCode: 3}}},
+			errors.New("worker 0 failed: exit code 3 on attempt 3 of 3; its last lines:\n    oops"), "info", 1,
+			[]string{"ps-submit: worker 0 failed: exit code 3 on attempt 3 of 3; its last lines:\n    oops\njob spindle:prog FAILED", "workers 3 (attempts 3)"}, nil},
+		{"killed", tracker.Result{State: tracker.Killed}, fmt.Errorf("tracker: job stopped: %w", context.Canceled), "info", 1,
+			[]string{"ps-submit: tracker: job stopped: context canceled\n", "KILLED"}, nil},
+		{"ended without success or error", tracker.Result{State: tracker.Failed, Status: tracker.Status{Diagnostics: "lost"}}, nil, "info", 1,
+			[]string{"ps-submit: job ended FAILED: lost\n"}, nil},
+		{"launcher warnings at warn", tracker.Result{State: tracker.Succeeded}, nil, "warn", 0, []string{"a warning"}, []string{"an info"}},
+		{"launcher info hidden at error", tracker.Result{State: tracker.Succeeded}, nil, "ERROR", 0, nil, []string{"a warning", "an info"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			run := func(_ context.Context, _ tracker.JobSpec, opts tracker.LocalOptions) (tracker.Result, error) {
+				opts.Log.Info("an info")
+				opts.Log.Warn("a warning")
+				return tt.res, tt.err
+			}
+			code, _, stderr := runMain(t, nil, []string{"-n", "1", "--log-level", tt.level, "./prog"}, withRunner(run))
+			if code != tt.code {
+				t.Errorf("exit status %d, want %d", code, tt.code)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("standard error lacks %q:\n%s", w, stderr)
+				}
+			}
+			for _, w := range tt.dontWant {
+				if strings.Contains(stderr, w) {
+					t.Errorf("standard error has %q:\n%s", w, stderr)
+				}
+			}
+		})
+	}
+}
+
+// The tests below run real jobs through tracker.RunLocal.
+
+func TestEndToEndLocalJob(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh to run tasks with")
+	}
+	tests := []struct {
+		name       string
+		args       []string
+		code       int
+		wantOut    []string
+		wantErr    []string
+		notWantOut []string
+	}{
+		{"plain workers", []string{"-n", "2", "-s", "0", "--", "/bin/sh", "-c", "echo hello $DMLC_TASK_ID"}, 0,
+			[]string{"[worker 0] hello 0\n", "[worker 1] hello 1\n"},
+			[]string{"job spindle:sh SUCCEEDED after ", "  exit codes  workers 0 0\n"}, []string{"scheduler"}},
+		{"scheduler, servers and workers", []string{"-n", "2", "-s", "1", "/bin/sh", "-c", "echo role $DMLC_ROLE $DMLC_NUM_SERVER $DMLC_NUM_WORKER"}, 0,
+			[]string{"[scheduler 0] role scheduler 1 2\n", "[server 0] role server 1 2\n", "[worker 1] role worker 1 2\n"},
+			[]string{"  exit codes  scheduler 0 · servers 0 · workers 0 0\n"}, nil},
+		{"inherited and given environment", []string{"-n", "1", "--env", "GIVEN=yes", "--worker-env", "W=w", "--",
+			"/bin/sh", "-c", "echo $INHERITED $GIVEN $W"}, 0,
+			[]string{"[worker 0] from-environ yes w\n"}, nil, nil},
+		{"a failing task, retried", []string{"-n", "1", "--max-attempts", "2", "--", "/bin/sh", "-c", "echo oops; exit 3"}, 1,
+			[]string{"[worker 0] oops\n", "[worker 0#1] oops\n"},
+			[]string{"ps-submit: worker 0 failed: exit code 3 on attempt 2 of 2", "    oops\n", "job spindle:sh FAILED after ",
+				"  exit codes  workers 3 (attempts 2)\n"}, nil},
+		{"a missing program", []string{"-n", "1", "--max-attempts", "1", "--", "/nonexistent/prog"}, 1,
+			nil, []string{"ps-submit: ", "/nonexistent/prog", "FAILED"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var stdout, stderr bytes.Buffer
+			environ := []string{"PATH=" + os.Getenv("PATH"), "INHERITED=from-environ"}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			code := Main(ctx, tt.args, strings.NewReader(""), &stdout, &stderr, func(string) (string, bool) { return "", false }, environ)
+			if code != tt.code {
+				t.Errorf("exit status %d, want %d", code, tt.code)
+			}
+			for _, w := range tt.wantOut {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("standard output lacks %q:\n%s", w, stdout.String())
+				}
+			}
+			for _, w := range tt.notWantOut {
+				if strings.Contains(stdout.String(), w) {
+					t.Errorf("standard output has %q:\n%s", w, stdout.String())
+				}
+			}
+			for _, w := range tt.wantErr {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("standard error lacks %q:\n%s", w, stderr.String())
+				}
+			}
+			if t.Failed() {
+				t.Logf("stdout:\n%s\nstderr:\n%s", stdout.String(), stderr.String())
+			}
+		})
+	}
+}
+
+func TestEndToEndInterrupt(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh to run tasks with")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan struct{})
+	var stdout bytes.Buffer
+	out := writerFunc(func(p []byte) (int, error) {
+		if bytes.Contains(p, []byte("sleeping")) {
+			select {
+			case <-started:
+			default:
+				close(started)
+			}
+		}
+		return stdout.Write(p)
+	})
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Main(ctx, []string{"-n", "2", "--", "/bin/sh", "-c", "echo sleeping; exec sleep 60"}, strings.NewReader(""), out, &stderr,
+			func(string) (string, bool) { return "", false }, []string{"PATH=" + os.Getenv("PATH")})
+	}()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the tasks did not start")
+	}
+	begin := time.Now()
+	cancel() // as SIGINT does through signal.NotifyContext
+	select {
+	case code := <-done:
+		if code != 1 {
+			t.Errorf("exit status %d, want 1", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Main did not return after its context was cancelled")
+	}
+	if d := time.Since(begin); d > 10*time.Second {
+		t.Errorf("stopping took %v", d)
+	}
+	for _, w := range []string{"ps-submit: tracker: job stopped: context canceled\n", "job spindle:sh KILLED after "} {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("standard error lacks %q:\n%s", w, stderr.String())
+		}
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
