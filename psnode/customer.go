@@ -35,12 +35,13 @@ type customer struct {
 // request is one outstanding request: the peers yet to answer and what to
 // do with their answers.
 type request struct {
-	waiting  map[int32]bool
-	err      error
-	done     chan struct{}
-	onReply  func(peer int32, m *transport.Message) error
-	finish   func(err error) error
-	callback func(error)
+	waiting    map[int32]bool
+	completing bool // finish is running; Wait must wait for done
+	err        error
+	done       chan struct{}
+	onReply    func(peer int32, m *transport.Message) error
+	finish     func(err error) error
+	callback   func(error)
 }
 
 const (
@@ -228,7 +229,7 @@ func (c *customer) reply(m *transport.Message) {
 	ts, peer := m.Meta.Timestamp, m.Meta.Sender
 	c.mu.Lock()
 	r := c.pending[ts]
-	if r == nil || !r.waiting[peer] {
+	if r == nil || r.completing || !r.waiting[peer] {
 		c.mu.Unlock()
 		return // late, duplicate or unknown
 	}
@@ -252,13 +253,15 @@ func (c *customer) reply(m *transport.Message) {
 }
 
 // complete finishes request ts once, recording err if it is the first.
+// The request stays in the pending table until its finish function (which
+// fills the caller's slices) has run, so that a Wait cannot return before.
 func (c *customer) complete(ts int32, r *request, err error) {
 	c.mu.Lock()
-	if c.pending[ts] != r {
+	if c.pending[ts] != r || r.completing {
 		c.mu.Unlock()
 		return
 	}
-	delete(c.pending, ts)
+	r.completing = true
 	if err != nil && r.err == nil {
 		r.err = err
 	}
@@ -270,6 +273,7 @@ func (c *customer) complete(ts int32, r *request, err error) {
 		}
 	}
 	c.mu.Lock()
+	delete(c.pending, ts)
 	r.err = err
 	if err != nil {
 		c.failed[ts] = err

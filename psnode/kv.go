@@ -75,23 +75,46 @@ type KVWorker[V Number] struct {
 	servers []int32 // server id of each part
 }
 
+// WorkerOption sets an option of a KVWorker.
+type WorkerOption func(*workerOpts)
+
+type workerOpts struct{ part partition.Partitioner }
+
+// WithPartitioner replaces the partitioner the configuration names
+// (SPINDLE_PARTITIONER, DMLC_MAX_DIMENSION). Every worker of an app must
+// use the same one, with one part per server.
+func WithPartitioner(p partition.Partitioner) WorkerOption {
+	return func(o *workerOpts) { o.part = p }
+}
+
 // NewKVWorker makes the worker side of app appID for customer
 // customerID. Call it after Start (it needs the node table).
-func NewKVWorker[V Number](n *Node, appID, customerID int32) (*KVWorker[V], error) {
+func NewKVWorker[V Number](n *Node, appID, customerID int32, opts ...WorkerOption) (*KVWorker[V], error) {
 	if !n.isReady() {
 		return nil, ErrNotReady
 	}
 	if n.cfg.NumServers < 1 {
 		return nil, errors.New("psnode: a KV worker needs at least one server")
 	}
-	part, err := NewPartitioner(n.cfg.Partitioner, n.cfg.NumServers, n.cfg.MaxDimension)
-	if err != nil {
-		return nil, err
+	var o workerOpts
+	for _, f := range opts {
+		f(&o)
+	}
+	part := o.part
+	if part == nil {
+		var err error
+		if part, err = NewPartitioner(n.cfg.Partitioner, n.cfg.NumServers, n.cfg.MaxDimension); err != nil {
+			return nil, err
+		}
+	}
+	if part.NumParts() != n.cfg.NumServers {
+		return nil, fmt.Errorf("psnode: partitioner has %d parts for %d servers", part.NumParts(), n.cfg.NumServers)
 	}
 	w := &KVWorker[V]{n: n, part: part}
 	for r := 0; r < n.cfg.NumServers; r++ {
 		w.servers = append(w.servers, transport.ServerID(r))
 	}
+	var err error
 	w.c, err = n.newCustomer(appID, customerID, false, func(m *transport.Message) { w.c.reply(m) })
 	if err != nil {
 		return nil, err
