@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -859,5 +860,50 @@ func TestResendBudgetReportsPeerDead(t *testing.T) {
 	waitEvent(t, ctx, events, psnode.NodeDied, victim)
 	if got := c.workers[0].Stats().Resent; got < 3 {
 		t.Fatalf("%d retransmissions before giving up, want the budget of 3", got)
+	}
+}
+
+// TestPullValuesAreInPlaceWhenWaitReturns pulls many times through the
+// hash partitioner (whose reassembly takes a while) and reads the values
+// right after Wait: they must be complete, and -race must see no write
+// after Wait returned.
+func TestPullValuesAreInPlaceWhenWaitReturns(t *testing.T) {
+	c := startCluster(t, 3, 1, 97, func(p *conf.PS) { p.Partitioner = "hash" })
+	serveSum[float32](t, c, 1)
+	kv, err := psnode.NewKVWorker[float32](c.workers[0], 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t, 30*time.Second)
+	keys := spreadKeys(2000, 1<<40)
+	vals := make([]float32, len(keys))
+	for i := range vals {
+		vals[i] = float32(i + 1)
+	}
+	ts, err := kv.Push(ctx, psnode.KVPairs[float32]{Keys: keys, Vals: vals})
+	if err == nil {
+		err = kv.Wait(ctx, ts)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []float32
+	for round := 0; round < 100; round++ {
+		got = got[:0]
+		ts, err := kv.Pull(ctx, keys, &got, nil)
+		// Vary when Wait comes, so that some rounds call it while the
+		// answers are being put in place.
+		for i := 0; i < round*20; i++ {
+			runtime.Gosched()
+		}
+		if err == nil {
+			err = kv.Wait(ctx, ts)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(keys) || got[0] != 1 || got[len(got)-1] != float32(len(keys)) {
+			t.Fatalf("round %d: pulled %d values, first %v last %v", round, len(got), got[:min(1, len(got))], got[max(0, len(got)-1):])
+		}
 	}
 }
