@@ -23,10 +23,9 @@ const (
 	EnvHadoopUserName = "HADOOP_USER_NAME"
 )
 
-// HadoopConfFiles are the files LoadHadoopConf reads, in the order their
-// properties are applied: a property in a later file replaces the same
-// property from an earlier one unless the earlier one is marked final.
-var HadoopConfFiles = []string{"core-site.xml", "hdfs-site.xml", "yarn-site.xml"}
+// hadoopConfFiles are the files LoadHadoopConf reads, in the order their
+// properties are applied.
+var hadoopConfFiles = [...]string{"core-site.xml", "hdfs-site.xml", "yarn-site.xml"}
 
 // Limits on Hadoop XML input. Client configuration files are a few KiB; the
 // limits only stop a wrong or hostile file from exhausting memory.
@@ -73,7 +72,7 @@ func LoadHadoopConf(lookup Lookup) (HadoopConf, error) {
 	dirs := HadoopConfDirs(lookup)
 	hc := HadoopConf{}
 	final := map[string]bool{}
-	for _, name := range HadoopConfFiles {
+	for _, name := range hadoopConfFiles {
 		for _, dir := range dirs {
 			p := filepath.Join(dir, name)
 			props, err := readHadoopXMLFile(p)

@@ -39,4 +39,8 @@ eval "$(scripts/minicluster.sh env)"
 export SPINDLE_TEST_HADOOP=required
 say "Hadoop stage: checking HDFS and YARN with Hadoop's own tools"
 scripts/hadoop-smoke.sh
+# Every integration test is named TestHadoop...; with SPINDLE_TEST_HADOOP=required
+# they fail, rather than skip, when the cluster does not answer.
+say "Hadoop stage: go test -race -run Hadoop ./... against the mini cluster"
+go test -race -count=1 -timeout 20m -run 'Hadoop' ./...
 say "all tests passed"

@@ -1,0 +1,39 @@
+// Package dfs is Spindle's view of a file system: one interface,
+// FileSystem, in the shapes of package os with a context on every call,
+// and two implementations, Local (package os) and HDFS (Hadoop's
+// protocols, through github.com/colinmarc/hdfs/v2). A Resolver turns the
+// URIs users write into a FileSystem and a name within it:
+//
+//	hdfs://host:port/p   HDFS at that NameNode (or HA nameservice)
+//	hdfs:///p            HDFS at the NameNode of fs.defaultFS
+//	file:///p, /p, p     the local file system
+//
+// # Usage
+//
+//	hc, err := conf.LoadHadoopConf(os.LookupEnv)
+//	user, err := hc.User(os.LookupEnv)
+//	r := dfs.NewResolver(hc, user)
+//	defer r.Close()
+//	fsys, name, err := r.Resolve(ctx, "hdfs:///data/train/part-00000")
+//	f, err := fsys.Open(ctx, name)
+//	defer f.Close()
+//
+// # Errors
+//
+// Every error names the full URI of the path involved and matches
+// fs.ErrNotExist, fs.ErrPermission and fs.ErrExist with errors.Is, on
+// both implementations. Exceptions raised by Hadoop servers are
+// *RemoteError values carrying the Java class. A NameNode that cannot be
+// reached fails the operation within HDFSOptions.DialTimeout (or the
+// context's deadline) with an error naming its host:port.
+//
+// # Contexts
+//
+// Methods of FileSystem return when their context ends. The context
+// passed to Open or Create also governs the returned File or Writer for
+// its whole life, as a net.Conn's deadline does: each Read, Write or
+// Close checks it first and is bounded by its deadline. On HDFS each such
+// call is in addition bounded by HDFSOptions.IOTimeout, and a context
+// cancelled (rather than timed out) while a DataNode read is blocked is
+// noticed when that read returns, at the latest after IOTimeout.
+package dfs

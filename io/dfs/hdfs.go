@@ -1,0 +1,398 @@
+package dfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/colinmarc/hdfs/v2"
+	"github.com/colinmarc/hdfs/v2/hadoopconf"
+
+	"github.com/spindle-ps/spindle/conf"
+)
+
+// HDFSOptions configures an HDFS file system. HDFSOptionsFromConf fills
+// it from a Hadoop configuration.
+type HDFSOptions struct {
+	// Authority is the authority of this file system's URIs: the
+	// NameNode's host:port, or an HA nameservice. Required.
+	Authority string
+	// Namenodes are the RPC addresses (host:port) to try, in order.
+	// Required.
+	Namenodes []string
+	// User is the Hadoop user to act as (simple authentication).
+	// Required.
+	User string
+	// DialTimeout bounds each TCP connection attempt to a NameNode or a
+	// DataNode. Default (0) 20 s, Hadoop's ipc.client.connect.timeout.
+	DialTimeout time.Duration
+	// RPCTimeout bounds each NameNode call when the caller's context has
+	// no earlier deadline. A call that runs out of time closes the
+	// NameNode connection. Default (0) 120 s, Hadoop's
+	// ipc.client.rpc-timeout.ms; negative means no bound besides ctx.
+	RPCTimeout time.Duration
+	// IOTimeout bounds each Read, Write and Close of a File or Writer
+	// (DataNode traffic, and the NameNode calls they make) when the
+	// context has no earlier deadline. Default (0) 60 s, Hadoop's
+	// dfs.client.socket-timeout; negative means no bound besides ctx.
+	IOTimeout time.Duration
+	// UseDatanodeHostname connects to DataNodes by hostname rather than
+	// IP address (dfs.client.use.datanode.hostname).
+	UseDatanodeHostname bool
+	// DataTransferProtection is "", "authentication", "integrity" or
+	// "privacy" (dfs.data.transfer.protection, dfs.encrypt.data.transfer).
+	DataTransferProtection string
+}
+
+// Defaults of HDFSOptions, from Hadoop's core-default.xml and
+// hdfs-default.xml.
+const (
+	DefaultDialTimeout = 20 * time.Second
+	DefaultRPCTimeout  = 120 * time.Second
+	DefaultIOTimeout   = 60 * time.Second
+)
+
+// HDFSOptionsFromConf builds the options for the file system at
+// authority (empty: the one of fs.defaultFS) acting as user, reading
+// dfs.namenode.rpc-address.*, dfs.ha.namenodes.*, ipc.client.connect.timeout,
+// ipc.client.rpc-timeout.ms, dfs.client.socket-timeout,
+// dfs.client.use.datanode.hostname, dfs.data.transfer.protection and
+// dfs.encrypt.data.transfer. Kerberos (hadoop.security.authentication=
+// kerberos) is not supported and is an error.
+func HDFSOptionsFromConf(hc conf.HadoopConf, authority, user string) (HDFSOptions, error) {
+	if authority == "" {
+		def := hc.DefaultFS()
+		u, err := ParseURI(def)
+		if err != nil || u.Scheme != "hdfs" || u.Authority == "" {
+			return HDFSOptions{}, fmt.Errorf("dfs: fs.defaultFS is %q, not hdfs://host:port: name the NameNode in the URI", def)
+		}
+		authority = u.Authority
+	}
+	if auth := strings.ToLower(hc.GetDefault("hadoop.security.authentication", "simple")); strings.TrimSpace(auth) != "simple" {
+		return HDFSOptions{}, fmt.Errorf("dfs: hadoop.security.authentication=%s is not supported (only simple)", auth)
+	}
+	if user == "" {
+		return HDFSOptions{}, fmt.Errorf("dfs: hdfs://%s: no Hadoop user", authority)
+	}
+	o := HDFSOptions{Authority: authority, Namenodes: hc.Namenodes(authority), User: user}
+	if len(o.Namenodes) == 0 {
+		return HDFSOptions{}, fmt.Errorf("dfs: hdfs://%s: no NameNode address (dfs.ha.namenodes.%s lists none with a dfs.namenode.rpc-address)", authority, authority)
+	}
+	ms := func(key string, dst *time.Duration) error {
+		n, err := hc.GetInt64(key, -1)
+		if err != nil {
+			return fmt.Errorf("dfs: %w", err)
+		}
+		switch {
+		case n > 0:
+			*dst = time.Duration(n) * time.Millisecond
+		case n == 0:
+			*dst = -1 // Hadoop's 0: no timeout
+		}
+		return nil
+	}
+	if err := ms("ipc.client.connect.timeout", &o.DialTimeout); err != nil {
+		return HDFSOptions{}, err
+	}
+	if o.DialTimeout < 0 {
+		o.DialTimeout = 0 // a dial always gets a bound: the default
+	}
+	if err := ms("ipc.client.rpc-timeout.ms", &o.RPCTimeout); err != nil {
+		return HDFSOptions{}, err
+	}
+	if err := ms("dfs.client.socket-timeout", &o.IOTimeout); err != nil {
+		return HDFSOptions{}, err
+	}
+	copts := hdfs.ClientOptionsFromConf(hadoopconf.HadoopConf(hc))
+	o.UseDatanodeHostname = copts.UseDatanodeHostname
+	o.DataTransferProtection = copts.DataTransferProtection
+	return o, nil
+}
+
+func (o HDFSOptions) withDefaults() HDFSOptions {
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.RPCTimeout == 0 {
+		o.RPCTimeout = DefaultRPCTimeout
+	}
+	if o.IOTimeout == 0 {
+		o.IOTimeout = DefaultIOTimeout
+	}
+	return o
+}
+
+// HDFS is a FileSystem over HDFS, speaking Hadoop's protocols through
+// github.com/colinmarc/hdfs/v2. Names are absolute slash paths.
+//
+// It connects on first use and reconnects after a failure. A NameNode
+// that cannot be reached fails an operation within the DialTimeout (or
+// the context's deadline, if earlier) with an error naming its
+// host:port; one that accepts the connection but does not answer fails
+// it within RPCTimeout (or the context's deadline). Cancelling the
+// context of an operation whose NameNode call is in flight closes the
+// NameNode connection: other calls in flight on it at that moment fail
+// too, with an error rather than a hang, and later operations use a new
+// connection. Files already open keep the old connection, which the
+// client re-dials after a 5 s back-off. An idempotent operation (Stat,
+// ReadDir, MkdirAll, Open) that finds its NameNode connection lost is
+// tried once more on a new one; Rename, Remove and RemoveAll are not.
+//
+// Rename uses HDFS's rename2 with OVERWRITE, so replacing an existing
+// file is one atomic NameNode operation: readers see the old or the new
+// file. An existing destination directory is replaced only if it is
+// empty. Create with Overwrite deletes an existing file and then creates
+// it, which is not atomic; write a temporary name and Rename instead when
+// readers must never see a missing or partial file.
+//
+// A Writer fills one block at a time and, when a block is full, completes
+// the file and reopens it for append before starting the next block (the
+// client cannot retry a refused block allocation the way Hadoop's does).
+// So a file being written may be seen, between blocks, as a complete file
+// holding the blocks written so far: another reason to write under a
+// temporary name and Rename.
+//
+// HDFS is safe for concurrent use. Close it when done.
+type HDFS struct {
+	opts HDFSOptions
+
+	mu       sync.Mutex
+	sess     *session      // the session new operations use; nil until needed
+	sessions []*session    // every session not yet closed
+	dialing  chan struct{} // closed when the session being dialled is ready
+	closed   bool
+}
+
+var _ FileSystem = (*HDFS)(nil)
+
+// NewHDFS returns an HDFS file system; it connects on first use.
+func NewHDFS(opts HDFSOptions) (*HDFS, error) {
+	if opts.Authority == "" || len(opts.Namenodes) == 0 {
+		return nil, fmt.Errorf("dfs: HDFSOptions needs an Authority and Namenodes")
+	}
+	if opts.User == "" {
+		return nil, fmt.Errorf("dfs: hdfs://%s: HDFSOptions needs a User", opts.Authority)
+	}
+	return &HDFS{opts: opts.withDefaults()}, nil
+}
+
+// URI returns "hdfs://authority" followed by the cleaned name.
+func (h *HDFS) URI(name string) string {
+	return "hdfs://" + h.opts.Authority + cleanHDFS(name)
+}
+
+func cleanHDFS(name string) string {
+	if !strings.HasPrefix(name, "/") {
+		name = "/" + name
+	}
+	return path.Clean(name)
+}
+
+// Close closes every connection. Files and Writers still open fail from
+// then on; Close is idempotent.
+func (h *HDFS) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	h.sess = nil
+	all := h.sessions
+	h.sessions = nil
+	h.mu.Unlock()
+	var errs []error
+	for _, s := range all {
+		if err := s.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("dfs: close hdfs://%s: %w", h.opts.Authority, errors.Join(errs...))
+	}
+	return nil
+}
+
+// Stat implements FileSystem.
+func (h *HDFS) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
+	name = cleanHDFS(name)
+	var fi fs.FileInfo
+	err := h.call(ctx, "stat", h.URI(name), true, func(c *hdfs.Client) error {
+		st, err := c.Stat(name)
+		if err != nil {
+			return err
+		}
+		fi = newHDFSInfo(st, name)
+		return nil
+	})
+	return fi, err
+}
+
+// ReadDir implements FileSystem. A file is an error wrapping
+// syscall.ENOTDIR.
+func (h *HDFS) ReadDir(ctx context.Context, name string) ([]fs.FileInfo, error) {
+	name = cleanHDFS(name)
+	var infos []fs.FileInfo
+	err := h.call(ctx, "readdir", h.URI(name), true, func(c *hdfs.Client) error {
+		f, err := c.Open(name)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if !f.Stat().IsDir() {
+			return syscall.ENOTDIR
+		}
+		list, err := f.Readdir(0)
+		if err != nil {
+			return err
+		}
+		infos = make([]fs.FileInfo, len(list))
+		for i, st := range list {
+			infos[i] = newHDFSInfo(st, path.Join(name, st.Name()))
+		}
+		return nil
+	})
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Name() < infos[j].Name() })
+	return infos, err
+}
+
+// MkdirAll implements FileSystem. A file in the way is an error wrapping
+// fs.ErrExist (the name itself) or syscall.ENOTDIR (a parent).
+func (h *HDFS) MkdirAll(ctx context.Context, name string, perm fs.FileMode) error {
+	name = cleanHDFS(name)
+	return h.call(ctx, "mkdir", h.URI(name), true, func(c *hdfs.Client) error {
+		return c.MkdirAll(name, perm.Perm())
+	})
+}
+
+// Rename implements FileSystem (rename2 with OVERWRITE; see HDFS).
+func (h *HDFS) Rename(ctx context.Context, oldname, newname string) error {
+	oldname, newname = cleanHDFS(oldname), cleanHDFS(newname)
+	return h.call(ctx, "rename", h.URI(oldname)+" -> "+h.URI(newname), false, func(c *hdfs.Client) error {
+		return c.Rename(oldname, newname)
+	})
+}
+
+// Remove implements FileSystem. A non-empty directory is an error
+// wrapping syscall.ENOTEMPTY.
+func (h *HDFS) Remove(ctx context.Context, name string) error {
+	name = cleanHDFS(name)
+	return h.call(ctx, "remove", h.URI(name), false, func(c *hdfs.Client) error {
+		return c.Remove(name)
+	})
+}
+
+// RemoveAll implements FileSystem. Removed files are deleted at once,
+// not moved to the trash.
+func (h *HDFS) RemoveAll(ctx context.Context, name string) error {
+	name = cleanHDFS(name)
+	if name == "/" {
+		return pathError("removeall", h.URI(name), fmt.Errorf("refusing to remove the root: %w", fs.ErrInvalid))
+	}
+	return h.call(ctx, "removeall", h.URI(name), false, func(c *hdfs.Client) error {
+		return c.RemoveAll(name)
+	})
+}
+
+// Glob implements FileSystem.
+func (h *HDFS) Glob(ctx context.Context, pattern string) ([]string, error) {
+	if !strings.HasPrefix(pattern, "/") {
+		pattern = "/" + pattern
+	}
+	return glob(ctx, h, pattern, "/")
+}
+
+// Open implements FileSystem. Opening asks the NameNode for the file's
+// status; the first Read asks it for the block locations.
+func (h *HDFS) Open(ctx context.Context, name string) (File, error) {
+	name = cleanHDFS(name)
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, pathError("open", h.URI(name), err)
+		}
+		s, err := h.acquire(ctx)
+		if err != nil {
+			return nil, opError("open", h.URI(name), err)
+		}
+		var r *hdfs.FileReader
+		lost, err := h.guarded(ctx, s, "open", h.URI(name), func(c *hdfs.Client) error {
+			var err error
+			r, err = c.Open(name)
+			return err
+		})
+		if err != nil {
+			h.release(s)
+			if lost && attempt == 0 {
+				continue // once more, on a new connection
+			}
+			return nil, err
+		}
+		return &hdfsFile{stream: newStream(h, s, ctx, name), r: r, info: newHDFSInfo(r.Stat(), name)}, nil
+	}
+}
+
+// Create implements FileSystem.
+func (h *HDFS) Create(ctx context.Context, name string, opts CreateOptions) (Writer, error) {
+	name = cleanHDFS(name)
+	if opts.BlockSize < 0 || opts.Replication < 0 {
+		return nil, pathError("create", h.URI(name), fmt.Errorf("negative block size %d or replication %d: %w", opts.BlockSize, opts.Replication, fs.ErrInvalid))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, pathError("create", h.URI(name), err)
+	}
+	s, err := h.acquire(ctx)
+	if err != nil {
+		return nil, opError("create", h.URI(name), err)
+	}
+	var w *hdfs.FileWriter
+	var bs int64
+	_, err = h.guarded(ctx, s, "create", h.URI(name), func(c *hdfs.Client) error {
+		var repl int
+		bs, repl = opts.BlockSize, opts.Replication
+		if bs == 0 || repl == 0 {
+			d, err := c.ServerDefaults()
+			if err != nil {
+				return err
+			}
+			if bs == 0 {
+				bs = d.BlockSize
+			}
+			if repl == 0 {
+				repl = d.Replication
+			}
+		}
+		if opts.Overwrite {
+			st, err := c.Stat(name)
+			switch {
+			case err == nil && st.IsDir():
+				return syscall.EISDIR
+			case err == nil:
+				if err := c.Remove(name); err != nil {
+					return err
+				}
+			case !errors.Is(err, fs.ErrNotExist):
+				return err
+			}
+		}
+		var err error
+		w, err = c.CreateFile(name, repl, bs, 0o644)
+		return err
+	})
+	if err != nil {
+		h.release(s)
+		return nil, err
+	}
+	if bs <= 0 {
+		w.Close()
+		h.release(s)
+		return nil, pathError("create", h.URI(name), fmt.Errorf("the NameNode reports block size %d", bs))
+	}
+	return &hdfsWriter{stream: newStream(h, s, ctx, name), w: w, blockSize: bs}, nil
+}

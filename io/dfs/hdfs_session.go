@@ -1,0 +1,350 @@
+package dfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/colinmarc/hdfs/v2"
+)
+
+// session is one hdfs.Client (one NameNode connection) and the
+// bookkeeping that lets a context interrupt its calls.
+type session struct {
+	h      *HDFS
+	client *hdfs.Client
+	// sem holds the one NameNode call this package lets run at a time,
+	// so that waiting for it can be cancelled (the client serialises its
+	// calls behind a mutex of its own).
+	sem chan struct{}
+	// conn is the current NameNode connection, set by dialNamenode.
+	conn atomic.Pointer[net.Conn]
+	// dialCtx, when set, is the context of the operation that may dial.
+	dialCtx atomic.Pointer[context.Context]
+	// lastDialErr is the last NameNode dial failure, for error messages.
+	lastDialErr atomic.Pointer[error]
+	broken      atomic.Bool
+	closing     atomic.Bool
+
+	refs int // operations and open files using it; guarded by h.mu
+}
+
+// abort makes the NameNode call in flight fail now, and marks the session
+// broken so that new operations open a new one.
+func (s *session) abort() {
+	s.broken.Store(true)
+	if c := s.conn.Load(); c != nil {
+		(*c).SetDeadline(time.Unix(1, 0))
+	}
+}
+
+func (s *session) close() error {
+	s.closing.Store(true)
+	s.abort() // end a lease renewal in flight, so that Close gets the client's lock
+	err := s.client.Close()
+	if err != nil && !isNetClosed(err) {
+		return err
+	}
+	return nil
+}
+
+func isNetClosed(err error) bool { return errors.Is(err, net.ErrClosed) }
+
+func (s *session) dialNamenode(libCtx context.Context, network, addr string) (net.Conn, error) {
+	if s.closing.Load() {
+		return nil, ErrClosed
+	}
+	ctx := libCtx // the client passes context.Background
+	if p := s.dialCtx.Load(); p != nil {
+		ctx = *p
+	}
+	d := net.Dialer{Timeout: s.h.opts.DialTimeout, KeepAlive: 30 * time.Second}
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+			err = fmt.Errorf("%w (%w)", err, ctx.Err())
+		}
+		s.lastDialErr.Store(&err)
+		return nil, err
+	}
+	s.conn.Store(&c)
+	return c, nil
+}
+
+func (s *session) dialDatanode(ctx context.Context, network, addr string) (net.Conn, error) {
+	if s.closing.Load() {
+		return nil, ErrClosed
+	}
+	d := net.Dialer{Timeout: s.h.opts.DialTimeout, KeepAlive: 30 * time.Second}
+	return d.DialContext(ctx, network, addr)
+}
+
+// acquire returns the session for a new operation, dialling one if
+// needed, with a reference the caller must give back with release.
+func (h *HDFS) acquire(ctx context.Context) (*session, error) {
+	for {
+		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			return nil, ErrClosed
+		}
+		if s := h.sess; s != nil && !s.broken.Load() {
+			s.refs++
+			h.mu.Unlock()
+			return s, nil
+		}
+		if ch := h.dialing; ch != nil {
+			h.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		ch := make(chan struct{})
+		h.dialing = ch
+		h.mu.Unlock()
+
+		s, err := h.connect(ctx)
+
+		h.mu.Lock()
+		h.dialing = nil
+		close(ch)
+		if err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
+		if h.closed {
+			h.mu.Unlock()
+			s.close()
+			return nil, ErrClosed
+		}
+		var idle *session
+		if old := h.sess; old != nil {
+			idle = h.retireLocked(old)
+		}
+		h.sess = s
+		h.sessions = append(h.sessions, s)
+		s.refs++
+		h.mu.Unlock()
+		if idle != nil {
+			idle.close()
+		}
+		return s, nil
+	}
+}
+
+// connect makes a new session: TCP connection and Hadoop IPC handshake
+// (the handshake only writes; the first call reads).
+func (h *HDFS) connect(ctx context.Context) (*session, error) {
+	s := &session{h: h, sem: make(chan struct{}, 1)}
+	s.dialCtx.Store(&ctx)
+	defer s.dialCtx.Store(nil)
+	client, err := hdfs.NewClient(hdfs.ClientOptions{
+		Addresses:              h.opts.Namenodes,
+		User:                   h.opts.User,
+		UseDatanodeHostname:    h.opts.UseDatanodeHostname,
+		NamenodeDialFunc:       s.dialNamenode,
+		DatanodeDialFunc:       s.dialDatanode,
+		DataTransferProtection: h.opts.DataTransferProtection,
+	})
+	if err != nil {
+		if p := s.lastDialErr.Load(); p != nil {
+			err = *p // the client flattens it into a string
+		}
+		return nil, h.connectError(err)
+	}
+	s.client = client
+	return s, nil
+}
+
+func (h *HDFS) connectError(err error) error {
+	return fmt.Errorf("connect to NameNode %s as %s: %w",
+		strings.Join(h.opts.Namenodes, ","), h.opts.User, err)
+}
+
+// release gives back a reference taken by acquire.
+func (h *HDFS) release(s *session) {
+	h.mu.Lock()
+	s.refs--
+	closeNow := s.refs == 0 && h.sess != s && !h.closed && contains(h.sessions, s)
+	if closeNow {
+		h.sessions = remove(h.sessions, s)
+	}
+	h.mu.Unlock()
+	if closeNow {
+		s.close()
+	}
+}
+
+// retireLocked stops giving s to new operations. It returns s if nothing
+// uses it any more: the caller must then close it, after releasing h.mu
+// (close waits for the client's own lock). h.mu must be held.
+func (h *HDFS) retireLocked(s *session) *session {
+	if h.sess == s {
+		h.sess = nil
+	}
+	if s.refs == 0 && contains(h.sessions, s) {
+		h.sessions = remove(h.sessions, s)
+		return s
+	}
+	return nil
+}
+
+func contains(ss []*session, s *session) bool {
+	for _, x := range ss {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func remove(ss []*session, s *session) []*session {
+	out := ss[:0]
+	for _, x := range ss {
+		if x != s {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// call runs one operation that makes NameNode calls through the client,
+// bounded by ctx and RPCTimeout, and maps its error. An idempotent
+// operation that finds the NameNode connection lost is tried once more,
+// on a new connection.
+func (h *HDFS) call(ctx context.Context, op, uri string, idempotent bool, fn func(c *hdfs.Client) error) error {
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return pathError(op, uri, err)
+		}
+		s, err := h.acquire(ctx)
+		if err != nil {
+			return opError(op, uri, err)
+		}
+		lost, err := h.guarded(ctx, s, op, uri, fn)
+		h.release(s)
+		if !lost || !idempotent || attempt > 0 {
+			return err
+		}
+	}
+}
+
+// guarded runs fn on s's client holding the call slot, aborting the
+// NameNode connection if ctx ends or RPCTimeout passes first. lost
+// reports that the connection failed under fn (not by ctx or timeout):
+// the session is then retired, and fn may be retried on a new one.
+func (h *HDFS) guarded(ctx context.Context, s *session, op, uri string, fn func(c *hdfs.Client) error) (lost bool, err error) {
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return false, pathError(op, uri, ctx.Err())
+	}
+	defer func() { <-s.sem }()
+
+	cctx, cancel := ctx, context.CancelFunc(func() {})
+	ctxDeadline, ctxBound := ctx.Deadline()
+	if d, ok := deadlineOf(ctx, time.Now(), h.opts.RPCTimeout); ok {
+		cctx, cancel = context.WithDeadline(ctx, d)
+		// The deadline is ctx's own unless RPCTimeout ends earlier. (Both
+		// timers may fire at once; report the caller's deadline then.)
+		ctxBound = ctxBound && !d.Before(ctxDeadline)
+	}
+	defer cancel()
+	s.dialCtx.Store(&cctx)
+	stop := context.AfterFunc(cctx, s.abort)
+	err = fn(s.client)
+	aborted := !stop()
+	s.dialCtx.Store(nil)
+	if aborted {
+		// s is still referenced by the caller, so it is closed on release.
+		h.mu.Lock()
+		h.retireLocked(s)
+		h.mu.Unlock()
+		cerr := ctx.Err()
+		if cerr == nil && ctxBound {
+			cerr = context.DeadlineExceeded
+		}
+		if cerr != nil {
+			return false, pathError(op, uri, fmt.Errorf("NameNode %s did not answer: %w", h.namenodeAddr(s), cerr))
+		}
+		return false, pathError(op, uri, fmt.Errorf("NameNode %s did not answer within %v: %w",
+			h.namenodeAddr(s), h.opts.RPCTimeout, os.ErrDeadlineExceeded))
+	}
+	if err == nil {
+		return false, nil
+	}
+	mapped := h.mapError(s, err)
+	if connLost(err) {
+		s.broken.Store(true)
+		h.mu.Lock()
+		h.retireLocked(s)
+		h.mu.Unlock()
+		if !strings.HasPrefix(mapped.Error(), "connect to NameNode") {
+			mapped = fmt.Errorf("connection to NameNode %s lost: %w", h.namenodeAddr(s), mapped)
+		}
+		return true, opError(op, uri, mapped)
+	}
+	return false, opError(op, uri, mapped)
+}
+
+// connLost reports whether an error of the client means that its
+// NameNode connection is gone (closed, reset, or out of step), rather
+// than an answer from the NameNode.
+func connLost(err error) bool {
+	var remote hdfs.Error
+	if errors.As(err, &remote) {
+		return false
+	}
+	var ne net.Error
+	msg := err.Error()
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		strings.HasPrefix(msg, "no available namenodes") || strings.Contains(msg, "unexpected sequence number") ||
+		strings.Contains(msg, "invalid response from namenode")
+}
+
+func (h *HDFS) namenodeAddr(s *session) string {
+	if c := s.conn.Load(); c != nil {
+		return (*c).RemoteAddr().String()
+	}
+	return strings.Join(h.opts.Namenodes, ",")
+}
+
+// mapError turns the client's errors into this package's: remote
+// exceptions into *RemoteError, and the client's flattened "no available
+// namenodes" back into the dial error it hides.
+func (h *HDFS) mapError(s *session, err error) error {
+	err = innerError(err)
+	var remote hdfs.Error
+	if errors.As(err, &remote) {
+		return &RemoteError{Method: remote.Method(), Class: remote.Exception(), Message: remote.Message()}
+	}
+	if strings.HasPrefix(err.Error(), "no available namenodes") {
+		if p := s.lastDialErr.Load(); p != nil {
+			return h.connectError(*p)
+		}
+		return h.connectError(err)
+	}
+	return err
+}
+
+// opError wraps err as the error of op on uri, unless it already is a
+// *fs.PathError made by pathError.
+func opError(op, uri string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && strings.HasPrefix(err.Error(), "dfs: ") {
+		return err
+	}
+	return pathError(op, uri, err)
+}

@@ -1,0 +1,97 @@
+package dfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/spindle-ps/spindle/conf"
+)
+
+// Resolver maps URIs onto file systems, keeping one HDFS client per
+// NameNode authority and user. It is safe for concurrent use; Close it to
+// close the HDFS connections.
+type Resolver struct {
+	hc   conf.HadoopConf
+	user string
+
+	mu     sync.Mutex
+	hdfs   map[resolverKey]*HDFS
+	closed bool
+}
+
+type resolverKey struct{ authority, user string }
+
+// NewResolver returns a Resolver that builds HDFS clients from hc (see
+// HDFSOptionsFromConf) acting as user, which is typically
+// hc.User(lookup): $HADOOP_USER_NAME or the login name.
+func NewResolver(hc conf.HadoopConf, user string) *Resolver {
+	return &Resolver{hc: hc, user: user, hdfs: map[resolverKey]*HDFS{}}
+}
+
+// Resolve returns the file system of uri and the name of uri within it
+// (see ParseURI for the forms accepted). "hdfs:///p" uses the NameNode of
+// fs.defaultFS. Resolve does no I/O: an unreachable NameNode is reported
+// by the first operation on the file system.
+func (r *Resolver) Resolve(ctx context.Context, uri string) (FileSystem, string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, "", fmt.Errorf("dfs: resolve %s: %w", uri, err)
+	}
+	u, err := ParseURI(uri)
+	if err != nil {
+		return nil, "", err
+	}
+	if u.Scheme == "file" {
+		return Local{}, u.Path, nil
+	}
+	auth := u.Authority
+	if auth == "" {
+		def := r.hc.DefaultFS()
+		du, err := ParseURI(def)
+		if err != nil || du.Scheme != "hdfs" || du.Authority == "" {
+			return nil, "", fmt.Errorf("dfs: %s names no NameNode and fs.defaultFS is %q, not hdfs://host:port", uri, def)
+		}
+		auth = du.Authority
+	}
+	key := resolverKey{auth, r.user}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, "", fmt.Errorf("dfs: resolve %s: %w", uri, ErrClosed)
+	}
+	if h, ok := r.hdfs[key]; ok {
+		return h, u.Path, nil
+	}
+	opts, err := HDFSOptionsFromConf(r.hc, auth, r.user)
+	if err != nil {
+		return nil, "", fmt.Errorf("dfs: resolve %s: %w", uri, err)
+	}
+	h, err := NewHDFS(opts)
+	if err != nil {
+		return nil, "", fmt.Errorf("dfs: resolve %s: %w", uri, err)
+	}
+	r.hdfs[key] = h
+	return h, u.Path, nil
+}
+
+// Close closes every HDFS file system the Resolver made; it is
+// idempotent, and Resolve fails afterwards.
+func (r *Resolver) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	all := r.hdfs
+	r.hdfs = nil
+	r.mu.Unlock()
+	var errs []error
+	for _, h := range all {
+		if err := h.Close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

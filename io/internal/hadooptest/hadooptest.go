@@ -1,0 +1,126 @@
+// Package hadooptest gives the io packages' integration tests the Hadoop
+// cluster to run against: the one HADOOP_CONF_DIR describes (for
+// instance scripts/minicluster.sh's). Without one the tests skip, saying
+// why, unless SPINDLE_TEST_HADOOP=required, when they fail instead.
+package hadooptest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/io/dfs"
+)
+
+// EnvRequired is the variable that turns skips into failures when set to
+// "required" (scripts/test.sh sets it for its Hadoop stage).
+const EnvRequired = "SPINDLE_TEST_HADOOP"
+
+// Required reports whether SPINDLE_TEST_HADOOP=required.
+func Required() bool { return os.Getenv(EnvRequired) == "required" }
+
+// unavailable skips t, or fails it when the cluster is required.
+func unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if Required() {
+		t.Fatalf("Hadoop cluster required (%s=required) but: "+format, append([]any{EnvRequired}, args...)...)
+	}
+	t.Skipf("no Hadoop cluster: "+format+" (start one with scripts/minicluster.sh start; eval \"$(scripts/minicluster.sh env)\")", args...)
+}
+
+// Cluster describes the cluster under test.
+type Cluster struct {
+	Conf     conf.HadoopConf
+	User     string
+	Resolver *dfs.Resolver
+	// FS is the HDFS of fs.defaultFS.
+	FS *dfs.HDFS
+}
+
+// Connect loads the cluster's configuration, checks that its NameNode
+// answers, and returns it; it skips or fails t when there is no cluster.
+// The Resolver is closed when t ends.
+func Connect(t testing.TB) *Cluster {
+	t.Helper()
+	if os.Getenv(conf.EnvHadoopConfDir) == "" {
+		unavailable(t, "%s is not set", conf.EnvHadoopConfDir)
+	}
+	hc, err := conf.LoadHadoopConf(os.LookupEnv)
+	if err != nil {
+		unavailable(t, "loading its configuration: %v", err)
+	}
+	if !strings.HasPrefix(hc.DefaultFS(), "hdfs://") {
+		unavailable(t, "fs.defaultFS is %q, not an hdfs:// URI", hc.DefaultFS())
+	}
+	user, err := hc.User(os.LookupEnv)
+	if err != nil {
+		unavailable(t, "%v", err)
+	}
+	r := dfs.NewResolver(hc, user)
+	t.Cleanup(func() { r.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	fsys, _, err := r.Resolve(ctx, "hdfs:///")
+	if err != nil {
+		unavailable(t, "%v", err)
+	}
+	if _, err := fsys.Stat(ctx, "/"); err != nil {
+		unavailable(t, "NameNode of %s does not answer: %v", hc.DefaultFS(), err)
+	}
+	return &Cluster{Conf: hc, User: user, Resolver: r, FS: fsys.(*dfs.HDFS)}
+}
+
+// TempDir creates a fresh HDFS directory for t, removed when t ends, and
+// returns its path (not its URI).
+func (c *Cluster) TempDir(t testing.TB) string {
+	t.Helper()
+	var b [6]byte
+	rand.Read(b[:])
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	dir := "/spindle-test/" + name + "-" + hex.EncodeToString(b[:])
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.FS.MkdirAll(ctx, dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := c.FS.RemoveAll(ctx, dir); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	return dir
+}
+
+// HadoopShell runs Hadoop's own FsShell ("hdfs dfs ARGS...") through
+// scripts/minicluster.sh and returns its standard output. It skips the
+// calling check (not the whole test) by returning ok=false when the
+// script or its cluster state is not available.
+func HadoopShell(t testing.TB, args ...string) (out []byte, ok bool) {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "minicluster.sh")
+	if _, err := os.Stat(script); err != nil || os.Getenv("SPINDLE_MINICLUSTER_DIR") == "" {
+		t.Logf("not checking with Hadoop's FsShell: scripts/minicluster.sh or SPINDLE_MINICLUSTER_DIR missing")
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, script, append([]string{"hdfs", "dfs"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("hdfs dfs %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.Bytes(), true
+}

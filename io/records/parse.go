@@ -1,0 +1,250 @@
+package records
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+)
+
+// Example is one training record: a label and sparse features, Keys
+// strictly increasing with Vals[i] the value of Keys[i]. Parsers reuse
+// the Keys and Vals slices of the Example they are given.
+type Example struct {
+	Label float32
+	Keys  []uint64
+	Vals  []float32
+}
+
+func (ex *Example) reset() {
+	ex.Label = 0
+	ex.Keys = ex.Keys[:0]
+	ex.Vals = ex.Vals[:0]
+}
+
+// ErrSyntax is wrapped by every parse error.
+var ErrSyntax = errors.New("records: malformed record")
+
+func syntaxErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrSyntax, fmt.Sprintf(format, args...))
+}
+
+// maxTokenQuote bounds how much of a bad token an error quotes.
+const maxTokenQuote = 40
+
+func quote(b []byte) string {
+	if len(b) > maxTokenQuote {
+		return strconv.Quote(string(b[:maxTokenQuote])) + "…"
+	}
+	return strconv.Quote(string(b))
+}
+
+// ParseLibSVM parses one libsvm line into ex:
+//
+//	label index:value index:value ...
+//
+// separated by spaces or tabs. The label is 0 or 1, or -1 or +1 (mapped
+// to 0 and 1), in any float notation ("1", "+1", "1.0"). An index is a
+// decimal uint64, taken as written (no shift between 0- and 1-based
+// data); a value is a finite float32. Features may appear in any order:
+// ex gets them sorted by index; a repeated index is an error. Every error
+// wraps ErrSyntax.
+func ParseLibSVM(line []byte, ex *Example) error {
+	ex.reset()
+	i := skipSpace(line, 0)
+	j := skipToken(line, i)
+	if i == j {
+		return syntaxErr("empty record")
+	}
+	label, err := parseLabel(line[i:j])
+	if err != nil {
+		return err
+	}
+	ex.Label = label
+	sorted := true
+	for i = skipSpace(line, j); i < len(line); i = skipSpace(line, j) {
+		j = skipToken(line, i)
+		tok := line[i:j]
+		c := bytes.IndexByte(tok, ':')
+		if c < 0 {
+			return syntaxErr("feature %s: want index:value", quote(tok))
+		}
+		key, ok := parseUint64(tok[:c])
+		if !ok {
+			return syntaxErr("feature %s: index is not a uint64", quote(tok))
+		}
+		val, err := parseValue(tok[c+1:])
+		if err != nil {
+			return syntaxErr("feature %s: %v", quote(tok), err)
+		}
+		if n := len(ex.Keys); n > 0 && key <= ex.Keys[n-1] {
+			if key == ex.Keys[n-1] {
+				return syntaxErr("feature index %d repeated", key)
+			}
+			sorted = false
+		}
+		ex.Keys = append(ex.Keys, key)
+		ex.Vals = append(ex.Vals, val)
+	}
+	if !sorted {
+		sort.Sort(byKey{ex})
+		for k := 1; k < len(ex.Keys); k++ {
+			if ex.Keys[k] == ex.Keys[k-1] {
+				return syntaxErr("feature index %d repeated", ex.Keys[k])
+			}
+		}
+	}
+	return nil
+}
+
+// CSVOptions describes a CSV layout.
+type CSVOptions struct {
+	// LabelColumn is the 0-based column of the label.
+	LabelColumn int
+	// Comma separates fields; 0 means ','.
+	Comma byte
+}
+
+// ParseCSV parses one CSV line into ex: the label column (0/1 or -1/+1,
+// as for libsvm) and dense numeric features whose keys are their column
+// indexes (0-based, counting the label column). Fields are trimmed of
+// spaces and tabs; an empty field is a missing value and gets no key.
+// Quoted fields are not supported. Every error wraps ErrSyntax.
+func ParseCSV(line []byte, opts CSVOptions, ex *Example) error {
+	ex.reset()
+	comma := opts.Comma
+	if comma == 0 {
+		comma = ','
+	}
+	if opts.LabelColumn < 0 {
+		return fmt.Errorf("records: negative label column %d", opts.LabelColumn)
+	}
+	sawLabel := false
+	col := 0
+	for start := 0; ; col++ {
+		end := len(line)
+		i := bytes.IndexByte(line[start:], comma)
+		last := i < 0
+		if !last {
+			end = start + i
+		}
+		field := trimSpace(line[start:end])
+		if col == opts.LabelColumn {
+			if len(field) == 0 {
+				return syntaxErr("label column %d is empty", col)
+			}
+			label, err := parseLabel(field)
+			if err != nil {
+				return err
+			}
+			ex.Label, sawLabel = label, true
+		} else if len(field) > 0 {
+			if field[0] == '"' {
+				return syntaxErr("column %d: quoted fields are not supported", col)
+			}
+			val, err := parseValue(field)
+			if err != nil {
+				return syntaxErr("column %d %s: %v", col, quote(field), err)
+			}
+			ex.Keys = append(ex.Keys, uint64(col))
+			ex.Vals = append(ex.Vals, val)
+		}
+		if last {
+			break
+		}
+		start = end + 1
+	}
+	if !sawLabel {
+		return syntaxErr("%d columns, no label column %d", col+1, opts.LabelColumn)
+	}
+	return nil
+}
+
+func parseLabel(tok []byte) (float32, error) {
+	f, err := strconv.ParseFloat(string(tok), 64)
+	if err != nil {
+		return 0, syntaxErr("label %s is not a number", quote(tok))
+	}
+	switch f {
+	case 0, -1:
+		return 0, nil
+	case 1:
+		return 1, nil
+	}
+	return 0, syntaxErr("label %s: want 0/1 or -1/+1", quote(tok))
+}
+
+var errNotFinite = errors.New("value is not a finite float32")
+
+func parseValue(tok []byte) (float32, error) {
+	f, err := strconv.ParseFloat(string(tok), 32)
+	if err != nil {
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
+			return 0, errNotFinite
+		}
+		return 0, errors.New("value is not a number")
+	}
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, errNotFinite
+	}
+	return float32(f), nil
+}
+
+// parseUint64 parses decimal digits (no sign, no "_").
+func parseUint64(b []byte) (uint64, bool) {
+	if len(b) == 0 || len(b) > 20 {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		d := uint64(c - '0')
+		if n > (math.MaxUint64-d)/10 {
+			return 0, false
+		}
+		n = n*10 + d
+	}
+	return n, true
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+func skipToken(b []byte, i int) int {
+	for i < len(b) && !isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+func trimSpace(b []byte) []byte {
+	i, j := 0, len(b)
+	for i < j && isSpace(b[i]) {
+		i++
+	}
+	for j > i && isSpace(b[j-1]) {
+		j--
+	}
+	return b[i:j]
+}
+
+// byKey sorts an Example's features by key.
+type byKey struct{ ex *Example }
+
+func (s byKey) Len() int           { return len(s.ex.Keys) }
+func (s byKey) Less(i, j int) bool { return s.ex.Keys[i] < s.ex.Keys[j] }
+func (s byKey) Swap(i, j int) {
+	s.ex.Keys[i], s.ex.Keys[j] = s.ex.Keys[j], s.ex.Keys[i]
+	s.ex.Vals[i], s.ex.Vals[j] = s.ex.Vals[j], s.ex.Vals[i]
+}

@@ -1,0 +1,76 @@
+package split_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"time"
+
+	"github.com/spindle-ps/spindle/io/dfs"
+)
+
+// memFS is a read-only, in-memory dfs.FileSystem of one directory level,
+// so that fuzzing does not touch the disk. It is its own Resolver: every
+// URI "mem:///name" names files[name].
+type memFS struct {
+	files map[string][]byte
+}
+
+func (m memFS) Resolve(ctx context.Context, uri string) (dfs.FileSystem, string, error) {
+	const prefix = "mem://"
+	if len(uri) < len(prefix) || uri[:len(prefix)] != prefix {
+		return nil, "", errors.New("memfs: not a mem:// URI")
+	}
+	return m, uri[len(prefix):], nil
+}
+
+func (m memFS) URI(name string) string { return "mem://" + name }
+
+type memInfo struct {
+	name string
+	size int64
+}
+
+func (fi memInfo) Name() string       { return fi.name }
+func (fi memInfo) Size() int64        { return fi.size }
+func (fi memInfo) Mode() fs.FileMode  { return 0o644 }
+func (fi memInfo) ModTime() time.Time { return time.Time{} }
+func (fi memInfo) IsDir() bool        { return false }
+func (fi memInfo) Sys() any           { return nil }
+
+type memFile struct {
+	*bytes.Reader
+	info memInfo
+}
+
+func (f memFile) Close() error               { return nil }
+func (f memFile) Stat() (fs.FileInfo, error) { return f.info, nil }
+
+func (m memFS) Open(ctx context.Context, name string) (dfs.File, error) {
+	b, ok := m.files[name]
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return memFile{bytes.NewReader(b), memInfo{name, int64(len(b))}}, nil
+}
+
+func (m memFS) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
+	b, ok := m.files[name]
+	if !ok {
+		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrNotExist}
+	}
+	return memInfo{name, int64(len(b))}, nil
+}
+
+var errReadOnly = errors.New("memfs: read-only")
+
+func (m memFS) Create(context.Context, string, dfs.CreateOptions) (dfs.Writer, error) {
+	return nil, errReadOnly
+}
+func (m memFS) ReadDir(context.Context, string) ([]fs.FileInfo, error) { return nil, errReadOnly }
+func (m memFS) MkdirAll(context.Context, string, fs.FileMode) error    { return errReadOnly }
+func (m memFS) Rename(context.Context, string, string) error           { return errReadOnly }
+func (m memFS) Remove(context.Context, string) error                   { return errReadOnly }
+func (m memFS) RemoveAll(context.Context, string) error                { return errReadOnly }
+func (m memFS) Glob(context.Context, string) ([]string, error)         { return nil, errReadOnly }
