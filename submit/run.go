@@ -113,11 +113,24 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 	logger.SetLevel(level)
 	log := logrus.NewEntry(logger).WithField("job", spec.Name)
 
+	// Inputs and the output may be local paths or HDFS URIs, reached
+	// with the Hadoop configuration of this machine.
+	resolver, err := tracker.DefaultResolver(o.LookupEnv)
+	if err != nil {
+		p.finish()
+		return err
+	}
+	defer resolver.Close()
+	planner := o.Planner
+	if planner == nil {
+		planner = tracker.InputPlanner(resolver)
+	}
 	res, err := o.runLocal(ctx, spec, tracker.LocalOptions{
 		Environ:  o.Environ,
 		Stdout:   stdout,
 		Log:      log,
-		Planner:  o.Planner,
+		Planner:  planner,
+		Resolver: resolver,
 		OnStatus: p.update,
 	})
 	p.finish()

@@ -135,7 +135,7 @@ func (c *Client) NextShard(ctx context.Context, epoch, worker, attempt int) (sh 
 		if r.Shard == nil {
 			return Shard{}, 0, 0, fmt.Errorf("tracker %s: next shard: reply without a shard", c.addr)
 		}
-		return Shard{ID: r.Shard.ID, URI: r.Shard.URI, Start: r.Shard.Start, Length: r.Shard.Length}, Given, 0, nil
+		return shardFromWire(r.Shard), Given, 0, nil
 	case trackerrpc.ShardState_WAIT:
 		wait = WaitHint
 		if r.WaitMs != nil && *r.WaitMs > 0 && *r.WaitMs < 60_000 {
@@ -170,7 +170,7 @@ func (c *Client) Plan(ctx context.Context) ([]Shard, error) {
 	out := make([]Shard, 0, len(ws))
 	for _, w := range ws {
 		if w != nil {
-			out = append(out, Shard{ID: w.ID, URI: w.URI, Start: w.Start, Length: w.Length})
+			out = append(out, shardFromWire(w))
 		}
 	}
 	return out, nil
@@ -203,4 +203,8 @@ func (c *Client) Kill(ctx context.Context, reason string) error {
 	return c.call(ctx, "kill", func(rpc *trackerrpc.TrackerClient) error {
 		return rpc.Kill(ctx, c.token, reason)
 	})
+}
+
+func shardFromWire(w *trackerrpc.Shard) Shard {
+	return Shard{ID: w.ID, URI: w.URI, Start: w.Start, Length: w.Length, FileSize: w.FileSize, Compressed: w.Compressed}
 }

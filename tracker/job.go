@@ -111,6 +111,9 @@ type LocalOptions struct {
 	// Planner cuts the inputs into shards; nil means the job has no
 	// inputs to shard.
 	Planner Planner
+	// Resolver reaches the output (local or HDFS) to commit the model;
+	// nil means the output is a local path.
+	Resolver Resolver
 	// OnStatus, when set, is called about once a second and at every
 	// change of the processes with the job's status.
 	OnStatus func(Status)

@@ -467,7 +467,11 @@ func (l *localJob) finishOutput(ctx context.Context) error {
 	if l.spec.Output == "" {
 		return nil
 	}
-	return CommitModel(ctx, LocalFS{}, l.spec.Output, l.spec.NumServers, l.spec.Name)
+	var fsys ModelFS = LocalFS{}
+	if l.opts.Resolver != nil {
+		fsys = ResolverFS{R: l.opts.Resolver}
+	}
+	return CommitModel(ctx, fsys, l.spec.Output, l.spec.NumServers, l.spec.Name)
 }
 
 // lockedWriter serialises writes from several tasks.

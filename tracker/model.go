@@ -1,14 +1,21 @@
 package tracker
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/spindle-ps/spindle/io/dfs"
 )
 
 // The model a job writes: in its output directory, one text file per
@@ -57,7 +64,7 @@ func CommitModel(ctx context.Context, fsys ModelFS, dir string, servers int, job
 	m := Manifest{Format: ModelFormat, Job: job, Created: time.Now().UTC()}
 	var missing []error
 	for r := 0; r < servers; r++ {
-		p := filepath.Join(dir, PartName(r))
+		p := joinURI(dir, PartName(r))
 		n, err := fsys.Size(ctx, p)
 		if err != nil {
 			missing = append(missing, fmt.Errorf("%s: %w", p, err))
@@ -72,10 +79,10 @@ func CommitModel(ctx context.Context, fsys ModelFS, dir string, servers int, job
 	if err != nil {
 		return fmt.Errorf("tracker: manifest: %w", err)
 	}
-	if err := fsys.WriteFile(ctx, filepath.Join(dir, ManifestFile), append(data, '\n')); err != nil {
+	if err := fsys.WriteFile(ctx, joinURI(dir, ManifestFile), append(data, '\n')); err != nil {
 		return fmt.Errorf("tracker: write manifest: %w", err)
 	}
-	if err := fsys.WriteFile(ctx, filepath.Join(dir, SuccessFile), nil); err != nil {
+	if err := fsys.WriteFile(ctx, joinURI(dir, SuccessFile), nil); err != nil {
 		return fmt.Errorf("tracker: write %s: %w", SuccessFile, err)
 	}
 	return nil
@@ -105,6 +112,157 @@ func (LocalFS) WriteFile(_ context.Context, path string, data []byte) error {
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
 		return err
+	}
+	return nil
+}
+
+// ResolverFS is ModelFS over any file system io/dfs resolves (local or
+// HDFS), for models written to URIs.
+type ResolverFS struct{ R Resolver }
+
+// Resolver maps a URI onto a file system; *dfs.Resolver is one.
+type Resolver interface {
+	Resolve(ctx context.Context, uri string) (dfs.FileSystem, string, error)
+}
+
+// Size implements ModelFS.
+func (r ResolverFS) Size(ctx context.Context, uri string) (int64, error) {
+	fsys, name, err := r.R.Resolve(ctx, uri)
+	if err != nil {
+		return 0, err
+	}
+	fi, err := fsys.Stat(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	if fi.IsDir() {
+		return 0, fmt.Errorf("%s is a directory: %w", uri, fs.ErrInvalid)
+	}
+	return fi.Size(), nil
+}
+
+// WriteFile implements ModelFS.
+func (r ResolverFS) WriteFile(ctx context.Context, uri string, data []byte) error {
+	fsys, name, err := r.R.Resolve(ctx, uri)
+	if err != nil {
+		return err
+	}
+	return WriteAtomic(ctx, fsys, name, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteAtomic writes a file that readers see whole or not at all: fill
+// writes it under a temporary name in the same directory, which is then
+// renamed over name. On any failure the temporary file is removed.
+func WriteAtomic(ctx context.Context, fsys dfs.FileSystem, name string, fill func(io.Writer) error) error {
+	dir, base := path.Split(name)
+	tmp := path.Join(dir, "."+base+".tmp")
+	w, err := fsys.Create(ctx, tmp, dfs.CreateOptions{Overwrite: true})
+	if err != nil {
+		return err
+	}
+	if err := fill(w); err != nil {
+		_ = w.Close()
+		_ = fsys.Remove(ctx, tmp)
+		return err
+	}
+	if err := w.Close(); err != nil {
+		_ = fsys.Remove(ctx, tmp)
+		return err
+	}
+	if err := fsys.Rename(ctx, tmp, name); err != nil {
+		_ = fsys.Remove(ctx, tmp)
+		return err
+	}
+	return nil
+}
+
+// joinURI appends a file name to a directory path or URI.
+func joinURI(dir, name string) string {
+	if len(dir) > 0 && dir[len(dir)-1] == '/' {
+		return dir + name
+	}
+	return dir + "/" + name
+}
+
+// ErrNoModel is wrapped by ReadModel's error for a directory without
+// _SUCCESS: no complete model is there.
+var ErrNoModel = errors.New("tracker: no complete model (no _SUCCESS)")
+
+// maxModelLine bounds a line of a part file.
+const maxModelLine = 1 << 20
+
+// ReadModel reads the complete model in dir (a path or URI), calling fn
+// for every key with its values, part by part in rank order and, within a
+// part, in file order. It refuses a directory without _SUCCESS, and names
+// the file and line of a malformed line. vals is reused between calls.
+func ReadModel(ctx context.Context, r Resolver, dir string, fn func(key uint64, vals []float32) error) error {
+	fsys, name, err := r.Resolve(ctx, dir)
+	if err != nil {
+		return err
+	}
+	base := strings.TrimSuffix(name, "/")
+	if _, err := fsys.Stat(ctx, base+"/"+SuccessFile); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w in %s", ErrNoModel, dir)
+		}
+		return err
+	}
+	mf, err := fsys.Open(ctx, base+"/"+ManifestFile)
+	if err != nil {
+		return err
+	}
+	var m Manifest
+	err = json.NewDecoder(io.LimitReader(mf, 16<<20)).Decode(&m)
+	mf.Close()
+	if err != nil {
+		return fmt.Errorf("tracker: %s: %w", fsys.URI(base+"/"+ManifestFile), err)
+	}
+	if m.Format != ModelFormat {
+		return fmt.Errorf("tracker: %s: format %q, want %q", fsys.URI(base+"/"+ManifestFile), m.Format, ModelFormat)
+	}
+	var vals []float32
+	for _, p := range m.Parts {
+		if strings.ContainsAny(p.Name, "/\\") {
+			return fmt.Errorf("tracker: manifest names part %q outside the model directory", p.Name)
+		}
+		uri := fsys.URI(base + "/" + p.Name)
+		f, err := fsys.Open(ctx, base+"/"+p.Name)
+		if err != nil {
+			return err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 64<<10), maxModelLine)
+		line := 0
+		for sc.Scan() {
+			line++
+			fields := strings.Split(sc.Text(), "\t")
+			key, err := strconv.ParseUint(fields[0], 10, 64)
+			if err != nil || len(fields) < 2 {
+				f.Close()
+				return fmt.Errorf("tracker: %s line %d: want key<TAB>value…", uri, line)
+			}
+			vals = vals[:0]
+			for _, s := range fields[1:] {
+				v, err := strconv.ParseFloat(s, 32)
+				if err != nil {
+					f.Close()
+					return fmt.Errorf("tracker: %s line %d: value %q: %w", uri, line, s, err)
+				}
+				vals = append(vals, float32(v))
+			}
+			if err := fn(key, vals); err != nil {
+				f.Close()
+				return err
+			}
+		}
+		err = sc.Err()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("tracker: %s: %w", uri, err)
+		}
 	}
 	return nil
 }

@@ -166,7 +166,7 @@ func (h *handler) NextShard(_ context.Context, token string, epoch, worker, atte
 }
 
 func toWire(sh Shard, epoch int) *trackerrpc.Shard {
-	return &trackerrpc.Shard{ID: sh.ID, URI: sh.URI, Start: sh.Start, Length: sh.Length, Epoch: int32(epoch)}
+	return &trackerrpc.Shard{ID: sh.ID, URI: sh.URI, Start: sh.Start, Length: sh.Length, Epoch: int32(epoch), FileSize: sh.FileSize, Compressed: sh.Compressed}
 }
 
 func (h *handler) ShardDone(_ context.Context, token string, epoch int32, shard int64, worker, attempt int32, records int64) error {

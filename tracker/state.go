@@ -17,6 +17,10 @@ type Shard struct {
 	URI    string
 	Start  int64
 	Length int64
+	// FileSize is the file's size when the job was planned; Compressed
+	// marks a gzip file, read whole by one shard.
+	FileSize   int64
+	Compressed bool
 }
 
 // Dispatch says what NextShard handed out.

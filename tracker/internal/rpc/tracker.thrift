@@ -13,6 +13,8 @@ struct Shard {
   3: i64 start
   4: i64 length
   5: i32 epoch
+  6: i64 file_size
+  7: bool compressed
 }
 
 enum ShardState {

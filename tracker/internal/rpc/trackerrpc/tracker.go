@@ -89,12 +89,16 @@ func (p *ShardState) Value() (driver.Value, error) {
 //   - Start
 //   - Length
 //   - Epoch
+//   - FileSize
+//   - Compressed
 type Shard struct {
-	ID     int64  `thrift:"id,1" db:"id" json:"id"`
-	URI    string `thrift:"uri,2" db:"uri" json:"uri"`
-	Start  int64  `thrift:"start,3" db:"start" json:"start"`
-	Length int64  `thrift:"length,4" db:"length" json:"length"`
-	Epoch  int32  `thrift:"epoch,5" db:"epoch" json:"epoch"`
+	ID         int64  `thrift:"id,1" db:"id" json:"id"`
+	URI        string `thrift:"uri,2" db:"uri" json:"uri"`
+	Start      int64  `thrift:"start,3" db:"start" json:"start"`
+	Length     int64  `thrift:"length,4" db:"length" json:"length"`
+	Epoch      int32  `thrift:"epoch,5" db:"epoch" json:"epoch"`
+	FileSize   int64  `thrift:"file_size,6" db:"file_size" json:"file_size"`
+	Compressed bool   `thrift:"compressed,7" db:"compressed" json:"compressed"`
 }
 
 func NewShard() *Shard {
@@ -119,6 +123,14 @@ func (p *Shard) GetLength() int64 {
 
 func (p *Shard) GetEpoch() int32 {
 	return p.Epoch
+}
+
+func (p *Shard) GetFileSize() int64 {
+	return p.FileSize
+}
+
+func (p *Shard) GetCompressed() bool {
+	return p.Compressed
 }
 func (p *Shard) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -177,6 +189,26 @@ func (p *Shard) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 5:
 			if fieldTypeId == thrift.I32 {
 				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.BOOL {
+				if err := p.ReadField7(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -244,6 +276,24 @@ func (p *Shard) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
 	return nil
 }
 
+func (p *Shard) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 6: ", err)
+	} else {
+		p.FileSize = v
+	}
+	return nil
+}
+
+func (p *Shard) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadBool(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.Compressed = v
+	}
+	return nil
+}
+
 func (p *Shard) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "Shard"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -262,6 +312,12 @@ func (p *Shard) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -339,6 +395,32 @@ func (p *Shard) writeField5(ctx context.Context, oprot thrift.TProtocol) (err er
 	return err
 }
 
+func (p *Shard) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "file_size", thrift.I64, 6); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:file_size: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.FileSize)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.file_size (6) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 6:file_size: ", p), err)
+	}
+	return err
+}
+
+func (p *Shard) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "compressed", thrift.BOOL, 7); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:compressed: ", p), err)
+	}
+	if err := oprot.WriteBool(ctx, bool(p.Compressed)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.compressed (7) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 7:compressed: ", p), err)
+	}
+	return err
+}
+
 func (p *Shard) Equals(other *Shard) bool {
 	if p == other {
 		return true
@@ -358,6 +440,12 @@ func (p *Shard) Equals(other *Shard) bool {
 		return false
 	}
 	if p.Epoch != other.Epoch {
+		return false
+	}
+	if p.FileSize != other.FileSize {
+		return false
+	}
+	if p.Compressed != other.Compressed {
 		return false
 	}
 	return true

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// The tests run real jobs: ps-lr built from this package, started by the
+// local tracker as separate processes talking ZeroMQ over loopback.
+var (
+	psLR    string // the built binary
+	dataDir string // train.libsvm, test.libsvm
+	trueAUC float64
+	rows    = 200_000
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "ps-lr-test")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		psLR = filepath.Join(dir, "ps-lr")
+		if out, err := exec.Command("go", "build", "-o", psLR, ".").CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build ps-lr: %v\n%s", err, out)
+			return 1
+		}
+		dataDir = filepath.Join(dir, "data")
+		var out bytes.Buffer
+		if err := genMain([]string{"--out", dataDir, "--rows", fmt.Sprint(rows), "--test-rows", "20000"}, &out); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		if _, err := fmt.Sscanf(out.String()[strings.LastIndex(out.String(), "AUC is ")+len("AUC is "):], "%g", &trueAUC); err != nil {
+			fmt.Fprintf(os.Stderr, "true AUC in %q: %v\n", out.String(), err)
+			return 1
+		}
+		return m.Run()
+	}())
+}
+
+type jobRun struct {
+	res    tracker.Result
+	err    error
+	out    string
+	model  string
+	parts  map[string][]byte
+	auc    float64
+	status tracker.Status
+}
+
+func quietLog() *logrus.Entry {
+	l := logrus.New()
+	l.Out = io.Discard
+	return logrus.NewEntry(l)
+}
+
+// runJob trains with workers and servers and returns the result, the
+// model's part files and its test AUC (from ps-lr eval).
+func runJob(t *testing.T, workers, servers int, splitSize int64, args ...string) jobRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	model := filepath.Join(t.TempDir(), "model")
+	res, err := tracker.DefaultResolver(func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	var out lockedBuf
+	r := jobRun{model: model}
+	r.res, r.err = tracker.RunLocal(ctx, tracker.JobSpec{
+		Name:        "lr-test",
+		Command:     append([]string{psLR, "--test", filepath.Join(dataDir, "test.libsvm")}, args...),
+		NumWorkers:  workers,
+		NumServers:  servers,
+		MaxAttempts: 2,
+		Inputs:      []string{filepath.Join(dataDir, "train.libsvm")},
+		SplitSize:   splitSize,
+		Output:      model,
+	}, tracker.LocalOptions{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(res), Resolver: res})
+	r.out = out.String()
+	r.status = r.res.Status
+	if r.err != nil {
+		t.Fatalf("job %dx%d %v: %v\n%s", workers, servers, args, r.err, r.out)
+	}
+	r.parts = map[string][]byte{}
+	names, _ := filepath.Glob(filepath.Join(model, "part-*"))
+	for _, n := range names {
+		b, err := os.ReadFile(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.parts[filepath.Base(n)] = b
+	}
+	var eval bytes.Buffer
+	if err := evalMain(ctx, []string{"--model", model, "--test", filepath.Join(dataDir, "test.libsvm")}, &eval, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatalf("eval: %v", err)
+	}
+	if _, err := fmt.Sscanf(eval.String(), "test AUC %g", &r.auc); err != nil {
+		t.Fatalf("eval output %q: %v", eval.String(), err)
+	}
+	return r
+}
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+var (
+	syncOnce sync.Once
+	syncRuns [2]jobRun
+	single   jobRun
+)
+
+// syncJobs runs, once for all tests, two identical synchronous 2×2 jobs
+// and a 1×1 job of the same trainer.
+func syncJobs(t *testing.T) ([2]jobRun, jobRun) {
+	syncOnce.Do(func() {
+		for i := range syncRuns {
+			syncRuns[i] = runJob(t, 2, 2, 2<<20, "--epochs", "2")
+		}
+		single = runJob(t, 1, 1, 2<<20, "--epochs", "2")
+	})
+	if syncRuns[0].parts == nil || single.parts == nil {
+		t.Fatal("the shared jobs failed (see the first test's output)")
+	}
+	return syncRuns, single
+}
+
+func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
+	runs, _ := syncJobs(t)
+	a, b := runs[0].parts, runs[1].parts
+	if len(a) != 2 || len(b) != 2 {
+		t.Fatalf("parts %d and %d, want 2 each", len(a), len(b))
+	}
+	for name, data := range a {
+		if len(data) == 0 {
+			t.Errorf("%s is empty: the keys were not spread over the servers", name)
+		}
+		if !bytes.Equal(data, b[name]) {
+			t.Errorf("%s differs between two synchronous runs", name)
+		}
+	}
+}
+
+func TestDistributedModelQuality(t *testing.T) {
+	runs, one := syncJobs(t)
+	auc := runs[0].auc
+	t.Logf("test AUC: 2 workers × 2 servers %.4f, 1 × 1 %.4f, true weights %.4f", auc, one.auc, trueAUC)
+	if d := auc - one.auc; d < -0.005 || d > 0.005 {
+		t.Errorf("distributed AUC %.4f is %.4f from the single-worker run's %.4f (allowed 0.005)", auc, d, one.auc)
+	}
+	if d := trueAUC - auc; d > 0.01 || d < -0.01 {
+		t.Errorf("distributed AUC %.4f is %.4f from the true weights' %.4f (allowed 0.01)", auc, d, trueAUC)
+	}
+	// ps-submit's metrics come from the workers' reports; eval prints
+	// four decimals.
+	if got := runs[0].status.Metrics["test_auc"]; got < auc-5e-5 || got > auc+5e-5 {
+		t.Errorf("tracker's test_auc %.6f, the written model's %.6f", got, auc)
+	}
+}
+
+// TestEveryRecordOnceWithAWorkerKilled kills worker 1 with SIGKILL after
+// its first shard of the first epoch, in asynchronous mode: the launcher
+// restarts it, its unfinished shard goes back to the queue, and every
+// epoch counts every record exactly once.
+func TestEveryRecordOnceWithAWorkerKilled(t *testing.T) {
+	r := runJob(t, 2, 2, 1<<20, "--epochs", "2", "--async", "--die-after", "1:1")
+	for _, tr := range r.res.Tasks {
+		if tr.Role == tracker.RoleWorker && tr.Rank == 1 && tr.Attempts != 2 {
+			t.Errorf("worker 1 ran %d times, want 2 (killed once)", tr.Attempts)
+		}
+	}
+	if !strings.Contains(r.out, "[worker 1#1]") {
+		t.Errorf("no output from worker 1's second attempt")
+	}
+	want := int64(countLines(t, filepath.Join(dataDir, "train.libsvm")))
+	for e := 0; e < 2; e++ {
+		if got := r.status.EpochRecords[e]; got != want {
+			t.Errorf("epoch %d counted %d records, want %d", e, got, want)
+		}
+	}
+	if r.auc < trueAUC-0.02 {
+		t.Errorf("AUC %.4f after a worker was killed, true weights %.4f", r.auc, trueAUC)
+	}
+}
+
+func countLines(t *testing.T, path string) int {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		n++
+	}
+	return n
+}

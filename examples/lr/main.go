@@ -1,0 +1,61 @@
+// Command ps-lr trains sparse logistic regression on libsvm data with
+// Spindle's parameter servers: servers hold the weights (FTRL-proximal by
+// default, AdaGrad or SGD selectable), workers stream shards of the input
+// from the tracker in mini-batches, pull the weights of a batch's keys and
+// push its gradients.
+//
+// Run it through ps-submit, which starts it once per role:
+//
+//	ps-submit --cluster local -n 2 -s 2 --input data/train.libsvm --output /tmp/model -- \
+//	    ps-lr --epochs 3 --test data/test.libsvm
+//
+// Synchronous mode (the default) aggregates every worker's gradients of a
+// step before anyone pulls again, in worker-rank order: two runs with the
+// same data and flags write bit-identical models. --async lets workers run
+// freely and take shards on demand.
+//
+// Two more commands help around a job:
+//
+//	ps-lr gen  --out DIR [--rows N --test-rows M]   write DIR/train.libsvm and DIR/test.libsvm
+//	ps-lr eval --model DIR --test FILE               test AUC of a written model
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv, os.Environ()))
+}
+
+// run dispatches to the subcommands; training is the default.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool), environ []string) int {
+	cmd := "train"
+	if len(args) > 0 && (args[0] == "gen" || args[0] == "eval" || args[0] == "train") {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "gen":
+		err = genMain(args, stdout)
+	case "eval":
+		err = evalMain(ctx, args, stdout, lookup)
+	default:
+		err = trainMain(ctx, args, stdout, stderr, lookup, environ)
+	}
+	if err == errUsage {
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ps-lr %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}

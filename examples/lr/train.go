@@ -1,0 +1,493 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/examples/lr/lr"
+	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/io/records"
+	"github.com/spindle-ps/spindle/io/split"
+	"github.com/spindle-ps/spindle/psnode"
+	"github.com/spindle-ps/spindle/psnode/launch"
+	"github.com/spindle-ps/spindle/psnode/store"
+	"github.com/spindle-ps/spindle/psnode/transport"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// trainFlags are ps-lr's training options; every process of a job gets
+// the same ones.
+type trainFlags struct {
+	epochs        int
+	batch         int
+	updater       string
+	alpha, beta   float64
+	l1, l2        float64
+	lr            float64
+	async         bool
+	partitioner   string
+	test          string
+	format        string
+	maxBadRecords int
+	// dieAfter is a fault-injection hook for tests: "RANK:N" makes
+	// worker RANK's first attempt kill itself (SIGKILL) after it has read
+	// N shards, mid-epoch.
+	dieAfter string
+}
+
+func parseTrainFlags(args []string) (trainFlags, error) {
+	var f trainFlags
+	def := lr.DefaultFTRLParams()
+	fl := flag.NewFlagSet("ps-lr", flag.ContinueOnError)
+	fl.IntVar(&f.epochs, "epochs", 3, "passes over the input")
+	fl.IntVar(&f.batch, "batch", 100, "examples per mini-batch")
+	fl.StringVar(&f.updater, "updater", "ftrl", "server-side updater: ftrl, adagrad or sgd")
+	fl.Float64Var(&f.alpha, "alpha", def["alpha"], "FTRL alpha")
+	fl.Float64Var(&f.beta, "beta", def["beta"], "FTRL beta")
+	fl.Float64Var(&f.l1, "l1", def["l1"], "FTRL L1 regularisation")
+	fl.Float64Var(&f.l2, "l2", def["l2"], "FTRL and SGD/AdaGrad L2 regularisation")
+	fl.Float64Var(&f.lr, "lr", 0.05, "AdaGrad and SGD learning rate")
+	fl.BoolVar(&f.async, "async", false, "asynchronous training: no step-wise aggregation, shards on demand")
+	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, or range over [0, DMLC_MAX_DIMENSION)")
+	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
+	fl.StringVar(&f.format, "format", records.FormatLibSVM, "input format: libsvm or csv")
+	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records to skip (and count) before failing")
+	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
+	if err := fl.Parse(args); err != nil {
+		return f, errUsage
+	}
+	var errs []error
+	if f.epochs < 1 {
+		errs = append(errs, fmt.Errorf("--epochs %d: need at least 1", f.epochs))
+	}
+	if f.batch < 1 {
+		errs = append(errs, fmt.Errorf("--batch %d: need at least 1", f.batch))
+	}
+	if _, err := f.newUpdater(); err != nil {
+		errs = append(errs, err)
+	}
+	if f.partitioner != "hash" && f.partitioner != "range" {
+		errs = append(errs, fmt.Errorf("--partitioner %q: want hash or range", f.partitioner))
+	}
+	return f, errors.Join(errs...)
+}
+
+func (f trainFlags) newUpdater() (store.Updater[float32], error) {
+	switch f.updater {
+	case "ftrl":
+		return store.NewUpdater[float32]("ftrl", map[string]float64{"alpha": f.alpha, "beta": f.beta, "l1": f.l1, "l2": f.l2})
+	case "adagrad":
+		return store.NewUpdater[float32]("adagrad", map[string]float64{"lr": f.lr, "l2": f.l2})
+	case "sgd":
+		return store.NewUpdater[float32]("sgd", map[string]float64{"lr": f.lr, "l2": f.l2})
+	}
+	return nil, fmt.Errorf("--updater %q: want ftrl, adagrad or sgd", f.updater)
+}
+
+// newResolver reaches local files and HDFS, configured the Hadoop way.
+func newResolver(lookup conf.Lookup) (*dfs.Resolver, error) { return tracker.DefaultResolver(lookup) }
+
+func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool), environ []string) error {
+	f, err := parseTrainFlags(args)
+	if err != nil {
+		return err
+	}
+	l := logrus.New()
+	l.Out = stderr
+	log := logrus.NewEntry(l)
+	cfg, err := conf.FromEnv(conf.Default(), lookup)
+	if err != nil {
+		return err
+	}
+	res, err := newResolver(lookup)
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	n, err := launch.Start(ctx, lookup, environ, log)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	switch n.Role() {
+	case transport.RoleScheduler:
+		err = n.Barrier(ctx, transport.AllGroups) // training done
+	case transport.RoleServer:
+		err = serve(ctx, n, f, cfg, res)
+	case transport.RoleWorker:
+		if cfg.Job.TrackerAddr == "" {
+			return errors.New("no tracker (SPINDLE_TRACKER_ADDR): run ps-lr through ps-submit")
+		}
+		tc := tracker.NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret)
+		defer tc.Close()
+		w := &worker{n: n, f: f, tc: tc, res: res, out: stdout, attempt: cfg.PS.NumAttempt}
+		err = w.train(ctx)
+		if err == nil {
+			err = n.Barrier(ctx, transport.AllGroups) // training done
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return n.Finalize(ctx)
+}
+
+// serve holds the weights until training is done, then writes this
+// server's part of the model.
+func serve(ctx context.Context, n *psnode.Node, f trainFlags, cfg conf.Config, res *dfs.Resolver) error {
+	upd, err := f.newUpdater()
+	if err != nil {
+		return err
+	}
+	st, err := psnode.NewStoreHandler[float32](upd, 1)
+	if err != nil {
+		return err
+	}
+	if f.async {
+		_, err = psnode.NewKVServer[float32](n, 0, st.Handle)
+	} else {
+		var h *psnode.SyncHandler[float32]
+		if h, err = psnode.NewSyncHandler(st, n.NumWorkers()); err == nil {
+			var srv *psnode.KVServer[float32]
+			if srv, err = psnode.NewKVServer[float32](n, 0, h.Handle); err == nil {
+				h.WatchDeaths(n, srv)
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := n.Barrier(ctx, transport.AllGroups); err != nil { // training done
+		return err
+	}
+	if cfg.Job.Output == "" {
+		return nil
+	}
+	return writePart(ctx, res, cfg.Job.Output, n.Rank(), st)
+}
+
+// writePart writes the server's keys with a nonzero weight, sorted, as
+// "key<TAB>weight" lines, to <output>/part-<rank>, all or nothing.
+func writePart(ctx context.Context, res *dfs.Resolver, output string, rank int, st *psnode.StoreHandler[float32]) error {
+	type kw struct {
+		k uint64
+		w float32
+	}
+	var rows []kw
+	st.Range(func(key uint64, vals, _ []float32) bool {
+		if vals[0] != 0 {
+			rows = append(rows, kw{key, vals[0]})
+		}
+		return true
+	})
+	slices.SortFunc(rows, func(a, b kw) int {
+		switch {
+		case a.k < b.k:
+			return -1
+		case a.k > b.k:
+			return 1
+		}
+		return 0
+	})
+	fsys, dir, err := res.Resolve(ctx, output)
+	if err != nil {
+		return err
+	}
+	if err := fsys.MkdirAll(ctx, dir, 0o755); err != nil {
+		return err
+	}
+	name := strings.TrimSuffix(dir, "/") + "/" + tracker.PartName(rank)
+	return tracker.WriteAtomic(ctx, fsys, name, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(w, 1<<20)
+		var line []byte
+		for _, r := range rows {
+			line = strconv.AppendUint(line[:0], r.k, 10)
+			line = append(line, '\t')
+			line = strconv.AppendFloat(line, float64(r.w), 'g', -1, 32)
+			line = append(line, '\n')
+			if _, err := bw.Write(line); err != nil {
+				return err
+			}
+		}
+		return bw.Flush()
+	})
+}
+
+// worker trains: reads shards in mini-batches, pulls weights, pushes
+// gradients; after each epoch reports its loss, and worker 0 the test AUC.
+type worker struct {
+	n       *psnode.Node
+	f       trainFlags
+	tc      *tracker.Client
+	res     *dfs.Resolver
+	out     io.Writer
+	attempt int
+
+	kv      *psnode.KVWorker[float32]
+	batch   []lr.Example
+	recs    []records.Example
+	keys    []uint64
+	w, grad []float32
+	shards  int // shards read by this process, for the fault hook
+
+	lossSum  float64
+	examples int64
+	test     []lr.Example
+	testKeys []uint64
+}
+
+func (w *worker) train(ctx context.Context) error {
+	cfg := w.n.Config()
+	part, err := psnode.NewPartitioner(w.f.partitioner, cfg.NumServers, cfg.MaxDimension)
+	if err != nil {
+		return err
+	}
+	if w.kv, err = psnode.NewKVWorker[float32](w.n, 0, 0, psnode.WithPartitioner(part)); err != nil {
+		return err
+	}
+	if w.f.test != "" && w.n.Rank() == 0 {
+		if err := w.loadTest(ctx); err != nil {
+			return err
+		}
+	}
+	var plan []tracker.Shard
+	if !w.f.async {
+		if plan, err = w.tc.Plan(ctx); err != nil {
+			return err
+		}
+	}
+	for epoch := 0; epoch < w.f.epochs; epoch++ {
+		w.lossSum, w.examples = 0, 0
+		if w.f.async {
+			err = w.asyncEpoch(ctx, epoch)
+		} else {
+			err = w.syncEpoch(ctx, epoch, plan)
+		}
+		if err != nil {
+			return fmt.Errorf("epoch %d: %w", epoch, err)
+		}
+		if err := w.report(ctx, epoch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// asyncEpoch takes shards on demand until the tracker says the epoch is
+// done (every shard read, by whichever worker).
+func (w *worker) asyncEpoch(ctx context.Context, epoch int) error {
+	rank := w.n.Rank()
+	for {
+		sh, d, wait, err := w.tc.NextShard(ctx, epoch, rank, w.attempt)
+		if err != nil {
+			return err
+		}
+		switch d {
+		case tracker.EpochDone:
+			return nil
+		case tracker.Wait:
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+			continue
+		}
+		n, err := w.readShard(ctx, sh, func(batch []lr.Example) error { return w.step(ctx, batch, nil) })
+		if err != nil {
+			return err
+		}
+		w.maybeDie()
+		if err := w.tc.ShardDone(ctx, epoch, sh.ID, rank, w.attempt, n); err != nil {
+			return err
+		}
+	}
+}
+
+// syncEpoch reads this worker's share of the plan (shards rank, rank+W,
+// …) in synchronous steps: each step's push completes when every worker's
+// part of it is applied.
+func (w *worker) syncEpoch(ctx context.Context, epoch int, plan []tracker.Shard) error {
+	rank, workers := w.n.Rank(), w.n.NumWorkers()
+	step := 0
+	for i := rank; i < len(plan); i += workers {
+		sh := plan[i]
+		n, err := w.readShard(ctx, sh, func(batch []lr.Example) error {
+			cmd, err := psnode.SyncStep(epoch, step)
+			if err != nil {
+				return err
+			}
+			step++
+			return w.step(ctx, batch, []psnode.CallOption{psnode.WithCmd(cmd), psnode.ToAllServers()})
+		})
+		if err != nil {
+			return err
+		}
+		if err := w.tc.ShardDone(ctx, epoch, sh.ID, rank, w.attempt, n); err != nil {
+			return err
+		}
+	}
+	done, err := psnode.SyncDone(epoch)
+	if err != nil {
+		return err
+	}
+	// Returns when every worker is done with the epoch.
+	return w.wait(ctx, func() (int32, error) {
+		return w.kv.Push(ctx, psnode.KVPairs[float32]{}, psnode.WithCmd(done), psnode.ToAllServers())
+	})
+}
+
+func (w *worker) wait(ctx context.Context, req func() (int32, error)) error {
+	ts, err := req()
+	if err == nil {
+		err = w.kv.Wait(ctx, ts)
+	}
+	return err
+}
+
+// step trains on one mini-batch.
+func (w *worker) step(ctx context.Context, batch []lr.Example, pushOpts []psnode.CallOption) error {
+	var err error
+	if w.keys, err = lr.BatchKeys(batch, w.keys); err != nil {
+		return err
+	}
+	if err := w.wait(ctx, func() (int32, error) { return w.kv.Pull(ctx, w.keys, &w.w, nil) }); err != nil {
+		return fmt.Errorf("pull: %w", err)
+	}
+	w.grad = slices.Grow(w.grad[:0], len(w.keys))[:len(w.keys)]
+	loss, err := lr.Gradient(batch, w.keys, w.w, w.grad)
+	if err != nil {
+		return err
+	}
+	w.lossSum += loss
+	w.examples += int64(len(batch))
+	if err := w.wait(ctx, func() (int32, error) {
+		return w.kv.Push(ctx, psnode.KVPairs[float32]{Keys: w.keys, Vals: w.grad}, pushOpts...)
+	}); err != nil {
+		return fmt.Errorf("push: %w", err)
+	}
+	return nil
+}
+
+// readShard reads a shard's records in mini-batches and returns how many
+// it read.
+func (w *worker) readShard(ctx context.Context, sh tracker.Shard, fn func([]lr.Example) error) (int64, error) {
+	src, err := split.Open(ctx, w.res, sh.Split(), split.ReaderOptions{})
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	rd, err := records.NewReader(src, records.Options{Format: w.f.format, MaxBadRecords: w.f.maxBadRecords})
+	if err != nil {
+		return 0, err
+	}
+	if len(w.recs) < w.f.batch {
+		w.recs = make([]records.Example, w.f.batch)
+		w.batch = make([]lr.Example, w.f.batch)
+	}
+	var total int64
+	for {
+		n := 0
+		for n < w.f.batch {
+			err := rd.Next(&w.recs[n])
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return total, err
+			}
+			w.batch[n] = lr.Example(w.recs[n])
+			n++
+		}
+		if n == 0 {
+			return total, nil
+		}
+		total += int64(n)
+		if err := fn(w.batch[:n]); err != nil {
+			return total, err
+		}
+		if n < w.f.batch {
+			return total, nil
+		}
+	}
+}
+
+// maybeDie is the --die-after fault hook.
+func (w *worker) maybeDie() {
+	w.shards++
+	rank, n, ok := strings.Cut(w.f.dieAfter, ":")
+	if !ok || w.attempt != 0 || rank != strconv.Itoa(w.n.Rank()) {
+		return
+	}
+	if after, err := strconv.Atoi(n); err == nil && w.shards >= after {
+		_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
+	}
+}
+
+// loadTest reads the held-out file and the keys it needs.
+func (w *worker) loadTest(ctx context.Context) error {
+	splits, err := split.Plan(ctx, w.res, []string{w.f.test}, 1<<62)
+	if err != nil {
+		return fmt.Errorf("--test: %w", err)
+	}
+	for _, s := range splits {
+		src, err := split.Open(ctx, w.res, s, split.ReaderOptions{})
+		if err != nil {
+			return err
+		}
+		rd, err := records.NewReader(src, records.Options{Format: w.f.format, MaxBadRecords: w.f.maxBadRecords})
+		if err != nil {
+			src.Close()
+			return err
+		}
+		for {
+			var ex records.Example
+			if err := rd.Next(&ex); err != nil {
+				src.Close()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return fmt.Errorf("--test: %w", err)
+			}
+			w.test = append(w.test, lr.Example(ex))
+		}
+	}
+	if len(w.test) == 0 {
+		return fmt.Errorf("--test %s holds no records", w.f.test)
+	}
+	w.testKeys, err = lr.BatchKeys(w.test, nil)
+	return err
+}
+
+// report sends the epoch's metrics; worker 0 evaluates the model on the
+// test set first (after the epoch: every shard's pushes are applied).
+func (w *worker) report(ctx context.Context, epoch int) error {
+	m := map[string]float64{"loss_sum": w.lossSum, "examples_count": float64(w.examples)}
+	if len(w.test) > 0 {
+		var weights []float32
+		if err := w.wait(ctx, func() (int32, error) { return w.kv.Pull(ctx, w.testKeys, &weights, nil) }); err != nil {
+			return fmt.Errorf("pull the test keys: %w", err)
+		}
+		auc, logloss, err := lr.Model{Keys: w.testKeys, W: weights}.Evaluate(w.test)
+		if err != nil {
+			return err
+		}
+		m["test_auc"], m["test_logloss"] = auc, logloss
+		fmt.Fprintf(w.out, "epoch %d: test AUC %.4f, log loss %.4f\n", epoch, auc, logloss)
+	}
+	return w.tc.ReportMetrics(ctx, epoch, w.n.Rank(), m)
+}
