@@ -31,15 +31,17 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// survivors lists the processes whose command line contains marker.
+// survivors lists the processes whose environment holds marker: the
+// job's processes and everything they started.
 func survivors(t *testing.T, marker string) []string {
 	t.Helper()
 	var out []string
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
 		if err == nil && bytes.Contains(b, []byte(marker)) {
-			out = append(out, p+": "+strings.ReplaceAll(string(b), "\x00", " "))
+			cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+			out = append(out, p+": "+strings.ReplaceAll(string(cmdline), "\x00", " "))
 		}
 	}
 	return out
@@ -108,7 +110,7 @@ func TestRunLocalFailsNamingTheTaskAndLeavesNoProcess(t *testing.T) {
 	// for ten minutes.
 	script := `if [ "$DMLC_TASK_ID" = 1 ]; then echo "cannot open data"; exit 3; fi; sleep 600 & wait`
 	start := time.Now()
-	res, err, out := runLocal(t, ctx, JobSpec{Command: []string{"/bin/sh", "-c", script, marker}, NumWorkers: 3, NumServers: 1, MaxAttempts: 2})
+	res, err, out := runLocal(t, ctx, JobSpec{Command: []string{"/bin/sh", "-c", script}, Env: []string{"SPINDLE_TEST_MARKER=" + marker}, NumWorkers: 3, NumServers: 1, MaxAttempts: 2})
 	took := time.Since(start)
 	if res.State != Failed || err == nil {
 		t.Fatalf("job: %v %v\n%s", res.State, err, out)
@@ -138,7 +140,7 @@ func TestRunLocalStopsEverythingWhenInterrupted(t *testing.T) {
 	var once sync.Once
 	go func() {
 		var err error
-		res, err = RunLocal(ctx, JobSpec{Command: []string{"/bin/sh", "-c", `echo up; sleep 600 & wait`, marker}, NumWorkers: 2, MaxAttempts: 1},
+		res, err = RunLocal(ctx, JobSpec{Command: []string{"/bin/sh", "-c", `echo up; sleep 600 & wait`}, Env: []string{"SPINDLE_TEST_MARKER=" + marker}, NumWorkers: 2, MaxAttempts: 1},
 			LocalOptions{Environ: os.Environ(), Stdout: &out, Log: quietLog(), StopGrace: time.Second,
 				OnStatus: func(st Status) {
 					for _, r := range st.Roles {
