@@ -90,6 +90,10 @@ type Options struct {
 	// (--checkpoint-interval: a number of epochs such as "2", or a
 	// duration such as "10m") configure checkpoints.
 	CheckpointDir, CheckpointInterval string
+	// Overwrite (--overwrite) replaces an existing output; Resume
+	// (--resume) continues from the newest checkpoint.
+	Overwrite, Resume bool
+
 	// DryRun (--dry-run) prints the resolved job and the tasks it would
 	// start instead of starting them.
 	DryRun bool
@@ -297,6 +301,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, errors.New("--input: empty path"))
 		}
 	}
+	if o.Resume && o.CheckpointDir == "" {
+		errs = append(errs, errors.New("--resume: needs --checkpoint-dir"))
+	}
 	if o.CheckpointInterval != "" {
 		if err := checkInterval(o.CheckpointInterval); err != nil {
 			errs = append(errs, fmt.Errorf("--checkpoint-interval %q: %w", o.CheckpointInterval, err))
@@ -329,8 +336,10 @@ func (o *Options) JobSpec() tracker.JobSpec {
 		Inputs:             o.Inputs,
 		SplitSize:          o.SplitSizeBytes,
 		Output:             o.Output,
+		Overwrite:          o.Overwrite,
 		CheckpointDir:      o.CheckpointDir,
 		CheckpointInterval: o.CheckpointInterval,
+		Resume:             o.Resume,
 		WorkerCores:        o.WorkerCores,
 		ServerCores:        o.ServerCores,
 		WorkerMemoryMB:     o.WorkerMemoryMB,

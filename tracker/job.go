@@ -37,6 +37,12 @@ type JobSpec struct {
 	SplitSize int64
 	// Output is where servers write the model; empty means no model.
 	Output string
+	// Overwrite lets an existing non-empty Output be replaced, and an
+	// existing CheckpointDir be cleared; without it they are errors.
+	Overwrite bool
+	// Resume continues from the newest committed checkpoint in
+	// CheckpointDir.
+	Resume bool
 	// CheckpointDir and CheckpointInterval configure checkpoints.
 	CheckpointDir      string
 	CheckpointInterval string
@@ -111,8 +117,8 @@ type LocalOptions struct {
 	// Planner cuts the inputs into shards; nil means the job has no
 	// inputs to shard.
 	Planner Planner
-	// Resolver reaches the output (local or HDFS) to commit the model;
-	// nil means the output is a local path.
+	// Resolver reaches the output (local or HDFS) to check it before the
+	// job and commit the model after; nil means local paths only.
 	Resolver Resolver
 	// OnStatus, when set, is called about once a second and at every
 	// change of the processes with the job's status.

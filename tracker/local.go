@@ -123,6 +123,16 @@ func RunLocal(ctx context.Context, spec JobSpec, opts LocalOptions) (Result, err
 	if opts.StopGrace <= 0 {
 		opts.StopGrace = 5 * time.Second
 	}
+	if opts.Resolver == nil {
+		opts.Resolver = localResolver()
+	}
+	// Everything that can be checked before a process starts is: the
+	// output, then the inputs.
+	if spec.Output != "" {
+		if err := prepareDir(ctx, opts.Resolver, spec.Output, "--output", spec.Overwrite); err != nil {
+			return Result{State: Failed}, err
+		}
+	}
 	var shards []Shard
 	if len(spec.Inputs) > 0 {
 		if opts.Planner == nil {
@@ -467,11 +477,7 @@ func (l *localJob) finishOutput(ctx context.Context) error {
 	if l.spec.Output == "" {
 		return nil
 	}
-	var fsys ModelFS = LocalFS{}
-	if l.opts.Resolver != nil {
-		fsys = ResolverFS{R: l.opts.Resolver}
-	}
-	return CommitModel(ctx, fsys, l.spec.Output, l.spec.NumServers, l.spec.Name)
+	return CommitModel(ctx, ResolverFS{R: l.opts.Resolver}, l.spec.Output, l.spec.NumServers, l.spec.Name)
 }
 
 // lockedWriter serialises writes from several tasks.

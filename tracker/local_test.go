@@ -196,3 +196,54 @@ func TestCommitModel(t *testing.T) {
 		}
 	}
 }
+
+func TestRunLocalRefusesBadOutputBeforeStarting(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	nonEmpty := filepath.Join(dir, "model")
+	if err := os.MkdirAll(nonEmpty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(nonEmpty, "part-00000"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	aFile := filepath.Join(dir, "file")
+	if err := os.WriteFile(aFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	started := filepath.Join(dir, "started")
+	cmd := []string{"/bin/sh", "-c", "touch " + started}
+	tests := []struct {
+		name, output, want string
+		inputs             []string
+	}{
+		{name: "non-empty output", output: nonEmpty, want: "--overwrite"},
+		{name: "output is a file", output: aFile, want: "is a file"},
+		{name: "output under a file", output: filepath.Join(aFile, "model"), want: aFile},
+		{name: "missing input", output: filepath.Join(dir, "m1"), inputs: []string{filepath.Join(dir, "nope.libsvm")}, want: "nope.libsvm"},
+		{name: "empty glob", output: filepath.Join(dir, "m2"), inputs: []string{filepath.Join(dir, "*.csv")}, want: "*.csv"},
+	}
+	for _, tt := range tests {
+		res, err := RunLocal(ctx, JobSpec{Command: cmd, NumWorkers: 1, MaxAttempts: 1, Output: tt.output, Inputs: tt.inputs},
+			LocalOptions{Environ: os.Environ(), Log: quietLog(), Planner: InputPlanner(localResolver())})
+		if err == nil || res.State != Failed || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v %v, want a failure naming %q", tt.name, res.State, err, tt.want)
+		}
+		if _, err := os.Stat(started); err == nil {
+			t.Fatalf("%s: a task started", tt.name)
+		}
+	}
+	// With --overwrite the old model goes.
+	res, err := RunLocal(ctx, JobSpec{Command: cmd, NumWorkers: 1, MaxAttempts: 1, Output: nonEmpty, Overwrite: true, NumServers: 0},
+		LocalOptions{Environ: os.Environ(), Log: quietLog()})
+	if err == nil || !strings.Contains(err.Error(), "incomplete") {
+		// No server wrote a part: the commit must say the model is
+		// incomplete rather than keep the old part.
+		t.Fatalf("overwrite: %v %v, want the commit to find no part", res.State, err)
+	}
+	if _, err := os.Stat(filepath.Join(nonEmpty, "part-00000")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("--overwrite kept the old part")
+	}
+}

@@ -59,9 +59,23 @@ type ModelFS interface {
 
 // CommitModel checks that dir holds a part from each of the servers and
 // writes the manifest, then _SUCCESS. It fails, naming the missing part,
-// when one is absent.
+// when one is absent. A job without servers must have written at least
+// part-00000 (its workers write the parts, as many as they like, numbered
+// from 0 without gaps).
 func CommitModel(ctx context.Context, fsys ModelFS, dir string, servers int, job string) error {
 	m := Manifest{Format: ModelFormat, Job: job, Created: time.Now().UTC()}
+	if servers == 0 {
+		for {
+			n, err := fsys.Size(ctx, joinURI(dir, PartName(len(m.Parts))))
+			if err != nil {
+				break
+			}
+			m.Parts = append(m.Parts, ManifestPart{Name: PartName(len(m.Parts)), Bytes: n})
+		}
+		if len(m.Parts) == 0 {
+			return fmt.Errorf("tracker: model in %s is incomplete: no %s", dir, PartName(0))
+		}
+	}
 	var missing []error
 	for r := 0; r < servers; r++ {
 		p := joinURI(dir, PartName(r))
