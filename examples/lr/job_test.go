@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -228,4 +231,75 @@ func countLines(t *testing.T, path string) int {
 		n++
 	}
 	return n
+}
+
+// TestHadoopTrainFromHDFS runs the synchronous 2×2 job with its input,
+// test set and model in HDFS: the model must be the very same bytes as
+// the local run's, and Hadoop's own `hdfs dfs -cat` must show the lines
+// the Go reader returns.
+func TestHadoopTrainFromHDFS(t *testing.T) {
+	c := hadooptest.Connect(t)
+	runs, _ := syncJobs(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := c.TempDir(t)
+	// Small blocks, so that records and shards cross block boundaries.
+	for _, name := range []string{"train.libsvm", "test.libsvm"} {
+		data, err := os.ReadFile(filepath.Join(dataDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := c.FS.Create(ctx, dir+"/"+name, dfs.CreateOptions{BlockSize: 1 << 20})
+		if err == nil {
+			_, err = w.Write(data)
+			if cerr := w.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			t.Fatalf("upload %s: %v", name, err)
+		}
+	}
+	input, test, model := c.FS.URI(dir+"/train.libsvm"), c.FS.URI(dir+"/test.libsvm"), c.FS.URI(dir+"/model")
+	var out lockedBuf
+	res, err := tracker.RunLocal(ctx, tracker.JobSpec{
+		Name:        "lr-hdfs",
+		Command:     []string{psLR, "--epochs", "2", "--test", test},
+		NumWorkers:  2,
+		NumServers:  2,
+		MaxAttempts: 1,
+		Inputs:      []string{input},
+		SplitSize:   2 << 20,
+		Output:      model,
+	}, tracker.LocalOptions{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(c.Resolver), Resolver: c.Resolver})
+	if err != nil || res.State != tracker.Succeeded {
+		t.Fatalf("job from HDFS: %v %v\n%s", res.State, err, out.String())
+	}
+	// The Go reader.
+	var goLines []string
+	err = tracker.ReadModel(ctx, c.Resolver, model, func(key uint64, vals []float32) error {
+		goLines = append(goLines, fmt.Sprintf("%d\t%s", key, strconv.FormatFloat(float64(vals[0]), 'g', -1, 32)))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same bytes as the local synchronous run's parts.
+	var local []string
+	for _, name := range []string{"part-00000", "part-00001"} {
+		local = append(local, strings.Split(strings.TrimSuffix(string(runs[0].parts[name]), "\n"), "\n")...)
+	}
+	if strings.Join(goLines, "\n") != strings.Join(local, "\n") {
+		t.Errorf("the model trained from HDFS differs from the local run's (%d and %d lines)", len(goLines), len(local))
+	}
+	// Hadoop's own reader.
+	cat, ok := hadooptest.HadoopShell(t, "-cat", dir+"/model/part-*")
+	if ok {
+		if got := strings.TrimSuffix(string(cat), "\n"); got != strings.Join(goLines, "\n") {
+			t.Errorf("hdfs dfs -cat shows %d lines that differ from the Go reader's %d", strings.Count(got, "\n")+1, len(goLines))
+		}
+	}
+	if !strings.Contains(out.String(), "test AUC") {
+		t.Errorf("no test AUC reported:\n%s", out.String())
+	}
 }

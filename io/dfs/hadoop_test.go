@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/spindle-ps/spindle/io/dfs"
-	"github.com/spindle-ps/spindle/io/internal/hadooptest"
+	"github.com/spindle-ps/spindle/internal/hadooptest"
 )
 
 // TestHadoopSuite runs the FileSystem contract against the cluster's

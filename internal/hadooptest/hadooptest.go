@@ -1,4 +1,4 @@
-// Package hadooptest gives the io packages' integration tests the Hadoop
+// Package hadooptest gives the integration tests the Hadoop
 // cluster to run against: the one HADOOP_CONF_DIR describes (for
 // instance scripts/minicluster.sh's). Without one the tests skip, saying
 // why, unless SPINDLE_TEST_HADOOP=required, when they fail instead.
@@ -109,7 +109,7 @@ func (c *Cluster) TempDir(t testing.TB) string {
 func HadoopShell(t testing.TB, args ...string) (out []byte, ok bool) {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "minicluster.sh")
+	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "minicluster.sh")
 	if _, err := os.Stat(script); err != nil || os.Getenv("SPINDLE_MINICLUSTER_DIR") == "" {
 		t.Logf("not checking with Hadoop's FsShell: scripts/minicluster.sh or SPINDLE_MINICLUSTER_DIR missing")
 		return nil, false
