@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/io/dfs"
 )
 
 // TestHadoopSuite runs the FileSystem contract against the cluster's

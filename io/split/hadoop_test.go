@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/internal/iotest"
 	"github.com/spindle-ps/spindle/io/records"
 	"github.com/spindle-ps/spindle/io/split"
