@@ -41,9 +41,16 @@ type Job struct {
 	// path or a URI such as hdfs:///models/m.
 	Output string
 	// CheckpointDir and CheckpointInterval (SPINDLE_CHECKPOINT_DIR,
-	// SPINDLE_CHECKPOINT_INTERVAL) configure checkpoints.
+	// SPINDLE_CHECKPOINT_INTERVAL) configure checkpoints. The interval is
+	// a number of epochs ("2") or a duration ("10m"); empty means none.
 	CheckpointDir      string
 	CheckpointInterval string
+	// ResumeFrom is the committed checkpoint a resumed job starts from
+	// (SPINDLE_RESUME_FROM: the path or URI of <checkpoint-dir>/<n>), and
+	// ResumeEpoch the epoch it resumes at (SPINDLE_RESUME_EPOCH). Empty
+	// and 0 for a fresh job.
+	ResumeFrom  string
+	ResumeEpoch int
 }
 
 // PS configures one psnode process. The environment variable that sets each

@@ -44,6 +44,8 @@ const (
 	EnvOutput             = "SPINDLE_OUTPUT"
 	EnvCheckpointDir      = "SPINDLE_CHECKPOINT_DIR"
 	EnvCheckpointInterval = "SPINDLE_CHECKPOINT_INTERVAL"
+	EnvResumeFrom         = "SPINDLE_RESUME_FROM"
+	EnvResumeEpoch        = "SPINDLE_RESUME_EPOCH"
 	EnvResendRetries      = "SPINDLE_RESEND_RETRIES"
 	EnvDropSeed           = "SPINDLE_DROP_SEED"
 	EnvPartitioner        = "SPINDLE_PARTITIONER"
@@ -175,6 +177,10 @@ func FromEnv(c Config, lookup Lookup) (Config, error) {
 	str(EnvOutput, &c.Job.Output)
 	str(EnvCheckpointDir, &c.Job.CheckpointDir)
 	str(EnvCheckpointInterval, &c.Job.CheckpointInterval)
+	str(EnvResumeFrom, &c.Job.ResumeFrom)
+	if integer(EnvResumeEpoch, &c.Job.ResumeEpoch) && c.Job.ResumeEpoch < 0 {
+		errs = append(errs, fmt.Errorf("%s=%d: must not be negative", EnvResumeEpoch, c.Job.ResumeEpoch))
+	}
 	if v, ok := lookup(EnvVanType); ok && v != "" && v != "zmq" {
 		errs = append(errs, fmt.Errorf("%s=%q: only zmq is supported", EnvVanType, v))
 	}
@@ -237,10 +243,14 @@ func (j Job) Environ() []string {
 	for _, kv := range [][2]string{
 		{EnvJobName, j.Name}, {EnvTrackerAddr, j.TrackerAddr}, {EnvOutput, j.Output},
 		{EnvCheckpointDir, j.CheckpointDir}, {EnvCheckpointInterval, j.CheckpointInterval},
+		{EnvResumeFrom, j.ResumeFrom},
 	} {
 		if kv[1] != "" {
 			out = append(out, kv[0]+"="+kv[1])
 		}
+	}
+	if j.ResumeFrom != "" {
+		out = append(out, EnvResumeEpoch+"="+strconv.Itoa(j.ResumeEpoch))
 	}
 	return out
 }

@@ -148,3 +148,37 @@ func (h *StoreHandler[V]) Get(key uint64) ([]V, bool) {
 	}
 	return nil, false
 }
+
+// Restore sets key's values and updater state, as a checkpoint recorded
+// them; vals must hold dim values and state dim times the updater's state
+// width. Restore before serving: it takes the lock, but a restore racing
+// with pushes would mix old and new state.
+func (h *StoreHandler[V]) Restore(key uint64, vals, state []V) error {
+	if len(vals) != h.dim || len(state) != h.dim*h.upd.StateWidth() {
+		return fmt.Errorf("psnode: restore key %d: %d values and %d state values, want %d and %d",
+			key, len(vals), len(state), h.dim, h.dim*h.upd.StateWidth())
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	slot, _ := h.table.Insert(key)
+	copy(h.table.Vals(slot), vals)
+	copy(h.table.State(slot), state)
+	return nil
+}
+
+// Dim returns the number of values per key.
+func (h *StoreHandler[V]) Dim() int { return h.dim }
+
+// StateWidth returns the updater's state values per value.
+func (h *StoreHandler[V]) StateWidth() int { return h.upd.StateWidth() }
+
+// Snapshot calls fn with the number of stored keys and an iterator over
+// them (key, values, updater state), holding the handler's lock, so that
+// the two agree and no push lands in between: a consistent copy for a
+// checkpoint. Pushes wait until fn returns. Keys pushed with per-key
+// lengths (sum updater only) are not included.
+func (h *StoreHandler[V]) Snapshot(fn func(records int, all func(yield func(key uint64, vals, state []V) bool)) error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return fn(h.table.Len(), h.table.Range)
+}

@@ -32,7 +32,7 @@ var helpGroups = []struct {
 	flags []string
 }{
 	{"Job", []string{"cluster", "num-workers", "num-servers", "jobname", "max-attempts", "log-level"}},
-	{"Data", []string{"input", "split-size", "output", "overwrite", "checkpoint-dir", "checkpoint-interval", "resume"}},
+	{"Data", []string{"input", "split-size", "output", "overwrite", "checkpoint-dir", "checkpoint-interval", "checkpoint-keep", "resume"}},
 	{"Environment of the tasks", []string{"env", "server-env", "worker-env", "files"}},
 	{"Resources (YARN)", []string{"worker-cores", "worker-memory", "server-cores", "server-memory", "queue"}},
 	{"Other", []string{"dry-run", "help"}},
@@ -73,6 +73,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 	fs.StringVar(&o.Output, "output", o.Output, "`PATH` where the servers write the model; no model if empty")
 	fs.BoolVar(&o.Overwrite, "overwrite", o.Overwrite, "replace an existing non-empty --output (and clear --checkpoint-dir) instead of refusing to start")
 	fs.StringVar(&o.CheckpointDir, "checkpoint-dir", o.CheckpointDir, "`PATH` where the servers write checkpoints")
+	o.intVar(fs, &o.CheckpointKeep, "checkpoint-keep", "keep the newest `N` committed checkpoints")
 	fs.BoolVar(&o.Resume, "resume", o.Resume, "continue from the newest committed checkpoint in --checkpoint-dir")
 	fs.StringVar(&o.CheckpointInterval, "checkpoint-interval", o.CheckpointInterval, "checkpoint every `N|DURATION`: N epochs (2) or a duration (10m, 1h)")
 

@@ -91,8 +91,10 @@ type Options struct {
 	// duration such as "10m") configure checkpoints.
 	CheckpointDir, CheckpointInterval string
 	// Overwrite (--overwrite) replaces an existing output; Resume
-	// (--resume) continues from the newest checkpoint.
+	// (--resume) continues from the newest checkpoint; CheckpointKeep
+	// (--checkpoint-keep) is how many committed checkpoints are kept.
 	Overwrite, Resume bool
+	CheckpointKeep    int
 
 	// DryRun (--dry-run) prints the resolved job and the tasks it would
 	// start instead of starting them.
@@ -165,21 +167,22 @@ func NewOptions(streams Streams, lookup func(string) (string, bool), environ []s
 		lookup = func(string) (string, bool) { return "", false }
 	}
 	o := &Options{
-		WorkerCores:  1,
-		ServerCores:  1,
-		WorkerMemory: "1g",
-		ServerMemory: "1g",
-		Queue:        "default",
-		LogLevel:     "info",
-		MaxAttempts:  3,
-		SplitSize:    "8m",
-		Streams:      streams,
-		LookupEnv:    lookup,
-		Environ:      environ,
-		IsTerminal:   isTerminal,
-		now:          time.Now,
-		runLocal:     tracker.RunLocal,
-		planLocal:    tracker.PlanLocal,
+		WorkerCores:    1,
+		ServerCores:    1,
+		WorkerMemory:   "1g",
+		ServerMemory:   "1g",
+		Queue:          "default",
+		LogLevel:       "info",
+		MaxAttempts:    3,
+		CheckpointKeep: 3,
+		SplitSize:      "8m",
+		Streams:        streams,
+		LookupEnv:      lookup,
+		Environ:        environ,
+		IsTerminal:     isTerminal,
+		now:            time.Now,
+		runLocal:       tracker.RunLocal,
+		planLocal:      tracker.PlanLocal,
 	}
 	for _, opt := range opts {
 		opt(o)
@@ -301,6 +304,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, errors.New("--input: empty path"))
 		}
 	}
+	if o.CheckpointKeep < 1 {
+		errs = append(errs, fmt.Errorf("--checkpoint-keep %d: need at least 1", o.CheckpointKeep))
+	}
 	if o.Resume && o.CheckpointDir == "" {
 		errs = append(errs, errors.New("--resume: needs --checkpoint-dir"))
 	}
@@ -339,6 +345,7 @@ func (o *Options) JobSpec() tracker.JobSpec {
 		Overwrite:          o.Overwrite,
 		CheckpointDir:      o.CheckpointDir,
 		CheckpointInterval: o.CheckpointInterval,
+		CheckpointKeep:     o.CheckpointKeep,
 		Resume:             o.Resume,
 		WorkerCores:        o.WorkerCores,
 		ServerCores:        o.ServerCores,

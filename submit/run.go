@@ -210,6 +210,7 @@ func (o *Options) writeJob(w *bufio.Writer) {
 	opt("overwrite", strconv.FormatBool(o.Overwrite))
 	opt("checkpoint-dir", o.CheckpointDir)
 	opt("checkpoint-interval", o.CheckpointInterval)
+	opt("checkpoint-keep", strconv.Itoa(o.CheckpointKeep))
 	opt("resume", strconv.FormatBool(o.Resume))
 	list("env", o.Env, true)
 	list("server-env", o.ServerEnv, true)

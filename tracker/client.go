@@ -208,3 +208,15 @@ func (c *Client) Kill(ctx context.Context, reason string) error {
 func shardFromWire(w *trackerrpc.Shard) Shard {
 	return Shard{ID: w.ID, URI: w.URI, Start: w.Start, Length: w.Length, FileSize: w.FileSize, Compressed: w.Compressed}
 }
+
+// CommitCheckpoint asks the tracker to commit a checkpoint whose server
+// files are written.
+func (c *Client) CommitCheckpoint(ctx context.Context, info CheckpointInfo) error {
+	w := &trackerrpc.Checkpoint{N: int32(info.N), Epoch: int32(info.Epoch), NextEpoch: int32(info.NextEpoch), Partitioner: info.Partitioner, MaxKey: int64(info.MaxKey)}
+	for _, f := range info.Files {
+		w.Files = append(w.Files, &trackerrpc.CheckpointFile{Name: f.Name, Bytes: f.Bytes, Sha256: f.SHA256})
+	}
+	return c.call(ctx, "commit checkpoint", func(rpc *trackerrpc.TrackerClient) error {
+		return rpc.CommitCheckpoint(ctx, c.token, w)
+	})
+}

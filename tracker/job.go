@@ -43,9 +43,11 @@ type JobSpec struct {
 	// Resume continues from the newest committed checkpoint in
 	// CheckpointDir.
 	Resume bool
-	// CheckpointDir and CheckpointInterval configure checkpoints.
+	// CheckpointDir and CheckpointInterval configure checkpoints;
+	// CheckpointKeep is how many committed ones are kept (0 means 3).
 	CheckpointDir      string
 	CheckpointInterval string
+	CheckpointKeep     int
 	// Resources, for YARN (memory in MB).
 	WorkerCores, ServerCores       int
 	WorkerMemoryMB, ServerMemoryMB int

@@ -96,6 +96,8 @@ type localJob struct {
 	out         *lockedWriter
 	tasks       []*task
 	exits       chan exitEvent
+	resumeFrom  string // the checkpoint a resumed job starts from
+	resumeEpoch int
 }
 
 // RunLocal runs spec on this machine: the tracker service in this
@@ -153,6 +155,9 @@ func RunLocal(ctx context.Context, spec JobSpec, opts LocalOptions) (Result, err
 	}
 	l := &localJob{spec: spec, opts: opts, secret: secret, out: &lockedWriter{w: opts.Stdout}}
 	l.state = NewState(shards, start)
+	if err := l.prepareCheckpoints(ctx); err != nil {
+		return Result{State: Failed}, err
+	}
 	svc, err := Serve(ctx, "127.0.0.1:0", l.state, secret, opts.Log)
 	if err != nil {
 		return Result{State: Failed}, err
@@ -250,6 +255,8 @@ func (l *localJob) taskEnv(t *task, inherited []string) []string {
 		Output:             l.spec.Output,
 		CheckpointDir:      l.spec.CheckpointDir,
 		CheckpointInterval: l.spec.CheckpointInterval,
+		ResumeFrom:         l.resumeFrom,
+		ResumeEpoch:        l.resumeEpoch,
 	}
 	return append(env, job.Environ()...)
 }

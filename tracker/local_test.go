@@ -247,3 +247,33 @@ func TestRunLocalRefusesBadOutputBeforeStarting(t *testing.T) {
 		t.Fatal("--overwrite kept the old part")
 	}
 }
+
+func TestRunLocalCheckpointDirChecks(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	used := filepath.Join(dir, "used")
+	if err := os.MkdirAll(filepath.Join(used, "1"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := []string{"/bin/true"}
+	tests := []struct {
+		name string
+		spec JobSpec
+		want string
+	}{
+		{"resume without checkpoints", JobSpec{CheckpointDir: filepath.Join(dir, "empty"), Resume: true}, "no usable checkpoint"},
+		{"resume from a dir of uncommitted ones", JobSpec{CheckpointDir: used, Resume: true}, "no usable checkpoint"},
+		{"fresh job over old checkpoints", JobSpec{CheckpointDir: used}, "--overwrite"},
+		{"resume without a dir", JobSpec{Resume: true}, "--checkpoint-dir"},
+	}
+	for _, tt := range tests {
+		spec := tt.spec
+		spec.Command, spec.NumWorkers, spec.MaxAttempts = cmd, 1, 1
+		res, err := RunLocal(ctx, spec, LocalOptions{Environ: os.Environ(), Log: quietLog()})
+		if err == nil || res.State != Failed || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v %v, want a failure mentioning %q", tt.name, res.State, err, tt.want)
+		}
+	}
+}

@@ -234,6 +234,25 @@ func (h *handler) Kill(_ context.Context, token, reason string) error {
 	return nil
 }
 
+func (h *handler) CommitCheckpoint(ctx context.Context, token string, c *trackerrpc.Checkpoint) error {
+	if err := h.auth(token); err != nil {
+		return err
+	}
+	if c == nil || len(c.Files) > 1<<20 {
+		return badRequest(errors.New("commit checkpoint: missing or oversized checkpoint"))
+	}
+	info := CheckpointInfo{N: int(c.N), Epoch: int(c.Epoch), NextEpoch: int(c.NextEpoch), Partitioner: c.Partitioner, MaxKey: uint64(c.MaxKey)}
+	for _, f := range c.Files {
+		if f != nil {
+			info.Files = append(info.Files, CheckpointFile{Name: f.Name, Bytes: f.Bytes, SHA256: f.Sha256})
+		}
+	}
+	if err := h.s.state.CommitCheckpoint(ctx, info); err != nil {
+		return badRequest(err)
+	}
+	return nil
+}
+
 // fromWire converts a wire status.
 func fromWire(w *trackerrpc.JobStatus) Status {
 	st := Status{

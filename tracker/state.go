@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -90,6 +91,7 @@ type State struct {
 	diag    string
 	started time.Time
 	killReq chan string
+	commit  func(context.Context, CheckpointInfo) error
 }
 
 type epochState struct {

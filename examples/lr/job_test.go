@@ -78,6 +78,12 @@ func quietLog() *logrus.Entry {
 // model's part files and its test AUC (from ps-lr eval).
 func runJob(t *testing.T, workers, servers int, splitSize int64, args ...string) jobRun {
 	t.Helper()
+	return runJobWith(t, workers, servers, splitSize, nil, args...)
+}
+
+// runJobWith is runJob with a hook that may change the job's spec.
+func runJobWith(t *testing.T, workers, servers int, splitSize int64, mod func(*tracker.JobSpec), args ...string) jobRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	model := filepath.Join(t.TempDir(), "model")
@@ -88,7 +94,7 @@ func runJob(t *testing.T, workers, servers int, splitSize int64, args ...string)
 	defer res.Close()
 	var out lockedBuf
 	r := jobRun{model: model}
-	r.res, r.err = tracker.RunLocal(ctx, tracker.JobSpec{
+	spec := tracker.JobSpec{
 		Name:        "lr-test",
 		Command:     append([]string{psLR, "--test", filepath.Join(dataDir, "test.libsvm")}, args...),
 		NumWorkers:  workers,
@@ -97,7 +103,11 @@ func runJob(t *testing.T, workers, servers int, splitSize int64, args ...string)
 		Inputs:      []string{filepath.Join(dataDir, "train.libsvm")},
 		SplitSize:   splitSize,
 		Output:      model,
-	}, tracker.LocalOptions{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(res), Resolver: res})
+	}
+	if mod != nil {
+		mod(&spec)
+	}
+	r.res, r.err = tracker.RunLocal(ctx, spec, tracker.LocalOptions{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(res), Resolver: res})
 	r.out = out.String()
 	r.status = r.res.Status
 	if r.err != nil {
@@ -301,5 +311,57 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "test AUC") {
 		t.Errorf("no test AUC reported:\n%s", out.String())
+	}
+}
+
+// TestResumeReachesTheSameModel stops a synchronous job after its
+// checkpoint of epoch 2 (a 2-epoch job checkpointing every epoch) and
+// resumes it to 4 epochs: the model must be the same bytes as a 4-epoch
+// job never stopped. Then, with checkpoint 2 corrupted on purpose, the
+// resumed job falls back to checkpoint 1 and still reaches the same model.
+func TestResumeReachesTheSameModel(t *testing.T) {
+	ckDir := filepath.Join(t.TempDir(), "ckpt")
+	withCkpt := func(dir string, resume bool) func(*tracker.JobSpec) {
+		return func(s *tracker.JobSpec) {
+			s.CheckpointDir, s.CheckpointInterval, s.Resume = dir, "1", resume
+		}
+	}
+	runJobWith(t, 2, 2, 2<<20, withCkpt(ckDir, false), "--epochs", "2")
+	for _, n := range []string{"1", "2"} {
+		if _, err := os.Stat(filepath.Join(ckDir, n, "_manifest.json")); err != nil {
+			t.Fatalf("checkpoint %s not committed: %v", n, err)
+		}
+	}
+	corrupt := filepath.Join(t.TempDir(), "ckpt-corrupt")
+	if out, err := exec.Command("cp", "-r", ckDir, corrupt).CombinedOutput(); err != nil {
+		t.Fatalf("copy checkpoints: %v %s", err, out)
+	}
+	f, err := os.OpenFile(filepath.Join(corrupt, "2", "server-0"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := f.ReadAt(b, 1000); err != nil {
+		t.Fatal(err)
+	}
+	b[0] ^= 0xff
+	if _, err := f.WriteAt(b, 1000); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+
+	straight := runJob(t, 2, 2, 2<<20, "--epochs", "4")
+	resumed := runJobWith(t, 2, 2, 2<<20, withCkpt(ckDir, true), "--epochs", "4")
+	fellBack := runJobWith(t, 2, 2, 2<<20, withCkpt(corrupt, true), "--epochs", "4")
+	for name, want := range straight.parts {
+		if !bytes.Equal(resumed.parts[name], want) {
+			t.Errorf("%s: the job resumed from checkpoint 2 differs from the one never stopped", name)
+		}
+		if !bytes.Equal(fellBack.parts[name], want) {
+			t.Errorf("%s: the job that fell back to checkpoint 1 differs from the one never stopped", name)
+		}
+	}
+	if len(straight.parts) != 2 {
+		t.Fatalf("%d parts", len(straight.parts))
 	}
 }

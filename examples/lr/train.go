@@ -132,7 +132,7 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		}
 		tc := tracker.NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret)
 		defer tc.Close()
-		w := &worker{n: n, f: f, tc: tc, res: res, out: stdout, attempt: cfg.PS.NumAttempt}
+		w := &worker{n: n, f: f, tc: tc, res: res, out: stdout, attempt: cfg.PS.NumAttempt, job: cfg.Job}
 		err = w.train(ctx)
 		if err == nil {
 			err = n.Barrier(ctx, transport.AllGroups) // training done
@@ -155,6 +155,12 @@ func serve(ctx context.Context, n *psnode.Node, f trainFlags, cfg conf.Config, r
 	if err != nil {
 		return err
 	}
+	// Requests that come meanwhile wait for the KV server below.
+	if cfg.Job.ResumeFrom != "" {
+		if err := restore(ctx, n, st, res, cfg.Job.ResumeFrom); err != nil {
+			return err
+		}
+	}
 	if f.async {
 		_, err = psnode.NewKVServer[float32](n, 0, st.Handle)
 	} else {
@@ -168,6 +174,11 @@ func serve(ctx context.Context, n *psnode.Node, f trainFlags, cfg conf.Config, r
 	}
 	if err != nil {
 		return err
+	}
+	if cfg.Job.CheckpointDir != "" {
+		if err := serveCheckpoints(n, st, res, cfg.Job.CheckpointDir); err != nil {
+			return err
+		}
 	}
 	if err := n.Barrier(ctx, transport.AllGroups); err != nil { // training done
 		return err
@@ -234,6 +245,7 @@ type worker struct {
 	res     *dfs.Resolver
 	out     io.Writer
 	attempt int
+	job     conf.Job
 
 	kv      *psnode.KVWorker[float32]
 	batch   []lr.Example
@@ -262,13 +274,18 @@ func (w *worker) train(ctx context.Context) error {
 			return err
 		}
 	}
+	ck, err := newCheckpointer(w.n, w.tc, w.job.CheckpointDir, w.job.CheckpointInterval, w.f.partitioner, cfg.MaxDimension)
+	if err != nil {
+		return err
+	}
 	var plan []tracker.Shard
 	if !w.f.async {
 		if plan, err = w.tc.Plan(ctx); err != nil {
 			return err
 		}
 	}
-	for epoch := 0; epoch < w.f.epochs; epoch++ {
+	// A resumed job starts where its checkpoint left off.
+	for epoch := w.job.ResumeEpoch; epoch < w.f.epochs; epoch++ {
 		w.lossSum, w.examples = 0, 0
 		if w.f.async {
 			err = w.asyncEpoch(ctx, epoch)
@@ -279,6 +296,9 @@ func (w *worker) train(ctx context.Context) error {
 			return fmt.Errorf("epoch %d: %w", epoch, err)
 		}
 		if err := w.report(ctx, epoch); err != nil {
+			return err
+		}
+		if err := ck.afterEpoch(ctx, epoch); err != nil {
 			return err
 		}
 	}

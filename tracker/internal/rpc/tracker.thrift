@@ -50,6 +50,23 @@ struct JobStatus {
   10: i64 started_unix_ms
 }
 
+struct CheckpointFile {
+  1: string name
+  2: i64 bytes
+  3: string sha256
+}
+
+// A checkpoint whose server files are written: the tracker commits it by
+// writing its manifest last.
+struct Checkpoint {
+  1: i32 n
+  2: i32 epoch       // epochs completed
+  3: i32 next_epoch  // where training resumes
+  4: string partitioner
+  5: i64 max_key
+  6: list<CheckpointFile> files
+}
+
 exception TrackerError {
   1: i32 code
   2: string message
@@ -62,4 +79,5 @@ service Tracker {
   void reportMetrics(1: string token, 2: i32 epoch, 3: i32 worker, 4: map<string, double> metrics) throws (1: TrackerError err)
   JobStatus status(1: string token) throws (1: TrackerError err)
   void kill(1: string token, 2: string reason) throws (1: TrackerError err)
+  void commitCheckpoint(1: string token, 2: Checkpoint ckpt) throws (1: TrackerError err)
 }

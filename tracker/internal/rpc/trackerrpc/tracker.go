@@ -1576,6 +1576,561 @@ func (p *JobStatus) String() string {
 }
 
 // Attributes:
+//   - Name
+//   - Bytes
+//   - Sha256
+type CheckpointFile struct {
+	Name   string `thrift:"name,1" db:"name" json:"name"`
+	Bytes  int64  `thrift:"bytes,2" db:"bytes" json:"bytes"`
+	Sha256 string `thrift:"sha256,3" db:"sha256" json:"sha256"`
+}
+
+func NewCheckpointFile() *CheckpointFile {
+	return &CheckpointFile{}
+}
+
+func (p *CheckpointFile) GetName() string {
+	return p.Name
+}
+
+func (p *CheckpointFile) GetBytes() int64 {
+	return p.Bytes
+}
+
+func (p *CheckpointFile) GetSha256() string {
+	return p.Sha256
+}
+func (p *CheckpointFile) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *CheckpointFile) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Name = v
+	}
+	return nil
+}
+
+func (p *CheckpointFile) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Bytes = v
+	}
+	return nil
+}
+
+func (p *CheckpointFile) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Sha256 = v
+	}
+	return nil
+}
+
+func (p *CheckpointFile) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "CheckpointFile"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *CheckpointFile) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "name", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:name: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Name)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.name (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:name: ", p), err)
+	}
+	return err
+}
+
+func (p *CheckpointFile) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "bytes", thrift.I64, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:bytes: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.Bytes)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.bytes (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:bytes: ", p), err)
+	}
+	return err
+}
+
+func (p *CheckpointFile) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "sha256", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:sha256: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Sha256)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.sha256 (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:sha256: ", p), err)
+	}
+	return err
+}
+
+func (p *CheckpointFile) Equals(other *CheckpointFile) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Name != other.Name {
+		return false
+	}
+	if p.Bytes != other.Bytes {
+		return false
+	}
+	if p.Sha256 != other.Sha256 {
+		return false
+	}
+	return true
+}
+
+func (p *CheckpointFile) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("CheckpointFile(%+v)", *p)
+}
+
+// Attributes:
+//   - N
+//   - Epoch
+//   - NextEpoch
+//   - Partitioner
+//   - MaxKey
+//   - Files
+type Checkpoint struct {
+	N           int32             `thrift:"n,1" db:"n" json:"n"`
+	Epoch       int32             `thrift:"epoch,2" db:"epoch" json:"epoch"`
+	NextEpoch   int32             `thrift:"next_epoch,3" db:"next_epoch" json:"next_epoch"`
+	Partitioner string            `thrift:"partitioner,4" db:"partitioner" json:"partitioner"`
+	MaxKey      int64             `thrift:"max_key,5" db:"max_key" json:"max_key"`
+	Files       []*CheckpointFile `thrift:"files,6" db:"files" json:"files"`
+}
+
+func NewCheckpoint() *Checkpoint {
+	return &Checkpoint{}
+}
+
+func (p *Checkpoint) GetN() int32 {
+	return p.N
+}
+
+func (p *Checkpoint) GetEpoch() int32 {
+	return p.Epoch
+}
+
+func (p *Checkpoint) GetNextEpoch() int32 {
+	return p.NextEpoch
+}
+
+func (p *Checkpoint) GetPartitioner() string {
+	return p.Partitioner
+}
+
+func (p *Checkpoint) GetMaxKey() int64 {
+	return p.MaxKey
+}
+
+func (p *Checkpoint) GetFiles() []*CheckpointFile {
+	return p.Files
+}
+func (p *Checkpoint) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 6:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *Checkpoint) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.N = v
+	}
+	return nil
+}
+
+func (p *Checkpoint) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Epoch = v
+	}
+	return nil
+}
+
+func (p *Checkpoint) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.NextEpoch = v
+	}
+	return nil
+}
+
+func (p *Checkpoint) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Partitioner = v
+	}
+	return nil
+}
+
+func (p *Checkpoint) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.MaxKey = v
+	}
+	return nil
+}
+
+func (p *Checkpoint) ReadField6(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*CheckpointFile, 0, size)
+	p.Files = tSlice
+	for i := 0; i < size; i++ {
+		_elem8 := &CheckpointFile{}
+		if err := _elem8.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem8), err)
+		}
+		p.Files = append(p.Files, _elem8)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
+func (p *Checkpoint) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "Checkpoint"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *Checkpoint) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "n", thrift.I32, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:n: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.N)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.n (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:n: ", p), err)
+	}
+	return err
+}
+
+func (p *Checkpoint) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "epoch", thrift.I32, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:epoch: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Epoch)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.epoch (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:epoch: ", p), err)
+	}
+	return err
+}
+
+func (p *Checkpoint) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "next_epoch", thrift.I32, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:next_epoch: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.NextEpoch)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.next_epoch (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:next_epoch: ", p), err)
+	}
+	return err
+}
+
+func (p *Checkpoint) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "partitioner", thrift.STRING, 4); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:partitioner: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Partitioner)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.partitioner (4) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 4:partitioner: ", p), err)
+	}
+	return err
+}
+
+func (p *Checkpoint) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "max_key", thrift.I64, 5); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:max_key: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.MaxKey)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.max_key (5) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 5:max_key: ", p), err)
+	}
+	return err
+}
+
+func (p *Checkpoint) writeField6(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "files", thrift.LIST, 6); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 6:files: ", p), err)
+	}
+	if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.Files)); err != nil {
+		return thrift.PrependError("error writing list begin: ", err)
+	}
+	for _, v := range p.Files {
+		if err := v.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+		}
+	}
+	if err := oprot.WriteListEnd(ctx); err != nil {
+		return thrift.PrependError("error writing list end: ", err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 6:files: ", p), err)
+	}
+	return err
+}
+
+func (p *Checkpoint) Equals(other *Checkpoint) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.N != other.N {
+		return false
+	}
+	if p.Epoch != other.Epoch {
+		return false
+	}
+	if p.NextEpoch != other.NextEpoch {
+		return false
+	}
+	if p.Partitioner != other.Partitioner {
+		return false
+	}
+	if p.MaxKey != other.MaxKey {
+		return false
+	}
+	if len(p.Files) != len(other.Files) {
+		return false
+	}
+	for i, _tgt := range p.Files {
+		_src9 := other.Files[i]
+		if !_tgt.Equals(_src9) {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *Checkpoint) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("Checkpoint(%+v)", *p)
+}
+
+// Attributes:
 //   - Code
 //   - Message
 type TrackerError struct {
@@ -1771,6 +2326,10 @@ type Tracker interface {
 	//  - Token
 	//  - Reason
 	Kill(ctx context.Context, token string, reason string) (_err error)
+	// Parameters:
+	//  - Token
+	//  - Ckpt
+	CommitCheckpoint(ctx context.Context, token string, ckpt *Checkpoint) (_err error)
 }
 
 type TrackerClient struct {
@@ -1814,25 +2373,25 @@ func (p *TrackerClient) SetLastResponseMeta_(meta thrift.ResponseMeta) {
 //   - Worker
 //   - Attempt
 func (p *TrackerClient) NextShard(ctx context.Context, token string, epoch int32, worker int32, attempt int32) (_r *NextShardReply, _err error) {
-	var _args8 TrackerNextShardArgs
-	_args8.Token = token
-	_args8.Epoch = epoch
-	_args8.Worker = worker
-	_args8.Attempt = attempt
-	var _result10 TrackerNextShardResult
-	var _meta9 thrift.ResponseMeta
-	_meta9, _err = p.Client_().Call(ctx, "nextShard", &_args8, &_result10)
-	p.SetLastResponseMeta_(_meta9)
+	var _args10 TrackerNextShardArgs
+	_args10.Token = token
+	_args10.Epoch = epoch
+	_args10.Worker = worker
+	_args10.Attempt = attempt
+	var _result12 TrackerNextShardResult
+	var _meta11 thrift.ResponseMeta
+	_meta11, _err = p.Client_().Call(ctx, "nextShard", &_args10, &_result12)
+	p.SetLastResponseMeta_(_meta11)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result10.Err != nil:
-		return _r, _result10.Err
+	case _result12.Err != nil:
+		return _r, _result12.Err
 	}
 
-	if _ret11 := _result10.GetSuccess(); _ret11 != nil {
-		return _ret11, nil
+	if _ret13 := _result12.GetSuccess(); _ret13 != nil {
+		return _ret13, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "nextShard failed: unknown result")
 }
@@ -1845,23 +2404,23 @@ func (p *TrackerClient) NextShard(ctx context.Context, token string, epoch int32
 //   - Attempt
 //   - Records
 func (p *TrackerClient) ShardDone(ctx context.Context, token string, epoch int32, shard int64, worker int32, attempt int32, records int64) (_err error) {
-	var _args12 TrackerShardDoneArgs
-	_args12.Token = token
-	_args12.Epoch = epoch
-	_args12.Shard = shard
-	_args12.Worker = worker
-	_args12.Attempt = attempt
-	_args12.Records = records
-	var _result14 TrackerShardDoneResult
-	var _meta13 thrift.ResponseMeta
-	_meta13, _err = p.Client_().Call(ctx, "shardDone", &_args12, &_result14)
-	p.SetLastResponseMeta_(_meta13)
+	var _args14 TrackerShardDoneArgs
+	_args14.Token = token
+	_args14.Epoch = epoch
+	_args14.Shard = shard
+	_args14.Worker = worker
+	_args14.Attempt = attempt
+	_args14.Records = records
+	var _result16 TrackerShardDoneResult
+	var _meta15 thrift.ResponseMeta
+	_meta15, _err = p.Client_().Call(ctx, "shardDone", &_args14, &_result16)
+	p.SetLastResponseMeta_(_meta15)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result14.Err != nil:
-		return _result14.Err
+	case _result16.Err != nil:
+		return _result16.Err
 	}
 
 	return nil
@@ -1870,21 +2429,21 @@ func (p *TrackerClient) ShardDone(ctx context.Context, token string, epoch int32
 // Parameters:
 //   - Token
 func (p *TrackerClient) Plan(ctx context.Context, token string) (_r []*Shard, _err error) {
-	var _args15 TrackerPlanArgs
-	_args15.Token = token
-	var _result17 TrackerPlanResult
-	var _meta16 thrift.ResponseMeta
-	_meta16, _err = p.Client_().Call(ctx, "plan", &_args15, &_result17)
-	p.SetLastResponseMeta_(_meta16)
+	var _args17 TrackerPlanArgs
+	_args17.Token = token
+	var _result19 TrackerPlanResult
+	var _meta18 thrift.ResponseMeta
+	_meta18, _err = p.Client_().Call(ctx, "plan", &_args17, &_result19)
+	p.SetLastResponseMeta_(_meta18)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result17.Err != nil:
-		return _r, _result17.Err
+	case _result19.Err != nil:
+		return _r, _result19.Err
 	}
 
-	return _result17.GetSuccess(), nil
+	return _result19.GetSuccess(), nil
 }
 
 // Parameters:
@@ -1893,21 +2452,21 @@ func (p *TrackerClient) Plan(ctx context.Context, token string) (_r []*Shard, _e
 //   - Worker
 //   - Metrics
 func (p *TrackerClient) ReportMetrics(ctx context.Context, token string, epoch int32, worker int32, metrics map[string]float64) (_err error) {
-	var _args18 TrackerReportMetricsArgs
-	_args18.Token = token
-	_args18.Epoch = epoch
-	_args18.Worker = worker
-	_args18.Metrics = metrics
-	var _result20 TrackerReportMetricsResult
-	var _meta19 thrift.ResponseMeta
-	_meta19, _err = p.Client_().Call(ctx, "reportMetrics", &_args18, &_result20)
-	p.SetLastResponseMeta_(_meta19)
+	var _args20 TrackerReportMetricsArgs
+	_args20.Token = token
+	_args20.Epoch = epoch
+	_args20.Worker = worker
+	_args20.Metrics = metrics
+	var _result22 TrackerReportMetricsResult
+	var _meta21 thrift.ResponseMeta
+	_meta21, _err = p.Client_().Call(ctx, "reportMetrics", &_args20, &_result22)
+	p.SetLastResponseMeta_(_meta21)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result20.Err != nil:
-		return _result20.Err
+	case _result22.Err != nil:
+		return _result22.Err
 	}
 
 	return nil
@@ -1916,22 +2475,22 @@ func (p *TrackerClient) ReportMetrics(ctx context.Context, token string, epoch i
 // Parameters:
 //   - Token
 func (p *TrackerClient) Status(ctx context.Context, token string) (_r *JobStatus, _err error) {
-	var _args21 TrackerStatusArgs
-	_args21.Token = token
-	var _result23 TrackerStatusResult
-	var _meta22 thrift.ResponseMeta
-	_meta22, _err = p.Client_().Call(ctx, "status", &_args21, &_result23)
-	p.SetLastResponseMeta_(_meta22)
+	var _args23 TrackerStatusArgs
+	_args23.Token = token
+	var _result25 TrackerStatusResult
+	var _meta24 thrift.ResponseMeta
+	_meta24, _err = p.Client_().Call(ctx, "status", &_args23, &_result25)
+	p.SetLastResponseMeta_(_meta24)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result23.Err != nil:
-		return _r, _result23.Err
+	case _result25.Err != nil:
+		return _r, _result25.Err
 	}
 
-	if _ret24 := _result23.GetSuccess(); _ret24 != nil {
-		return _ret24, nil
+	if _ret26 := _result25.GetSuccess(); _ret26 != nil {
+		return _ret26, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "status failed: unknown result")
 }
@@ -1940,19 +2499,41 @@ func (p *TrackerClient) Status(ctx context.Context, token string) (_r *JobStatus
 //   - Token
 //   - Reason
 func (p *TrackerClient) Kill(ctx context.Context, token string, reason string) (_err error) {
-	var _args25 TrackerKillArgs
-	_args25.Token = token
-	_args25.Reason = reason
-	var _result27 TrackerKillResult
-	var _meta26 thrift.ResponseMeta
-	_meta26, _err = p.Client_().Call(ctx, "kill", &_args25, &_result27)
-	p.SetLastResponseMeta_(_meta26)
+	var _args27 TrackerKillArgs
+	_args27.Token = token
+	_args27.Reason = reason
+	var _result29 TrackerKillResult
+	var _meta28 thrift.ResponseMeta
+	_meta28, _err = p.Client_().Call(ctx, "kill", &_args27, &_result29)
+	p.SetLastResponseMeta_(_meta28)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result27.Err != nil:
-		return _result27.Err
+	case _result29.Err != nil:
+		return _result29.Err
+	}
+
+	return nil
+}
+
+// Parameters:
+//   - Token
+//   - Ckpt
+func (p *TrackerClient) CommitCheckpoint(ctx context.Context, token string, ckpt *Checkpoint) (_err error) {
+	var _args30 TrackerCommitCheckpointArgs
+	_args30.Token = token
+	_args30.Ckpt = ckpt
+	var _result32 TrackerCommitCheckpointResult
+	var _meta31 thrift.ResponseMeta
+	_meta31, _err = p.Client_().Call(ctx, "commitCheckpoint", &_args30, &_result32)
+	p.SetLastResponseMeta_(_meta31)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result32.Err != nil:
+		return _result32.Err
 	}
 
 	return nil
@@ -1978,14 +2559,15 @@ func (p *TrackerProcessor) ProcessorMap() map[string]thrift.TProcessorFunction {
 
 func NewTrackerProcessor(handler Tracker) *TrackerProcessor {
 
-	self28 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self28.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
-	self28.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
-	self28.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
-	self28.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
-	self28.processorMap["status"] = &trackerProcessorStatus{handler: handler}
-	self28.processorMap["kill"] = &trackerProcessorKill{handler: handler}
-	return self28
+	self33 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self33.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
+	self33.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
+	self33.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
+	self33.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
+	self33.processorMap["status"] = &trackerProcessorStatus{handler: handler}
+	self33.processorMap["kill"] = &trackerProcessorKill{handler: handler}
+	self33.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
+	return self33
 }
 
 func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -1998,12 +2580,12 @@ func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TPro
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x29 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x34 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x29.Write(ctx, oprot)
+	x34.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x29
+	return false, x34
 
 }
 
@@ -2012,7 +2594,7 @@ type trackerProcessorNextShard struct {
 }
 
 func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err30 error
+	var _write_err35 error
 	args := TrackerNextShardArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2062,21 +2644,21 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc31 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
+			_exc36 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err30 = thrift.WrapTException(err2)
+				_write_err35 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc31.Write(ctx, oprot); _write_err30 == nil && err2 != nil {
-				_write_err30 = thrift.WrapTException(err2)
+			if err2 := _exc36.Write(ctx, oprot); _write_err35 == nil && err2 != nil {
+				_write_err35 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err30 == nil && err2 != nil {
-				_write_err30 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err35 == nil && err2 != nil {
+				_write_err35 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err30 == nil && err2 != nil {
-				_write_err30 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err35 == nil && err2 != nil {
+				_write_err35 = thrift.WrapTException(err2)
 			}
-			if _write_err30 != nil {
-				return false, thrift.WrapTException(_write_err30)
+			if _write_err35 != nil {
+				return false, thrift.WrapTException(_write_err35)
 			}
 			return true, err
 		}
@@ -2085,19 +2667,19 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.REPLY, seqId); err2 != nil {
-		_write_err30 = thrift.WrapTException(err2)
+		_write_err35 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err30 == nil && err2 != nil {
-		_write_err30 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err35 == nil && err2 != nil {
+		_write_err35 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err30 == nil && err2 != nil {
-		_write_err30 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err35 == nil && err2 != nil {
+		_write_err35 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err30 == nil && err2 != nil {
-		_write_err30 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err35 == nil && err2 != nil {
+		_write_err35 = thrift.WrapTException(err2)
 	}
-	if _write_err30 != nil {
-		return false, thrift.WrapTException(_write_err30)
+	if _write_err35 != nil {
+		return false, thrift.WrapTException(_write_err35)
 	}
 	return true, err
 }
@@ -2107,7 +2689,7 @@ type trackerProcessorShardDone struct {
 }
 
 func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err32 error
+	var _write_err37 error
 	args := TrackerShardDoneArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2157,40 +2739,40 @@ func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc33 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
+			_exc38 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err32 = thrift.WrapTException(err2)
+				_write_err37 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc33.Write(ctx, oprot); _write_err32 == nil && err2 != nil {
-				_write_err32 = thrift.WrapTException(err2)
+			if err2 := _exc38.Write(ctx, oprot); _write_err37 == nil && err2 != nil {
+				_write_err37 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err32 == nil && err2 != nil {
-				_write_err32 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err37 == nil && err2 != nil {
+				_write_err37 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err32 == nil && err2 != nil {
-				_write_err32 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err37 == nil && err2 != nil {
+				_write_err37 = thrift.WrapTException(err2)
 			}
-			if _write_err32 != nil {
-				return false, thrift.WrapTException(_write_err32)
+			if _write_err37 != nil {
+				return false, thrift.WrapTException(_write_err37)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.REPLY, seqId); err2 != nil {
-		_write_err32 = thrift.WrapTException(err2)
+		_write_err37 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err32 == nil && err2 != nil {
-		_write_err32 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err37 == nil && err2 != nil {
+		_write_err37 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err32 == nil && err2 != nil {
-		_write_err32 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err37 == nil && err2 != nil {
+		_write_err37 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err32 == nil && err2 != nil {
-		_write_err32 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err37 == nil && err2 != nil {
+		_write_err37 = thrift.WrapTException(err2)
 	}
-	if _write_err32 != nil {
-		return false, thrift.WrapTException(_write_err32)
+	if _write_err37 != nil {
+		return false, thrift.WrapTException(_write_err37)
 	}
 	return true, err
 }
@@ -2200,7 +2782,7 @@ type trackerProcessorPlan struct {
 }
 
 func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err34 error
+	var _write_err39 error
 	args := TrackerPlanArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2250,21 +2832,21 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc35 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
+			_exc40 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err34 = thrift.WrapTException(err2)
+				_write_err39 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc35.Write(ctx, oprot); _write_err34 == nil && err2 != nil {
-				_write_err34 = thrift.WrapTException(err2)
+			if err2 := _exc40.Write(ctx, oprot); _write_err39 == nil && err2 != nil {
+				_write_err39 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err34 == nil && err2 != nil {
-				_write_err34 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err39 == nil && err2 != nil {
+				_write_err39 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err34 == nil && err2 != nil {
-				_write_err34 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err39 == nil && err2 != nil {
+				_write_err39 = thrift.WrapTException(err2)
 			}
-			if _write_err34 != nil {
-				return false, thrift.WrapTException(_write_err34)
+			if _write_err39 != nil {
+				return false, thrift.WrapTException(_write_err39)
 			}
 			return true, err
 		}
@@ -2273,19 +2855,19 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.REPLY, seqId); err2 != nil {
-		_write_err34 = thrift.WrapTException(err2)
+		_write_err39 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err34 == nil && err2 != nil {
-		_write_err34 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err39 == nil && err2 != nil {
+		_write_err39 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err34 == nil && err2 != nil {
-		_write_err34 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err39 == nil && err2 != nil {
+		_write_err39 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err34 == nil && err2 != nil {
-		_write_err34 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err39 == nil && err2 != nil {
+		_write_err39 = thrift.WrapTException(err2)
 	}
-	if _write_err34 != nil {
-		return false, thrift.WrapTException(_write_err34)
+	if _write_err39 != nil {
+		return false, thrift.WrapTException(_write_err39)
 	}
 	return true, err
 }
@@ -2295,7 +2877,7 @@ type trackerProcessorReportMetrics struct {
 }
 
 func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err36 error
+	var _write_err41 error
 	args := TrackerReportMetricsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2345,40 +2927,40 @@ func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc37 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
+			_exc42 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err36 = thrift.WrapTException(err2)
+				_write_err41 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc37.Write(ctx, oprot); _write_err36 == nil && err2 != nil {
-				_write_err36 = thrift.WrapTException(err2)
+			if err2 := _exc42.Write(ctx, oprot); _write_err41 == nil && err2 != nil {
+				_write_err41 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err36 == nil && err2 != nil {
-				_write_err36 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err41 == nil && err2 != nil {
+				_write_err41 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err36 == nil && err2 != nil {
-				_write_err36 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err41 == nil && err2 != nil {
+				_write_err41 = thrift.WrapTException(err2)
 			}
-			if _write_err36 != nil {
-				return false, thrift.WrapTException(_write_err36)
+			if _write_err41 != nil {
+				return false, thrift.WrapTException(_write_err41)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.REPLY, seqId); err2 != nil {
-		_write_err36 = thrift.WrapTException(err2)
+		_write_err41 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err36 == nil && err2 != nil {
-		_write_err36 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err41 == nil && err2 != nil {
+		_write_err41 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err36 == nil && err2 != nil {
-		_write_err36 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err41 == nil && err2 != nil {
+		_write_err41 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err36 == nil && err2 != nil {
-		_write_err36 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err41 == nil && err2 != nil {
+		_write_err41 = thrift.WrapTException(err2)
 	}
-	if _write_err36 != nil {
-		return false, thrift.WrapTException(_write_err36)
+	if _write_err41 != nil {
+		return false, thrift.WrapTException(_write_err41)
 	}
 	return true, err
 }
@@ -2388,7 +2970,7 @@ type trackerProcessorStatus struct {
 }
 
 func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err38 error
+	var _write_err43 error
 	args := TrackerStatusArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2438,21 +3020,21 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc39 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
+			_exc44 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err38 = thrift.WrapTException(err2)
+				_write_err43 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc39.Write(ctx, oprot); _write_err38 == nil && err2 != nil {
-				_write_err38 = thrift.WrapTException(err2)
+			if err2 := _exc44.Write(ctx, oprot); _write_err43 == nil && err2 != nil {
+				_write_err43 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err38 == nil && err2 != nil {
-				_write_err38 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err43 == nil && err2 != nil {
+				_write_err43 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err38 == nil && err2 != nil {
-				_write_err38 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err43 == nil && err2 != nil {
+				_write_err43 = thrift.WrapTException(err2)
 			}
-			if _write_err38 != nil {
-				return false, thrift.WrapTException(_write_err38)
+			if _write_err43 != nil {
+				return false, thrift.WrapTException(_write_err43)
 			}
 			return true, err
 		}
@@ -2461,19 +3043,19 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.REPLY, seqId); err2 != nil {
-		_write_err38 = thrift.WrapTException(err2)
+		_write_err43 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err38 == nil && err2 != nil {
-		_write_err38 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err43 == nil && err2 != nil {
+		_write_err43 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err38 == nil && err2 != nil {
-		_write_err38 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err43 == nil && err2 != nil {
+		_write_err43 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err38 == nil && err2 != nil {
-		_write_err38 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err43 == nil && err2 != nil {
+		_write_err43 = thrift.WrapTException(err2)
 	}
-	if _write_err38 != nil {
-		return false, thrift.WrapTException(_write_err38)
+	if _write_err43 != nil {
+		return false, thrift.WrapTException(_write_err43)
 	}
 	return true, err
 }
@@ -2483,7 +3065,7 @@ type trackerProcessorKill struct {
 }
 
 func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err40 error
+	var _write_err45 error
 	args := TrackerKillArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2533,40 +3115,133 @@ func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc41 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
+			_exc46 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err40 = thrift.WrapTException(err2)
+				_write_err45 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc41.Write(ctx, oprot); _write_err40 == nil && err2 != nil {
-				_write_err40 = thrift.WrapTException(err2)
+			if err2 := _exc46.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
+				_write_err45 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err40 == nil && err2 != nil {
-				_write_err40 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
+				_write_err45 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err40 == nil && err2 != nil {
-				_write_err40 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
+				_write_err45 = thrift.WrapTException(err2)
 			}
-			if _write_err40 != nil {
-				return false, thrift.WrapTException(_write_err40)
+			if _write_err45 != nil {
+				return false, thrift.WrapTException(_write_err45)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.REPLY, seqId); err2 != nil {
-		_write_err40 = thrift.WrapTException(err2)
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err40 == nil && err2 != nil {
-		_write_err40 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err40 == nil && err2 != nil {
-		_write_err40 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err40 == nil && err2 != nil {
-		_write_err40 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if _write_err40 != nil {
-		return false, thrift.WrapTException(_write_err40)
+	if _write_err45 != nil {
+		return false, thrift.WrapTException(_write_err45)
+	}
+	return true, err
+}
+
+type trackerProcessorCommitCheckpoint struct {
+	handler Tracker
+}
+
+func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err47 error
+	args := TrackerCommitCheckpointArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := TrackerCommitCheckpointResult{}
+	if err2 := p.handler.CommitCheckpoint(ctx, args.Token, args.Ckpt); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TrackerError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc48 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err47 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc48.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
+				_write_err47 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
+				_write_err47 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
+				_write_err47 = thrift.WrapTException(err2)
+			}
+			if _write_err47 != nil {
+				return false, thrift.WrapTException(_write_err47)
+			}
+			return true, err
+		}
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.REPLY, seqId); err2 != nil {
+		_write_err47 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
+		_write_err47 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
+		_write_err47 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
+		_write_err47 = thrift.WrapTException(err2)
+	}
+	if _write_err47 != nil {
+		return false, thrift.WrapTException(_write_err47)
 	}
 	return true, err
 }
@@ -3558,11 +4233,11 @@ func (p *TrackerPlanResult) ReadField0(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*Shard, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem42 := &Shard{}
-		if err := _elem42.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem42), err)
+		_elem49 := &Shard{}
+		if err := _elem49.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem49), err)
 		}
-		p.Success = append(p.Success, _elem42)
+		p.Success = append(p.Success, _elem49)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -3779,19 +4454,19 @@ func (p *TrackerReportMetricsArgs) ReadField4(ctx context.Context, iprot thrift.
 	tMap := make(map[string]float64, size)
 	p.Metrics = tMap
 	for i := 0; i < size; i++ {
-		var _key43 string
+		var _key50 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key43 = v
+			_key50 = v
 		}
-		var _val44 float64
+		var _val51 float64
 		if v, err := iprot.ReadDouble(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val44 = v
+			_val51 = v
 		}
-		p.Metrics[_key43] = _val44
+		p.Metrics[_key50] = _val51
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -4511,4 +5186,261 @@ func (p *TrackerKillResult) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("TrackerKillResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Token
+//   - Ckpt
+type TrackerCommitCheckpointArgs struct {
+	Token string      `thrift:"token,1" db:"token" json:"token"`
+	Ckpt  *Checkpoint `thrift:"ckpt,2" db:"ckpt" json:"ckpt"`
+}
+
+func NewTrackerCommitCheckpointArgs() *TrackerCommitCheckpointArgs {
+	return &TrackerCommitCheckpointArgs{}
+}
+
+func (p *TrackerCommitCheckpointArgs) GetToken() string {
+	return p.Token
+}
+
+var TrackerCommitCheckpointArgs_Ckpt_DEFAULT *Checkpoint
+
+func (p *TrackerCommitCheckpointArgs) GetCkpt() *Checkpoint {
+	if !p.IsSetCkpt() {
+		return TrackerCommitCheckpointArgs_Ckpt_DEFAULT
+	}
+	return p.Ckpt
+}
+func (p *TrackerCommitCheckpointArgs) IsSetCkpt() bool {
+	return p.Ckpt != nil
+}
+
+func (p *TrackerCommitCheckpointArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerCommitCheckpointArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Token = v
+	}
+	return nil
+}
+
+func (p *TrackerCommitCheckpointArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Ckpt = &Checkpoint{}
+	if err := p.Ckpt.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Ckpt), err)
+	}
+	return nil
+}
+
+func (p *TrackerCommitCheckpointArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "commitCheckpoint_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerCommitCheckpointArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:token: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.token (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:token: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerCommitCheckpointArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "ckpt", thrift.STRUCT, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:ckpt: ", p), err)
+	}
+	if err := p.Ckpt.Write(ctx, oprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Ckpt), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:ckpt: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerCommitCheckpointArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerCommitCheckpointArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Err
+type TrackerCommitCheckpointResult struct {
+	Err *TrackerError `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewTrackerCommitCheckpointResult() *TrackerCommitCheckpointResult {
+	return &TrackerCommitCheckpointResult{}
+}
+
+var TrackerCommitCheckpointResult_Err_DEFAULT *TrackerError
+
+func (p *TrackerCommitCheckpointResult) GetErr() *TrackerError {
+	if !p.IsSetErr() {
+		return TrackerCommitCheckpointResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *TrackerCommitCheckpointResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *TrackerCommitCheckpointResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerCommitCheckpointResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TrackerError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *TrackerCommitCheckpointResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "commitCheckpoint_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerCommitCheckpointResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TrackerCommitCheckpointResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerCommitCheckpointResult(%+v)", *p)
 }
