@@ -20,6 +20,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/io/model"
 )
 
 // Role names, as in DMLC_ROLE.
@@ -484,7 +485,7 @@ func (l *localJob) finishOutput(ctx context.Context) error {
 	if l.spec.Output == "" {
 		return nil
 	}
-	return CommitModel(ctx, ResolverFS{R: l.opts.Resolver}, l.spec.Output, l.spec.NumServers, l.spec.Name)
+	return model.Commit(ctx, model.ResolverFS{R: l.opts.Resolver}, l.spec.Output, l.spec.NumServers, l.spec.Name)
 }
 
 // lockedWriter serialises writes from several tasks.

@@ -51,6 +51,11 @@ func prepareDir(ctx context.Context, r Resolver, dir, flag string, overwrite boo
 	return nil
 }
 
+// Resolver maps a URI onto a file system; *dfs.Resolver is one.
+type Resolver interface {
+	Resolve(ctx context.Context, uri string) (dfs.FileSystem, string, error)
+}
+
 // localResolver reaches local paths only, for jobs run without a Hadoop
 // configuration.
 func localResolver() Resolver { return dfs.NewResolver(conf.HadoopConf{}, "") }

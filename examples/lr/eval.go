@@ -9,9 +9,9 @@ import (
 	"slices"
 
 	"github.com/spindle-ps/spindle/examples/lr/lr"
+	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/io/records"
 	"github.com/spindle-ps/spindle/io/split"
-	"github.com/spindle-ps/spindle/tracker"
 )
 
 // evalMain prints the test AUC of a model written by a job.
@@ -32,7 +32,7 @@ func evalMain(ctx context.Context, args []string, stdout io.Writer, lookup func(
 	}
 	defer res.Close()
 	var m lr.Model
-	err = tracker.ReadModel(ctx, res, *dir, func(key uint64, vals []float32) error {
+	err = model.Read(ctx, res, *dir, func(key uint64, vals []float32) error {
 		m.Keys = append(m.Keys, key)
 		m.W = append(m.W, vals[0])
 		return nil

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spindle-ps/spindle/internal/hadooptest"
 	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -86,14 +87,14 @@ func runJobWith(t *testing.T, workers, servers int, splitSize int64, mod func(*t
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	model := filepath.Join(t.TempDir(), "model")
+	modelDir := filepath.Join(t.TempDir(), "model")
 	res, err := tracker.DefaultResolver(func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Close()
 	var out lockedBuf
-	r := jobRun{model: model}
+	r := jobRun{model: modelDir}
 	spec := tracker.JobSpec{
 		Name:        "lr-test",
 		Command:     append([]string{psLR, "--test", filepath.Join(dataDir, "test.libsvm")}, args...),
@@ -102,7 +103,7 @@ func runJobWith(t *testing.T, workers, servers int, splitSize int64, mod func(*t
 		MaxAttempts: 2,
 		Inputs:      []string{filepath.Join(dataDir, "train.libsvm")},
 		SplitSize:   splitSize,
-		Output:      model,
+		Output:      modelDir,
 	}
 	if mod != nil {
 		mod(&spec)
@@ -114,7 +115,7 @@ func runJobWith(t *testing.T, workers, servers int, splitSize int64, mod func(*t
 		t.Fatalf("job %dx%d %v: %v\n%s", workers, servers, args, r.err, r.out)
 	}
 	r.parts = map[string][]byte{}
-	names, _ := filepath.Glob(filepath.Join(model, "part-*"))
+	names, _ := filepath.Glob(filepath.Join(modelDir, "part-*"))
 	for _, n := range names {
 		b, err := os.ReadFile(n)
 		if err != nil {
@@ -123,7 +124,7 @@ func runJobWith(t *testing.T, workers, servers int, splitSize int64, mod func(*t
 		r.parts[filepath.Base(n)] = b
 	}
 	var eval bytes.Buffer
-	if err := evalMain(ctx, []string{"--model", model, "--test", filepath.Join(dataDir, "test.libsvm")}, &eval, func(string) (string, bool) { return "", false }); err != nil {
+	if err := evalMain(ctx, []string{"--model", modelDir, "--test", filepath.Join(dataDir, "test.libsvm")}, &eval, func(string) (string, bool) { return "", false }); err != nil {
 		t.Fatalf("eval: %v", err)
 	}
 	if _, err := fmt.Sscanf(eval.String(), "test AUC %g", &r.auc); err != nil {
@@ -270,7 +271,7 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 			t.Fatalf("upload %s: %v", name, err)
 		}
 	}
-	input, test, model := c.FS.URI(dir+"/train.libsvm"), c.FS.URI(dir+"/test.libsvm"), c.FS.URI(dir+"/model")
+	input, test, modelURI := c.FS.URI(dir+"/train.libsvm"), c.FS.URI(dir+"/test.libsvm"), c.FS.URI(dir+"/model")
 	var out lockedBuf
 	res, err := tracker.RunLocal(ctx, tracker.JobSpec{
 		Name:        "lr-hdfs",
@@ -280,14 +281,14 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 		MaxAttempts: 1,
 		Inputs:      []string{input},
 		SplitSize:   2 << 20,
-		Output:      model,
+		Output:      modelURI,
 	}, tracker.LocalOptions{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(c.Resolver), Resolver: c.Resolver})
 	if err != nil || res.State != tracker.Succeeded {
 		t.Fatalf("job from HDFS: %v %v\n%s", res.State, err, out.String())
 	}
 	// The Go reader.
 	var goLines []string
-	err = tracker.ReadModel(ctx, c.Resolver, model, func(key uint64, vals []float32) error {
+	err = model.Read(ctx, c.Resolver, modelURI, func(key uint64, vals []float32) error {
 		goLines = append(goLines, fmt.Sprintf("%d\t%s", key, strconv.FormatFloat(float64(vals[0]), 'g', -1, 32)))
 		return nil
 	})

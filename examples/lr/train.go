@@ -18,6 +18,7 @@ import (
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/io/records"
 	"github.com/spindle-ps/spindle/io/split"
 	"github.com/spindle-ps/spindle/psnode"
@@ -219,8 +220,8 @@ func writePart(ctx context.Context, res *dfs.Resolver, output string, rank int, 
 	if err := fsys.MkdirAll(ctx, dir, 0o755); err != nil {
 		return err
 	}
-	name := strings.TrimSuffix(dir, "/") + "/" + tracker.PartName(rank)
-	return tracker.WriteAtomic(ctx, fsys, name, func(w io.Writer) error {
+	name := strings.TrimSuffix(dir, "/") + "/" + model.PartName(rank)
+	return model.WriteAtomic(ctx, fsys, name, func(w io.Writer) error {
 		bw := bufio.NewWriterSize(w, 1<<20)
 		var line []byte
 		for _, r := range rows {

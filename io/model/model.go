@@ -1,4 +1,4 @@
-package tracker
+package model
 
 import (
 	"bufio"
@@ -26,8 +26,8 @@ import (
 const (
 	SuccessFile  = "_SUCCESS"
 	ManifestFile = "_manifest.json"
-	// ModelFormat names the part files' format in the manifest.
-	ModelFormat = "spindle-text/v1"
+	// Format names the part files' format in the manifest.
+	Format = "spindle-text/v1"
 )
 
 // PartName returns the file name of server rank's part.
@@ -47,8 +47,8 @@ type ManifestPart struct {
 	Bytes int64  `json:"bytes"`
 }
 
-// ModelFS is what committing a model needs of a filesystem.
-type ModelFS interface {
+// FS is what committing a model needs of a filesystem.
+type FS interface {
 	// Size returns the size of the file at path, or an error wrapping
 	// fs.ErrNotExist.
 	Size(ctx context.Context, path string) (int64, error)
@@ -62,8 +62,8 @@ type ModelFS interface {
 // when one is absent. A job without servers must have written at least
 // part-00000 (its workers write the parts, as many as they like, numbered
 // from 0 without gaps).
-func CommitModel(ctx context.Context, fsys ModelFS, dir string, servers int, job string) error {
-	m := Manifest{Format: ModelFormat, Job: job, Created: time.Now().UTC()}
+func Commit(ctx context.Context, fsys FS, dir string, servers int, job string) error {
+	m := Manifest{Format: Format, Job: job, Created: time.Now().UTC()}
 	if servers == 0 {
 		for {
 			n, err := fsys.Size(ctx, joinURI(dir, PartName(len(m.Parts))))
@@ -73,7 +73,7 @@ func CommitModel(ctx context.Context, fsys ModelFS, dir string, servers int, job
 			m.Parts = append(m.Parts, ManifestPart{Name: PartName(len(m.Parts)), Bytes: n})
 		}
 		if len(m.Parts) == 0 {
-			return fmt.Errorf("tracker: model in %s is incomplete: no %s", dir, PartName(0))
+			return fmt.Errorf("model: model in %s is incomplete: no %s", dir, PartName(0))
 		}
 	}
 	var missing []error
@@ -87,25 +87,25 @@ func CommitModel(ctx context.Context, fsys ModelFS, dir string, servers int, job
 		m.Parts = append(m.Parts, ManifestPart{Name: PartName(r), Bytes: n})
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("tracker: model in %s is incomplete: %w", dir, errors.Join(missing...))
+		return fmt.Errorf("model: model in %s is incomplete: %w", dir, errors.Join(missing...))
 	}
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
-		return fmt.Errorf("tracker: manifest: %w", err)
+		return fmt.Errorf("model: manifest: %w", err)
 	}
 	if err := fsys.WriteFile(ctx, joinURI(dir, ManifestFile), append(data, '\n')); err != nil {
-		return fmt.Errorf("tracker: write manifest: %w", err)
+		return fmt.Errorf("model: write manifest: %w", err)
 	}
 	if err := fsys.WriteFile(ctx, joinURI(dir, SuccessFile), nil); err != nil {
-		return fmt.Errorf("tracker: write %s: %w", SuccessFile, err)
+		return fmt.Errorf("model: write %s: %w", SuccessFile, err)
 	}
 	return nil
 }
 
-// LocalFS is ModelFS on the local filesystem.
+// LocalFS is FS on the local filesystem.
 type LocalFS struct{}
 
-// Size implements ModelFS.
+// Size implements FS.
 func (LocalFS) Size(_ context.Context, path string) (int64, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -117,7 +117,7 @@ func (LocalFS) Size(_ context.Context, path string) (int64, error) {
 	return fi.Size(), nil
 }
 
-// WriteFile implements ModelFS.
+// WriteFile implements FS.
 func (LocalFS) WriteFile(_ context.Context, path string, data []byte) error {
 	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
 	if err := os.WriteFile(tmp, data, 0o644); err != nil {
@@ -130,7 +130,7 @@ func (LocalFS) WriteFile(_ context.Context, path string, data []byte) error {
 	return nil
 }
 
-// ResolverFS is ModelFS over any file system io/dfs resolves (local or
+// ResolverFS is FS over any file system io/dfs resolves (local or
 // HDFS), for models written to URIs.
 type ResolverFS struct{ R Resolver }
 
@@ -139,7 +139,7 @@ type Resolver interface {
 	Resolve(ctx context.Context, uri string) (dfs.FileSystem, string, error)
 }
 
-// Size implements ModelFS.
+// Size implements FS.
 func (r ResolverFS) Size(ctx context.Context, uri string) (int64, error) {
 	fsys, name, err := r.R.Resolve(ctx, uri)
 	if err != nil {
@@ -155,7 +155,7 @@ func (r ResolverFS) Size(ctx context.Context, uri string) (int64, error) {
 	return fi.Size(), nil
 }
 
-// WriteFile implements ModelFS.
+// WriteFile implements FS.
 func (r ResolverFS) WriteFile(ctx context.Context, uri string, data []byte) error {
 	fsys, name, err := r.R.Resolve(ctx, uri)
 	if err != nil {
@@ -201,9 +201,9 @@ func joinURI(dir, name string) string {
 	return dir + "/" + name
 }
 
-// ErrNoModel is wrapped by ReadModel's error for a directory without
+// ErrIncomplete is wrapped by ReadModel's error for a directory without
 // _SUCCESS: no complete model is there.
-var ErrNoModel = errors.New("tracker: no complete model (no _SUCCESS)")
+var ErrIncomplete = errors.New("model: no complete model (no _SUCCESS)")
 
 // maxModelLine bounds a line of a part file.
 const maxModelLine = 1 << 20
@@ -212,7 +212,7 @@ const maxModelLine = 1 << 20
 // for every key with its values, part by part in rank order and, within a
 // part, in file order. It refuses a directory without _SUCCESS, and names
 // the file and line of a malformed line. vals is reused between calls.
-func ReadModel(ctx context.Context, r Resolver, dir string, fn func(key uint64, vals []float32) error) error {
+func Read(ctx context.Context, r Resolver, dir string, fn func(key uint64, vals []float32) error) error {
 	fsys, name, err := r.Resolve(ctx, dir)
 	if err != nil {
 		return err
@@ -220,7 +220,7 @@ func ReadModel(ctx context.Context, r Resolver, dir string, fn func(key uint64, 
 	base := strings.TrimSuffix(name, "/")
 	if _, err := fsys.Stat(ctx, base+"/"+SuccessFile); err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w in %s", ErrNoModel, dir)
+			return fmt.Errorf("%w in %s", ErrIncomplete, dir)
 		}
 		return err
 	}
@@ -232,15 +232,15 @@ func ReadModel(ctx context.Context, r Resolver, dir string, fn func(key uint64, 
 	err = json.NewDecoder(io.LimitReader(mf, 16<<20)).Decode(&m)
 	mf.Close()
 	if err != nil {
-		return fmt.Errorf("tracker: %s: %w", fsys.URI(base+"/"+ManifestFile), err)
+		return fmt.Errorf("model: %s: %w", fsys.URI(base+"/"+ManifestFile), err)
 	}
-	if m.Format != ModelFormat {
-		return fmt.Errorf("tracker: %s: format %q, want %q", fsys.URI(base+"/"+ManifestFile), m.Format, ModelFormat)
+	if m.Format != Format {
+		return fmt.Errorf("model: %s: format %q, want %q", fsys.URI(base+"/"+ManifestFile), m.Format, Format)
 	}
 	var vals []float32
 	for _, p := range m.Parts {
 		if strings.ContainsAny(p.Name, "/\\") {
-			return fmt.Errorf("tracker: manifest names part %q outside the model directory", p.Name)
+			return fmt.Errorf("model: manifest names part %q outside the model directory", p.Name)
 		}
 		uri := fsys.URI(base + "/" + p.Name)
 		f, err := fsys.Open(ctx, base+"/"+p.Name)
@@ -256,14 +256,14 @@ func ReadModel(ctx context.Context, r Resolver, dir string, fn func(key uint64, 
 			key, err := strconv.ParseUint(fields[0], 10, 64)
 			if err != nil || len(fields) < 2 {
 				f.Close()
-				return fmt.Errorf("tracker: %s line %d: want key<TAB>value…", uri, line)
+				return fmt.Errorf("model: %s line %d: want key<TAB>value…", uri, line)
 			}
 			vals = vals[:0]
 			for _, s := range fields[1:] {
 				v, err := strconv.ParseFloat(s, 32)
 				if err != nil {
 					f.Close()
-					return fmt.Errorf("tracker: %s line %d: value %q: %w", uri, line, s, err)
+					return fmt.Errorf("model: %s line %d: value %q: %w", uri, line, s, err)
 				}
 				vals = append(vals, float32(v))
 			}
@@ -275,7 +275,7 @@ func ReadModel(ctx context.Context, r Resolver, dir string, fn func(key uint64, 
 		err = sc.Err()
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("tracker: %s: %w", uri, err)
+			return fmt.Errorf("model: %s: %w", uri, err)
 		}
 	}
 	return nil
