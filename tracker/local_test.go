@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -188,19 +189,33 @@ func TestRunLocalRefusesBadOutputBeforeStarting(t *testing.T) {
 	}
 	started := filepath.Join(dir, "started")
 	cmd := []string{"/bin/sh", "-c", "touch " + started}
-	tests := []struct {
+	type badInput struct {
 		name, output, want string
 		inputs             []string
-	}{
+	}
+	tests := []badInput{
 		{name: "non-empty output", output: nonEmpty, want: "--overwrite"},
 		{name: "output is a file", output: aFile, want: "is a file"},
 		{name: "output under a file", output: filepath.Join(aFile, "model"), want: aFile},
 		{name: "missing input", output: filepath.Join(dir, "m1"), inputs: []string{filepath.Join(dir, "nope.libsvm")}, want: "nope.libsvm"},
 		{name: "empty glob", output: filepath.Join(dir, "m2"), inputs: []string{filepath.Join(dir, "*.csv")}, want: "*.csv"},
 	}
+	port, err := freePort() // no NameNode listens there
+	if err != nil {
+		t.Fatal(err)
+	}
+	nn := "127.0.0.1:" + strconv.Itoa(port)
+	tests = append(tests,
+		badInput{name: "unreachable NameNode (input)", output: filepath.Join(dir, "m3"), inputs: []string{"hdfs://" + nn + "/data/*.libsvm"}, want: nn},
+		badInput{name: "unreachable NameNode (output)", output: "hdfs://" + nn + "/models/m", want: nn},
+	)
 	for _, tt := range tests {
+		start := time.Now()
 		res, err := RunLocal(ctx, JobSpec{Command: cmd, NumWorkers: 1, MaxAttempts: 1, Output: tt.output, Inputs: tt.inputs},
 			LocalOptions{Environ: os.Environ(), Log: quietLog(), Planner: InputPlanner(localResolver())})
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("%s: took %v to fail", tt.name, d)
+		}
 		if err == nil || res.State != Failed || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v %v, want a failure naming %q", tt.name, res.State, err, tt.want)
 		}
