@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/io/records"
-	"github.com/spindle-ps/spindle/io/split"
 )
 
 // evalMain prints the test AUC of a model written by a job.
@@ -58,32 +56,9 @@ func evalMain(ctx context.Context, args []string, stdout io.Writer, lookup func(
 	for i, j := range idx {
 		sorted.Keys[i], sorted.W[i] = m.Keys[j], m.W[j]
 	}
-	splits, err := split.Plan(ctx, res, []string{*test}, 1<<62)
+	examples, err := readExamples(ctx, res, *test, records.Options{Format: records.FormatLibSVM})
 	if err != nil {
-		return err
-	}
-	var examples []lr.Example
-	for _, s := range splits {
-		src, err := split.Open(ctx, res, s, split.ReaderOptions{})
-		if err != nil {
-			return err
-		}
-		rd, err := records.NewReader(src, records.Options{Format: records.FormatLibSVM})
-		if err != nil {
-			src.Close()
-			return err
-		}
-		for {
-			var ex records.Example
-			if err := rd.Next(&ex); err != nil {
-				src.Close()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return err
-			}
-			examples = append(examples, lr.Example(ex))
-		}
+		return fmt.Errorf("--test: %w", err)
 	}
 	auc, logloss, err := sorted.Evaluate(examples)
 	if err != nil {

@@ -461,19 +461,31 @@ func (w *worker) maybeDie() {
 
 // loadTest reads the held-out file and the keys it needs.
 func (w *worker) loadTest(ctx context.Context) error {
-	splits, err := split.Plan(ctx, w.res, []string{w.f.test}, 1<<62)
-	if err != nil {
+	var err error
+	if w.test, err = readExamples(ctx, w.res, w.f.test, records.Options{Format: w.f.format, MaxBadRecords: w.f.maxBadRecords}); err != nil {
 		return fmt.Errorf("--test: %w", err)
 	}
+	w.testKeys, err = lr.BatchKeys(w.test, nil)
+	return err
+}
+
+// readExamples reads every record of the files uri names (a path, glob
+// or directory; local or HDFS) into memory.
+func readExamples(ctx context.Context, res *dfs.Resolver, uri string, opts records.Options) ([]lr.Example, error) {
+	splits, err := split.Plan(ctx, res, []string{uri}, 1<<62)
+	if err != nil {
+		return nil, err
+	}
+	var out []lr.Example
 	for _, s := range splits {
-		src, err := split.Open(ctx, w.res, s, split.ReaderOptions{})
+		src, err := split.Open(ctx, res, s, split.ReaderOptions{})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		rd, err := records.NewReader(src, records.Options{Format: w.f.format, MaxBadRecords: w.f.maxBadRecords})
+		rd, err := records.NewReader(src, opts)
 		if err != nil {
 			src.Close()
-			return err
+			return nil, err
 		}
 		for {
 			var ex records.Example
@@ -482,16 +494,15 @@ func (w *worker) loadTest(ctx context.Context) error {
 				if errors.Is(err, io.EOF) {
 					break
 				}
-				return fmt.Errorf("--test: %w", err)
+				return nil, err
 			}
-			w.test = append(w.test, lr.Example(ex))
+			out = append(out, lr.Example(ex))
 		}
 	}
-	if len(w.test) == 0 {
-		return fmt.Errorf("--test %s holds no records", w.f.test)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s holds no records", uri)
 	}
-	w.testKeys, err = lr.BatchKeys(w.test, nil)
-	return err
+	return out, nil
 }
 
 // report sends the epoch's metrics; worker 0 evaluates the model on the
