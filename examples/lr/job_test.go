@@ -271,7 +271,8 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 			t.Fatalf("upload %s: %v", name, err)
 		}
 	}
-	input, test, modelURI := c.FS.URI(dir+"/train.libsvm"), c.FS.URI(dir+"/test.libsvm"), c.FS.URI(dir+"/model")
+	// hdfs:/// takes the NameNode from fs.defaultFS; the input is a glob.
+	input, test, modelURI := "hdfs://"+dir+"/train*.libsvm", "hdfs://"+dir+"/test.libsvm", "hdfs://"+dir+"/model"
 	var out lockedBuf
 	res, err := tracker.RunLocal(ctx, tracker.JobSpec{
 		Name:        "lr-hdfs",
@@ -365,4 +366,56 @@ func TestResumeReachesTheSameModel(t *testing.T) {
 	if len(straight.parts) != 2 {
 		t.Fatalf("%d parts", len(straight.parts))
 	}
+}
+
+// TestMalformedRecords: a job fails on a malformed record by default,
+// naming the file and byte offset; with --max-bad-records it skips and
+// counts it.
+func TestMalformedRecords(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(dataDir, "train.libsvm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(data), "\n")[:2000]
+	good := strings.Join(lines[:1000], "")
+	bad := "1 7:1 x:1\n"
+	input := filepath.Join(t.TempDir(), "bad.libsvm")
+	if err := os.WriteFile(input, []byte(good+bad+strings.Join(lines[1000:], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (tracker.Result, error, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		var out lockedBuf
+		res, err := tracker.RunLocal(ctx, tracker.JobSpec{
+			Command: append([]string{psLR, "--epochs", "1", "--async"}, args...), NumWorkers: 1, NumServers: 1, MaxAttempts: 1,
+			Inputs: []string{input},
+		}, tracker.LocalOptions{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(localResolverForTest(t))})
+		return res, err, out.String()
+	}
+	res, err, out := run()
+	want := fmt.Sprintf("%s at byte %d", "file://"+input, len(good))
+	if err == nil || res.State != tracker.Failed || !strings.Contains(out, want) {
+		t.Fatalf("job over a malformed record: %v %v; want a failure naming %q in:\n%s", res.State, err, want, out)
+	}
+	res, err, out = run("--max-bad-records", "1")
+	if err != nil {
+		t.Fatalf("job skipping one bad record: %v\n%s", err, out)
+	}
+	if got := res.Status.Metrics["bad_records_sum"]; got != 1 {
+		t.Errorf("bad records counted %v, want 1", got)
+	}
+	if got := res.Status.EpochRecords[0]; got != 2000 {
+		t.Errorf("records read %d, want the 2000 good ones", got)
+	}
+}
+
+func localResolverForTest(t *testing.T) tracker.Resolver {
+	t.Helper()
+	r, err := tracker.DefaultResolver(func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }

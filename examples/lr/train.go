@@ -64,7 +64,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, or range over [0, DMLC_MAX_DIMENSION)")
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
 	fl.StringVar(&f.format, "format", records.FormatLibSVM, "input format: libsvm or csv")
-	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records to skip (and count) before failing")
+	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
 	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
 	if err := fl.Parse(args); err != nil {
 		return f, errUsage
@@ -256,6 +256,8 @@ type worker struct {
 	shards  int // shards read by this process, for the fault hook
 
 	lossSum  float64
+	bad      int // malformed records skipped so far
+	epochBad int // and in the current epoch
 	examples int64
 	test     []lr.Example
 	testKeys []uint64
@@ -412,10 +414,12 @@ func (w *worker) readShard(ctx context.Context, sh tracker.Shard, fn func([]lr.E
 		return 0, err
 	}
 	defer src.Close()
-	rd, err := records.NewReader(src, records.Options{Format: w.f.format, MaxBadRecords: w.f.maxBadRecords})
+	// The budget of malformed records is this worker's, across its shards.
+	rd, err := records.NewReader(src, records.Options{Format: w.f.format, MaxBadRecords: w.f.maxBadRecords - w.bad})
 	if err != nil {
 		return 0, err
 	}
+	defer func() { w.bad += rd.Bad(); w.epochBad += rd.Bad() }()
 	if len(w.recs) < w.f.batch {
 		w.recs = make([]records.Example, w.f.batch)
 		w.batch = make([]lr.Example, w.f.batch)
@@ -508,7 +512,8 @@ func readExamples(ctx context.Context, res *dfs.Resolver, uri string, opts recor
 // report sends the epoch's metrics; worker 0 evaluates the model on the
 // test set first (after the epoch: every shard's pushes are applied).
 func (w *worker) report(ctx context.Context, epoch int) error {
-	m := map[string]float64{"loss_sum": w.lossSum, "examples_count": float64(w.examples)}
+	m := map[string]float64{"loss_sum": w.lossSum, "examples_count": float64(w.examples), "bad_records_sum": float64(w.epochBad)}
+	w.epochBad = 0
 	if len(w.test) > 0 {
 		var weights []float32
 		if err := w.wait(ctx, func() (int32, error) { return w.kv.Pull(ctx, w.testKeys, &weights, nil) }); err != nil {
