@@ -53,6 +53,13 @@ func TestImportDirection(t *testing.T) {
 			forbidden: []string{"github.com/pebbe/zmq4", module + "/psnode/transport/zmq"},
 		},
 		{
+			name: "yarn speaks Hadoop's protocols on its own: no psnode, tracker, io, submit",
+			from: func(p string) bool { return p == "yarn" || strings.HasPrefix(p, "yarn/") },
+			forbidden: []string{
+				module + "/psnode", module + "/tracker", module + "/io/", module + "/submit",
+			},
+		},
+		{
 			name:      "io never imports psnode",
 			from:      func(p string) bool { return strings.HasPrefix(p, "io/") },
 			forbidden: []string{module + "/psnode"},
