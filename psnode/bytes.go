@@ -1,7 +1,6 @@
 package psnode
 
 import (
-	"encoding/binary"
 	"fmt"
 	"unsafe"
 
@@ -23,7 +22,6 @@ func init() {
 	if !littleEndian {
 		panic("psnode: big-endian platforms are not supported: data frames are little-endian arrays sent without conversion")
 	}
-	_ = binary.LittleEndian
 }
 
 // asBytes views a slice of fixed-size elements as bytes, without copying.

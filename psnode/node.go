@@ -655,14 +655,12 @@ func (n *Node) accept(m *transport.Message) bool {
 	if m.Meta.Sender == transport.SchedulerID && (cmd == transport.CmdAddNode || (cmd == transport.CmdRefused && !n.ready)) {
 		return true
 	}
-	nd, ok := n.table[m.Meta.Sender]
-	if !ok || m.Meta.Sender == transport.EmptyID {
+	if _, ok := n.table[m.Meta.Sender]; !ok || m.Meta.Sender == transport.EmptyID {
 		return false
 	}
 	if _, d := n.dead[m.Meta.Sender]; d && cmd != transport.CmdHeartbeat {
 		return false
 	}
-	_ = nd
 	return true
 }
 
