@@ -29,8 +29,10 @@
 //     or KILLED (RMClient.Kill). The client learns this by polling
 //     RMClient.ApplicationReport.
 //
-// This package implements the client side (steps 1–3 and 6). The wire
-// protocol, including TOKEN authentication, is in internal/hrpc.
+// RMClient implements the client side (steps 1–3 and 6); AMClient
+// (steps 4–6: Register, Allocate, Finish) and NMClient (starting,
+// stopping and inspecting containers) the ApplicationMaster side. The
+// wire protocol, including TOKEN authentication, is in internal/hrpc.
 //
 // # Usage
 //
@@ -43,6 +45,27 @@
 //	err = rm.Submit(ctx, yarn.Submission{ID: app.ID, Name: "job", Type: "SPINDLE",
 //		Command: []string{"./am"}, Resource: yarn.Resource{MemoryMB: 512, VCores: 1}, MaxAttempts: 1})
 //	report, err := rm.ApplicationReport(ctx, app.ID)
+//
+// Inside the AM container:
+//
+//	am, err := yarn.NewAMClient(ctx, hc, "") // the token file $HADOOP_TOKEN_FILE_LOCATION names
+//	defer am.Close()
+//	_, err = am.Register(ctx, host, -1, "")
+//	nm := yarn.NewNMClient(am)
+//	defer nm.Close()
+//	resp, err := am.Allocate(ctx, yarn.AllocateRequest{Asks: []yarn.Ask{{Priority: 1, Count: 2,
+//		Resource: yarn.Resource{MemoryMB: 128, VCores: 1}}}})
+//	// later heartbeats: am.Allocate(ctx, yarn.AllocateRequest{Progress: p})
+//	for _, c := range resp.Allocated {
+//		err = nm.StartContainer(ctx, c, yarn.LaunchContext{Commands: []string{"./worker"}})
+//	}
+//	// ... collect resp.Completed from heartbeats, then:
+//	err = am.Finish(ctx, yarn.FinalSucceeded, "", "")
+//
+// The AM is not told the scheduler address: it reads it from the Hadoop
+// configuration (yarn.resourcemanager.scheduler.address), so the client
+// should pass HADOOP_CONF_DIR (or the configuration) in the AM's
+// environment.
 //
 // Errors the ResourceManager reports are *RemoteError values; errors.Is
 // maps ApplicationNotFoundException onto ErrApplicationNotFound.

@@ -97,16 +97,9 @@ func submissionProto(s Submission) (*pb.ApplicationSubmissionContextProto, error
 	if len(s.Command) == 0 {
 		return nil, errors.New("yarn: submission has no AM command")
 	}
-	clc := &pb.ContainerLaunchContextProto{Command: s.Command, Tokens: s.Tokens}
-	for _, k := range sortedKeys(s.Env) {
-		clc.Environment = append(clc.Environment, &pb.StringStringMapProto{Key: proto.String(k), Value: proto.String(s.Env[k])})
-	}
-	for _, k := range sortedKeys(s.LocalResources) {
-		lr, err := localResourceProto(s.LocalResources[k])
-		if err != nil {
-			return nil, fmt.Errorf("yarn: local resource %q: %w", k, err)
-		}
-		clc.LocalResources = append(clc.LocalResources, &pb.StringLocalResourceMapProto{Key: proto.String(k), Value: lr})
+	clc, err := launchContextProto(LaunchContext{Commands: s.Command, Env: s.Env, LocalResources: s.LocalResources, Tokens: s.Tokens})
+	if err != nil {
+		return nil, err
 	}
 	sc := &pb.ApplicationSubmissionContextProto{
 		ApplicationId:   appIDProto(s.ID),
@@ -131,6 +124,21 @@ func submissionProto(s Submission) (*pb.ApplicationSubmissionContextProto, error
 		sc.KeepContainersAcrossApplicationAttempts = proto.Bool(true)
 	}
 	return sc, nil
+}
+
+func launchContextProto(l LaunchContext) (*pb.ContainerLaunchContextProto, error) {
+	clc := &pb.ContainerLaunchContextProto{Command: l.Commands, Tokens: l.Tokens}
+	for _, k := range sortedKeys(l.Env) {
+		clc.Environment = append(clc.Environment, &pb.StringStringMapProto{Key: proto.String(k), Value: proto.String(l.Env[k])})
+	}
+	for _, k := range sortedKeys(l.LocalResources) {
+		lr, err := localResourceProto(l.LocalResources[k])
+		if err != nil {
+			return nil, fmt.Errorf("yarn: local resource %q: %w", k, err)
+		}
+		clc.LocalResources = append(clc.LocalResources, &pb.StringLocalResourceMapProto{Key: proto.String(k), Value: lr})
+	}
+	return clc, nil
 }
 
 func localResourceProto(r LocalResource) (*pb.LocalResourceProto, error) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -308,4 +309,113 @@ type Submission struct {
 	MaxAttempts int32
 	// KeepContainers keeps containers across AM attempts.
 	KeepContainers bool
+}
+
+// ContainerID identifies a container: the attempt that allocated it and a
+// number. The high bits of ID (above bit 40) carry the ResourceManager's
+// restart epoch.
+type ContainerID struct {
+	Attempt AttemptID
+	ID      int64
+}
+
+// String returns YARN's form, container_[e<epoch>_]<ts>_<app %04d>_<attempt %02d>_<id %06d>.
+func (c ContainerID) String() string {
+	epoch := ""
+	if e := c.ID >> 40; e > 0 {
+		epoch = fmt.Sprintf("e%02d_", e)
+	}
+	return fmt.Sprintf("container_%s%d_%04d_%02d_%06d", epoch, c.Attempt.App.ClusterTimestamp,
+		c.Attempt.App.ID, c.Attempt.Attempt, c.ID&(1<<40-1))
+}
+
+// NodeID names a NodeManager by the address of its ContainerManager.
+type NodeID struct {
+	Host string
+	Port int32
+}
+
+// String returns host:port.
+func (n NodeID) String() string { return net.JoinHostPort(n.Host, strconv.Itoa(int(n.Port))) }
+
+// Token is a Hadoop security token as YARN hands it out (AMRMToken,
+// NMToken, container token).
+type Token struct {
+	Identifier []byte
+	Password   []byte
+	Kind       string
+	Service    string
+}
+
+// Container is a container the ResourceManager allocated.
+type Container struct {
+	ID              ContainerID
+	Node            NodeID
+	NodeHTTPAddress string
+	Resource        Resource
+	Priority        int32
+	// Token is the container token; the NodeManager requires it,
+	// unchanged, to start the container.
+	Token Token
+}
+
+// ContainerState is YARN's ContainerState.
+type ContainerState int32
+
+// Container states; the values are YARN's.
+const (
+	ContainerNew      ContainerState = 1
+	ContainerRunning  ContainerState = 2
+	ContainerComplete ContainerState = 3
+)
+
+func (s ContainerState) String() string {
+	switch s {
+	case ContainerNew:
+		return "NEW"
+	case ContainerRunning:
+		return "RUNNING"
+	case ContainerComplete:
+		return "COMPLETE"
+	}
+	return "ContainerState(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Exit statuses YARN reports for containers it ended itself
+// (ContainerExitStatus); other values are the process's exit code.
+const (
+	ExitSuccess                  = 0
+	ExitInvalid                  = -1000 // not set yet
+	ExitAborted                  = -100  // released by the AM, or lost with its node
+	ExitDisksFailed              = -101
+	ExitPreempted                = -102
+	ExitKilledExceededVMem       = -103
+	ExitKilledExceededPMem       = -104
+	ExitKilledByAppMaster        = -105
+	ExitKilledByResourceManager  = -106
+	ExitKilledAfterAppCompletion = -107
+)
+
+// ContainerStatus is the state of a container and, once it is COMPLETE,
+// its exit status.
+type ContainerStatus struct {
+	ID          ContainerID
+	State       ContainerState
+	ExitStatus  int32 // ExitInvalid until the container completes
+	Diagnostics string
+}
+
+// LaunchContext is what a NodeManager needs to start a container.
+type LaunchContext struct {
+	// Commands are the words of the command; the NodeManager joins them
+	// with spaces and runs the result with bash -c, after replacing
+	// <LOG_DIR> with the container's log directory.
+	Commands []string
+	// Env is added to the container's environment (values undergo shell
+	// expansion).
+	Env map[string]string
+	// LocalResources maps a link name in the working directory to a resource.
+	LocalResources map[string]LocalResource
+	// Tokens is a Credentials blob for the container; nil means none.
+	Tokens []byte
 }

@@ -422,9 +422,11 @@ func (c *Conn) write(ctx context.Context, p []byte) error {
 	if err != nil {
 		if cancelled || ctx.Err() != nil {
 			err = ctx.Err()
+			c.fail(fmt.Errorf("hrpc: write: %w", err))
+			return err
 		}
 		c.fail(fmt.Errorf("hrpc: write: %w", err))
-		return err
+		return c.failure() // the reader's error, if it saw the failure first
 	}
 	return nil
 }
@@ -470,10 +472,10 @@ func (c *Conn) readLoop() {
 				method = cl.method
 			}
 			rerr := remoteError(method, r.header)
+			c.fail(rerr) // before waking the caller, so a next call sees it
 			if cl != nil {
 				cl.done <- rerr
 			}
-			c.fail(rerr)
 			return
 		}
 	}
