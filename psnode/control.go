@@ -225,6 +225,9 @@ func (n *Node) tableLocked() []transport.Node {
 func (n *Node) recoverLocked(reg transport.Node) ([]*transport.Message, string) {
 	for _, nd := range n.table {
 		if nd.Incarnation == reg.Incarnation {
+			if _, waiting := n.admitting[nd.ID]; waiting {
+				return nil, "" // its table comes once every peer knows it
+			}
 			// A repeated registration: send the table again.
 			return []*transport.Message{n.tableMessage(nd.ID, n.tableLocked())}, ""
 		}
@@ -259,15 +262,54 @@ func (n *Node) recoverLocked(reg transport.Node) ([]*transport.Message, string) 
 	if err := n.tr.Connect(n.ctx, nd.ID, nd.Addr()); err != nil {
 		n.log.WithError(err).WithField("peer", nd.Addr()).Error("connect to recovered node failed")
 	}
-	out = append(out, n.tableMessage(nd.ID, n.tableLocked()))
+	// Every live peer learns of the new process first, and acknowledges;
+	// only then does the new process get its table and start sending.
+	// Otherwise a peer could drop its first messages (the id still marked
+	// dead there) or answer them at the dead process's address.
+	waiting := make(map[int32]bool)
 	for _, id := range n.groupMembers(transport.ServerGroup | transport.WorkerGroup) {
 		if id != nd.ID {
-			out = append(out, n.tableMessage(id, []transport.Node{nd}))
+			m := n.tableMessage(id, []transport.Node{nd})
+			m.Meta.Request = true // acknowledge, please
+			out = append(out, m)
+			waiting[id] = true
 		}
 	}
+	n.admitting[nd.ID] = waiting
+	out = append(out, n.admitIfReadyLocked(nd.ID)...)
 	n.emit(Event{Kind: NodeRecovered, Node: nd})
 	n.log.WithFields(logrus.Fields{"peer": nd.Addr(), "id": nd.ID}).Info("node recovered")
 	return out, ""
+}
+
+// admitIfReadyLocked sends a recovering node its table once no peer's
+// acknowledgement of the update is outstanding. n.mu must be held.
+func (n *Node) admitIfReadyLocked(id int32) []*transport.Message {
+	waiting, ok := n.admitting[id]
+	if !ok || len(waiting) > 0 {
+		return nil
+	}
+	delete(n.admitting, id)
+	return []*transport.Message{n.tableMessage(id, n.tableLocked())}
+}
+
+// onTableAck notes a peer's acknowledgement of a table update at the
+// scheduler, admitting recovering nodes that waited only for it.
+func (n *Node) onTableAck(from int32) {
+	n.mu.Lock()
+	if _, known := n.table[from]; !known {
+		n.mu.Unlock()
+		return
+	}
+	var out []*transport.Message
+	for id, waiting := range n.admitting {
+		if waiting[from] {
+			delete(waiting, from)
+			out = append(out, n.admitIfReadyLocked(id)...)
+		}
+	}
+	n.mu.Unlock()
+	n.sendAll(out)
 }
 
 // refuse tells a registering node it is not admitted. The route to it
@@ -307,12 +349,12 @@ func (n *Node) onRefused(m *transport.Message) {
 }
 
 // onTable handles the node table (or an update of some entries) sent by
-// the scheduler.
-func (n *Node) onTable(m *transport.Message) {
+// the scheduler, and reports whether it applied it.
+func (n *Node) onTable(m *transport.Message) bool {
 	c := &m.Meta.Control
 	if !n.verify(authTable, c) {
 		n.log.Warn("node table with a bad signature ignored")
-		return
+		return false
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -326,7 +368,7 @@ func (n *Node) onTable(m *transport.Message) {
 		}
 		if !found {
 			n.log.Warn("node table without this node ignored")
-			return
+			return false
 		}
 		for _, nd := range c.Nodes {
 			n.table[nd.ID] = nd
@@ -341,7 +383,7 @@ func (n *Node) onTable(m *transport.Message) {
 		n.log = n.log.WithFields(logrus.Fields{"id": n.me.ID, "rank": n.me.Rank})
 		n.ready = true
 		close(n.readyCh)
-		return
+		return true
 	}
 	for _, nd := range c.Nodes {
 		old, ok := n.table[nd.ID]
@@ -357,6 +399,7 @@ func (n *Node) onTable(m *transport.Message) {
 			n.emit(Event{Kind: NodeRecovered, Node: nd})
 		}
 	}
+	return true
 }
 
 // Barrier blocks until every live node of group (a bitmask of
@@ -664,6 +707,7 @@ func (n *Node) markDeadLocked(id int32, reason string) []*transport.Message {
 	}
 	n.dead[id] = reason
 	delete(n.lastSeen, id)
+	delete(n.admitting, id)
 	select { // a dead node no longer holds up awaitLeaves
 	case n.leftCh <- struct{}{}:
 	default:
@@ -692,6 +736,13 @@ func (n *Node) markDeadLocked(id int32, reason string) []*transport.Message {
 		return nil
 	}
 	var out []*transport.Message
+	// A recovering node does not wait for a dead peer's acknowledgement.
+	for rid, waiting := range n.admitting {
+		if waiting[id] {
+			delete(waiting, id)
+			out = append(out, n.admitIfReadyLocked(rid)...)
+		}
+	}
 	// Barriers count live members: one that waited only for the dead node
 	// is released now.
 	for group := range n.arrived {

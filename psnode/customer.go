@@ -2,6 +2,8 @@ package psnode
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"time"
@@ -53,7 +55,13 @@ const (
 // handler (server side of an app) id is ignored and requests of app are
 // routed to it; otherwise responses addressed to (app, id) are.
 func (n *Node) newCustomer(app, id int32, serveRequests bool, handle func(*transport.Message)) (*customer, error) {
+	// Timestamps start at a random point, so that a late answer to a
+	// request of an earlier process with the same id (which this process
+	// replaced) cannot be taken for an answer to one of ours.
+	var seed [4]byte
+	_, _ = crand.Read(seed[:])
 	c := &customer{
+		ts:      int32(binary.LittleEndian.Uint32(seed[:]) >> 2),
 		n:       n,
 		app:     app,
 		id:      id,

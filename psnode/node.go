@@ -60,9 +60,10 @@ type Node struct {
 	customers   map[custKey]*customer
 	handlers    map[int32]*customer
 	unclaimed   map[unclaimedKey][]unclaimedMsg
-	left        map[int32]bool // scheduler: nodes that finished
-	leftCh      chan struct{}  // scheduler: signalled on each leave
-	leaveAck    chan struct{}  // node: closed when the scheduler acknowledged our leave
+	left        map[int32]bool           // scheduler: nodes that finished
+	admitting   map[int32]map[int32]bool // scheduler: recovering node → peers yet to acknowledge it
+	leftCh      chan struct{}            // scheduler: signalled on each leave
+	leaveAck    chan struct{}            // node: closed when the scheduler acknowledged our leave
 	stats       Stats
 
 	resendMu sync.Mutex
@@ -127,6 +128,7 @@ func New(cfg conf.PS, tr transport.Transport, opts ...Option) (*Node, error) {
 		handlers:    make(map[int32]*customer),
 		unclaimed:   make(map[unclaimedKey][]unclaimedMsg),
 		left:        make(map[int32]bool),
+		admitting:   make(map[int32]map[int32]bool),
 		leftCh:      make(chan struct{}, 1),
 		leaveAck:    make(chan struct{}),
 	}
@@ -612,10 +614,20 @@ func (n *Node) handle(m *transport.Message) {
 	case transport.CmdNone:
 		n.dispatch(m)
 	case transport.CmdAddNode:
-		if n.role == transport.RoleScheduler {
+		switch {
+		case n.role == transport.RoleScheduler && len(meta.Control.Nodes) == 0:
+			n.onTableAck(meta.Sender)
+		case n.role == transport.RoleScheduler:
 			n.onRegister(m)
-		} else {
-			n.onTable(m)
+		default:
+			if n.onTable(m) && meta.Request {
+				// The scheduler admits a recovering node once every
+				// peer has applied its entry: acknowledge.
+				n.sendAll([]*transport.Message{{Meta: transport.Meta{
+					Recver:  transport.SchedulerID,
+					Control: transport.Control{Cmd: transport.CmdAddNode},
+				}}})
+			}
 		}
 	case transport.CmdRefused:
 		n.onRefused(m)

@@ -907,3 +907,47 @@ func TestPullValuesAreInPlaceWhenWaitReturns(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoveredNodeIsKnownBeforeItSends delays the scheduler's messages
+// to the server, so that the server learns of a replacement worker late:
+// the replacement must not be let in (its Start must not return) before
+// the server knows it, or its first push would be dropped (the id still
+// marked dead there) and never answered.
+func TestRecoveredNodeIsKnownBeforeItSends(t *testing.T) {
+	c := startCluster(t, 1, 2, 98, func(p *conf.PS) {
+		p.HeartbeatInterval = 20 * time.Millisecond
+		p.HeartbeatTimeout = 300 * time.Millisecond
+	})
+	serveSum[float32](t, c, 1)
+	events, stop := c.servers[0].Subscribe()
+	defer stop()
+	old := c.workers[1]
+	oldID := old.ID()
+	c.net.Isolate(oldID)
+	ctx := ctxT(t, 10*time.Second)
+	waitEvent(t, ctx, events, psnode.NodeDied, oldID)
+	_ = old.Close()
+	c.net.Heal()
+	c.net.Delay(transport.SchedulerID, c.servers[0].ID(), 300*time.Millisecond)
+
+	p := c.base
+	p.Role = conf.RoleWorker
+	repl := newNode(t, c.net, p, "worker1-again")
+	t.Cleanup(func() { _ = repl.Close() })
+	if err := repl.Start(ctx); err != nil {
+		t.Fatalf("replacement start: %v", err)
+	}
+	kv, err := psnode.NewKVWorker[float32](repl, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ts, err := kv.Push(pushCtx, psnode.KVPairs[float32]{Keys: []uint64{1}, Vals: []float32{1}})
+	if err == nil {
+		err = kv.Wait(pushCtx, ts)
+	}
+	if err != nil {
+		t.Fatalf("the replacement's first push: %v", err)
+	}
+}
