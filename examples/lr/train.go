@@ -31,17 +31,18 @@ import (
 // trainFlags are ps-lr's training options; every process of a job gets
 // the same ones.
 type trainFlags struct {
-	epochs        int
-	batch         int
-	updater       string
-	alpha, beta   float64
-	l1, l2        float64
-	lr            float64
-	async         bool
-	partitioner   string
-	test          string
-	format        string
-	maxBadRecords int
+	epochs         int
+	batch          int
+	updater        string
+	alpha, beta    float64
+	l1, l2         float64
+	lr             float64
+	async          bool
+	requestTimeout time.Duration
+	partitioner    string
+	test           string
+	format         string
+	maxBadRecords  int
 	// dieAfter is a fault-injection hook for tests: "RANK:N" makes
 	// worker RANK's first attempt kill itself (SIGKILL) after it has read
 	// N shards, mid-epoch.
@@ -61,6 +62,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.Float64Var(&f.l2, "l2", def["l2"], "FTRL and SGD/AdaGrad L2 regularisation")
 	fl.Float64Var(&f.lr, "lr", 0.05, "AdaGrad and SGD learning rate")
 	fl.BoolVar(&f.async, "async", false, "asynchronous training: no step-wise aggregation, shards on demand")
+	fl.DurationVar(&f.requestTimeout, "request-timeout", 5*time.Minute, "longest wait for one push or pull (in synchronous mode, also for the slowest worker's step); the worker fails past it")
 	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, or range over [0, DMLC_MAX_DIMENSION)")
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
 	fl.StringVar(&f.format, "format", records.FormatLibSVM, "input format: libsvm or csv")
@@ -75,6 +77,9 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	}
 	if f.batch < 1 {
 		errs = append(errs, fmt.Errorf("--batch %d: need at least 1", f.batch))
+	}
+	if f.requestTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--request-timeout %v: must be positive", f.requestTimeout))
 	}
 	if _, err := f.newUpdater(); err != nil {
 		errs = append(errs, err)
@@ -374,9 +379,12 @@ func (w *worker) syncEpoch(ctx context.Context, epoch int, plan []tracker.Shard)
 	})
 }
 
+// wait sends a request and waits for it, at most --request-timeout.
 func (w *worker) wait(ctx context.Context, req func() (int32, error)) error {
 	ts, err := req()
 	if err == nil {
+		ctx, cancel := context.WithTimeout(ctx, w.f.requestTimeout)
+		defer cancel()
 		err = w.kv.Wait(ctx, ts)
 	}
 	return err
