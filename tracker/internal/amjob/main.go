@@ -1,0 +1,67 @@
+// Command amjob is a YARN ApplicationMaster that runs one job with
+// tracker.RunAM, used only by the tracker package's integration tests.
+// The job is a JSON tracker.JobSpec given as the only argument. It logs to
+// standard error and exits 1 when the job does not succeed.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/tracker"
+	"github.com/spindle-ps/spindle/yarn"
+)
+
+func main() {
+	allocTimeout := flag.Duration("allocation-timeout", time.Minute, "fail when a task waits this long for a container")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := logrus.New()
+	log.Out = os.Stderr
+	log.SetLevel(logrus.DebugLevel)
+	if err := run(ctx, logrus.NewEntry(log), *allocTimeout); err != nil {
+		log.WithError(err).Error("amjob failed")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, log *logrus.Entry, allocTimeout time.Duration) error {
+	if flag.NArg() != 1 {
+		return fmt.Errorf("usage: amjob [flags] JOBSPEC-JSON")
+	}
+	var spec tracker.JobSpec
+	if err := json.Unmarshal([]byte(flag.Arg(0)), &spec); err != nil {
+		return fmt.Errorf("job spec: %w", err)
+	}
+	hc, err := conf.LoadHadoopConf(os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	am, err := yarn.NewAMClient(ctx, hc, "")
+	if err != nil {
+		return err
+	}
+	defer am.Close()
+	host := os.Getenv("NM_HOST") // the NodeManager's host: where the containers reach this AM
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	res, err := tracker.RunAM(ctx, spec, tracker.AMOptions{
+		AM:                am,
+		Log:               log,
+		Host:              host,
+		AllocationTimeout: allocTimeout,
+	})
+	log.WithFields(logrus.Fields{"state": res.State, "tasks": fmt.Sprintf("%+v", res.Tasks)}).Info("job ended")
+	return err
+}

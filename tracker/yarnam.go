@@ -1,0 +1,645 @@
+package tracker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/yarn"
+)
+
+// AMOptions are the dependencies of RunAM.
+type AMOptions struct {
+	// AM is the registered-to-be connection to the ResourceManager's
+	// scheduler; RunAM registers, heartbeats and unregisters it, but does
+	// not close it. Required.
+	AM *yarn.AMClient
+	// NM starts and stops containers; nil means yarn.NewNMClient(AM),
+	// closed when RunAM returns.
+	NM *yarn.NMClient
+	// Log receives the AM's own messages; nil discards them.
+	Log *logrus.Entry
+	// Host is the AM's host name as the containers reach it: the tracker
+	// RPC is advertised at Host:port. Required.
+	Host string
+	// Resources are localized into every task container (the program,
+	// its libraries), keyed by link name.
+	Resources map[string]yarn.LocalResource
+	// Env holds extra KEY=VALUE settings for every task container (for
+	// instance LD_LIBRARY_PATH=./lib); the job's own settings and the
+	// environment contract override them.
+	Env []string
+	// Planner cuts the inputs into shards; nil means the job has no
+	// inputs to shard.
+	Planner Planner
+	// AllocationTimeout is how long a task may wait for a container
+	// before the job fails; 0 means 10 minutes.
+	AllocationTimeout time.Duration
+	// Heartbeat is the interval of the allocate loop; 0 means 250 ms.
+	Heartbeat time.Duration
+	// RootPort is the port the scheduler listens on (DMLC_PS_ROOT_PORT);
+	// 0 means one picked at random in [20000, 30000) when RunAM starts.
+	RootPort int
+	// OnStatus, when set, is called about once a second and at every
+	// change of the containers with the job's status.
+	OnStatus func(Status)
+}
+
+// Priorities at which the AM asks for each role's containers: the
+// scheduler first, then the servers, then the workers.
+const (
+	prioScheduler int32 = 0
+	prioServer    int32 = 1
+	prioWorker    int32 = 2
+)
+
+// Defaults of AMOptions.
+const (
+	defaultAllocationTimeout = 10 * time.Minute
+	defaultHeartbeat         = 250 * time.Millisecond
+	// finishTimeout bounds unregistering and stopping containers at the end.
+	finishTimeout = 30 * time.Second
+	// maxNodeRejects bounds how often one attempt of a task turns down a
+	// container on a node where it failed before.
+	maxNodeRejects = 3
+	// maxDiagnostics bounds the part of a container's YARN diagnostics
+	// quoted in the job's diagnostic.
+	maxDiagnostics = 2000
+)
+
+// amTask is one role and rank of a job run by RunAM: at most one
+// container at a time.
+type amTask struct {
+	role    string
+	rank    int
+	attempt int
+	prio    int32
+	ct      *yarn.Container // the current attempt's container, once started
+	waiting time.Time       // when the current attempt began to wait for a container; zero when it has one
+	done    bool
+	code    int32 // exit status of the last attempt; yarn.ExitInvalid before one ends
+	// badNodes are the nodes on which an attempt of the task failed.
+	badNodes map[yarn.NodeID]bool
+	rejects  int
+}
+
+func (t *amTask) String() string { return fmt.Sprintf("%s %d", t.role, t.rank) }
+
+func (t *amTask) pending() bool { return !t.done && t.ct == nil }
+
+// amJob is the state of RunAM. It is owned by RunAM's goroutine.
+type amJob struct {
+	spec     JobSpec
+	opts     AMOptions
+	log      *logrus.Entry
+	state    *State
+	env      *localJob // builds the environment contract
+	tasks    []*amTask
+	byCont   map[yarn.ContainerID]*amTask
+	outst    map[int32]int32 // containers the ResourceManager still owes, per priority
+	rootHost string          // the scheduler's current node
+	nodes    int32           // cluster size from the last heartbeat
+	releases []yarn.ContainerID
+}
+
+// RunAM runs spec from inside a YARN ApplicationMaster container: it
+// serves the tracker RPC on opts.Host, registers with the
+// ResourceManager, asks for one container per task (the scheduler at
+// priority 0, servers at 1, workers at 2; the scheduler's size is a
+// server's) and starts the command in each with the environment contract
+// (DMLC_JOB_CLUSTER=yarn, DMLC_NODE_HOST the container's node).
+//
+// The scheduler comes first: servers and workers are asked for only once
+// the scheduler's container is allocated, because DMLC_PS_ROOT_URI is its
+// node. Its port, DMLC_PS_ROOT_PORT, is opts.RootPort, chosen by the AM
+// before any container exists (YARN gives no way to learn a port a
+// container bound); a scheduler that cannot bind it fails and is retried
+// like any failed task, on another node when there is one.
+//
+// A task whose container ends with a non-zero exit status is run again
+// in a new container, up to MaxAttempts in all, preferring another node
+// than the ones it failed on (best effort: an allocation on such a node
+// is released and asked for again, at most a few times per attempt, and
+// only when the cluster has other nodes). Past the budget, when a task
+// waits longer than AllocationTimeout for a container, when a kill is
+// requested over the tracker RPC, or when ctx ends, every running
+// container is stopped and the AM unregisters FAILED (KILLED for a kill
+// or ctx) with a diagnostic naming the cause; RunAM returns an error
+// saying the same. When every task has exited 0 the AM unregisters
+// SUCCEEDED. RunAM always unregisters (bounded by 30 s) and never leaves
+// a container it started running.
+//
+// Not yet done here: checking the output before the job and committing
+// the model after it (RunLocal's Resolver), checkpoints and resume, and
+// the AM's own restart (containers from previous attempts).
+func RunAM(ctx context.Context, spec JobSpec, opts AMOptions) (Result, error) {
+	start := time.Now()
+	if err := spec.Validate(); err != nil {
+		return Result{State: Failed}, err
+	}
+	if opts.AM == nil || opts.Host == "" {
+		return Result{State: Failed}, errors.New("tracker: RunAM needs an AM client and the AM's host")
+	}
+	if opts.Log == nil {
+		l := logrus.New()
+		l.Out = io.Discard
+		opts.Log = logrus.NewEntry(l)
+	}
+	if opts.AllocationTimeout <= 0 {
+		opts.AllocationTimeout = defaultAllocationTimeout
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = defaultHeartbeat
+	}
+	if opts.RootPort == 0 {
+		opts.RootPort = 20000 + rand.IntN(10000)
+	}
+	if opts.NM == nil {
+		opts.NM = yarn.NewNMClient(opts.AM)
+		defer opts.NM.Close()
+	}
+	var shards []Shard
+	if len(spec.Inputs) > 0 {
+		if opts.Planner == nil {
+			return Result{State: Failed}, errors.New("tracker: the job has inputs but no planner to cut them into shards")
+		}
+		size := spec.SplitSize
+		if size == 0 {
+			size = DefaultSplitSize
+		}
+		var err error
+		if shards, err = opts.Planner(ctx, spec.Inputs, size); err != nil {
+			return Result{State: Failed}, fmt.Errorf("tracker: plan the input: %w", err)
+		}
+	}
+	secret, err := newSecret()
+	if err != nil {
+		return Result{State: Failed}, err
+	}
+	j := &amJob{
+		spec:   spec,
+		opts:   opts,
+		log:    opts.Log.WithField("attempt", opts.AM.Attempt()),
+		state:  NewState(shards, start),
+		byCont: map[yarn.ContainerID]*amTask{},
+		outst:  map[int32]int32{},
+	}
+	// The tracker listens on every interface and is advertised on Host.
+	svc, err := Serve(ctx, ":0", j.state, secret, opts.Log)
+	if err != nil {
+		return Result{State: Failed}, err
+	}
+	defer svc.Close()
+	_, port, _ := net.SplitHostPort(svc.Addr())
+	trackerPort, _ := strconv.Atoi(port)
+	j.env = &localJob{spec: spec, secret: secret, rootPort: opts.RootPort,
+		trackerAddr: net.JoinHostPort(opts.Host, port)}
+	for _, t := range j.env.newTasks() {
+		at := &amTask{role: t.role, rank: t.rank, prio: prioWorker, waiting: start, code: yarn.ExitInvalid}
+		switch t.role {
+		case RoleScheduler:
+			at.prio = prioScheduler
+		case RoleServer:
+			at.prio = prioServer
+		}
+		j.tasks = append(j.tasks, at)
+	}
+
+	if _, err := opts.AM.Register(ctx, opts.Host, trackerPort, ""); err != nil {
+		return Result{State: Failed}, fmt.Errorf("tracker: register the application master: %w", err)
+	}
+	j.log.WithFields(logrus.Fields{"tracker": j.env.trackerAddr, "root_port": opts.RootPort}).Info("application master registered")
+
+	st, diag, runErr := j.run(ctx)
+	// Whatever happened, nothing keeps running and the AM unregisters.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	j.stopAll(fctx)
+	final := yarn.FinalSucceeded
+	switch st {
+	case Failed:
+		final = yarn.FinalFailed
+	case Killed:
+		final = yarn.FinalKilled
+	}
+	j.state.Finish(st, diag)
+	j.report()
+	if err := opts.AM.Finish(fctx, final, diag, ""); err != nil {
+		err = fmt.Errorf("tracker: unregister the application master: %w", err)
+		if runErr == nil {
+			runErr = err
+		} else {
+			runErr = errors.Join(runErr, err)
+		}
+	}
+	res := j.result(st)
+	res.Wall = time.Since(start)
+	res.Status = j.state.Status()
+	return res, runErr
+}
+
+// run is the allocate loop; it returns how the job ended.
+func (j *amJob) run(ctx context.Context) (JobState, string, error) {
+	tick := time.NewTicker(j.opts.Heartbeat)
+	defer tick.Stop()
+	lastReport := time.Time{}
+	for {
+		if err := j.heartbeat(ctx); err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return Failed, err.Error(), err
+		}
+		if j.allDone() {
+			return Succeeded, fmt.Sprintf("all %d tasks exited 0", len(j.tasks)), nil
+		}
+		if err := j.checkAllocationTimeout(); err != nil {
+			return Failed, err.Error(), err
+		}
+		if time.Since(lastReport) >= time.Second {
+			j.report()
+			lastReport = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+		case reason := <-j.state.KillRequests():
+			err := fmt.Errorf("%w: %s", ErrKillRequested, reason)
+			return Killed, err.Error(), err
+		case <-tick.C:
+			continue
+		}
+		break
+	}
+	err := fmt.Errorf("tracker: job stopped: %w", context.Cause(ctx))
+	return Killed, err.Error(), err
+}
+
+// heartbeat sends one allocate with the asks that changed and the
+// releases, starts the containers that came and handles the ones that
+// completed. It returns an error that fails the job.
+func (j *amJob) heartbeat(ctx context.Context) error {
+	req := yarn.AllocateRequest{Asks: j.asks(), Releases: j.releases, Progress: j.progress()}
+	resp, err := j.opts.AM.Allocate(ctx, req)
+	if err != nil {
+		return fmt.Errorf("tracker: heartbeat to the resource manager: %w", err)
+	}
+	j.releases = nil
+	j.nodes = resp.NumClusterNodes
+	if resp.Command != yarn.AMCommandNone {
+		return fmt.Errorf("tracker: the resource manager ordered AM command %d (resync/shutdown), which this AM does not support", resp.Command)
+	}
+	changed := false
+	for _, c := range resp.Allocated {
+		if j.outst[c.Priority] > 0 {
+			j.outst[c.Priority]--
+		}
+		if err := j.place(ctx, c); err != nil {
+			return err
+		}
+		changed = true
+	}
+	for _, s := range resp.Completed {
+		t := j.byCont[s.ID]
+		if t == nil {
+			continue // released or surplus
+		}
+		delete(j.byCont, s.ID)
+		if err := j.onComplete(t, s); err != nil {
+			return err
+		}
+		changed = true
+	}
+	if changed {
+		j.report()
+	}
+	return nil
+}
+
+// asks returns an Ask for every priority whose number of waiting tasks
+// differs from what the ResourceManager still owes. Servers and workers
+// are asked for only once the scheduler has a node.
+func (j *amJob) asks() []yarn.Ask {
+	want := map[int32]int32{}
+	for _, t := range j.tasks {
+		if t.pending() && (t.prio == prioScheduler || j.spec.NumServers == 0 || j.rootHost != "") {
+			want[t.prio]++
+		}
+	}
+	var asks []yarn.Ask
+	for _, p := range []int32{prioScheduler, prioServer, prioWorker} {
+		if want[p] == j.outst[p] {
+			continue
+		}
+		asks = append(asks, yarn.Ask{Priority: p, Count: want[p], Resource: j.resource(p)})
+		j.outst[p] = want[p]
+	}
+	return asks
+}
+
+func (j *amJob) resource(prio int32) yarn.Resource {
+	mem, cores := j.spec.ServerMemoryMB, j.spec.ServerCores
+	if prio == prioWorker {
+		mem, cores = j.spec.WorkerMemoryMB, j.spec.WorkerCores
+	}
+	if mem <= 0 {
+		mem = 1024
+	}
+	if cores <= 0 {
+		cores = 1
+	}
+	return yarn.Resource{MemoryMB: int64(mem), VCores: int32(cores)}
+}
+
+// place gives container c to a waiting task of its priority and starts
+// it, or releases it.
+func (j *amJob) place(ctx context.Context, c yarn.Container) error {
+	var t *amTask
+	for _, cand := range j.tasks {
+		if cand.prio == c.Priority && cand.pending() {
+			t = cand
+			break
+		}
+	}
+	if t == nil || (t.prio != prioScheduler && j.spec.NumServers > 0 && j.rootHost == "") {
+		j.log.WithField("container", c.ID.String()).Debug("releasing surplus container")
+		j.releases = append(j.releases, c.ID)
+		return nil
+	}
+	if t.badNodes[c.Node] && t.rejects < maxNodeRejects && j.nodes > int32(len(t.badNodes)) {
+		t.rejects++
+		j.log.WithFields(logrus.Fields{"task": t.String(), "node": c.Node.String()}).Info("container on a node where the task failed; asking for another")
+		j.releases = append(j.releases, c.ID)
+		return nil
+	}
+	launch := yarn.LaunchContext{
+		Commands:       append(shellWords(j.spec.Command), "1><LOG_DIR>/stdout", "2><LOG_DIR>/stderr"),
+		Env:            j.containerEnv(t, c),
+		LocalResources: j.opts.Resources,
+	}
+	if err := j.opts.NM.StartContainer(ctx, c, launch); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		j.releases = append(j.releases, c.ID)
+		return j.onFailure(t, c, fmt.Sprintf("container %s did not start on %s: %v", c.ID, c.Node, err), yarn.ExitInvalid)
+	}
+	ct := c
+	t.ct, t.waiting = &ct, time.Time{}
+	j.byCont[c.ID] = t
+	if t.role == RoleScheduler {
+		j.rootHost = c.Node.Host
+	}
+	j.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt, "container": c.ID.String(), "node": c.Node.String()}).Info("task started")
+	return nil
+}
+
+// containerEnv is the environment of t's current attempt in c: the
+// AM's extra settings, the job's, then the contract, which wins.
+func (j *amJob) containerEnv(t *amTask, c yarn.Container) map[string]string {
+	env := j.env.taskEnv(&task{role: t.role, rank: t.rank, attempt: t.attempt}, j.opts.Env)
+	m := make(map[string]string, len(env)+3)
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	m[conf.EnvJobCluster] = "yarn"
+	m[conf.EnvNodeHost] = c.Node.Host
+	if j.spec.NumServers > 0 {
+		m[conf.EnvRootURI] = j.rootHost
+		if t.role == RoleScheduler {
+			m[conf.EnvRootURI] = c.Node.Host
+		}
+	}
+	return m
+}
+
+// onComplete handles the end of t's container.
+func (j *amJob) onComplete(t *amTask, s yarn.ContainerStatus) error {
+	c := *t.ct
+	t.ct = nil
+	t.code = s.ExitStatus
+	if s.ExitStatus == yarn.ExitSuccess {
+		t.done = true
+		j.log.WithFields(logrus.Fields{"task": t.String(), "container": s.ID.String()}).Info("task done")
+		return nil
+	}
+	msg := fmt.Sprintf("%s in container %s on %s", describeExitStatus(s.ExitStatus), s.ID, c.Node)
+	if d := strings.TrimSpace(s.Diagnostics); d != "" {
+		if len(d) > maxDiagnostics {
+			d = "…" + d[len(d)-maxDiagnostics:]
+		}
+		msg += "; YARN diagnostics: " + d
+	}
+	return j.onFailure(t, c, msg, s.ExitStatus)
+}
+
+// onFailure restarts t in a new container, or fails the job when t has
+// used its attempts.
+func (j *amJob) onFailure(t *amTask, c yarn.Container, msg string, code int32) error {
+	t.code = code
+	if t.role == RoleWorker {
+		j.state.WorkerLost(t.rank)
+	}
+	if t.badNodes == nil {
+		t.badNodes = map[yarn.NodeID]bool{}
+	}
+	t.badNodes[c.Node] = true
+	if t.attempt+1 < j.spec.MaxAttempts {
+		j.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt, "exit": code}).Warn("task failed; restarting it")
+		t.attempt++
+		t.ct, t.rejects, t.waiting = nil, 0, time.Now()
+		return nil
+	}
+	return fmt.Errorf("tracker: %s %d failed: %s, on attempt %d of %d", t.role, t.rank, msg, t.attempt+1, j.spec.MaxAttempts)
+}
+
+// describeExitStatus names a container's exit status.
+func describeExitStatus(code int32) string {
+	s := "exit status " + strconv.Itoa(int(code))
+	switch code {
+	case yarn.ExitInvalid:
+		return s + " (not set)"
+	case yarn.ExitAborted:
+		return s + " (ABORTED: released, or lost with its node)"
+	case yarn.ExitDisksFailed:
+		return s + " (DISKS_FAILED)"
+	case yarn.ExitPreempted:
+		return s + " (PREEMPTED)"
+	case yarn.ExitKilledExceededVMem:
+		return s + " (KILLED_EXCEEDED_VMEM: over its virtual memory limit)"
+	case yarn.ExitKilledExceededPMem:
+		return s + " (KILLED_EXCEEDED_PMEM: over its memory limit)"
+	case yarn.ExitKilledByAppMaster:
+		return s + " (KILLED_BY_APPMASTER)"
+	case yarn.ExitKilledByResourceManager:
+		return s + " (KILLED_BY_RESOURCEMANAGER)"
+	case yarn.ExitKilledAfterAppCompletion:
+		return s + " (KILLED_AFTER_APP_COMPLETION)"
+	case 137:
+		return s + " (SIGKILL)"
+	case 143:
+		return s + " (SIGTERM)"
+	}
+	return s
+}
+
+// checkAllocationTimeout fails the job when a task has waited too long
+// for a container.
+func (j *amJob) checkAllocationTimeout() error {
+	now := time.Now()
+	late := false
+	missing := map[string]int{}
+	for _, t := range j.tasks {
+		if !t.pending() {
+			continue
+		}
+		missing[t.role]++
+		if now.Sub(t.waiting) > j.opts.AllocationTimeout {
+			late = true
+		}
+	}
+	if !late {
+		return nil
+	}
+	var parts []string
+	for _, r := range []string{RoleScheduler, RoleServer, RoleWorker} {
+		if n := missing[r]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, r))
+		}
+	}
+	return fmt.Errorf("tracker: containers did not come within %v: still missing %s (cluster of %d nodes)",
+		j.opts.AllocationTimeout, strings.Join(parts, ", "), j.nodes)
+}
+
+func (j *amJob) allDone() bool {
+	for _, t := range j.tasks {
+		if !t.done {
+			return false
+		}
+	}
+	return true
+}
+
+func (j *amJob) progress() float32 {
+	done := 0
+	for _, t := range j.tasks {
+		if t.done {
+			done++
+		}
+	}
+	return float32(done) / float32(len(j.tasks))
+}
+
+// stopAll stops every running container, cancels the asks, and waits
+// (bounded by ctx) until the ResourceManager reports them complete.
+func (j *amJob) stopAll(ctx context.Context) {
+	for _, t := range j.tasks {
+		if t.ct == nil {
+			continue
+		}
+		if err := j.opts.NM.StopContainer(ctx, *t.ct); err != nil {
+			j.log.WithError(err).WithField("container", t.ct.ID.String()).Warn("stop container")
+			continue
+		}
+		t.code = yarn.ExitKilledByAppMaster // until the ResourceManager reports it
+	}
+	var asks []yarn.Ask
+	for p, n := range j.outst {
+		if n > 0 {
+			asks = append(asks, yarn.Ask{Priority: p, Count: 0, Resource: j.resource(p)})
+			j.outst[p] = 0
+		}
+	}
+	tick := time.NewTicker(j.opts.Heartbeat)
+	defer tick.Stop()
+	for len(j.byCont) > 0 || len(asks) > 0 || len(j.releases) > 0 {
+		resp, err := j.opts.AM.Allocate(ctx, yarn.AllocateRequest{Asks: asks, Releases: j.releases, Progress: j.progress()})
+		if err != nil {
+			j.log.WithError(err).Warn("heartbeat while stopping containers")
+			return
+		}
+		asks, j.releases = nil, nil
+		for _, c := range resp.Allocated {
+			j.releases = append(j.releases, c.ID) // too late: give it back
+		}
+		for _, s := range resp.Completed {
+			if t := j.byCont[s.ID]; t != nil {
+				delete(j.byCont, s.ID)
+				t.ct, t.code = nil, s.ExitStatus
+				if s.ExitStatus == yarn.ExitSuccess {
+					t.done = true
+				}
+			}
+		}
+		if len(j.byCont) == 0 && len(j.releases) == 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			j.log.WithField("containers", len(j.byCont)).Warn("containers not reported complete; the resource manager ends them when the AM unregisters")
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (j *amJob) result(st JobState) Result {
+	r := Result{State: st}
+	if st == Succeeded {
+		r.Output = j.spec.Output
+	}
+	for _, t := range j.tasks {
+		r.Tasks = append(r.Tasks, TaskResult{Role: t.role, Rank: t.rank, Attempts: t.attempt + 1, ExitCode: int(t.code)})
+	}
+	return r
+}
+
+// report publishes the containers' counts and calls OnStatus.
+func (j *amJob) report() {
+	byRole := map[string]*RoleStatus{}
+	var order []string
+	for _, t := range j.tasks {
+		rs := byRole[t.role]
+		if rs == nil {
+			rs = &RoleStatus{Role: t.role}
+			byRole[t.role] = rs
+			order = append(order, t.role)
+		}
+		rs.Want++
+		rs.Restarts += t.attempt
+		if t.ct != nil {
+			rs.Running++
+		}
+		if t.done {
+			rs.Succeeded++
+		}
+	}
+	for _, r := range order {
+		j.state.SetRole(*byRole[r])
+	}
+	if j.opts.OnStatus != nil {
+		j.opts.OnStatus(j.state.Status())
+	}
+}
+
+// shellWords quotes a command for a NodeManager's launch script, which
+// runs `exec /bin/bash -c "<words joined by spaces>"`: each word is
+// single-quoted for the inner bash, then the characters special inside
+// the outer double quotes are escaped, so the command runs as given.
+func shellWords(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		q := "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		out[i] = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(q)
+	}
+	return out
+}
