@@ -46,7 +46,11 @@
 // tells every node; barriers stop waiting for it. Requests
 // waiting on a dead node complete with an error wrapping ErrNodeDead.
 // Subscribe reports deaths and recoveries. A new process may take over a
-// dead node's id (recovery) by registering with the same role (and rank).
+// dead node's id (recovery) by registering with the same role (and rank);
+// the scheduler gives it the node table only once every live node has
+// acknowledged the new entry, so that none drops its first messages or
+// answers the dead process instead. A recovering node's Start skips the
+// start barrier: the job is already running.
 //
 // # Security
 //
