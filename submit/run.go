@@ -13,11 +13,12 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/tracker"
+	"github.com/spindle-ps/spindle/yarn"
 )
 
-// errYARNUnsupported is Run's answer to --cluster yarn until the YARN
-// runner is added.
-var errYARNUnsupported = errors.New("--cluster yarn is not supported yet by this build; use --cluster local")
+// errYARNUnsupported is the answer of --dry-run to --cluster yarn, whose
+// tasks are planned by the ApplicationMaster in the cluster.
+var errYARNUnsupported = errors.New("--cluster yarn is not supported yet by this build with --dry-run; the tasks are planned in the cluster")
 
 // Main is ps-submit: it parses args, runs the job and returns the exit
 // status: 0 if the job succeeded (or for --help and --dry-run), 1 if it
@@ -88,10 +89,53 @@ func (o *Options) Run(ctx context.Context) error {
 	case ClusterLocal:
 		return o.runLocalJob(ctx)
 	case ClusterYARN:
-		return errYARNUnsupported
+		return o.runYARNJob(ctx)
 	default:
 		return fmt.Errorf("--cluster %q: want %s or %s", o.Cluster, ClusterLocal, ClusterYARN)
 	}
+}
+
+// runYARNJob submits the job to YARN and follows it, printing the
+// application's state changes and tracking URL, and at the end the
+// summary.
+func (o *Options) runYARNJob(ctx context.Context) error {
+	spec := o.JobSpec()
+	level, err := parseLogLevel(o.LogLevel)
+	if err != nil {
+		level = logrus.InfoLevel
+	}
+	logger := logrus.New()
+	logger.SetOutput(o.Err)
+	logger.SetLevel(level)
+	log := logrus.NewEntry(logger).WithField("job", spec.Name)
+	urlShown := false
+	res, err := tracker.SubmitYARN(ctx, spec, tracker.YARNOptions{
+		Lookup: o.LookupEnv,
+		Log:    log,
+		OnReport: func(r yarn.ApplicationReport) {
+			line := fmt.Sprintf("%s: application %s %s", progName, r.ID, r.State)
+			if r.State.Terminal() {
+				line += " " + r.FinalStatus.String()
+			}
+			fmt.Fprintln(o.Err, line)
+			// The URL is the AM's once it runs.
+			if u := r.TrackingURL; u != "" && !urlShown && r.State == yarn.AppRunning {
+				urlShown = true
+				fmt.Fprintf(o.Err, "%s: tracking URL %s\n", progName, u)
+			}
+		},
+	})
+	if err != nil {
+		writeLines(o.Err, progName+": ", err.Error())
+	}
+	_ = writeSummary(o.Err, spec.Name, res)
+	switch {
+	case err != nil:
+		return reportedError{err}
+	case res.State != tracker.Succeeded:
+		return fmt.Errorf("job ended %s", res.State)
+	}
+	return nil
 }
 
 // runLocalJob runs the job on this machine, showing progress and, at the

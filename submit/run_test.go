@@ -6,7 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -167,21 +169,51 @@ worker 0
 	}
 }
 
-func TestYARNNotSupportedYet(t *testing.T) {
+func TestYARNDryRunIsRefused(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{
-		{"--cluster", "yarn", "-n", "1", "./prog"},
-		{"--cluster", "yarn", "--dry-run", "-n", "1", "./prog"},
-	} {
-		code, _, stderr := runMain(t, nil, args, noRun(t))
-		if code != 1 || !strings.Contains(stderr, "ps-submit: --cluster yarn is not supported yet by this build") {
-			t.Errorf("%q: exit status %d, stderr %q; want 1 and not supported yet", args, code, stderr)
-		}
+	code, _, stderr := runMain(t, nil, []string{"--cluster", "yarn", "--dry-run", "-n", "1", "./prog"}, noRun(t))
+	if code != 1 || !strings.Contains(stderr, "--cluster yarn is not supported yet by this build with --dry-run") {
+		t.Errorf("exit status %d, stderr %q; want 1 and the dry-run refusal", code, stderr)
 	}
-	o := complete(t, map[string]string{envSubmitCluster: "yarn"}, "-n", "1", "./prog")
-	if err := o.Run(context.Background()); !errors.Is(err, errYARNUnsupported) {
-		t.Errorf("Run = %v, want errYARNUnsupported", err)
+}
+
+// TestYARNWithoutResourceManager: with no ResourceManager to reach, a
+// YARN submission fails promptly and says where it tried.
+func TestYARNWithoutResourceManager(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	port := freePortForTest(t) // nobody listens there
+	site := fmt.Sprintf(`<configuration>
+<property><name>yarn.resourcemanager.address</name><value>127.0.0.1:%d</value></property>
+<property><name>yarn.client.failover-max-attempts</name><value>1</value></property>
+</configuration>`, port)
+	if err := os.WriteFile(filepath.Join(dir, "yarn-site.xml"), []byte(site), 0o644); err != nil {
+		t.Fatal(err)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	start := time.Now()
+	var stdout, stderr bytes.Buffer
+	code := Main(ctx, []string{"--cluster", "yarn", "-n", "1", "--", "/bin/true"}, nil, &stdout, &stderr,
+		func(k string) (string, bool) {
+			if k == "HADOOP_CONF_DIR" {
+				return dir, true
+			}
+			return "", false
+		}, nil)
+	if code != 1 || !strings.Contains(stderr.String(), fmt.Sprint(port)) {
+		t.Errorf("exit %d after %v, stderr %q; want 1 naming port %d", code, time.Since(start), stderr.String(), port)
+	}
+}
+
+func freePortForTest(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 func TestRunHandsTheJobToTheLauncher(t *testing.T) {

@@ -1,0 +1,486 @@
+package tracker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/yarn"
+	"github.com/spindle-ps/spindle/yarn/libs"
+)
+
+// YARNOptions are the dependencies of SubmitYARN.
+type YARNOptions struct {
+	// Lookup reads the environment: the Hadoop configuration is found
+	// with it the Hadoop way, and the user is HADOOP_USER_NAME or the
+	// login. nil means none (the login user, no configuration).
+	Lookup conf.Lookup
+	// Executable is the ps-submit binary that runs as the
+	// ApplicationMaster ("ps-submit am job.json"); "" means
+	// os.Executable().
+	Executable string
+	// AMMemoryMB and AMCores size the ApplicationMaster's container;
+	// 0 means 512 MB and 1 vcore.
+	AMMemoryMB, AMCores int
+	// AMMaxAttempts is how many times YARN may start the
+	// ApplicationMaster; 0 means 1 (RunAM does not yet recover from a
+	// restart).
+	AMMaxAttempts int
+	// Log receives the client's own messages; nil discards them.
+	Log *logrus.Entry
+	// OnReport, when set, is called with the first application report and
+	// with every report whose state, final status or tracking URL differs
+	// from the previous one.
+	OnReport func(yarn.ApplicationReport)
+	// Poll is the interval of the application reports; 0 means 500 ms.
+	Poll time.Duration
+	// KillTimeout bounds how long SubmitYARN waits for a killed
+	// application to end; 0 means 30 s.
+	KillTimeout time.Duration
+}
+
+// Names in the staging directory and in the containers' working
+// directories.
+const (
+	amBinaryName = "ps-submit"
+	amJobFile    = "job.json"
+	amLibDir     = "lib"
+	// AMMode is the first argument that makes ps-submit an ApplicationMaster.
+	AMMode = "am"
+	// YARNApplicationType is the type of Spindle's YARN applications.
+	YARNApplicationType = "SPINDLE"
+)
+
+// amConfKeys are the prefixes of the Hadoop properties the client passes
+// to the ApplicationMaster in job.json, for a node whose container does
+// not see the cluster's configuration: how to reach the
+// ResourceManager's scheduler and HDFS. The node's own configuration,
+// when there is one, wins.
+var amConfKeys = []string{"yarn.resourcemanager.", "fs.defaultFS", "dfs.nameservices", "dfs.ha.namenodes.",
+	"dfs.namenode.rpc-address", "dfs.client.", "hadoop.security.authentication"}
+
+// amJobConfig is job.json: what the ApplicationMaster needs to run the job.
+type amJobConfig struct {
+	// Spec is the job, its command rewritten to the localized executable
+	// when that was shipped.
+	Spec JobSpec `json:"spec"`
+	// Resources are localized into every task container.
+	Resources map[string]yarn.LocalResource `json:"resources"`
+	// Hadoop holds the client's Hadoop properties the AM falls back on.
+	Hadoop map[string]string `json:"hadoop,omitempty"`
+}
+
+// SubmitYARN runs spec as a YARN application and follows it until it
+// ends. It stages the files the application needs in HDFS under
+// /user/<user>/.spindle/<application id>/ — this ps-submit binary, the
+// command's executable when spec.Command[0] is a path (with a slash) to a local file outside the
+// system directories (/bin, /sbin, /usr, /lib, /lib64, /etc, which the
+// nodes have; the tasks then run ./<its base name>), every spec.Files entry (by base name), the
+// non-system shared libraries of both binaries (under lib/) and job.json —
+// and submits an ApplicationMaster that runs "ps-submit am job.json"
+// (AMMain, which runs RunAM). It polls the application's report, passing
+// changes to OnReport, until the application is FINISHED, FAILED or
+// KILLED. The result is Succeeded only when YARN's final status is
+// SUCCEEDED; otherwise the error carries YARN's diagnostics.
+//
+// When ctx ends first, the application is killed and SubmitYARN waits
+// (bounded by KillTimeout) until YARN reports it KILLED, and returns a
+// Killed result. The staging directory is removed in every case.
+func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result, err error) {
+	start := time.Now()
+	res = Result{State: Failed}
+	defer func() { res.Wall = time.Since(start) }()
+	if err := spec.Validate(); err != nil {
+		return res, err
+	}
+	if opts.Log == nil {
+		l := logrus.New()
+		l.Out = io.Discard
+		opts.Log = logrus.NewEntry(l)
+	}
+	if opts.AMMemoryMB <= 0 {
+		opts.AMMemoryMB = 512
+	}
+	if opts.AMCores <= 0 {
+		opts.AMCores = 1
+	}
+	if opts.AMMaxAttempts <= 0 {
+		opts.AMMaxAttempts = 1
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 500 * time.Millisecond
+	}
+	if opts.KillTimeout <= 0 {
+		opts.KillTimeout = 30 * time.Second
+	}
+	lookup := opts.Lookup
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	if opts.Executable == "" {
+		if opts.Executable, err = os.Executable(); err != nil {
+			return res, fmt.Errorf("tracker: find the ps-submit binary to ship: %w", err)
+		}
+	}
+	hc, err := conf.LoadHadoopConf(lookup)
+	if err != nil {
+		return res, err
+	}
+	user, err := hc.User(lookup)
+	if err != nil {
+		return res, err
+	}
+	resolver := dfs.NewResolver(hc, user)
+	defer resolver.Close()
+
+	rm, err := yarn.NewRMClient(ctx, hc, user)
+	if err != nil {
+		return res, fmt.Errorf("tracker: connect to the resource manager: %w", err)
+	}
+	defer rm.Close()
+	app, err := rm.NewApplication(ctx)
+	if err != nil {
+		return res, fmt.Errorf("tracker: new application: %w", err)
+	}
+	log := opts.Log.WithField("application", app.ID.String())
+
+	fsys, dir, err := resolver.Resolve(ctx, "hdfs:///user/"+user+"/.spindle/"+app.ID.String())
+	if err != nil {
+		return res, fmt.Errorf("tracker: staging directory: %w", err)
+	}
+	defer func() {
+		// Removed whatever happened, even after ctx ended.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if rerr := fsys.RemoveAll(rctx, dir); rerr != nil {
+			log.WithError(rerr).Warn("could not remove the staging directory")
+			err = errors.Join(err, fmt.Errorf("tracker: remove the staging directory: %w", rerr))
+		}
+	}()
+	amRes, err := stage(ctx, fsys, dir, spec, opts.Executable, lookup, hc)
+	if err != nil {
+		return res, err
+	}
+	log.WithField("staging", fsys.URI(dir)).Debug("files staged")
+
+	name := spec.Name
+	if name == "" {
+		name = path.Base(spec.Command[0])
+	}
+	err = rm.Submit(ctx, yarn.Submission{
+		ID:             app.ID,
+		Name:           name,
+		Type:           YARNApplicationType,
+		Queue:          spec.Queue,
+		Command:        []string{"./" + amBinaryName, AMMode, amJobFile, "1><LOG_DIR>/stdout", "2><LOG_DIR>/stderr"},
+		Env:            map[string]string{"LD_LIBRARY_PATH": "./" + amLibDir, conf.EnvHadoopUserName: user},
+		LocalResources: amRes,
+		Resource:       yarn.Resource{MemoryMB: int64(opts.AMMemoryMB), VCores: int32(opts.AMCores)},
+		MaxAttempts:    int32(opts.AMMaxAttempts),
+	})
+	if err != nil {
+		return res, fmt.Errorf("tracker: submit the application: %w", err)
+	}
+	log.Info("application submitted")
+
+	r, err := follow(ctx, rm, app.ID, opts)
+	res.Status.Diagnostics = r.Diagnostics
+	switch {
+	case err != nil && ctx.Err() != nil:
+		res.State = Killed
+		return res, err
+	case err != nil:
+		return res, err
+	case r.State == yarn.AppKilled || r.FinalStatus == yarn.FinalKilled:
+		res.State = Killed
+		return res, fmt.Errorf("tracker: application %s was killed: %s", app.ID, r.Diagnostics)
+	case r.State == yarn.AppFinished && r.FinalStatus == yarn.FinalSucceeded:
+		res.State = Succeeded
+		res.Output = spec.Output
+		return res, nil
+	}
+	return res, fmt.Errorf("tracker: application %s ended %v with final status %v: %s", app.ID, r.State, r.FinalStatus, r.Diagnostics)
+}
+
+// follow polls id's report until it is terminal, or kills it when ctx
+// ends; it returns the last report.
+func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts YARNOptions) (yarn.ApplicationReport, error) {
+	tick := time.NewTicker(opts.Poll)
+	defer tick.Stop()
+	var last yarn.ApplicationReport
+	first := true
+	report := func(r yarn.ApplicationReport) {
+		if first || r.State != last.State || r.FinalStatus != last.FinalStatus || r.TrackingURL != last.TrackingURL {
+			if opts.OnReport != nil {
+				opts.OnReport(r)
+			}
+			opts.Log.WithFields(logrus.Fields{"application": id.String(), "state": r.State.String(),
+				"final_status": r.FinalStatus.String()}).Debug("application report")
+		}
+		first, last = false, r
+	}
+	for {
+		r, err := rm.ApplicationReport(ctx, id)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return last, fmt.Errorf("tracker: report of application %s: %w", id, err)
+		}
+		report(r)
+		if r.State.Terminal() {
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+			continue
+		}
+		break
+	}
+	// Stopped: kill the application and wait, bounded, until it ends.
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.KillTimeout)
+	defer cancel()
+	stopErr := fmt.Errorf("tracker: job stopped: %w", context.Cause(ctx))
+	opts.Log.WithField("application", id.String()).Info("killing the application")
+	if _, err := rm.Kill(kctx, id); err != nil {
+		return last, errors.Join(stopErr, fmt.Errorf("tracker: kill application %s: %w", id, err))
+	}
+	for {
+		r, err := rm.ApplicationReport(kctx, id)
+		if err == nil {
+			report(r)
+			if r.State.Terminal() {
+				return r, fmt.Errorf("%w; application %s killed", stopErr, id)
+			}
+		}
+		select {
+		case <-kctx.Done():
+			return last, errors.Join(stopErr, fmt.Errorf("tracker: application %s not reported ended within %v of the kill", id, opts.KillTimeout))
+		case <-tick.C:
+		}
+	}
+}
+
+// stage uploads the application's files into dir of fsys and returns the
+// AM's local resources and job.json's content.
+func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec JobSpec, self string,
+	lookup conf.Lookup, hc conf.HadoopConf) (map[string]yarn.LocalResource, error) {
+	job := amJobConfig{Spec: spec, Resources: map[string]yarn.LocalResource{}, Hadoop: map[string]string{}}
+	job.Spec.Command = append([]string(nil), spec.Command...)
+	if err := fsys.MkdirAll(ctx, dir+"/"+amLibDir, 0o700); err != nil {
+		return nil, fmt.Errorf("tracker: staging directory: %w", err)
+	}
+	put := func(local, name string) (yarn.LocalResource, error) {
+		r, err := upload(ctx, fsys, local, dir+"/"+name)
+		if err != nil {
+			return r, fmt.Errorf("tracker: stage %s: %w", local, err)
+		}
+		return r, nil
+	}
+	amRes := map[string]yarn.LocalResource{}
+	var err error
+	if amRes[amBinaryName], err = put(self, amBinaryName); err != nil {
+		return nil, err
+	}
+	binaries := []string{self}
+	// A name without a slash is looked up in the nodes' PATH.
+	if exe := spec.Command[0]; strings.Contains(exe, "/") && isRegularFile(exe) && !isSystemPath(exe) {
+		name := filepath.Base(exe)
+		if name == amBinaryName || name == amJobFile || name == amLibDir {
+			return nil, fmt.Errorf("tracker: the command's executable may not be named %q", name)
+		}
+		if job.Resources[name], err = put(exe, name); err != nil {
+			return nil, err
+		}
+		job.Spec.Command[0] = "./" + name
+		binaries = append(binaries, exe)
+	}
+	for _, f := range spec.Files {
+		name := filepath.Base(f)
+		if _, dup := job.Resources[name]; dup || name == amBinaryName || name == amJobFile || name == amLibDir {
+			return nil, fmt.Errorf("tracker: --files %s: a file named %q is already shipped", f, name)
+		}
+		if job.Resources[name], err = put(f, name); err != nil {
+			return nil, err
+		}
+	}
+	ldPath, _ := lookup("LD_LIBRARY_PATH")
+	var all []libs.Lib
+	for _, b := range binaries {
+		ls, err := libs.Resolve(b, libs.Options{LDLibraryPath: ldPath})
+		if errors.Is(err, libs.ErrNotELF) {
+			continue // a script: nothing to ship
+		}
+		if err != nil {
+			return nil, fmt.Errorf("tracker: shared libraries of %s: %w", b, err)
+		}
+		all = append(all, ls...)
+	}
+	for _, l := range libs.Ship(all) {
+		name := amLibDir + "/" + l.Name
+		if job.Resources[name], err = put(l.Path, name); err != nil {
+			return nil, err
+		}
+	}
+	for k, v := range hc {
+		for _, p := range amConfKeys {
+			if strings.HasPrefix(k, p) {
+				job.Hadoop[k] = v
+			}
+		}
+	}
+	js, err := json.MarshalIndent(job, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp("", "spindle-job-*.json")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.Write(js)
+	if err := errors.Join(werr, tmp.Close()); err != nil {
+		return nil, err
+	}
+	if amRes[amJobFile], err = put(tmp.Name(), amJobFile); err != nil {
+		return nil, err
+	}
+	for k, r := range job.Resources {
+		amRes[k] = r
+	}
+	return amRes, nil
+}
+
+// systemDirs hold programs every node has (/bin/sh): a command there is
+// run from the node's own copy, not shipped.
+var systemDirs = []string{"/bin/", "/sbin/", "/usr/", "/lib/", "/lib64/", "/etc/"}
+
+func isSystemPath(p string) bool {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return false
+	}
+	for _, d := range systemDirs {
+		if strings.HasPrefix(abs, d) {
+			return true
+		}
+	}
+	return false
+}
+
+func isRegularFile(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// upload copies the local file src to name in fsys and describes it as
+// YARN needs: its size and modification time as the file system reports.
+func upload(ctx context.Context, fsys dfs.FileSystem, src, name string) (yarn.LocalResource, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return yarn.LocalResource{}, err
+	}
+	defer in.Close()
+	w, err := fsys.Create(ctx, name, dfs.CreateOptions{Overwrite: true})
+	if err != nil {
+		return yarn.LocalResource{}, err
+	}
+	_, cerr := io.Copy(w, in)
+	if err := errors.Join(cerr, w.Close()); err != nil {
+		return yarn.LocalResource{}, err
+	}
+	fi, err := fsys.Stat(ctx, name)
+	if err != nil {
+		return yarn.LocalResource{}, err
+	}
+	return yarn.LocalResource{URL: fsys.URI(name), Size: fi.Size(), Timestamp: fi.ModTime().UnixMilli(), Visibility: "APPLICATION"}, nil
+}
+
+// AMMain is ps-submit's ApplicationMaster mode, "ps-submit am job.json",
+// run by YARN in the AM container that SubmitYARN asked for. It reads the
+// job from job.json, connects to the ResourceManager's scheduler with the
+// attempt's token ($HADOOP_TOKEN_FILE_LOCATION) and runs it with RunAM,
+// the tasks getting the staged executable, files and libraries. The
+// Hadoop configuration is found the Hadoop way, properties it lacks taken
+// from the client's (job.json); the AM's host is $NM_HOST. It logs to
+// stderr and returns the exit status: 0 when the job succeeded.
+func AMMain(ctx context.Context, args []string, stderr io.Writer, lookup conf.Lookup) int {
+	logger := logrus.New()
+	logger.Out = stderr
+	log := logrus.NewEntry(logger)
+	if err := runAMMain(ctx, args, log, lookup); err != nil {
+		log.WithError(err).Error("application master failed")
+		return 1
+	}
+	return 0
+}
+
+func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup conf.Lookup) error {
+	if len(args) != 1 {
+		return fmt.Errorf("usage: %s %s JOB.JSON", amBinaryName, AMMode)
+	}
+	b, err := os.ReadFile(args[0])
+	if err != nil {
+		return err
+	}
+	var job amJobConfig
+	if err := json.Unmarshal(b, &job); err != nil {
+		return fmt.Errorf("%s: %w", args[0], err)
+	}
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	hc, err := conf.LoadHadoopConf(lookup)
+	if err != nil {
+		return err
+	}
+	if hc == nil {
+		hc = conf.HadoopConf{}
+	}
+	for k, v := range job.Hadoop {
+		if _, ok := hc[k]; !ok {
+			hc[k] = v
+		}
+	}
+	if lvl, err := logrus.ParseLevel(job.Spec.LogLevel); err == nil && job.Spec.LogLevel != "" {
+		log.Logger.SetLevel(lvl)
+	}
+	log = log.WithField("job", job.Spec.Name)
+	user, err := hc.User(lookup)
+	if err != nil {
+		return err
+	}
+	resolver := dfs.NewResolver(hc, user)
+	defer resolver.Close()
+	am, err := yarn.NewAMClient(ctx, hc, "")
+	if err != nil {
+		return err
+	}
+	defer am.Close()
+	host, _ := lookup("NM_HOST")
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	res, err := RunAM(ctx, job.Spec, AMOptions{
+		AM:        am,
+		Log:       log,
+		Host:      host,
+		Resources: job.Resources,
+		Env:       []string{"LD_LIBRARY_PATH=./" + amLibDir},
+		Planner:   InputPlanner(resolver),
+	})
+	log.WithFields(logrus.Fields{"state": res.State, "tasks": fmt.Sprintf("%+v", res.Tasks)}).Info("job ended")
+	return err
+}

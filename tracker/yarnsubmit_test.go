@@ -1,0 +1,250 @@
+package tracker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/yarn"
+)
+
+// buildPSSubmit builds cmd/ps-submit into a temporary directory.
+func buildPSSubmit(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ps-submit")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/spindle-ps/spindle/cmd/ps-submit")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ps-submit: %v\n%s", err, out)
+	}
+	return bin
+}
+
+var appIDRE = regexp.MustCompile(`application (application_\d+_\d+)`)
+
+// submittedApp finds the application id ps-submit printed.
+func submittedApp(t *testing.T, stderr string) yarn.ApplicationID {
+	t.Helper()
+	m := appIDRE.FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("ps-submit printed no application id:\n%s", stderr)
+	}
+	id, err := yarn.ParseApplicationID(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// checkStagingGone checks that app's staging directory was removed.
+func checkStagingGone(t *testing.T, cl *hadooptest.Cluster, app yarn.ApplicationID) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	dir := "/user/" + cl.User + "/.spindle/" + app.String()
+	if _, err := cl.FS.Stat(ctx, dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("staging directory %s: Stat = %v, want it gone", dir, err)
+	}
+}
+
+// yarnAppList runs Hadoop's "yarn application -list -appStates ALL".
+func yarnAppList(t *testing.T) (string, bool) {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	script := filepath.Join(filepath.Dir(file), "..", "scripts", "minicluster.sh")
+	if os.Getenv("SPINDLE_MINICLUSTER_DIR") == "" {
+		return "", false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, script, "yarn", "application", "-list", "-appStates", "ALL").Output()
+	if err != nil {
+		t.Logf("not checking with Hadoop's yarn CLI: %v", err)
+		return "", false
+	}
+	return string(out), true
+}
+
+// TestHadoopSubmitYARN runs the ps-submit binary with --cluster yarn
+// against the cluster: a job that succeeds, one that fails, and one
+// stopped with SIGINT.
+func TestHadoopSubmitYARN(t *testing.T) {
+	cl := hadooptest.Connect(t)
+	bin := buildPSSubmit(t)
+	rm, err := yarn.NewRMClient(context.Background(), cl.Conf, cl.User)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rm.Close() })
+	// The child runs in a directory without a copy of the command, so
+	// ./ paths cannot be mistaken for shipped files.
+	run := func(t *testing.T, ctx context.Context, args ...string) (*exec.Cmd, *bytes.Buffer) {
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Dir = t.TempDir()
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stderr, &stderr
+		return cmd, &stderr
+	}
+	small := []string{"--worker-memory", "128m", "--server-memory", "128m"}
+
+	t.Run("three_workers", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd, out := run(t, ctx, append(append([]string{"--cluster", "yarn", "-n", "3", "-s", "0", "--jobname", "spindle-test"}, small...),
+			"--", "/bin/sh", "-c", "echo task $DMLC_TASK_ID")...)
+		err := cmd.Run()
+		t.Logf("ps-submit:\n%s", out)
+		if err != nil {
+			t.Fatalf("ps-submit: %v", err)
+		}
+		app := submittedApp(t, out.String())
+		r, err := rm.ApplicationReport(ctx, app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State != yarn.AppFinished || r.FinalStatus != yarn.FinalSucceeded || r.Name != "spindle-test" || r.Type != YARNApplicationType {
+			t.Errorf("report: name %q type %q state %v final %v, want spindle-test SPINDLE FINISHED SUCCEEDED", r.Name, r.Type, r.State, r.FinalStatus)
+		}
+		if list, ok := yarnAppList(t); ok {
+			var line string
+			for _, l := range strings.Split(list, "\n") {
+				if strings.Contains(l, app.String()) {
+					line = l
+				}
+			}
+			for _, w := range []string{"spindle-test", "SPINDLE", "FINISHED", "SUCCEEDED"} {
+				if !strings.Contains(line, w) {
+					t.Errorf("yarn application -list line for %v is %q, want it to contain %q", app, line, w)
+				}
+			}
+		}
+		stdout := containerFiles(t, app, "stdout")
+		if len(stdout) == 0 {
+			t.Logf("container stdout not on local disk; not checking it")
+		}
+		for i := 0; len(stdout) > 0 && i < 3; i++ {
+			want, n := "task "+strconv.Itoa(i)+"\n", 0
+			for _, s := range stdout {
+				if s == want {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d containers printed %q, want 1: %q", n, want, stdout)
+			}
+		}
+		checkStagingGone(t, cl, app)
+	})
+
+	t.Run("shipped_program", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd, out := run(t, ctx)
+		for name, content := range map[string]string{"prog.sh": "#!/bin/sh\necho shipped $DMLC_TASK_ID $(cat data.txt)\n", "data.txt": "hello\n"} {
+			if err := os.WriteFile(filepath.Join(cmd.Dir, name), []byte(content), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cmd.Args = append(append([]string{bin, "--cluster", "yarn", "-n", "1", "--files", "data.txt"}, small...), "--", "./prog.sh")
+		err := cmd.Run()
+		t.Logf("ps-submit:\n%s", out)
+		if err != nil {
+			t.Fatalf("ps-submit: %v", err)
+		}
+		app := submittedApp(t, out.String())
+		found := false
+		for _, s := range containerFiles(t, app, "stdout") {
+			found = found || s == "shipped 0 hello\n"
+		}
+		if !found && os.Getenv("SPINDLE_MINICLUSTER_DIR") != "" {
+			t.Errorf("no container printed %q", "shipped 0 hello\n")
+		}
+		checkStagingGone(t, cl, app)
+	})
+
+	t.Run("always_fails", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd, out := run(t, ctx, append(append([]string{"--cluster", "yarn", "-n", "1", "--jobname", "spindle-test-fail"}, small...),
+			"--", "/bin/sh", "-c", "echo failing >&2; exit 3")...)
+		err := cmd.Run()
+		t.Logf("ps-submit:\n%s", out)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() == 0 {
+			t.Fatalf("ps-submit: %v, want a non-zero exit status", err)
+		}
+		for _, w := range []string{"worker 0 failed", "exit status 3", "FAILED"} {
+			if !strings.Contains(out.String(), w) {
+				t.Errorf("ps-submit's output does not contain %q", w)
+			}
+		}
+		checkStagingGone(t, cl, submittedApp(t, out.String()))
+	})
+
+	t.Run("sigint", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		marker := "spindle-submit-kill-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		cmd, out := run(t, ctx, append(append([]string{"--cluster", "yarn", "-n", "2", "--jobname", "spindle-test-kill"}, small...),
+			"--", "/bin/sh", "-c", "sleep 600; : "+marker)...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for markedProcesses(marker) < 2 {
+			select {
+			case err := <-done:
+				t.Fatalf("ps-submit ended before the tasks ran: %v\n%s", err, out)
+			case <-ctx.Done():
+				t.Fatalf("task processes did not start: %v", ctx.Err())
+			case <-tick.C:
+			}
+		}
+		if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(time.Minute):
+			t.Fatalf("ps-submit still running a minute after SIGINT:\n%s", out)
+		}
+		t.Logf("ps-submit:\n%s", out)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() == 0 {
+			t.Errorf("ps-submit: %v, want a non-zero exit status", err)
+		}
+		app := submittedApp(t, out.String())
+		r, err := rm.ApplicationReport(ctx, app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State != yarn.AppKilled {
+			t.Errorf("application %v ended %v %v, want KILLED", app, r.State, r.FinalStatus)
+		}
+		checkStagingGone(t, cl, app)
+		deadline := time.Now().Add(30 * time.Second)
+		for markedProcesses(marker) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d task processes still running 30s after ps-submit ended", markedProcesses(marker))
+			}
+			<-tick.C
+		}
+	})
+}
