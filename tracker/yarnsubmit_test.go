@@ -175,6 +175,44 @@ func TestHadoopSubmitYARN(t *testing.T) {
 		checkStagingGone(t, cl, app)
 	})
 
+	// A task binary that links libzmq must load the copy shipped into its
+	// container's lib/, not the one installed on the node.
+	t.Run("shipped_libraries", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd, out := run(t, ctx)
+		probe := filepath.Join(cmd.Dir, "zmqprobe")
+		if b, err := exec.CommandContext(ctx, "go", "build", "-o", probe, "./internal/zmqprobe").CombinedOutput(); err != nil {
+			t.Fatalf("build the probe: %v\n%s", err, b)
+		}
+		cmd.Args = append(append([]string{bin, "--cluster", "yarn", "-n", "1"}, small...), "--", probe)
+		err := cmd.Run()
+		t.Logf("ps-submit:\n%s", out)
+		if err != nil {
+			t.Fatalf("ps-submit: %v", err)
+		}
+		app := submittedApp(t, out.String())
+		var mapped string
+		for _, s := range containerFiles(t, app, "stdout") {
+			if strings.HasPrefix(s, "libzmq ") {
+				mapped = strings.TrimSpace(strings.TrimPrefix(s, "libzmq "))
+			}
+		}
+		if mapped == "" {
+			if os.Getenv("SPINDLE_MINICLUSTER_DIR") != "" {
+				t.Fatal("the task printed no libzmq mapping")
+			}
+			return
+		}
+		// Localized files live under the NodeManager's usercache or
+		// filecache, never under the system's library directories.
+		if strings.HasPrefix(mapped, "/usr/") || strings.HasPrefix(mapped, "/lib") || !strings.Contains(mapped, "cache/") {
+			t.Errorf("the task mapped libzmq from %s, not from its container's shipped copy", mapped)
+		}
+		t.Logf("the task mapped libzmq from %s", mapped)
+		checkStagingGone(t, cl, app)
+	})
+
 	t.Run("always_fails", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
