@@ -35,7 +35,7 @@ var helpGroups = []struct {
 	{"Data", []string{"input", "split-size", "output", "overwrite", "checkpoint-dir", "checkpoint-interval", "checkpoint-keep", "resume"}},
 	{"Environment of the tasks", []string{"env", "server-env", "worker-env", "files"}},
 	{"Resources (YARN)", []string{"worker-cores", "worker-memory", "server-cores", "server-memory", "queue"}},
-	{"Other", []string{"dry-run", "help"}},
+	{"Other", []string{"detach", "dry-run", "help"}},
 }
 
 // examples close the help text.
@@ -49,6 +49,11 @@ const examples = `Examples:
 
   # An existing ps-lite (C++) program, unchanged, with connection logs.
   DMLC_SUBMIT_CLUSTER=local ps-submit -n 4 -s 2 --env PS_VERBOSE=1 ./test_kv_app 1000
+
+  # Submit to YARN without waiting; then follow or stop it.
+  ps-submit --cluster yarn --detach -n 4 -s 2 -- ./ps-lr
+  ps-submit status application_1700000000000_0001
+  ps-submit kill application_1700000000000_0001
 
   # What would run, without running it.
   ps-submit --dry-run -n 2 -s 1 -- ./ps-lr
@@ -88,6 +93,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 	fs.StringVar(&o.ServerMemory, "server-memory", o.ServerMemory, "`SIZE` of each server's memory: 512m, 2g, or a number of MB")
 	fs.StringVar(&o.Queue, "queue", o.Queue, "YARN `QUEUE` to submit to")
 
+	fs.BoolVar(&o.Detach, "detach", o.Detach, "with --cluster yarn: print the application's id and exit once it is submitted; follow it with '"+progName+" status'")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "print the resolved job and the tasks it would start, then exit")
 	fs.BoolVar(&o.Help, "help", o.Help, "print this help and exit")
 
@@ -200,6 +206,8 @@ func writeHelp(w io.Writer) error {
 	}
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, `Usage: %[1]s [flags] [--] command [arg...]
+       %[1]s status APPLICATION_ID
+       %[1]s kill APPLICATION_ID
 
 %[1]s runs command as a parameter-server job: a scheduler, --num-servers
 servers and --num-workers workers, on this machine (--cluster local) or on
@@ -207,6 +215,11 @@ a YARN cluster (--cluster yarn). Every task gets the ps-lite environment
 (DMLC_ROLE, DMLC_NUM_WORKER, DMLC_PS_ROOT_URI, ...), so ps-lite programs
 run unchanged. Flags take one dash or two; the command follows -- or
 starts at the first argument that is not a flag.
+
+'%[1]s status ID' prints a YARN application's state, final status,
+progress, tracking URL and diagnostics; '%[1]s kill ID' kills it and waits
+until YARN reports it ended. Both find the Hadoop configuration as
+--cluster yarn does ($HADOOP_CONF_DIR, ...).
 
 Exit status: 0 if the job succeeded, 1 if it failed, 2 on a usage error.
 `, progName)

@@ -101,6 +101,9 @@ type Options struct {
 	DryRun bool
 	// Help (--help, -h) asks for the help text.
 	Help bool
+	// Detach (--detach) returns once the YARN application is submitted,
+	// after printing its id, instead of following it.
+	Detach bool
 	// Command is the program to run and its arguments: what follows "--",
 	// or the arguments from the first one that is not a flag.
 	Command []string
@@ -306,6 +309,9 @@ func (o *Options) Validate() error {
 	}
 	if o.CheckpointKeep < 1 {
 		errs = append(errs, fmt.Errorf("--checkpoint-keep %d: need at least 1", o.CheckpointKeep))
+	}
+	if o.Detach && o.Cluster != ClusterYARN {
+		errs = append(errs, errors.New("--detach: only with --cluster yarn"))
 	}
 	if o.Resume && o.CheckpointDir == "" {
 		errs = append(errs, errors.New("--resume: needs --checkpoint-dir"))

@@ -26,6 +26,9 @@ var errYARNUnsupported = errors.New("--cluster yarn is not supported yet by this
 // own environment variables; environ is what the tasks inherit.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer,
 	lookup func(string) (string, bool), environ []string, opts ...Option) int {
+	if isAppCommand(args) {
+		return runAppCommand(ctx, args, stdout, stderr, lookup)
+	}
 	o := NewOptions(Streams{In: stdin, Out: stdout, Err: stderr}, lookup, environ, opts...)
 	err := o.Complete(args)
 	if o.Help {
@@ -97,34 +100,54 @@ func (o *Options) Run(ctx context.Context) error {
 
 // runYARNJob submits the job to YARN and follows it, printing the
 // application's state changes and tracking URL, and at the end the
-// summary.
+// summary. While the application runs, the job's status, asked of the
+// ApplicationMaster's tracker, is shown as for a local job. With
+// --detach it returns once the application is submitted, having printed
+// its id (on the standard output) and its tracking URL if known.
 func (o *Options) runYARNJob(ctx context.Context) error {
 	spec := o.JobSpec()
+	p := newProgress(o.Err, o.IsTerminal(o.Err), o.now)
+	errw := p.around(o.Err)
 	level, err := parseLogLevel(o.LogLevel)
 	if err != nil {
 		level = logrus.InfoLevel
 	}
 	logger := logrus.New()
-	logger.SetOutput(o.Err)
+	logger.SetOutput(errw)
 	logger.SetLevel(level)
 	log := logrus.NewEntry(logger).WithField("job", spec.Name)
 	urlShown := false
-	res, err := tracker.SubmitYARN(ctx, spec, tracker.YARNOptions{
+	yopts := tracker.YARNOptions{
 		Lookup: o.LookupEnv,
 		Log:    log,
+		Detach: o.Detach,
 		OnReport: func(r yarn.ApplicationReport) {
 			line := fmt.Sprintf("%s: application %s %s", progName, r.ID, r.State)
 			if r.State.Terminal() {
 				line += " " + r.FinalStatus.String()
 			}
-			fmt.Fprintln(o.Err, line)
-			// The URL is the AM's once it runs.
-			if u := r.TrackingURL; u != "" && !urlShown && r.State == yarn.AppRunning {
+			fmt.Fprintln(errw, line)
+			// The URL is the AM's once it runs; a detached client shows
+			// whatever YARN has.
+			if u := r.TrackingURL; u != "" && !urlShown && (r.State == yarn.AppRunning || o.Detach) {
 				urlShown = true
-				fmt.Fprintf(o.Err, "%s: tracking URL %s\n", progName, u)
+				fmt.Fprintf(errw, "%s: tracking URL %s\n", progName, u)
 			}
 		},
-	})
+		OnStatus: p.update,
+	}
+	if o.Detach {
+		yopts.OnSubmitted = func(id yarn.ApplicationID) {
+			fmt.Fprintln(o.Out, id)
+			fmt.Fprintf(o.Err, "%s: application %s submitted; follow it with '%s status %s', stop it with '%s kill %s'\n",
+				progName, id, progName, id, progName, id)
+		}
+	}
+	res, err := tracker.SubmitYARN(ctx, spec, yopts)
+	p.finish()
+	if o.Detach && err == nil {
+		return nil
+	}
 	if err != nil {
 		writeLines(o.Err, progName+": ", err.Error())
 	}
@@ -265,6 +288,7 @@ func (o *Options) writeJob(w *bufio.Writer) {
 	opt("server-cores", strconv.Itoa(o.ServerCores))
 	opt("server-memory", fmt.Sprintf("%d MB", o.ServerMemoryMB))
 	opt("queue", o.Queue)
+	opt("detach", strconv.FormatBool(o.Detach))
 }
 
 // writePlan writes each task: role, rank, command and the environment the

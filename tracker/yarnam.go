@@ -52,6 +52,10 @@ type AMOptions struct {
 	// OnStatus, when set, is called about once a second and at every
 	// change of the containers with the job's status.
 	OnStatus func(Status)
+	// Secret is the job token of the tracker RPC, shared with the client
+	// that submitted the job so that it can ask for the job's status; ""
+	// means a new random one.
+	Secret string
 }
 
 // Priorities at which the AM asks for each role's containers: the
@@ -181,9 +185,12 @@ func RunAM(ctx context.Context, spec JobSpec, opts AMOptions) (Result, error) {
 			return Result{State: Failed}, fmt.Errorf("tracker: plan the input: %w", err)
 		}
 	}
-	secret, err := newSecret()
-	if err != nil {
-		return Result{State: Failed}, err
+	secret := opts.Secret
+	if secret == "" {
+		var err error
+		if secret, err = newSecret(); err != nil {
+			return Result{State: Failed}, err
+		}
 	}
 	j := &amJob{
 		spec:   spec,

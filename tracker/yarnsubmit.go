@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,7 +51,22 @@ type YARNOptions struct {
 	// KillTimeout bounds how long SubmitYARN waits for a killed
 	// application to end; 0 means 30 s.
 	KillTimeout time.Duration
+	// OnSubmitted, when set, is called with the application's id once
+	// the ResourceManager accepted it.
+	OnSubmitted func(yarn.ApplicationID)
+	// OnStatus, when set, is called with the job's status while the
+	// application runs, as the ApplicationMaster's tracker reports it
+	// (asked at every Poll; failures are ignored).
+	OnStatus func(Status)
+	// Detach makes SubmitYARN return as soon as the application is
+	// submitted (after one report, passed to OnReport), with a Running
+	// result. The staging directory is then left to the
+	// ApplicationMaster, which removes it when the job ends.
+	Detach bool
 }
+
+// statusTimeout bounds each call of the AM's tracker for the job's status.
+const statusTimeout = time.Second
 
 // Names in the staging directory and in the containers' working
 // directories.
@@ -79,6 +97,13 @@ type amJobConfig struct {
 	Resources map[string]yarn.LocalResource `json:"resources"`
 	// Hadoop holds the client's Hadoop properties the AM falls back on.
 	Hadoop map[string]string `json:"hadoop,omitempty"`
+	// Secret is the job token of the AM's tracker RPC, known to the
+	// client so that it can ask for the job's status. job.json lives in
+	// the staging directory, which only the user may read (0700).
+	Secret string `json:"secret,omitempty"`
+	// Staging is the URI of the staging directory, which the AM removes
+	// when the job ends.
+	Staging string `json:"staging,omitempty"`
 }
 
 // SubmitYARN runs spec as a YARN application and follows it until it
@@ -96,7 +121,12 @@ type amJobConfig struct {
 //
 // When ctx ends first, the application is killed and SubmitYARN waits
 // (bounded by KillTimeout) until YARN reports it KILLED, and returns a
-// Killed result. The staging directory is removed in every case.
+// Killed result. The staging directory is removed in every case (by the
+// ApplicationMaster too, when the job ends).
+//
+// With Detach, SubmitYARN returns once the application is submitted and
+// the ApplicationMaster alone removes the staging directory (KillYARN
+// removes it after a kill).
 func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result, err error) {
 	start := time.Now()
 	res = Result{State: Failed}
@@ -155,11 +185,15 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 	}
 	log := opts.Log.WithField("application", app.ID.String())
 
-	fsys, dir, err := resolver.Resolve(ctx, "hdfs:///user/"+user+"/.spindle/"+app.ID.String())
+	fsys, dir, err := resolver.Resolve(ctx, stagingURI(user, app.ID))
 	if err != nil {
 		return res, fmt.Errorf("tracker: staging directory: %w", err)
 	}
+	detached := false
 	defer func() {
+		if detached {
+			return // the AM's now
+		}
 		// Removed whatever happened, even after ctx ended.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
@@ -168,7 +202,11 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 			err = errors.Join(err, fmt.Errorf("tracker: remove the staging directory: %w", rerr))
 		}
 	}()
-	amRes, err := stage(ctx, fsys, dir, spec, opts.Executable, lookup, hc)
+	secret, err := newSecret()
+	if err != nil {
+		return res, err
+	}
+	amRes, err := stage(ctx, fsys, dir, spec, opts.Executable, lookup, hc, secret)
 	if err != nil {
 		return res, err
 	}
@@ -193,8 +231,21 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 		return res, fmt.Errorf("tracker: submit the application: %w", err)
 	}
 	log.Info("application submitted")
+	if opts.OnSubmitted != nil {
+		opts.OnSubmitted(app.ID)
+	}
+	if opts.Detach {
+		detached = true
+		res.State = Running
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if r, err := rm.ApplicationReport(rctx, app.ID); err == nil && opts.OnReport != nil {
+			opts.OnReport(r)
+		}
+		return res, nil
+	}
 
-	r, err := follow(ctx, rm, app.ID, opts)
+	r, err := follow(ctx, rm, app.ID, opts, secret)
 	res.Status.Diagnostics = r.Diagnostics
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -215,9 +266,32 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 
 // follow polls id's report until it is terminal, or kills it when ctx
 // ends; it returns the last report.
-func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts YARNOptions) (yarn.ApplicationReport, error) {
+func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts YARNOptions, secret string) (yarn.ApplicationReport, error) {
 	tick := time.NewTicker(opts.Poll)
 	defer tick.Stop()
+	var tc *Client // the AM's tracker, once it is known
+	defer func() {
+		if tc != nil {
+			tc.Close()
+		}
+	}()
+	status := func(r yarn.ApplicationReport) {
+		if opts.OnStatus == nil || r.State != yarn.AppRunning || r.RPCPort <= 0 || r.Host == "" || r.Host == "N/A" {
+			return
+		}
+		addr := net.JoinHostPort(r.Host, strconv.Itoa(int(r.RPCPort)))
+		if tc == nil || tc.addr != addr {
+			if tc != nil {
+				tc.Close()
+			}
+			tc = NewClient(addr, secret)
+		}
+		sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+		defer cancel()
+		if st, err := tc.Status(sctx); err == nil {
+			opts.OnStatus(st)
+		}
+	}
 	var last yarn.ApplicationReport
 	first := true
 	report := func(r yarn.ApplicationReport) {
@@ -242,6 +316,7 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 		if r.State.Terminal() {
 			return r, nil
 		}
+		status(r)
 		select {
 		case <-ctx.Done():
 		case <-tick.C:
@@ -276,8 +351,9 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 // stage uploads the application's files into dir of fsys and returns the
 // AM's local resources and job.json's content.
 func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec JobSpec, self string,
-	lookup conf.Lookup, hc conf.HadoopConf) (map[string]yarn.LocalResource, error) {
-	job := amJobConfig{Spec: spec, Resources: map[string]yarn.LocalResource{}, Hadoop: map[string]string{}}
+	lookup conf.Lookup, hc conf.HadoopConf, secret string) (map[string]yarn.LocalResource, error) {
+	job := amJobConfig{Spec: spec, Resources: map[string]yarn.LocalResource{}, Hadoop: map[string]string{},
+		Secret: secret, Staging: fsys.URI(dir)}
 	job.Spec.Command = append([]string(nil), spec.Command...)
 	if err := fsys.MkdirAll(ctx, dir+"/"+amLibDir, 0o700); err != nil {
 		return nil, fmt.Errorf("tracker: staging directory: %w", err)
@@ -480,7 +556,110 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		Resources: job.Resources,
 		Env:       []string{"LD_LIBRARY_PATH=./" + amLibDir},
 		Planner:   InputPlanner(resolver),
+		Secret:    job.Secret,
 	})
 	log.WithFields(logrus.Fields{"state": res.State, "tasks": fmt.Sprintf("%+v", res.Tasks)}).Info("job ended")
+	if job.Staging != "" {
+		// The job is over: nothing needs the staged files any more, and a
+		// detached client is not there to remove them.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if fsys, dir, rerr := resolver.Resolve(rctx, job.Staging); rerr != nil {
+			log.WithError(rerr).Warn("could not remove the staging directory")
+		} else if rerr := fsys.RemoveAll(rctx, dir); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			log.WithError(rerr).Warn("could not remove the staging directory")
+		}
+	}
 	return err
+}
+
+// yarnClient connects to the ResourceManager with the Hadoop
+// configuration found the Hadoop way through lookup.
+func yarnClient(ctx context.Context, lookup conf.Lookup) (*yarn.RMClient, conf.HadoopConf, string, error) {
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	hc, err := conf.LoadHadoopConf(lookup)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	user, err := hc.User(lookup)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	rm, err := yarn.NewRMClient(ctx, hc, user)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("tracker: connect to the resource manager: %w", err)
+	}
+	return rm, hc, user, nil
+}
+
+// YARNApplication returns the ResourceManager's report of application
+// id; an unknown id gives an error matching yarn.ErrApplicationNotFound.
+// The Hadoop configuration and the user are found through lookup as
+// SubmitYARN finds them.
+func YARNApplication(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup) (yarn.ApplicationReport, error) {
+	rm, _, _, err := yarnClient(ctx, lookup)
+	if err != nil {
+		return yarn.ApplicationReport{}, err
+	}
+	defer rm.Close()
+	r, err := rm.ApplicationReport(ctx, id)
+	if err != nil {
+		return r, fmt.Errorf("tracker: report of application %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// KillYARN kills application id and waits, polling every poll (0 means
+// 500 ms) until ctx ends, for YARN to report it ended. It returns the
+// last report and whether the application had already ended before the
+// kill (then nothing was killed). Once the application has ended its
+// staging directory, /user/<user>/.spindle/<id>/, is removed: a killed
+// ApplicationMaster cannot remove it itself.
+func KillYARN(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, poll time.Duration) (r yarn.ApplicationReport, already bool, err error) {
+	if poll <= 0 {
+		poll = 500 * time.Millisecond
+	}
+	rm, hc, user, err := yarnClient(ctx, lookup)
+	if err != nil {
+		return r, false, err
+	}
+	defer rm.Close()
+	if r, err = rm.ApplicationReport(ctx, id); err != nil {
+		return r, false, fmt.Errorf("tracker: report of application %s: %w", id, err)
+	}
+	already = r.State.Terminal()
+	if !already {
+		if _, err := rm.Kill(ctx, id); err != nil {
+			return r, false, fmt.Errorf("tracker: kill application %s: %w", id, err)
+		}
+		tick := time.NewTicker(poll)
+		defer tick.Stop()
+		for !r.State.Terminal() {
+			select {
+			case <-ctx.Done():
+				return r, false, fmt.Errorf("tracker: application %s still %v after the kill: %w", id, r.State, context.Cause(ctx))
+			case <-tick.C:
+			}
+			if nr, err := rm.ApplicationReport(ctx, id); err == nil {
+				r = nr
+			}
+		}
+	}
+	resolver := dfs.NewResolver(hc, user)
+	defer resolver.Close()
+	fsys, dir, err := resolver.Resolve(ctx, stagingURI(user, id))
+	if err == nil {
+		err = fsys.RemoveAll(ctx, dir)
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return r, already, fmt.Errorf("tracker: remove the staging directory of %s: %w", id, err)
+	}
+	return r, already, nil
+}
+
+// stagingURI is where SubmitYARN stages application id's files.
+func stagingURI(user string, id yarn.ApplicationID) string {
+	return "hdfs:///user/" + user + "/.spindle/" + id.String()
 }

@@ -60,6 +60,46 @@ func checkStagingGone(t *testing.T, cl *hadooptest.Cluster, app yarn.Application
 	}
 }
 
+// waitStagingGone waits, bounded, until app's staging directory is
+// removed: the ApplicationMaster removes it as it ends, which YARN may
+// report a moment before.
+func waitStagingGone(t *testing.T, cl *hadooptest.Cluster, app yarn.ApplicationID) {
+	t.Helper()
+	dir := "/user/" + cl.User + "/.spindle/" + app.String()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := cl.FS.Stat(ctx, dir)
+		cancel()
+		if errors.Is(err, fs.ErrNotExist) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("staging directory %s: Stat = %v 30s after the application ended, want it gone", dir, err)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitAppState polls app's report, bounded by ctx, until it is terminal.
+func waitAppState(t *testing.T, ctx context.Context, rm *yarn.RMClient, app yarn.ApplicationID) yarn.ApplicationReport {
+	t.Helper()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, err := rm.ApplicationReport(ctx, app)
+		if err == nil && r.State.Terminal() {
+			return r
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("application %v not ended: last report %v %v, err %v: %v", app, r.State, r.FinalStatus, err, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
 // yarnAppList runs Hadoop's "yarn application -list -appStates ALL".
 func yarnAppList(t *testing.T) (string, bool) {
 	t.Helper()
@@ -228,6 +268,118 @@ func TestHadoopSubmitYARN(t *testing.T) {
 			if !strings.Contains(out.String(), w) {
 				t.Errorf("ps-submit's output does not contain %q", w)
 			}
+		}
+		checkStagingGone(t, cl, submittedApp(t, out.String()))
+	})
+
+	// submitDetached runs ps-submit --detach and returns the application
+	// id it printed on its standard output.
+	submitDetached := func(t *testing.T, ctx context.Context, args ...string) yarn.ApplicationID {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, bin, append(append([]string{"--cluster", "yarn", "--detach", "-n", "1", "-s", "0"}, small...), args...)...)
+		cmd.Dir = t.TempDir()
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		start := time.Now()
+		err := cmd.Run()
+		took := time.Since(start)
+		t.Logf("ps-submit --detach in %v:\n%s%s", took, stdout.String(), stderr.String())
+		if err != nil {
+			t.Fatalf("ps-submit --detach: %v", err)
+		}
+		if took > 30*time.Second {
+			t.Errorf("ps-submit --detach took %v; it should not wait for the job", took)
+		}
+		id, err := yarn.ParseApplicationID(strings.TrimSpace(stdout.String()))
+		if err != nil {
+			t.Fatalf("ps-submit --detach printed %q, want the application id: %v", stdout.String(), err)
+		}
+		return id
+	}
+	psSubmit := func(t *testing.T, ctx context.Context, args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Dir = t.TempDir()
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatalf("ps-submit %q: %v", args, err)
+		}
+		t.Logf("ps-submit %s:\n%s", strings.Join(args, " "), out)
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+
+	t.Run("detach", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		app := submitDetached(t, ctx, "--jobname", "spindle-test-detach", "--", "sleep", "5")
+		out, code := psSubmit(t, ctx, "status", app.String())
+		if code != 0 || !regexp.MustCompile(`state\s+(RUNNING|ACCEPTED)`).MatchString(out) || !strings.Contains(out, "spindle-test-detach") {
+			t.Errorf("ps-submit status: exit %d, want 0 and the state RUNNING or ACCEPTED", code)
+		}
+		r := waitAppState(t, ctx, rm, app)
+		if r.State != yarn.AppFinished || r.FinalStatus != yarn.FinalSucceeded {
+			t.Errorf("application %v ended %v %v, want FINISHED SUCCEEDED: %s", app, r.State, r.FinalStatus, r.Diagnostics)
+		}
+		waitStagingGone(t, cl, app)
+		out, code = psSubmit(t, ctx, "status", app.String())
+		if code != 0 || !regexp.MustCompile(`state\s+FINISHED`).MatchString(out) || !regexp.MustCompile(`final status\s+SUCCEEDED`).MatchString(out) {
+			t.Errorf("ps-submit status after the end: exit %d, want 0, FINISHED and SUCCEEDED", code)
+		}
+		missing := yarn.ApplicationID{ClusterTimestamp: app.ClusterTimestamp, ID: app.ID + 1000}
+		if out, code := psSubmit(t, ctx, "status", missing.String()); code != 1 || !strings.Contains(out, "not found") {
+			t.Errorf("ps-submit status %v: exit %d, want 1 and not found", missing, code)
+		}
+	})
+
+	t.Run("kill", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		marker := "spindle-detach-kill-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		app := submitDetached(t, ctx, "--jobname", "spindle-test-detach-kill", "--", "/bin/sh", "-c", "sleep 600; : "+marker)
+		// Killed once the ApplicationMaster runs the tasks.
+		for r, err := rm.ApplicationReport(ctx, app); err != nil || r.State != yarn.AppRunning || r.RPCPort <= 0; r, err = rm.ApplicationReport(ctx, app) {
+			if err == nil && r.State.Terminal() || ctx.Err() != nil {
+				t.Fatalf("application %v: %v %v, err %v; want it running", app, r.State, r.FinalStatus, err)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		time.Sleep(2 * time.Second)
+		out, code := psSubmit(t, ctx, "kill", app.String())
+		if code != 0 || !strings.Contains(out, app.String()+" KILLED") {
+			t.Errorf("ps-submit kill: exit %d, want 0 and KILLED", code)
+		}
+		r, err := rm.ApplicationReport(ctx, app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State != yarn.AppKilled {
+			t.Errorf("application %v is %v %v after ps-submit kill, want KILLED", app, r.State, r.FinalStatus)
+		}
+		checkStagingGone(t, cl, app)
+		if out, code := psSubmit(t, ctx, "kill", app.String()); code != 0 || !strings.Contains(out, "already ended") {
+			t.Errorf("second ps-submit kill: exit %d, want 0 and already ended", code)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for markedProcesses(marker) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d task processes still running 30s after ps-submit kill", markedProcesses(marker))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+
+	t.Run("live_status", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd, out := run(t, ctx, append(append([]string{"--cluster", "yarn", "-n", "2", "-s", "1"}, small...), "--", "sleep", "8")...)
+		err := cmd.Run()
+		t.Logf("ps-submit:\n%s", out)
+		if err != nil {
+			t.Fatalf("ps-submit: %v", err)
+		}
+		if !strings.Contains(out.String(), "workers 2/2") {
+			t.Errorf("ps-submit's output has no status line with %q", "workers 2/2")
 		}
 		checkStagingGone(t, cl, submittedApp(t, out.String()))
 	})

@@ -1,0 +1,146 @@
+package submit
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spindle-ps/spindle/tracker"
+	"github.com/spindle-ps/spindle/yarn"
+)
+
+// Subcommands of ps-submit about a YARN application already submitted.
+const (
+	cmdStatus = "status"
+	cmdKill   = "kill"
+)
+
+// killTimeout bounds how long "ps-submit kill" waits for YARN to report
+// the application ended.
+const killTimeout = time.Minute
+
+// isAppCommand reports whether args start with a subcommand; a job's
+// command of the same name is given after --.
+func isAppCommand(args []string) bool {
+	return len(args) > 0 && (args[0] == cmdStatus || args[0] == cmdKill)
+}
+
+// parseAppCommand parses "status|kill APPLICATION_ID" (args without the
+// subcommand). help is true for -h or --help.
+func parseAppCommand(cmd string, args []string) (id yarn.ApplicationID, help bool, err error) {
+	var ids []string
+	for _, a := range args {
+		switch {
+		case a == "-h" || a == "-help" || a == "--help":
+			return id, true, nil
+		case strings.HasPrefix(a, "-") && a != "-":
+			return id, false, fmt.Errorf("%s: unknown flag %s", cmd, a)
+		default:
+			ids = append(ids, a)
+		}
+	}
+	switch len(ids) {
+	case 0:
+		return id, false, fmt.Errorf("%s: missing the application id (application_<cluster timestamp>_<number>)", cmd)
+	case 1:
+	default:
+		return id, false, fmt.Errorf("%s: want one application id, got %d: %s", cmd, len(ids), strings.Join(ids, " "))
+	}
+	id, err = yarn.ParseApplicationID(strings.TrimSpace(ids[0]))
+	if err != nil {
+		return id, false, fmt.Errorf("%s: %q is not an application id (want application_<cluster timestamp>_<number>)", cmd, ids[0])
+	}
+	return id, false, nil
+}
+
+// appCommandUsage is the help of the subcommands.
+const appCommandUsage = `Usage: %[1]s status APPLICATION_ID
+       %[1]s kill APPLICATION_ID
+
+status prints the YARN application's state, final status, progress,
+tracking URL and diagnostics; kill kills it and waits (up to %[2]v) until
+YARN reports it ended, then removes its staging directory. The Hadoop
+configuration is found as with --cluster yarn ($HADOOP_CONF_DIR, ...).
+Exit status: 0 on success, 1 if the application is unknown or the
+request failed, 2 on a usage error.
+`
+
+// runAppCommand runs "ps-submit status|kill ..." and returns the exit
+// status.
+func runAppCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
+	cmd := args[0]
+	id, help, err := parseAppCommand(cmd, args[1:])
+	if help {
+		fmt.Fprintf(stdout, appCommandUsage, progName, killTimeout)
+		return 0
+	}
+	if err != nil {
+		writeUsageError(stderr, err)
+		return 2
+	}
+	if cmd == cmdStatus {
+		r, err := tracker.YARNApplication(ctx, id, lookup)
+		if err != nil {
+			writeLines(stderr, progName+": ", appError(id, err).Error())
+			return 1
+		}
+		_ = writeAppReport(stdout, r)
+		return 0
+	}
+	kctx, cancel := context.WithTimeout(ctx, killTimeout)
+	defer cancel()
+	r, already, err := tracker.KillYARN(kctx, id, lookup, 0)
+	switch {
+	case err != nil && errors.Is(err, yarn.ErrApplicationNotFound):
+		writeLines(stderr, progName+": ", appError(id, err).Error())
+		return 1
+	case already:
+		fmt.Fprintf(stdout, "%s: application %s had already ended: %s %s\n", progName, id, r.State, r.FinalStatus)
+	case r.State.Terminal():
+		fmt.Fprintf(stdout, "%s: application %s %s\n", progName, id, r.State)
+	}
+	if err != nil {
+		writeLines(stderr, progName+": ", err.Error())
+		return 1
+	}
+	return 0
+}
+
+// appError words an unknown application clearly.
+func appError(id yarn.ApplicationID, err error) error {
+	if errors.Is(err, yarn.ErrApplicationNotFound) {
+		return fmt.Errorf("application %s not found by the ResourceManager", id)
+	}
+	return err
+}
+
+// writeAppReport writes what "ps-submit status" shows of r.
+func writeAppReport(w io.Writer, r yarn.ApplicationReport) error {
+	bw := bufio.NewWriter(w)
+	item := func(name, value string) {
+		if value == "" {
+			value = "(none)"
+		}
+		fmt.Fprintf(bw, "  %-14s %s\n", name, value)
+	}
+	fmt.Fprintf(bw, "application %s\n", r.ID)
+	item("name", r.Name)
+	item("user", r.User)
+	item("queue", r.Queue)
+	item("state", r.State.String())
+	item("final status", r.FinalStatus.String())
+	item("progress", fmt.Sprintf("%.0f%%", r.Progress*100))
+	item("tracking URL", r.TrackingURL)
+	if !r.StartTime.IsZero() {
+		item("started", r.StartTime.Format(time.RFC3339))
+	}
+	if !r.FinishTime.IsZero() {
+		item("finished", r.FinishTime.Format(time.RFC3339))
+	}
+	item("diagnostics", strings.TrimSpace(r.Diagnostics))
+	return bw.Flush()
+}
