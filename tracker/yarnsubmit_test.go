@@ -253,6 +253,24 @@ func TestHadoopSubmitYARN(t *testing.T) {
 		checkStagingGone(t, cl, app)
 	})
 
+	t.Run("fails_once", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		cmd, out := run(t, ctx, append(append([]string{"--cluster", "yarn", "-n", "2", "--max-attempts", "2", "--jobname", "spindle-test-retry"}, small...),
+			"--", "/bin/sh", "-c", `if [ "$DMLC_TASK_ID" = 1 ] && [ "$DMLC_NUM_ATTEMPT" = 0 ]; then exit 1; fi; echo fine`)...)
+		err := cmd.Run()
+		t.Logf("ps-submit:\n%s", out)
+		if err != nil {
+			t.Fatalf("ps-submit with a task that fails once: %v, want success", err)
+		}
+		app := submittedApp(t, out.String())
+		r, err := rm.ApplicationReport(ctx, app)
+		if err != nil || r.FinalStatus != yarn.FinalSucceeded {
+			t.Fatalf("report %+v %v, want SUCCEEDED", r, err)
+		}
+		checkStagingGone(t, cl, app)
+	})
+
 	t.Run("always_fails", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
