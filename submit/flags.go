@@ -35,6 +35,7 @@ var helpGroups = []struct {
 	{"Data", []string{"input", "split-size", "output", "overwrite", "checkpoint-dir", "checkpoint-interval", "checkpoint-keep", "resume"}},
 	{"Environment of the tasks", []string{"env", "server-env", "worker-env", "files"}},
 	{"Resources (YARN)", []string{"worker-cores", "worker-memory", "server-cores", "server-memory", "queue"}},
+	{"Application (YARN)", []string{"am-memory", "am-cores", "max-app-attempts", "priority", "tags", "allocation-timeout"}},
 	{"Other", []string{"detach", "dry-run", "help"}},
 }
 
@@ -92,6 +93,13 @@ func (o *Options) flagSet() *flag.FlagSet {
 	o.intVar(fs, &o.ServerCores, "server-cores", "`N` cores per server")
 	fs.StringVar(&o.ServerMemory, "server-memory", o.ServerMemory, "`SIZE` of each server's memory: 512m, 2g, or a number of MB")
 	fs.StringVar(&o.Queue, "queue", o.Queue, "YARN `QUEUE` to submit to")
+
+	fs.StringVar(&o.AMMemory, "am-memory", o.AMMemory, "`SIZE` of the ApplicationMaster's memory: 512m, 1g, or a number of MB")
+	o.intVar(fs, &o.AMCores, "am-cores", "`N` cores for the ApplicationMaster")
+	o.intVar(fs, &o.MaxAppAttempts, "max-app-attempts", "let YARN start the ApplicationMaster at most `N` times; an AM restart is not recovered: each new attempt reruns the whole job")
+	o.intVar(fs, &o.Priority, "priority", "YARN application priority `N` (higher runs first, where the scheduler uses priorities)")
+	fs.StringVar(&o.Tags, "tags", o.Tags, "YARN application tags `TAG[,TAG...]`, at most 10 of at most 100 ASCII characters")
+	fs.StringVar(&o.AllocationTimeout, "allocation-timeout", o.AllocationTimeout, "fail the job when a task waits longer than `DURATION` for a container (30s, 10m)")
 
 	fs.BoolVar(&o.Detach, "detach", o.Detach, "with --cluster yarn: print the application's id and exit once it is submitted; follow it with '"+progName+" status'")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "print the resolved job and the tasks it would start, then exit")

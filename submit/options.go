@@ -64,6 +64,24 @@ type Options struct {
 	JobName string
 	// Queue is the YARN queue (--queue); default "default".
 	Queue string
+	// AMMemory (--am-memory, default "512m") and AMCores (--am-cores,
+	// default 1) size the ApplicationMaster's container; Complete
+	// converts AMMemory into AMMemoryMB.
+	AMMemory string
+	AMCores  int
+	// MaxAppAttempts (--max-app-attempts, default 1) is how many times
+	// YARN may start the ApplicationMaster. An AM restart is not
+	// recovered: a new attempt reruns the whole job.
+	MaxAppAttempts int
+	// Priority (--priority) is the YARN application priority; default 0.
+	Priority int
+	// Tags (--tags) are the YARN application tags, comma-separated as
+	// given; Complete splits them into TagList.
+	Tags string
+	// AllocationTimeout (--allocation-timeout, default "10m") is how long
+	// a task may wait for a container before the job fails; Complete
+	// parses it into AllocationTimeoutDuration.
+	AllocationTimeout string
 	// LogLevel is ps-submit's and the tasks' log level (--log-level):
 	// debug, info (default), warn or error, in any case. Complete turns it
 	// into logrus's name for the level.
@@ -111,6 +129,9 @@ type Options struct {
 	// Derived by Complete.
 	WorkerMemoryMB, ServerMemoryMB int
 	SplitSizeBytes                 int64
+	AMMemoryMB                     int
+	TagList                        []string
+	AllocationTimeoutDuration      time.Duration
 
 	// Streams are the command's standard streams.
 	Streams
@@ -170,22 +191,26 @@ func NewOptions(streams Streams, lookup func(string) (string, bool), environ []s
 		lookup = func(string) (string, bool) { return "", false }
 	}
 	o := &Options{
-		WorkerCores:    1,
-		ServerCores:    1,
-		WorkerMemory:   "1g",
-		ServerMemory:   "1g",
-		Queue:          "default",
-		LogLevel:       "info",
-		MaxAttempts:    3,
-		CheckpointKeep: 3,
-		SplitSize:      "8m",
-		Streams:        streams,
-		LookupEnv:      lookup,
-		Environ:        environ,
-		IsTerminal:     isTerminal,
-		now:            time.Now,
-		runLocal:       tracker.RunLocal,
-		planLocal:      tracker.PlanLocal,
+		WorkerCores:       1,
+		ServerCores:       1,
+		WorkerMemory:      "1g",
+		ServerMemory:      "1g",
+		Queue:             "default",
+		AMMemory:          "512m",
+		AMCores:           1,
+		MaxAppAttempts:    1,
+		AllocationTimeout: "10m",
+		LogLevel:          "info",
+		MaxAttempts:       3,
+		CheckpointKeep:    3,
+		SplitSize:         "8m",
+		Streams:           streams,
+		LookupEnv:         lookup,
+		Environ:           environ,
+		IsTerminal:        isTerminal,
+		now:               time.Now,
+		runLocal:          tracker.RunLocal,
+		planLocal:         tracker.PlanLocal,
 	}
 	for _, opt := range opts {
 		opt(o)
@@ -235,6 +260,9 @@ func (o *Options) Complete(args []string) error {
 	o.WorkerMemoryMB, _ = parseMemoryMB(o.WorkerMemory)
 	o.ServerMemoryMB, _ = parseMemoryMB(o.ServerMemory)
 	o.SplitSizeBytes, _ = parseSize(o.SplitSize)
+	o.AMMemoryMB, _ = parseMemoryMB(o.AMMemory)
+	o.TagList, _ = parseTags(o.Tags)
+	o.AllocationTimeoutDuration, _ = parseTimeout(o.AllocationTimeout)
 	return nil
 }
 
@@ -259,6 +287,7 @@ func (o *Options) Validate() error {
 	}{
 		{"num-workers", o.NumWorkers, 1}, {"num-servers", o.NumServers, 0}, {"max-attempts", o.MaxAttempts, 1},
 		{"worker-cores", o.WorkerCores, 1}, {"server-cores", o.ServerCores, 1},
+		{"am-cores", o.AMCores, 1}, {"max-app-attempts", o.MaxAppAttempts, 1}, {"priority", o.Priority, 0},
 	} {
 		switch {
 		case o.badInts[c.name] != nil:
@@ -271,13 +300,19 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--%s %d: need at least %d", c.name, c.n, c.min))
 		}
 	}
-	for _, m := range []struct{ name, v string }{{"worker-memory", o.WorkerMemory}, {"server-memory", o.ServerMemory}} {
+	for _, m := range []struct{ name, v string }{{"worker-memory", o.WorkerMemory}, {"server-memory", o.ServerMemory}, {"am-memory", o.AMMemory}} {
 		if _, err := parseMemoryMB(m.v); err != nil {
 			errs = append(errs, fmt.Errorf("--%s %q: %w", m.name, m.v, err))
 		}
 	}
 	if _, err := parseSize(o.SplitSize); err != nil {
 		errs = append(errs, fmt.Errorf("--split-size %q: %w", o.SplitSize, err))
+	}
+	if _, err := parseTags(o.Tags); err != nil {
+		errs = append(errs, fmt.Errorf("--tags %q: %w", o.Tags, err))
+	}
+	if _, err := parseTimeout(o.AllocationTimeout); err != nil {
+		errs = append(errs, fmt.Errorf("--allocation-timeout %q: %w", o.AllocationTimeout, err))
 	}
 	if strings.TrimSpace(o.Queue) == "" {
 		errs = append(errs, errors.New("--queue: must not be empty"))
@@ -360,6 +395,50 @@ func (o *Options) JobSpec() tracker.JobSpec {
 		Queue:              o.Queue,
 		LogLevel:           o.LogLevel,
 	}
+}
+
+// YARN's limits on application tags.
+const (
+	maxTags      = 10
+	maxTagLength = 100
+)
+
+// parseTags splits comma-separated YARN application tags, trimming
+// spaces and dropping empty ones; YARN allows at most 10 tags of at most
+// 100 ASCII characters.
+func parseTags(s string) ([]string, error) {
+	var tags []string
+	for _, t := range strings.Split(s, ",") {
+		t = strings.TrimSpace(t)
+		if t == "" {
+			continue
+		}
+		if len(t) > maxTagLength {
+			return nil, fmt.Errorf("tag %q is longer than %d characters", t, maxTagLength)
+		}
+		for _, r := range t {
+			if r < 0x20 || r > 0x7e {
+				return nil, fmt.Errorf("tag %q: only printable ASCII characters", t)
+			}
+		}
+		tags = append(tags, t)
+	}
+	if len(tags) > maxTags {
+		return nil, fmt.Errorf("%d tags: at most %d", len(tags), maxTags)
+	}
+	return tags, nil
+}
+
+// parseTimeout parses a positive duration with its unit ("30s", "10m").
+func parseTimeout(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return 0, errors.New("want a duration such as 30s or 10m")
+	}
+	if d <= 0 {
+		return 0, errors.New("must be positive")
+	}
+	return d, nil
 }
 
 // parseMemoryMB parses a memory size as dmlc-submit does ("512m", "2g"),

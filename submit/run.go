@@ -118,9 +118,15 @@ func (o *Options) runYARNJob(ctx context.Context) error {
 	log := logrus.NewEntry(logger).WithField("job", spec.Name)
 	urlShown := false
 	yopts := tracker.YARNOptions{
-		Lookup: o.LookupEnv,
-		Log:    log,
-		Detach: o.Detach,
+		Lookup:            o.LookupEnv,
+		Log:               log,
+		Detach:            o.Detach,
+		AMMemoryMB:        o.AMMemoryMB,
+		AMCores:           o.AMCores,
+		AMMaxAttempts:     o.MaxAppAttempts,
+		Priority:          o.Priority,
+		Tags:              o.TagList,
+		AllocationTimeout: o.AllocationTimeoutDuration,
 		OnReport: func(r yarn.ApplicationReport) {
 			line := fmt.Sprintf("%s: application %s %s", progName, r.ID, r.State)
 			if r.State.Terminal() {
@@ -288,6 +294,12 @@ func (o *Options) writeJob(w *bufio.Writer) {
 	opt("server-cores", strconv.Itoa(o.ServerCores))
 	opt("server-memory", fmt.Sprintf("%d MB", o.ServerMemoryMB))
 	opt("queue", o.Queue)
+	opt("am-memory", fmt.Sprintf("%d MB", o.AMMemoryMB))
+	opt("am-cores", strconv.Itoa(o.AMCores))
+	opt("max-app-attempts", strconv.Itoa(o.MaxAppAttempts))
+	opt("priority", strconv.Itoa(o.Priority))
+	opt("tags", strings.Join(o.TagList, ","))
+	opt("allocation-timeout", o.AllocationTimeoutDuration.String())
 	opt("detach", strconv.FormatBool(o.Detach))
 }
 

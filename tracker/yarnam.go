@@ -145,6 +145,11 @@ type amJob struct {
 // Not yet done here: checking the output before the job and committing
 // the model after it (RunLocal's Resolver), checkpoints and resume, and
 // the AM's own restart (containers from previous attempts).
+//
+// The AM serves a status page over HTTP on opts.Host (see
+// StatusHandler: "/" and "/status.json") and registers it as the
+// application's tracking URL, which the ResourceManager's web proxy
+// (/proxy/<application id>/) leads to while the application runs.
 func RunAM(ctx context.Context, spec JobSpec, opts AMOptions) (Result, error) {
 	start := time.Now()
 	if err := spec.Validate(); err != nil {
@@ -206,6 +211,12 @@ func RunAM(ctx context.Context, spec JobSpec, opts AMOptions) (Result, error) {
 		return Result{State: Failed}, err
 	}
 	defer svc.Close()
+	web, err := serveWeb(":0", spec.Name, j.state, opts.Log)
+	if err != nil {
+		return Result{State: Failed}, fmt.Errorf("tracker: status page: %w", err)
+	}
+	defer web.Close()
+	trackingURL := "http://" + net.JoinHostPort(opts.Host, strconv.Itoa(web.Port())) + "/"
 	_, port, _ := net.SplitHostPort(svc.Addr())
 	trackerPort, _ := strconv.Atoi(port)
 	j.env = &localJob{spec: spec, secret: secret, rootPort: opts.RootPort,
@@ -221,10 +232,11 @@ func RunAM(ctx context.Context, spec JobSpec, opts AMOptions) (Result, error) {
 		j.tasks = append(j.tasks, at)
 	}
 
-	if _, err := opts.AM.Register(ctx, opts.Host, trackerPort, ""); err != nil {
+	if _, err := opts.AM.Register(ctx, opts.Host, trackerPort, trackingURL); err != nil {
 		return Result{State: Failed}, fmt.Errorf("tracker: register the application master: %w", err)
 	}
-	j.log.WithFields(logrus.Fields{"tracker": j.env.trackerAddr, "root_port": opts.RootPort}).Info("application master registered")
+	j.log.WithFields(logrus.Fields{"tracker": j.env.trackerAddr, "root_port": opts.RootPort, "status_url": trackingURL,
+		"allocation_timeout": opts.AllocationTimeout.String()}).Info("application master registered")
 
 	st, diag, runErr := j.run(ctx)
 	// Whatever happened, nothing keeps running and the AM unregisters.

@@ -37,9 +37,17 @@ type YARNOptions struct {
 	// 0 means 512 MB and 1 vcore.
 	AMMemoryMB, AMCores int
 	// AMMaxAttempts is how many times YARN may start the
-	// ApplicationMaster; 0 means 1 (RunAM does not yet recover from a
-	// restart).
+	// ApplicationMaster; 0 means 1. RunAM does not yet recover from a
+	// restart: a new attempt reruns the whole job.
 	AMMaxAttempts int
+	// Priority is the application's YARN priority; Tags are its YARN
+	// application tags.
+	Priority int
+	Tags     []string
+	// AllocationTimeout is how long a task may wait for a container
+	// before the job fails (RunAM's AllocationTimeout, passed in
+	// job.json); 0 means 10 minutes.
+	AllocationTimeout time.Duration
 	// Log receives the client's own messages; nil discards them.
 	Log *logrus.Entry
 	// OnReport, when set, is called with the first application report and
@@ -104,6 +112,9 @@ type amJobConfig struct {
 	// Staging is the URI of the staging directory, which the AM removes
 	// when the job ends.
 	Staging string `json:"staging,omitempty"`
+	// AllocationTimeout is RunAM's AllocationTimeout as a Go duration
+	// ("10m0s"); "" means RunAM's default.
+	AllocationTimeout string `json:"allocation_timeout,omitempty"`
 }
 
 // SubmitYARN runs spec as a YARN application and follows it until it
@@ -206,7 +217,7 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 	if err != nil {
 		return res, err
 	}
-	amRes, err := stage(ctx, fsys, dir, spec, opts.Executable, lookup, hc, secret)
+	amRes, err := stage(ctx, fsys, dir, spec, opts.Executable, lookup, hc, secret, opts.AllocationTimeout)
 	if err != nil {
 		return res, err
 	}
@@ -226,6 +237,8 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 		LocalResources: amRes,
 		Resource:       yarn.Resource{MemoryMB: int64(opts.AMMemoryMB), VCores: int32(opts.AMCores)},
 		MaxAttempts:    int32(opts.AMMaxAttempts),
+		Priority:       int32(opts.Priority),
+		Tags:           opts.Tags,
 	})
 	if err != nil {
 		return res, fmt.Errorf("tracker: submit the application: %w", err)
@@ -351,9 +364,12 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 // stage uploads the application's files into dir of fsys and returns the
 // AM's local resources and job.json's content.
 func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec JobSpec, self string,
-	lookup conf.Lookup, hc conf.HadoopConf, secret string) (map[string]yarn.LocalResource, error) {
+	lookup conf.Lookup, hc conf.HadoopConf, secret string, allocTimeout time.Duration) (map[string]yarn.LocalResource, error) {
 	job := amJobConfig{Spec: spec, Resources: map[string]yarn.LocalResource{}, Hadoop: map[string]string{},
 		Secret: secret, Staging: fsys.URI(dir)}
+	if allocTimeout > 0 {
+		job.AllocationTimeout = allocTimeout.String()
+	}
 	job.Spec.Command = append([]string(nil), spec.Command...)
 	if err := fsys.MkdirAll(ctx, dir+"/"+amLibDir, 0o700); err != nil {
 		return nil, fmt.Errorf("tracker: staging directory: %w", err)
@@ -515,6 +531,12 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 	if err := json.Unmarshal(b, &job); err != nil {
 		return fmt.Errorf("%s: %w", args[0], err)
 	}
+	var allocTimeout time.Duration
+	if job.AllocationTimeout != "" {
+		if allocTimeout, err = time.ParseDuration(job.AllocationTimeout); err != nil {
+			return fmt.Errorf("%s: allocation_timeout: %w", args[0], err)
+		}
+	}
 	if lookup == nil {
 		lookup = func(string) (string, bool) { return "", false }
 	}
@@ -550,13 +572,14 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		host, _ = os.Hostname()
 	}
 	res, err := RunAM(ctx, job.Spec, AMOptions{
-		AM:        am,
-		Log:       log,
-		Host:      host,
-		Resources: job.Resources,
-		Env:       []string{"LD_LIBRARY_PATH=./" + amLibDir},
-		Planner:   InputPlanner(resolver),
-		Secret:    job.Secret,
+		AM:                am,
+		Log:               log,
+		Host:              host,
+		Resources:         job.Resources,
+		Env:               []string{"LD_LIBRARY_PATH=./" + amLibDir},
+		Planner:           InputPlanner(resolver),
+		Secret:            job.Secret,
+		AllocationTimeout: allocTimeout,
 	})
 	log.WithFields(logrus.Fields{"state": res.State, "tasks": fmt.Sprintf("%+v", res.Tasks)}).Info("job ended")
 	if job.Staging != "" {
