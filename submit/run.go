@@ -142,8 +142,10 @@ func (o *Options) runYARNJob(ctx context.Context) error {
 		},
 		OnStatus: p.update,
 	}
-	if o.Detach {
-		yopts.OnSubmitted = func(id yarn.ApplicationID) {
+	var app yarn.ApplicationID
+	yopts.OnSubmitted = func(id yarn.ApplicationID) {
+		app = id
+		if o.Detach {
 			fmt.Fprintln(o.Out, id)
 			fmt.Fprintf(o.Err, "%s: application %s submitted; follow it with '%s status %s', stop it with '%s kill %s'\n",
 				progName, id, progName, id, progName, id)
@@ -156,6 +158,10 @@ func (o *Options) runYARNJob(ctx context.Context) error {
 	}
 	if err != nil {
 		writeLines(o.Err, progName+": ", err.Error())
+		if app != (yarn.ApplicationID{}) {
+			fmt.Fprintf(o.Err, "%s: the containers' logs: yarn logs -applicationId %s (with log aggregation), or on each NodeManager under its yarn.nodemanager.log-dirs/%s/<container>/\n",
+				progName, app, app)
+		}
 	}
 	_ = writeSummary(o.Err, spec.Name, res)
 	switch {
