@@ -53,7 +53,7 @@ func PlanLocal(spec JobSpec) ([]TaskPlan, error) {
 	l := &localJob{spec: spec, secret: redacted, rootPort: -1, trackerAddr: "127.0.0.1:<tracker-port>"}
 	var out []TaskPlan
 	for _, t := range l.newTasks() {
-		env := l.taskEnv(t, nil)
+		env := l.taskEnv(t, onThisMachine, nil)
 		for i, kv := range env {
 			if strings.HasPrefix(kv, conf.EnvRootPort+"=-1") {
 				env[i] = conf.EnvRootPort + "=<scheduler-port>"
@@ -211,9 +211,20 @@ func (l *localJob) newTasks() []*task {
 	return ts
 }
 
-// taskEnv is the environment of one attempt of t: the inherited
-// environment, the user's settings, then the contract, which wins.
-func (l *localJob) taskEnv(t *task, inherited []string) []string {
+// placement says where a task runs: the launcher's name for the cluster
+// (DMLC_JOB_CLUSTER), the task's host (DMLC_NODE_HOST) and the
+// scheduler's (DMLC_PS_ROOT_URI).
+type placement struct {
+	cluster, node, root string
+}
+
+// onThisMachine places every task of a local job.
+var onThisMachine = placement{cluster: "local", node: "127.0.0.1", root: "127.0.0.1"}
+
+// taskEnv is the environment of one attempt of t placed at pl: the
+// inherited environment, the user's settings, then the contract, which
+// wins.
+func (l *localJob) taskEnv(t *task, pl placement, inherited []string) []string {
 	env := append([]string(nil), inherited...)
 	env = append(env, l.spec.Env...)
 	if t.role == RoleWorker {
@@ -233,20 +244,21 @@ func (l *localJob) taskEnv(t *task, inherited []string) []string {
 			conf.EnvTaskID+"="+strconv.Itoa(t.rank),
 			conf.EnvWorkerID+"="+strconv.Itoa(t.rank),
 			conf.EnvNumAttempt+"="+strconv.Itoa(t.attempt),
-			conf.EnvJobCluster+"=local",
+			conf.EnvJobCluster+"="+pl.cluster,
+			conf.EnvNodeHost+"="+pl.node,
 			conf.EnvJobSecret+"="+l.secret,
 		)
 	} else {
 		p := conf.Default().PS
 		p.Role = conf.Role(t.role)
 		p.NumWorkers, p.NumServers = l.spec.NumWorkers, l.spec.NumServers
-		p.RootURI, p.RootPort = "127.0.0.1", l.rootPort
-		p.NodeHost = "127.0.0.1"
+		p.RootURI, p.RootPort = pl.root, l.rootPort
+		p.NodeHost = pl.node
 		if t.role != RoleScheduler {
 			p.TaskID = t.rank
 		}
 		p.NumAttempt = t.attempt
-		p.JobCluster = "local"
+		p.JobCluster = pl.cluster
 		p.JobSecret = l.secret
 		env = append(env, p.Environ()...)
 	}
@@ -274,7 +286,7 @@ func hasKey(env []string, key string) bool {
 // start starts the current attempt of t.
 func (l *localJob) start(t *task) error {
 	cmd := exec.Command(l.spec.Command[0], l.spec.Command[1:]...)
-	cmd.Env = l.taskEnv(t, l.opts.Environ)
+	cmd.Env = l.taskEnv(t, onThisMachine, l.opts.Environ)
 	// Its own process group, so the launcher can stop everything the
 	// command started; and death with the launcher.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -441,42 +453,18 @@ func (l *localJob) stopAll() {
 }
 
 func (l *localJob) result(st JobState) Result {
-	r := Result{State: st}
-	if st == Succeeded {
-		r.Output = l.spec.Output
-	}
-	for _, t := range l.tasks {
-		r.Tasks = append(r.Tasks, TaskResult{Role: t.role, Rank: t.rank, Attempts: t.attempt + 1, ExitCode: t.code})
-	}
-	return r
+	return jobResult(st, l.spec.Output, l.views())
 }
 
 // report publishes the processes' counts and calls OnStatus.
-func (l *localJob) report() {
-	byRole := map[string]*RoleStatus{}
-	var order []string
-	for _, t := range l.tasks {
-		rs := byRole[t.role]
-		if rs == nil {
-			rs = &RoleStatus{Role: t.role}
-			byRole[t.role] = rs
-			order = append(order, t.role)
-		}
-		rs.Want++
-		rs.Restarts += t.attempt
-		if t.running {
-			rs.Running++
-		}
-		if t.done {
-			rs.Succeeded++
-		}
+func (l *localJob) report() { publishRoles(l.state, l.views(), l.opts.OnStatus) }
+
+func (l *localJob) views() []taskView {
+	out := make([]taskView, len(l.tasks))
+	for i, t := range l.tasks {
+		out[i] = taskView{role: t.role, rank: t.rank, attempt: t.attempt, code: t.code, running: t.running, done: t.done}
 	}
-	for _, r := range order {
-		l.state.SetRole(*byRole[r])
-	}
-	if l.opts.OnStatus != nil {
-		l.opts.OnStatus(l.state.Status())
-	}
+	return out
 }
 
 // finishOutput completes the model after a successful job: every server

@@ -13,7 +13,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
@@ -424,19 +423,15 @@ func (j *amJob) place(ctx context.Context, c yarn.Container) error {
 // containerEnv is the environment of t's current attempt in c: the
 // AM's extra settings, the job's, then the contract, which wins.
 func (j *amJob) containerEnv(t *amTask, c yarn.Container) map[string]string {
-	env := j.env.taskEnv(&task{role: t.role, rank: t.rank, attempt: t.attempt}, j.opts.Env)
-	m := make(map[string]string, len(env)+3)
+	pl := placement{cluster: "yarn", node: c.Node.Host, root: j.rootHost}
+	if t.role == RoleScheduler {
+		pl.root = c.Node.Host
+	}
+	env := j.env.taskEnv(&task{role: t.role, rank: t.rank, attempt: t.attempt}, pl, j.opts.Env)
+	m := make(map[string]string, len(env))
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		m[k] = v
-	}
-	m[conf.EnvJobCluster] = "yarn"
-	m[conf.EnvNodeHost] = c.Node.Host
-	if j.spec.NumServers > 0 {
-		m[conf.EnvRootURI] = j.rootHost
-		if t.role == RoleScheduler {
-			m[conf.EnvRootURI] = c.Node.Host
-		}
 	}
 	return m
 }
@@ -612,42 +607,18 @@ func (j *amJob) stopAll(ctx context.Context) {
 }
 
 func (j *amJob) result(st JobState) Result {
-	r := Result{State: st}
-	if st == Succeeded {
-		r.Output = j.spec.Output
-	}
-	for _, t := range j.tasks {
-		r.Tasks = append(r.Tasks, TaskResult{Role: t.role, Rank: t.rank, Attempts: t.attempt + 1, ExitCode: int(t.code)})
-	}
-	return r
+	return jobResult(st, j.spec.Output, j.views())
 }
 
 // report publishes the containers' counts and calls OnStatus.
-func (j *amJob) report() {
-	byRole := map[string]*RoleStatus{}
-	var order []string
-	for _, t := range j.tasks {
-		rs := byRole[t.role]
-		if rs == nil {
-			rs = &RoleStatus{Role: t.role}
-			byRole[t.role] = rs
-			order = append(order, t.role)
-		}
-		rs.Want++
-		rs.Restarts += t.attempt
-		if t.ct != nil {
-			rs.Running++
-		}
-		if t.done {
-			rs.Succeeded++
-		}
+func (j *amJob) report() { publishRoles(j.state, j.views(), j.opts.OnStatus) }
+
+func (j *amJob) views() []taskView {
+	out := make([]taskView, len(j.tasks))
+	for i, t := range j.tasks {
+		out[i] = taskView{role: t.role, rank: t.rank, attempt: t.attempt, code: int(t.code), running: t.ct != nil, done: t.done}
 	}
-	for _, r := range order {
-		j.state.SetRole(*byRole[r])
-	}
-	if j.opts.OnStatus != nil {
-		j.opts.OnStatus(j.state.Status())
-	}
+	return out
 }
 
 // shellWords quotes a command for a NodeManager's launch script, which
