@@ -204,7 +204,7 @@ func (t *Transport) Listen(ctx context.Context, addr string) (string, error) {
 	t.listening = true
 	t.mu.Unlock()
 
-	bound, err := t.listen(host, port)
+	bound, err := t.listen(ctx, host, port)
 	if err != nil {
 		t.mu.Lock()
 		t.listening = false
@@ -214,7 +214,7 @@ func (t *Transport) Listen(ctx context.Context, addr string) (string, error) {
 	return bound, nil
 }
 
-func (t *Transport) listen(host string, port uint16) (_ string, err error) {
+func (t *Transport) listen(ctx context.Context, host string, port uint16) (_ string, err error) {
 	var (
 		endpoint string
 		lock     *ipcLock
@@ -234,6 +234,8 @@ func (t *Transport) listen(host string, port uint16) (_ string, err error) {
 		h, p := host, strconv.Itoa(int(port))
 		if h == "" {
 			h = "*"
+		} else if h, err = bindAddress(ctx, host); err != nil {
+			return "", err
 		}
 		if port == 0 {
 			p = "*"
@@ -264,7 +266,7 @@ func (t *Transport) listen(host string, port uint16) (_ string, err error) {
 	if err != nil {
 		return "", err
 	}
-	if strings.Contains(host, ":") {
+	if strings.Contains(endpoint, "[") {
 		if err := router.SetIpv6(true); err != nil {
 			return "", fmt.Errorf("set ZMQ_IPV6: %w", err)
 		}
@@ -313,6 +315,35 @@ func (t *Transport) listen(host string, port uint16) (_ string, err error) {
 	go t.recvLoop(router, wakeRecv)
 	return net.JoinHostPort(host, strconv.Itoa(int(port))), nil
 }
+
+// bindAddress is the address a ROUTER binds for host: ZeroMQ binds an
+// interface name or an IP address, not a host name, so a name (a
+// NodeManager's host, "localhost") is resolved, its first IPv4 address
+// preferred, as peers connecting to the name reach it. The bound port is
+// still advertised under the name.
+func bindAddress(ctx context.Context, host string) (string, error) {
+	if ip := net.ParseIP(host); ip != nil || host == "*" {
+		return host, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupIPAddr(rctx, host)
+	if err != nil {
+		return "", fmt.Errorf("resolve the host to bind: %w", err)
+	}
+	if len(addrs) == 0 {
+		return "", fmt.Errorf("resolve the host to bind: %s has no address", host)
+	}
+	for _, a := range addrs {
+		if a.IP.To4() != nil {
+			return a.IP.String(), nil
+		}
+	}
+	return addrs[0].IP.String(), nil
+}
+
+// resolveTimeout bounds the name lookup of Listen.
+const resolveTimeout = 10 * time.Second
 
 // splitAddr splits "host:port" and parses the port.
 func splitAddr(addr string) (string, uint16, error) {

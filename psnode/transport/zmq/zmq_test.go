@@ -370,3 +370,33 @@ func TestConnectBadAddress(t *testing.T) {
 		t.Fatalf("Listen after a failed Listen: %v", err)
 	}
 }
+
+// TestListenOnHostName binds a host name, as a node does with the
+// NodeManager's host in DMLC_NODE_HOST: ZeroMQ binds only addresses and
+// interface names, so the name is resolved, and peers reach the node by
+// the name it advertises.
+func TestListenOnHostName(t *testing.T) {
+	srv := newTransport(t, zmq.Options{})
+	addr, err := srv.Listen(t.Context(), "localhost:0")
+	if err != nil {
+		t.Fatalf("Listen(localhost:0): %v", err)
+	}
+	if host, _, _ := net.SplitHostPort(addr); host != "localhost" {
+		t.Fatalf("Listen = %q, want the name advertised", addr)
+	}
+	cli := newTransport(t, zmq.Options{})
+	if err := cli.Connect(t.Context(), 8, addr); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Send(t.Context(), &transport.Message{Meta: transport.Meta{Sender: 9, Recver: 8, Timestamp: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if m := recv(t, srv); m.Meta.Timestamp != 3 {
+		t.Fatalf("received %v", m)
+	}
+
+	bad := newTransport(t, zmq.Options{})
+	if _, err := bad.Listen(t.Context(), "no-such-host.invalid:0"); err == nil || !strings.Contains(err.Error(), "no-such-host.invalid") {
+		t.Fatalf("Listen on an unknown host = %v, want an error naming it", err)
+	}
+}
