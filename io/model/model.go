@@ -39,6 +39,28 @@ type Manifest struct {
 	Job     string         `json:"job,omitempty"`
 	Parts   []ManifestPart `json:"parts"`
 	Created time.Time      `json:"created"`
+	// Training says how the model was trained, as the tracker saw it;
+	// absent when the launcher did not know.
+	Training *Training `json:"training,omitempty"`
+}
+
+// Training is the tracker's account of the job that wrote a model.
+type Training struct {
+	// EpochRecords counts, per epoch, the records of the input the
+	// workers read, each shard once however often it was handed out.
+	// Epochs before the one a resumed job started at are absent.
+	EpochRecords map[int]int64 `json:"epoch_records,omitempty"`
+	// Metrics are the last epoch's metrics the workers reported, and
+	// MetricsEpoch that epoch.
+	Metrics      map[string]float64 `json:"metrics,omitempty"`
+	MetricsEpoch int                `json:"metrics_epoch"`
+	// ResumedFrom is the checkpoint the last run of the job started from
+	// (after --resume, or a restart after a server was lost); "" when it
+	// started from scratch.
+	ResumedFrom string `json:"resumed_from,omitempty"`
+	// Restarts counts the times the whole job was started again from a
+	// checkpoint after losing a server or the scheduler.
+	Restarts int `json:"restarts,omitempty"`
 }
 
 // ManifestPart is one part file of a model.
@@ -57,13 +79,14 @@ type FS interface {
 	WriteFile(ctx context.Context, path string, data []byte) error
 }
 
-// CommitModel checks that dir holds a part from each of the servers and
+// Commit checks that dir holds a part from each of the servers and
 // writes the manifest, then _SUCCESS. It fails, naming the missing part,
 // when one is absent. A job without servers must have written at least
 // part-00000 (its workers write the parts, as many as they like, numbered
-// from 0 without gaps).
-func Commit(ctx context.Context, fsys FS, dir string, servers int, job string) error {
-	m := Manifest{Format: Format, Job: job, Created: time.Now().UTC()}
+// from 0 without gaps). The manifest is m (its Job and Training) with
+// the format, the parts found and the time filled in.
+func Commit(ctx context.Context, fsys FS, dir string, servers int, m Manifest) error {
+	m.Format, m.Parts, m.Created = Format, nil, time.Now().UTC()
 	if servers == 0 {
 		for {
 			n, err := fsys.Size(ctx, joinURI(dir, PartName(len(m.Parts))))
@@ -205,6 +228,50 @@ func joinURI(dir, name string) string {
 // _SUCCESS: no complete model is there.
 var ErrIncomplete = errors.New("model: no complete model (no _SUCCESS)")
 
+// maxManifest bounds the manifest's size.
+const maxManifest = 16 << 20
+
+// ReadManifest returns the manifest of the complete model in dir (a path
+// or URI); a directory without _SUCCESS gives an error wrapping
+// ErrIncomplete.
+func ReadManifest(ctx context.Context, r Resolver, dir string) (Manifest, error) {
+	fsys, name, err := r.Resolve(ctx, dir)
+	if err != nil {
+		return Manifest{}, err
+	}
+	return completeManifest(ctx, fsys, strings.TrimSuffix(name, "/"), dir)
+}
+
+// completeManifest reads base's manifest once _SUCCESS says the model is
+// complete; dir names base in errors.
+func completeManifest(ctx context.Context, fsys dfs.FileSystem, base, dir string) (Manifest, error) {
+	if _, err := fsys.Stat(ctx, base+"/"+SuccessFile); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return Manifest{}, fmt.Errorf("%w in %s", ErrIncomplete, dir)
+		}
+		return Manifest{}, err
+	}
+	return readManifest(ctx, fsys, base)
+}
+
+// readManifest reads and checks base/_manifest.json.
+func readManifest(ctx context.Context, fsys dfs.FileSystem, base string) (Manifest, error) {
+	uri := fsys.URI(base + "/" + ManifestFile)
+	mf, err := fsys.Open(ctx, base+"/"+ManifestFile)
+	if err != nil {
+		return Manifest{}, err
+	}
+	defer mf.Close()
+	var m Manifest
+	if err := json.NewDecoder(io.LimitReader(mf, maxManifest)).Decode(&m); err != nil {
+		return Manifest{}, fmt.Errorf("model: %s: %w", uri, err)
+	}
+	if m.Format != Format {
+		return Manifest{}, fmt.Errorf("model: %s: format %q, want %q", uri, m.Format, Format)
+	}
+	return m, nil
+}
+
 // maxModelLine bounds a line of a part file.
 const maxModelLine = 1 << 20
 
@@ -218,24 +285,9 @@ func Read(ctx context.Context, r Resolver, dir string, fn func(key uint64, vals 
 		return err
 	}
 	base := strings.TrimSuffix(name, "/")
-	if _, err := fsys.Stat(ctx, base+"/"+SuccessFile); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("%w in %s", ErrIncomplete, dir)
-		}
-		return err
-	}
-	mf, err := fsys.Open(ctx, base+"/"+ManifestFile)
+	m, err := completeManifest(ctx, fsys, base, dir)
 	if err != nil {
 		return err
-	}
-	var m Manifest
-	err = json.NewDecoder(io.LimitReader(mf, 16<<20)).Decode(&m)
-	mf.Close()
-	if err != nil {
-		return fmt.Errorf("model: %s: %w", fsys.URI(base+"/"+ManifestFile), err)
-	}
-	if m.Format != Format {
-		return fmt.Errorf("model: %s: format %q, want %q", fsys.URI(base+"/"+ManifestFile), m.Format, Format)
 	}
 	var vals []float32
 	for _, p := range m.Parts {

@@ -16,7 +16,7 @@ func TestCommit(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, PartName(0)), []byte("1\t0.5\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err := Commit(ctx, LocalFS{}, dir, 2, "j")
+	err := Commit(ctx, LocalFS{}, dir, 2, Manifest{Job: "j"})
 	if err == nil || !strings.Contains(err.Error(), PartName(1)) {
 		t.Fatalf("commit with part 1 missing: %v", err)
 	}
@@ -26,7 +26,7 @@ func TestCommit(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, PartName(1)), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := Commit(ctx, LocalFS{}, dir, 2, "j"); err != nil {
+	if err := Commit(ctx, LocalFS{}, dir, 2, Manifest{Job: "j"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []string{SuccessFile, ManifestFile} {
