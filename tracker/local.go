@@ -20,7 +20,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
-	"github.com/spindle-ps/spindle/io/model"
 )
 
 // Role names, as in DMLC_ROLE.
@@ -97,8 +96,9 @@ type localJob struct {
 	out         *lockedWriter
 	tasks       []*task
 	exits       chan exitEvent
-	resumeFrom  string // the checkpoint a resumed job starts from
-	resumeEpoch int
+	// files prepares the directories and says where the tasks start;
+	// nil for a plan.
+	files *jobFiles
 }
 
 // RunLocal runs spec on this machine: the tracker service in this
@@ -130,25 +130,10 @@ func RunLocal(ctx context.Context, spec JobSpec, opts LocalOptions) (Result, err
 		opts.Resolver = localResolver()
 	}
 	// Everything that can be checked before a process starts is: the
-	// output, then the inputs.
-	if spec.Output != "" {
-		if err := prepareDir(ctx, opts.Resolver, spec.Output, "--output", spec.Overwrite); err != nil {
-			return Result{State: Failed}, err
-		}
-	}
-	var shards []Shard
-	if len(spec.Inputs) > 0 {
-		if opts.Planner == nil {
-			return Result{State: Failed}, errors.New("tracker: the job has inputs but no planner to cut them into shards")
-		}
-		size := spec.SplitSize
-		if size == 0 {
-			size = DefaultSplitSize
-		}
-		var err error
-		if shards, err = opts.Planner(ctx, spec.Inputs, size); err != nil {
-			return Result{State: Failed}, fmt.Errorf("tracker: plan the input: %w", err)
-		}
+	// inputs, then the output and checkpoint directories.
+	shards, err := planShards(ctx, spec, opts.Planner)
+	if err != nil {
+		return Result{State: Failed}, err
 	}
 	secret, err := newSecret()
 	if err != nil {
@@ -156,7 +141,8 @@ func RunLocal(ctx context.Context, spec JobSpec, opts LocalOptions) (Result, err
 	}
 	l := &localJob{spec: spec, opts: opts, secret: secret, out: &lockedWriter{w: opts.Stdout}}
 	l.state = NewState(shards, start)
-	if err := l.prepareCheckpoints(ctx); err != nil {
+	l.files = &jobFiles{spec: spec, r: opts.Resolver, log: opts.Log}
+	if err := l.files.prepare(ctx, l.state, false); err != nil {
 		return Result{State: Failed}, err
 	}
 	svc, err := Serve(ctx, "127.0.0.1:0", l.state, secret, opts.Log)
@@ -268,8 +254,9 @@ func (l *localJob) taskEnv(t *task, pl placement, inherited []string) []string {
 		Output:             l.spec.Output,
 		CheckpointDir:      l.spec.CheckpointDir,
 		CheckpointInterval: l.spec.CheckpointInterval,
-		ResumeFrom:         l.resumeFrom,
-		ResumeEpoch:        l.resumeEpoch,
+	}
+	if l.files != nil {
+		job.ResumeFrom, job.ResumeEpoch = l.files.from.uri, l.files.from.epoch
 	}
 	return append(env, job.Environ()...)
 }
@@ -329,7 +316,7 @@ func (l *localJob) run(ctx context.Context) (Result, error) {
 	for {
 		select {
 		case ev := <-l.exits:
-			if err := l.onExit(ev); err != nil {
+			if err := l.onExit(ctx, ev); err != nil {
 				l.stopAll()
 				l.state.Finish(Failed, err.Error())
 				l.report()
@@ -337,7 +324,7 @@ func (l *localJob) run(ctx context.Context) (Result, error) {
 			}
 			l.report()
 			if l.allDone() {
-				if err := l.finishOutput(ctx); err != nil {
+				if err := l.files.commitModel(ctx, l.state.Status()); err != nil {
 					l.state.Finish(Failed, err.Error())
 					return l.result(Failed), err
 				}
@@ -363,8 +350,10 @@ func (l *localJob) run(ctx context.Context) (Result, error) {
 	}
 }
 
-// onExit handles a task's exit: done, restarted, or the job fails.
-func (l *localJob) onExit(ev exitEvent) error {
+// onExit handles a task's exit: done, restarted, or the job fails. The
+// scheduler's or a server's failure starts the whole job again (see
+// restartAll).
+func (l *localJob) onExit(ctx context.Context, ev exitEvent) error {
 	t := ev.t
 	t.running = false
 	t.code = exitCode(ev.err)
@@ -375,13 +364,44 @@ func (l *localJob) onExit(ev exitEvent) error {
 	if t.role == RoleWorker {
 		l.state.WorkerLost(t.rank)
 	}
-	if t.attempt+1 < l.spec.MaxAttempts {
-		l.opts.Log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt, "exit": t.code}).Warn("task failed; restarting it")
-		t.attempt++
-		return l.start(t)
+	failed := fmt.Sprintf("%s %d failed: %s on attempt %d of %d", t.role, t.rank, describeExit(ev.err), t.attempt+1, l.spec.MaxAttempts)
+	if t.attempt+1 >= l.spec.MaxAttempts {
+		return fmt.Errorf("%s; its last lines:\n%s", failed, t.tail.last())
 	}
-	return fmt.Errorf("%s %d failed: %s on attempt %d of %d; its last lines:\n%s",
-		t.role, t.rank, describeExit(ev.err), t.attempt+1, l.spec.MaxAttempts, t.tail.last())
+	t.attempt++
+	if t.role != RoleWorker {
+		return l.restartAll(ctx, failed)
+	}
+	l.opts.Log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt - 1, "exit": t.code}).Warn("task failed; restarting it")
+	return l.start(t)
+}
+
+// restartAll starts every task again, from the newest usable checkpoint
+// (jobFiles.restartPoint), once every process of the job has exited: the
+// job cannot go on after losing its scheduler or a server.
+func (l *localJob) restartAll(ctx context.Context, failed string) error {
+	p, err := l.files.restartPoint(ctx, failed)
+	if err != nil {
+		return err
+	}
+	l.opts.Log.WithFields(logrus.Fields{"cause": failed, "checkpoint": p.uri, "epoch": p.epoch}).Warn("starting the whole job again")
+	l.stopAll()
+	for _, t := range l.tasks {
+		if t.running {
+			return fmt.Errorf("%s, and the job cannot start again: %s did not exit", failed, t)
+		}
+	}
+	l.state.Rewind(p.epoch)
+	if l.rootPort, err = freePort(); err != nil {
+		return fmt.Errorf("tracker: a port for the scheduler: %w", err)
+	}
+	for _, t := range l.tasks {
+		t.done = false
+		if err := l.start(t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func exitCode(err error) int {
@@ -465,15 +485,6 @@ func (l *localJob) views() []taskView {
 		out[i] = taskView{role: t.role, rank: t.rank, attempt: t.attempt, code: t.code, running: t.running, done: t.done}
 	}
 	return out
-}
-
-// finishOutput completes the model after a successful job: every server
-// wrote its part; the manifest and then _SUCCESS mark it complete.
-func (l *localJob) finishOutput(ctx context.Context) error {
-	if l.spec.Output == "" {
-		return nil
-	}
-	return model.Commit(ctx, model.ResolverFS{R: l.opts.Resolver}, l.spec.Output, l.spec.NumServers, l.spec.Name)
 }
 
 // lockedWriter serialises writes from several tasks.

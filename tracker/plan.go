@@ -2,6 +2,8 @@ package tracker
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/dfs"
@@ -43,4 +45,20 @@ func InputPlanner(r split.Resolver) Planner {
 // Split returns the io/split description of a shard, to open it.
 func (s Shard) Split() split.Split {
 	return split.Split{URI: s.URI, Start: s.Start, Length: s.Length, FileSize: s.FileSize, Compressed: s.Compressed}
+}
+
+// planShards cuts spec's inputs into shards with planner; a job without
+// inputs has none.
+func planShards(ctx context.Context, spec JobSpec, planner Planner) ([]Shard, error) {
+	if len(spec.Inputs) == 0 {
+		return nil, nil
+	}
+	if planner == nil {
+		return nil, errors.New("tracker: the job has inputs but no planner to cut them into shards")
+	}
+	shards, err := planner(ctx, spec.Inputs, splitSize(spec))
+	if err != nil {
+		return nil, fmt.Errorf("tracker: plan the input: %w", err)
+	}
+	return shards, nil
 }

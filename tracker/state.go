@@ -250,6 +250,25 @@ func (s *State) requeueLocked(worker int) {
 	}
 }
 
+// Rewind forgets the epochs from epoch on, their shards and metrics, for
+// a job that starts again from a checkpoint taken before epoch: every
+// shard of those epochs is read anew and counted once. The launcher calls
+// it only once every process of the previous run has exited.
+func (s *State) Rewind(epoch int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for e := range s.epochs {
+		if e >= epoch {
+			delete(s.epochs, e)
+		}
+	}
+	for e := range s.metrics {
+		if e >= epoch {
+			delete(s.metrics, e)
+		}
+	}
+}
+
 // ReportMetrics records worker's metrics for epoch. Aggregation across
 // workers: names ending in "_sum" or "_count" are added up; any other name
 // keeps the value of the lowest-ranked worker that reported it.

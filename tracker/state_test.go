@@ -92,6 +92,48 @@ func TestRestartedWorkerGivesBackItsShards(t *testing.T) {
 	}
 }
 
+// TestRewindReadsTheLaterEpochsAnew: a job started again from the
+// checkpoint after epoch 0 reads every shard of epoch 1 again, and counts
+// its records once, as if the first run of epoch 1 never happened.
+func TestRewindReadsTheLaterEpochsAnew(t *testing.T) {
+	t.Parallel()
+	s := NewState(shards(2), time.Now())
+	for e := 0; e < 2; e++ {
+		for w := 0; w < 2; w++ {
+			sh, _ := next(t, s, e, w, 0)
+			if e == 1 && w == 1 {
+				break // the run is lost while worker 1 reads epoch 1
+			}
+			if err := s.ShardDone(e, sh.ID, w, 0, 10); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.ReportMetrics(e, 0, map[string]float64{"loss_sum": float64(e + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Rewind(1)
+	st := s.Status()
+	if st.EpochRecords[0] != 20 || st.EpochRecords[1] != 0 || st.MetricsEpoch != 0 {
+		t.Fatalf("after rewinding to epoch 1: records %v, metrics of epoch %d; want epoch 0's kept, epoch 1 forgotten", st.EpochRecords, st.MetricsEpoch)
+	}
+	for w := 0; w < 2; w++ {
+		sh, d := next(t, s, 1, w, 0)
+		if d != Given {
+			t.Fatalf("worker %d after the rewind: %v, want a shard", w, d)
+		}
+		if err := s.ShardDone(1, sh.ID, w, 0, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, d := next(t, s, 1, 0, 0); d != EpochDone {
+		t.Fatalf("got %v, want EpochDone", d)
+	}
+	if got := s.Status().EpochRecords[1]; got != 20 {
+		t.Fatalf("epoch 1 records %d after the rewind, want 20 (each shard once)", got)
+	}
+}
+
 func TestMetricsAggregate(t *testing.T) {
 	t.Parallel()
 	s := NewState(nil, time.Now())

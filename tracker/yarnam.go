@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,13 @@ type AMOptions struct {
 	// Planner cuts the inputs into shards; nil means the job has no
 	// inputs to shard.
 	Planner Planner
+	// Resolver reaches the output and checkpoint directories (HDFS); nil
+	// means local paths only.
+	Resolver Resolver
+	// Rerun marks a later attempt of the ApplicationMaster: what an
+	// earlier attempt wrote is this job's, so the output is cleared and
+	// the job starts from its newest usable checkpoint, if any.
+	Rerun bool
 	// AllocationTimeout is how long a task may wait for a container
 	// before the job fails; 0 means 10 minutes.
 	AllocationTimeout time.Duration
@@ -112,6 +120,10 @@ type amJob struct {
 	rootHost string          // the scheduler's current node
 	nodes    int32           // cluster size from the last heartbeat
 	releases []yarn.ContainerID
+	files    *jobFiles
+	// restart, when set, says why every task must start again (the
+	// scheduler or a server failed); the allocate loop does it.
+	restart string
 }
 
 // RunAM runs spec from inside a YARN ApplicationMaster container: it
@@ -141,9 +153,20 @@ type amJob struct {
 // SUCCEEDED. RunAM always unregisters (bounded by 30 s) and never leaves
 // a container it started running.
 //
-// Not yet done here: checking the output before the job and committing
-// the model after it (RunLocal's Resolver), checkpoints and resume, and
-// the AM's own restart (containers from previous attempts).
+// Before any container is asked for, the inputs are cut into shards and
+// the output and checkpoint directories are prepared as RunLocal does;
+// when every task has exited 0 the model is committed (manifest, then
+// _SUCCESS) before the AM unregisters SUCCEEDED. Checkpoints are
+// committed by the AM's tracker as the servers write them.
+//
+// The scheduler's or a server's failure (within its attempts) starts
+// the whole job again: every container is stopped, and once YARN reports
+// them all complete, every task runs again in a new container from the
+// newest usable checkpoint (from scratch when none is committed yet).
+// Without a checkpoint directory that failure fails the job, naming the
+// task. A later attempt of the AM itself (opts.Rerun) also starts from
+// the newest usable checkpoint; containers of the earlier attempt are not
+// kept.
 //
 // The AM serves a status page over HTTP on opts.Host (see
 // StatusHandler: "/" and "/status.json") and registers it as the
@@ -175,19 +198,12 @@ func RunAM(ctx context.Context, spec JobSpec, opts AMOptions) (Result, error) {
 		opts.NM = yarn.NewNMClient(opts.AM)
 		defer opts.NM.Close()
 	}
-	var shards []Shard
-	if len(spec.Inputs) > 0 {
-		if opts.Planner == nil {
-			return Result{State: Failed}, errors.New("tracker: the job has inputs but no planner to cut them into shards")
-		}
-		size := spec.SplitSize
-		if size == 0 {
-			size = DefaultSplitSize
-		}
-		var err error
-		if shards, err = opts.Planner(ctx, spec.Inputs, size); err != nil {
-			return Result{State: Failed}, fmt.Errorf("tracker: plan the input: %w", err)
-		}
+	if opts.Resolver == nil {
+		opts.Resolver = localResolver()
+	}
+	shards, err := planShards(ctx, spec, opts.Planner)
+	if err != nil {
+		return Result{State: Failed}, err
 	}
 	secret := opts.Secret
 	if secret == "" {
@@ -204,6 +220,10 @@ func RunAM(ctx context.Context, spec JobSpec, opts AMOptions) (Result, error) {
 		byCont: map[yarn.ContainerID]*amTask{},
 		outst:  map[int32]int32{},
 	}
+	j.files = &jobFiles{spec: spec, r: opts.Resolver, log: j.log}
+	if err := j.files.prepare(ctx, j.state, opts.Rerun); err != nil {
+		return Result{State: Failed}, err
+	}
 	// The tracker listens on every interface and is advertised on Host.
 	svc, err := Serve(ctx, ":0", j.state, secret, opts.Log)
 	if err != nil {
@@ -219,7 +239,7 @@ func RunAM(ctx context.Context, spec JobSpec, opts AMOptions) (Result, error) {
 	_, port, _ := net.SplitHostPort(svc.Addr())
 	trackerPort, _ := strconv.Atoi(port)
 	j.env = &localJob{spec: spec, secret: secret, rootPort: opts.RootPort,
-		trackerAddr: net.JoinHostPort(opts.Host, port)}
+		trackerAddr: net.JoinHostPort(opts.Host, port), files: j.files}
 	for _, t := range j.env.newTasks() {
 		at := &amTask{role: t.role, rank: t.rank, prio: prioWorker, waiting: start, code: yarn.ExitInvalid}
 		switch t.role {
@@ -277,8 +297,18 @@ func (j *amJob) run(ctx context.Context) (JobState, string, error) {
 			}
 			return Failed, err.Error(), err
 		}
+		if j.restart != "" {
+			if err := j.restartAll(ctx); err != nil {
+				return Failed, err.Error(), err
+			}
+			continue
+		}
 		if j.allDone() {
-			return Succeeded, fmt.Sprintf("all %d tasks exited 0", len(j.tasks)), nil
+			if err := j.files.commitModel(ctx, j.state.Status()); err != nil {
+				err = fmt.Errorf("tracker: every task exited 0, but the model is not complete: %w", err)
+				return Failed, err.Error(), err
+			}
+			return Succeeded, j.summary(), nil
 		}
 		if err := j.checkAllocationTimeout(); err != nil {
 			return Failed, err.Error(), err
@@ -331,6 +361,11 @@ func (j *amJob) heartbeat(ctx context.Context) error {
 			continue // released or surplus
 		}
 		delete(j.byCont, s.ID)
+		if j.restart != "" {
+			// Everything starts again: this exit does not count.
+			t.ct, t.code = nil, s.ExitStatus
+			continue
+		}
 		if err := j.onComplete(t, s); err != nil {
 			return err
 		}
@@ -467,13 +502,88 @@ func (j *amJob) onFailure(t *amTask, c yarn.Container, msg string, code int32) e
 		t.badNodes = map[yarn.NodeID]bool{}
 	}
 	t.badNodes[c.Node] = true
-	if t.attempt+1 < j.spec.MaxAttempts {
-		j.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt, "exit": code}).Warn("task failed; restarting it")
-		t.attempt++
-		t.ct, t.rejects, t.waiting = nil, 0, time.Now()
+	failed := fmt.Sprintf("%s %d failed: %s, on attempt %d of %d", t.role, t.rank, msg, t.attempt+1, j.spec.MaxAttempts)
+	if t.attempt+1 >= j.spec.MaxAttempts {
+		return errors.New("tracker: " + failed)
+	}
+	t.attempt++
+	t.ct, t.rejects, t.waiting = nil, 0, time.Now()
+	if t.role != RoleWorker {
+		j.restart = failed
 		return nil
 	}
-	return fmt.Errorf("tracker: %s %d failed: %s, on attempt %d of %d", t.role, t.rank, msg, t.attempt+1, j.spec.MaxAttempts)
+	j.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt - 1, "exit": code}).Warn("task failed; restarting it")
+	return nil
+}
+
+// restartAll starts every task again, from the newest usable checkpoint
+// (jobFiles.restartPoint), once YARN reports every container of the job
+// complete: the job cannot go on after losing its scheduler or a server.
+func (j *amJob) restartAll(ctx context.Context) error {
+	failed := j.restart
+	j.restart = ""
+	p, err := j.files.restartPoint(ctx, failed)
+	if err != nil {
+		return errors.New("tracker: " + err.Error())
+	}
+	j.log.WithFields(logrus.Fields{"cause": failed, "checkpoint": p.uri, "epoch": p.epoch}).Warn("starting the whole job again")
+	sctx, cancel := context.WithTimeout(ctx, finishTimeout)
+	defer cancel()
+	j.stopAll(sctx)
+	if n := len(j.byCont); n > 0 {
+		return fmt.Errorf("tracker: %s, and the job cannot start again: %d containers were not reported complete within %v of being stopped", failed, n, finishTimeout)
+	}
+	j.state.Rewind(p.epoch)
+	now := time.Now()
+	for _, t := range j.tasks {
+		t.done, t.ct, t.waiting, t.rejects = false, nil, now, 0
+	}
+	// The scheduler is placed first again; the others follow its node.
+	j.rootHost = ""
+	j.report()
+	return nil
+}
+
+// summary is the diagnostic of a job that succeeded: what it read and
+// its last metrics.
+func (j *amJob) summary() string {
+	st := j.state.Status()
+	s := fmt.Sprintf("all %d tasks exited 0", len(j.tasks))
+	if n := len(st.EpochRecords); n > 0 {
+		epochs := make([]int, 0, n)
+		for e := range st.EpochRecords {
+			epochs = append(epochs, e)
+		}
+		slices.Sort(epochs)
+		parts := make([]string, len(epochs))
+		for i, e := range epochs {
+			parts[i] = fmt.Sprintf("%d:%d", e, st.EpochRecords[e])
+		}
+		s += "; records per epoch " + strings.Join(parts, " ")
+	}
+	if len(st.Metrics) > 0 {
+		names := make([]string, 0, len(st.Metrics))
+		for k := range st.Metrics {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		parts := make([]string, len(names))
+		for i, k := range names {
+			parts[i] = fmt.Sprintf("%s=%.6g", k, st.Metrics[k])
+		}
+		s += fmt.Sprintf("; epoch %d metrics %s", st.MetricsEpoch, strings.Join(parts, " "))
+	}
+	if j.files.restarts > 0 {
+		s += fmt.Sprintf("; started again %d time(s) from %s", j.files.restarts, orScratch(j.files.from.uri))
+	}
+	return s
+}
+
+func orScratch(uri string) string {
+	if uri == "" {
+		return "scratch"
+	}
+	return "checkpoint " + uri
 }
 
 // describeExitStatus names a container's exit status.

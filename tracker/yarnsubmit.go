@@ -19,6 +19,7 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/yarn"
 	"github.com/spindle-ps/spindle/yarn/libs"
 )
@@ -184,6 +185,11 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 	}
 	resolver := dfs.NewResolver(hc, user)
 	defer resolver.Close()
+	// What the ApplicationMaster would refuse is refused now, before an
+	// application exists.
+	if err := CheckJob(ctx, spec, resolver, InputPlanner(resolver)); err != nil {
+		return res, err
+	}
 
 	rm, err := yarn.NewRMClient(ctx, hc, user)
 	if err != nil {
@@ -272,6 +278,17 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 	case r.State == yarn.AppFinished && r.FinalStatus == yarn.FinalSucceeded:
 		res.State = Succeeded
 		res.Output = spec.Output
+		if spec.Output != "" {
+			// The model's manifest holds the tracker's account of the
+			// training, for the summary.
+			m, err := model.ReadManifest(ctx, resolver, spec.Output)
+			if err != nil {
+				return res, fmt.Errorf("tracker: application %s succeeded, but its model is not readable: %w", app.ID, err)
+			}
+			if tr := m.Training; tr != nil {
+				res.Status.EpochRecords, res.Status.Metrics, res.Status.MetricsEpoch = tr.EpochRecords, tr.Metrics, tr.MetricsEpoch
+			}
+		}
 		return res, nil
 	}
 	return res, fmt.Errorf("tracker: application %s ended %v with final status %v: %s", app.ID, r.State, r.FinalStatus, r.Diagnostics)
@@ -578,6 +595,8 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		Resources:         job.Resources,
 		Env:               []string{"LD_LIBRARY_PATH=./" + amLibDir},
 		Planner:           InputPlanner(resolver),
+		Resolver:          resolver,
+		Rerun:             amAttemptNumber(am.Attempt()) > 1,
 		Secret:            job.Secret,
 		AllocationTimeout: allocTimeout,
 	})
@@ -594,6 +613,20 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		}
 	}
 	return err
+}
+
+// amAttemptNumber is the number of an application attempt id
+// ("appattempt_<cluster>_<app>_<attempt>"); 0 when it is not one.
+func amAttemptNumber(id string) int {
+	i := strings.LastIndexByte(id, '_')
+	if !strings.HasPrefix(id, "appattempt_") || i < 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(id[i+1:])
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // yarnClient connects to the ResourceManager with the Hadoop
