@@ -1,7 +1,6 @@
 package tracker
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"os"
@@ -153,40 +152,6 @@ func buildAMJob(t *testing.T) string {
 	return bin
 }
 
-// containerFiles returns the files named name (stdout, stderr) that the
-// mini cluster's NodeManagers keep for app's containers, keyed by
-// container id; nothing without SPINDLE_MINICLUSTER_DIR.
-func containerFiles(t *testing.T, app yarn.ApplicationID, name string) map[string]string {
-	t.Helper()
-	dir := os.Getenv("SPINDLE_MINICLUSTER_DIR")
-	if dir == "" {
-		return nil
-	}
-	f, err := os.Open(filepath.Join(dir, "ready"))
-	if err != nil {
-		t.Logf("no container logs: %v", err)
-		return nil
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, _ := strings.Cut(sc.Text(), "=")
-		if !strings.HasPrefix(k, "nodemanager_") || !strings.HasSuffix(k, "_log_dirs") {
-			continue
-		}
-		for _, d := range strings.Split(v, ",") {
-			files, _ := filepath.Glob(filepath.Join(d, app.String(), "*", name))
-			for _, p := range files {
-				if b, err := os.ReadFile(p); err == nil {
-					out[filepath.Base(filepath.Dir(p))] = string(b)
-				}
-			}
-		}
-	}
-	return out
-}
-
 // liveContainers lists, with Hadoop's yarn CLI, the containers of attempt
 // the ResourceManager still knows as running; ok is false when the CLI is
 // not available.
@@ -330,7 +295,7 @@ func TestHadoopRunAM(t *testing.T) {
 			}
 			t.Cleanup(func() {
 				if t.Failed() {
-					for c, s := range containerFiles(t, app.ID, "stderr") {
+					for c, s := range hadooptest.ContainerFiles(t, app.ID.String(), "stderr") {
 						t.Logf("%s stderr:\n%s", c, s)
 					}
 				}
@@ -345,7 +310,7 @@ func TestHadoopRunAM(t *testing.T) {
 					t.Errorf("diagnostics %q do not contain %q", r.Diagnostics, d)
 				}
 			}
-			stdout := containerFiles(t, app.ID, "stdout")
+			stdout := hadooptest.ContainerFiles(t, app.ID.String(), "stdout")
 			if tt.check != nil {
 				if len(stdout) == 0 {
 					t.Logf("container stdout no longer on local disk; not checking it")
@@ -419,7 +384,7 @@ func TestHadoopRunAMKilled(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for c, s := range containerFiles(t, app.ID, "stderr") {
+			for c, s := range hadooptest.ContainerFiles(t, app.ID.String(), "stderr") {
 				t.Logf("%s stderr:\n%s", c, s)
 			}
 		}

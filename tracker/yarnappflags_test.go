@@ -80,7 +80,7 @@ func TestHadoopSubmitYARNApplicationFlags(t *testing.T) {
 		t.Errorf("report tags %q, want nightly and spindle-flags", r.Tags)
 	}
 	found := false
-	for c, s := range containerFiles(t, id, "stderr") {
+	for c, s := range hadooptest.ContainerFiles(t, id.String(), "stderr") {
 		if strings.Contains(s, "application master registered") {
 			found = true
 			if !strings.Contains(s, "allocation_timeout=2m0s") {

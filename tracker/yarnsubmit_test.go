@@ -171,7 +171,7 @@ func TestHadoopSubmitYARN(t *testing.T) {
 				}
 			}
 		}
-		stdout := containerFiles(t, app, "stdout")
+		stdout := hadooptest.ContainerFiles(t, app.String(), "stdout")
 		if len(stdout) == 0 {
 			t.Logf("container stdout not on local disk; not checking it")
 		}
@@ -206,7 +206,7 @@ func TestHadoopSubmitYARN(t *testing.T) {
 		}
 		app := submittedApp(t, out.String())
 		found := false
-		for _, s := range containerFiles(t, app, "stdout") {
+		for _, s := range hadooptest.ContainerFiles(t, app.String(), "stdout") {
 			found = found || s == "shipped 0 hello\n"
 		}
 		if !found && os.Getenv("SPINDLE_MINICLUSTER_DIR") != "" {
@@ -233,7 +233,7 @@ func TestHadoopSubmitYARN(t *testing.T) {
 		}
 		app := submittedApp(t, out.String())
 		var mapped string
-		for _, s := range containerFiles(t, app, "stdout") {
+		for _, s := range hadooptest.ContainerFiles(t, app.String(), "stdout") {
 			if strings.HasPrefix(s, "libzmq ") {
 				mapped = strings.TrimSpace(strings.TrimPrefix(s, "libzmq "))
 			}

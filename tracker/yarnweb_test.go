@@ -108,7 +108,7 @@ func submitAMJob(ctx context.Context, t *testing.T, rm *yarn.RMClient, bin, name
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			for c, s := range containerFiles(t, app.ID, "stderr") {
+			for c, s := range hadooptest.ContainerFiles(t, app.ID.String(), "stderr") {
 				t.Logf("%s stderr:\n%s", c, s)
 			}
 		}
@@ -186,7 +186,7 @@ func TestHadoopAMStatusPage(t *testing.T) {
 				urls = append([]string{u.String()}, urls...)
 			}
 		}
-		for _, s := range containerFiles(t, id, "stderr") {
+		for _, s := range hadooptest.ContainerFiles(t, id.String(), "stderr") {
 			if m := statusURLRE.FindStringSubmatch(s); m != nil {
 				urls = append(urls, m[1]+"status.json")
 			}

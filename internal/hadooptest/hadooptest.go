@@ -5,6 +5,7 @@
 package hadooptest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -123,4 +124,40 @@ func HadoopShell(t testing.TB, args ...string) (out []byte, ok bool) {
 		t.Fatalf("hdfs dfs %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return stdout.Bytes(), true
+}
+
+// ContainerFiles returns the files named name (stdout, stderr) that the
+// mini cluster's NodeManagers keep for the containers of application
+// appID (application_<timestamp>_<n>), keyed by container id. It returns
+// nothing without SPINDLE_MINICLUSTER_DIR or its ready file: the caller
+// decides whether that skips its check.
+func ContainerFiles(t testing.TB, appID, name string) map[string]string {
+	t.Helper()
+	dir := os.Getenv("SPINDLE_MINICLUSTER_DIR")
+	if dir == "" {
+		return nil
+	}
+	f, err := os.Open(filepath.Join(dir, "ready"))
+	if err != nil {
+		t.Logf("no container logs: %v", err)
+		return nil
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), "=")
+		if !strings.HasPrefix(k, "nodemanager_") || !strings.HasSuffix(k, "_log_dirs") {
+			continue
+		}
+		for _, d := range strings.Split(v, ",") {
+			files, _ := filepath.Glob(filepath.Join(d, appID, "*", name))
+			for _, p := range files {
+				if b, err := os.ReadFile(p); err == nil {
+					out[filepath.Base(filepath.Dir(p))] = string(b)
+				}
+			}
+		}
+	}
+	return out
 }
