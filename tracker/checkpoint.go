@@ -212,6 +212,6 @@ func (f *jobFiles) commitModel(ctx context.Context, st Status) error {
 		return nil
 	}
 	tr := &model.Training{EpochRecords: st.EpochRecords, Metrics: st.Metrics, MetricsEpoch: st.MetricsEpoch,
-		ResumedFrom: f.from.uri, Restarts: f.restarts}
+		ResumedFrom: f.from.uri, Restarts: f.restarts, Started: st.Started, FirstData: st.FirstData}
 	return model.Commit(ctx, model.ResolverFS{R: f.r}, f.spec.Output, f.spec.NumServers, model.Manifest{Job: f.spec.Name, Training: tr})
 }

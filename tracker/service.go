@@ -183,7 +183,7 @@ func (h *handler) Plan(_ context.Context, token string) ([]*trackerrpc.Shard, er
 	if err := h.auth(token); err != nil {
 		return nil, err
 	}
-	shards := h.s.state.Shards()
+	shards := h.s.state.Plan()
 	out := make([]*trackerrpc.Shard, len(shards))
 	for i, sh := range shards {
 		out[i] = toWire(sh, 0)

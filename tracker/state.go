@@ -73,6 +73,10 @@ type Status struct {
 	// EpochRecords counts, per epoch, the records of the shards done.
 	EpochRecords map[int]int64
 	Started      time.Time
+	// FirstData is when a worker first asked for its input (a shard or
+	// the plan), right before it read and trained its first batch; zero
+	// until then.
+	FirstData time.Time
 }
 
 // State is a job's durable state: the shards of every epoch and who reads
@@ -90,6 +94,8 @@ type State struct {
 	state   JobState
 	diag    string
 	started time.Time
+	// firstData is Status.FirstData.
+	firstData time.Time
 	killReq chan string
 	commit  func(context.Context, CheckpointInfo) error
 }
@@ -136,6 +142,21 @@ func (s *State) Shards() []Shard {
 	return append([]Shard(nil), s.shards...)
 }
 
+// Plan is Shards for a worker that is about to read them.
+func (s *State) Plan() []Shard {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noteDataLocked()
+	return append([]Shard(nil), s.shards...)
+}
+
+// noteDataLocked records the first request for input. s.mu must be held.
+func (s *State) noteDataLocked() {
+	if s.firstData.IsZero() {
+		s.firstData = time.Now()
+	}
+}
+
 // epochLocked returns epoch e's state, creating it with every shard
 // queued. s.mu must be held.
 func (s *State) epochLocked(e int) *epochState {
@@ -175,6 +196,7 @@ func (s *State) NextShard(epoch, worker, attempt int) (Shard, Dispatch, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.noteDataLocked()
 	s.noteAttemptLocked(worker, attempt)
 	if attempt < s.attempt[worker] {
 		return Shard{}, 0, fmt.Errorf("tracker: worker %d attempt %d was replaced by attempt %d", worker, attempt, s.attempt[worker])
@@ -361,6 +383,7 @@ func (s *State) Status() Status {
 		Diagnostics:  s.diag,
 		EpochRecords: make(map[int]int64, len(s.epochs)),
 		Started:      s.started,
+		FirstData:    s.firstData,
 		MetricsEpoch: -1,
 	}
 	for e, ep := range s.epochs {

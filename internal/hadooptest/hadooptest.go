@@ -14,7 +14,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -160,4 +162,64 @@ func ContainerFiles(t testing.TB, appID, name string) map[string]string {
 		}
 	}
 	return out
+}
+
+// Build builds the Go package pkg (an import path) into a temporary
+// directory of t and returns the binary's path.
+func Build(t testing.TB, pkg string) string {
+	t.Helper()
+	return BuildInto(t, pkg, t.TempDir())
+}
+
+// BuildInto is Build into dir, for a binary that outlives t.
+func BuildInto(t testing.TB, pkg, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return bin
+}
+
+// KillTask sends SIGKILL to the program of role and rank (DMLC_ROLE,
+// DMLC_TASK_ID; rank is ignored for the scheduler) running in a container
+// of application appID on this machine, as the kernel's OOM killer or an
+// operator would: the program itself, not the NodeManager's shell around
+// it. It returns the process ids it killed.
+func KillTask(t testing.TB, appID, role string, rank int) []int {
+	t.Helper()
+	container := "CONTAINER_ID=container_" + strings.TrimPrefix(appID, "application_") + "_"
+	procs, err := filepath.Glob("/proc/[0-9]*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var killed []int
+	for _, p := range procs {
+		env, err := os.ReadFile(p + "/environ")
+		if err != nil {
+			continue // gone, or not ours
+		}
+		vars := map[string]bool{}
+		inApp := false
+		for _, kv := range strings.Split(string(env), "\x00") {
+			vars[kv] = true
+			inApp = inApp || strings.HasPrefix(kv, container)
+		}
+		if !inApp || !vars["DMLC_ROLE="+role] || (role != "scheduler" && !vars["DMLC_TASK_ID="+strconv.Itoa(rank)]) {
+			continue
+		}
+		if exe, err := os.Readlink(p + "/exe"); err != nil || strings.HasSuffix(exe, "/bash") || strings.HasSuffix(exe, "/sh") {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(p))
+		if err != nil {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+			killed = append(killed, pid)
+		}
+	}
+	return killed
 }

@@ -61,6 +61,10 @@ type Training struct {
 	// Restarts counts the times the whole job was started again from a
 	// checkpoint after losing a server or the scheduler.
 	Restarts int `json:"restarts,omitempty"`
+	// Started is when the job's tracker started; FirstData when a worker
+	// first asked it for input, about to train its first batch.
+	Started   time.Time `json:"started"`
+	FirstData time.Time `json:"first_data,omitzero"`
 }
 
 // ManifestPart is one part file of a model.

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/io/model"
+	"github.com/spindle-ps/spindle/tracker"
+	"github.com/spindle-ps/spindle/yarn"
+)
+
+// The YARN tests run ps-lr as a YARN application on the mini cluster,
+// through tracker.SubmitYARN with the real ps-submit binary as the
+// ApplicationMaster, reading from and writing to its HDFS.
+
+var (
+	psSubmitOnce sync.Once
+	psSubmitBin  string
+)
+
+// psSubmit builds ps-submit once for the package's tests.
+func psSubmit(t *testing.T) string {
+	t.Helper()
+	psSubmitOnce.Do(func() {
+		// Beside ps-lr, in the directory TestMain removes.
+		psSubmitBin = hadooptest.BuildInto(t, "github.com/spindle-ps/spindle/cmd/ps-submit", filepath.Dir(psLR))
+	})
+	if psSubmitBin == "" {
+		t.Fatal("ps-submit was not built (see the first test's output)")
+	}
+	return psSubmitBin
+}
+
+// uploadData copies the generated train and test sets into a fresh HDFS
+// directory, in 1 MiB blocks so that records and shards cross block
+// boundaries, and returns the directory's path.
+func uploadData(t *testing.T, c *hadooptest.Cluster) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := c.TempDir(t)
+	for _, name := range []string{"train.libsvm", "test.libsvm"} {
+		data, err := os.ReadFile(filepath.Join(dataDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := c.FS.Create(ctx, dir+"/"+name, dfs.CreateOptions{BlockSize: 1 << 20})
+		if err == nil {
+			_, err = w.Write(data)
+			if cerr := w.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			t.Fatalf("upload %s: %v", name, err)
+		}
+	}
+	return dir
+}
+
+type yarnRun struct {
+	res tracker.Result
+	err error
+	app yarn.ApplicationID
+}
+
+// runYARN runs spec as a YARN application and waits for its end (at most
+// 5 minutes). onStatus, when set, sees the job's status as the
+// ApplicationMaster's tracker reports it, every 100 ms while it runs.
+func runYARN(t *testing.T, spec tracker.JobSpec, onStatus func(app yarn.ApplicationID, st tracker.Status)) yarnRun {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var r yarnRun
+	opts := tracker.YARNOptions{
+		Lookup:            os.LookupEnv,
+		Executable:        psSubmit(t),
+		Log:               quietLog(),
+		Poll:              100 * time.Millisecond,
+		AllocationTimeout: 2 * time.Minute,
+		OnSubmitted:       func(id yarn.ApplicationID) { r.app = id },
+	}
+	if onStatus != nil {
+		opts.OnStatus = func(st tracker.Status) { onStatus(r.app, st) }
+	}
+	r.res, r.err = tracker.SubmitYARN(ctx, spec, opts)
+	if ctx.Err() != nil {
+		t.Fatalf("the YARN job did not end within 5 minutes: %v", r.err)
+	}
+	return r
+}
+
+// amLog is the ApplicationMaster's stderr: the first container's.
+func amLog(t *testing.T, app yarn.ApplicationID) string {
+	t.Helper()
+	for c, s := range hadooptest.ContainerFiles(t, app.String(), "stderr") {
+		if strings.HasSuffix(c, "_000001") {
+			return s
+		}
+	}
+	return ""
+}
+
+// readModel returns the model's lines as the Go reader gives them.
+func readModel(t *testing.T, c *hadooptest.Cluster, uri string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var b strings.Builder
+	err := model.Read(ctx, c.Resolver, uri, func(key uint64, vals []float32) error {
+		fmt.Fprintf(&b, "%d\t%g\n", key, vals[0])
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read the model: %v", err)
+	}
+	return b.String()
+}
+
+// localModel is the same text for a local run's parts.
+func localModel(t *testing.T, r jobRun) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var b strings.Builder
+	err := model.Read(ctx, localResolverForTest(t), r.model, func(key uint64, vals []float32) error {
+		fmt.Fprintf(&b, "%d\t%g\n", key, vals[0])
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read the local model: %v", err)
+	}
+	return b.String()
+}
+
+// manifest reads the training section of the committed model's manifest.
+func manifest(t *testing.T, c *hadooptest.Cluster, uri string) model.Training {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := model.ReadManifest(ctx, c.Resolver, uri)
+	if err != nil {
+		t.Fatalf("model manifest: %v", err)
+	}
+	if m.Training == nil {
+		t.Fatalf("the manifest of %s has no training section", uri)
+	}
+	return *m.Training
+}
+
+// checkEveryRecordOnce checks that each of epochs epochs counted every
+// training record exactly once.
+func checkEveryRecordOnce(t *testing.T, tr model.Training, epochs int) {
+	t.Helper()
+	for e := 0; e < epochs; e++ {
+		if got := tr.EpochRecords[e]; got != int64(rows) {
+			t.Errorf("epoch %d counted %d records, want %d", e, got, rows)
+		}
+	}
+}
+
+// TestHadoopYARNTrainMatchesLocal: the synchronous 2×2 LR job on YARN,
+// from HDFS to HDFS, writes the same model as the job run on this machine
+// with the local launcher, and so the same test AUC.
+func TestHadoopYARNTrainMatchesLocal(t *testing.T) {
+	c := hadooptest.Connect(t)
+	runs, _ := syncJobs(t)
+	dir := uploadData(t, c)
+	out := "hdfs://" + dir + "/model"
+	r := runYARN(t, tracker.JobSpec{
+		Name:        "lr-yarn",
+		Command:     []string{psLR, "--epochs", "2", "--test", "hdfs://" + dir + "/test.libsvm"},
+		NumWorkers:  2,
+		NumServers:  2,
+		MaxAttempts: 1,
+		Inputs:      []string{"hdfs://" + dir + "/train.libsvm"},
+		SplitSize:   2 << 20,
+		Output:      out,
+	}, nil)
+	if r.err != nil || r.res.State != tracker.Succeeded {
+		t.Fatalf("YARN job: %v %v\nAM log:\n%s", r.res.State, r.err, amLog(t, r.app))
+	}
+	if got, want := readModel(t, c, out), localModel(t, runs[0]); got != want {
+		t.Errorf("the model trained on YARN differs from the local run's (%d and %d lines)", strings.Count(got, "\n"), strings.Count(want, "\n"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var eval bytes.Buffer
+	if err := evalMain(ctx, []string{"--model", out, "--test", filepath.Join(dataDir, "test.libsvm")}, &eval, os.LookupEnv); err != nil {
+		t.Fatalf("eval: %v", err)
+	}
+	var auc float64
+	if _, err := fmt.Sscanf(eval.String(), "test AUC %g", &auc); err != nil {
+		t.Fatalf("eval output %q: %v", eval.String(), err)
+	}
+	t.Logf("test AUC: YARN %.4f, local %.4f", auc, runs[0].auc)
+	if d := auc - runs[0].auc; d < -0.002 || d > 0.002 {
+		t.Errorf("AUC on YARN %.4f is %.4f from the local run's %.4f (allowed 0.002)", auc, d, runs[0].auc)
+	}
+	tr := manifest(t, c, out)
+	checkEveryRecordOnce(t, tr, 2)
+	// The client's summary comes from the manifest.
+	if got := r.res.Status.Metrics["test_auc"]; got < auc-5e-5 || got > auc+5e-5 {
+		t.Errorf("ps-submit's test_auc %.6f, the model's %.6f", got, auc)
+	}
+}
+
+// TestHadoopYARNWorkerKilled kills worker 1's process with SIGKILL in its
+// container while the first epoch is being read (asynchronous mode): the
+// ApplicationMaster runs it again in a new container, its shard is handed
+// out again, and each epoch counts every record exactly once.
+func TestHadoopYARNWorkerKilled(t *testing.T) {
+	c := hadooptest.Connect(t)
+	dir := uploadData(t, c)
+	out := "hdfs://" + dir + "/model"
+	var killed []int
+	r := runYARN(t, tracker.JobSpec{
+		Name:        "lr-yarn-worker-killed",
+		Command:     []string{psLR, "--epochs", "2", "--async"},
+		NumWorkers:  2,
+		NumServers:  2,
+		MaxAttempts: 2,
+		Inputs:      []string{"hdfs://" + dir + "/train.libsvm"},
+		SplitSize:   1 << 20,
+		Output:      out,
+	}, func(app yarn.ApplicationID, st tracker.Status) {
+		if killed == nil && st.Epoch == 0 && st.ShardsDone >= 2 && st.ShardsDone < st.ShardsTotal-4 {
+			killed = hadooptest.KillTask(t, app.String(), tracker.RoleWorker, 1)
+		}
+	})
+	if len(killed) == 0 {
+		t.Fatalf("worker 1 was never killed mid-epoch (job %v %v)", r.res.State, r.err)
+	}
+	log := amLog(t, r.app)
+	if r.err != nil || r.res.State != tracker.Succeeded {
+		t.Fatalf("YARN job after a worker was killed: %v %v\nAM log:\n%s", r.res.State, r.err, log)
+	}
+	if !strings.Contains(log, `task="worker 1"`) || !strings.Contains(log, "task failed; restarting it") {
+		t.Errorf("the AM's log does not show worker 1 started again:\n%s", log)
+	}
+	checkEveryRecordOnce(t, manifest(t, c, out), 2)
+}
+
+// TestHadoopYARNServerKilled kills server 1's process with SIGKILL in its
+// container during the third epoch of a synchronous job. With checkpoints
+// the ApplicationMaster starts the whole job again from the newest
+// committed checkpoint, and the model is the very one of a job never
+// interrupted; without, the application fails naming the server, and no
+// model is marked complete.
+func TestHadoopYARNServerKilled(t *testing.T) {
+	c := hadooptest.Connect(t)
+	dir := uploadData(t, c)
+	spec := func(name string) tracker.JobSpec {
+		return tracker.JobSpec{
+			Name:        name,
+			Command:     []string{psLR, "--epochs", "4"},
+			NumWorkers:  2,
+			NumServers:  2,
+			MaxAttempts: 2,
+			Inputs:      []string{"hdfs://" + dir + "/train.libsvm"},
+			SplitSize:   2 << 20,
+			Output:      "hdfs://" + dir + "/" + name,
+		}
+	}
+	killServer := func(killed *[]int, epoch int) func(yarn.ApplicationID, tracker.Status) {
+		return func(app yarn.ApplicationID, st tracker.Status) {
+			if *killed == nil && st.Epoch == epoch && st.ShardsDone >= 1 && st.ShardsDone < st.ShardsTotal-2 {
+				*killed = hadooptest.KillTask(t, app.String(), tracker.RoleServer, 1)
+			}
+		}
+	}
+
+	t.Run("checkpoints", func(t *testing.T) {
+		straight := runJob(t, 2, 2, 2<<20, "--epochs", "4")
+		s := spec("with-checkpoints")
+		s.CheckpointDir, s.CheckpointInterval = "hdfs://"+dir+"/ckpt", "1"
+		var killed []int
+		r := runYARN(t, s, killServer(&killed, 2))
+		if len(killed) == 0 {
+			t.Fatalf("server 1 was never killed mid-epoch (job %v %v)", r.res.State, r.err)
+		}
+		if r.err != nil || r.res.State != tracker.Succeeded {
+			t.Fatalf("YARN job after a server was killed: %v %v\nAM log:\n%s", r.res.State, r.err, amLog(t, r.app))
+		}
+		if got, want := readModel(t, c, s.Output), localModel(t, straight); got != want {
+			t.Errorf("the model after a server was lost differs from the job never interrupted (%d and %d lines)", strings.Count(got, "\n"), strings.Count(want, "\n"))
+		}
+		tr := manifest(t, c, s.Output)
+		if tr.Restarts != 1 || tr.ResumedFrom == "" {
+			t.Errorf("the manifest says %d restarts from %q; want 1, from a checkpoint", tr.Restarts, tr.ResumedFrom)
+		}
+		t.Logf("started again from %s", tr.ResumedFrom)
+		checkEveryRecordOnce(t, tr, 4)
+	})
+
+	t.Run("no_checkpoints", func(t *testing.T) {
+		s := spec("without-checkpoints")
+		var killed []int
+		r := runYARN(t, s, killServer(&killed, 1))
+		if len(killed) == 0 {
+			t.Fatalf("server 1 was never killed mid-epoch (job %v %v)", r.res.State, r.err)
+		}
+		if r.err == nil || r.res.State != tracker.Failed {
+			t.Fatalf("job without checkpoints after losing a server: %v %v; want FAILED", r.res.State, r.err)
+		}
+		t.Logf("diagnostic: %v", r.err)
+		for _, want := range []string{"server 1 failed", "--checkpoint-dir"} {
+			if !strings.Contains(r.err.Error(), want) {
+				t.Errorf("diagnostic %q does not say %q", r.err, want)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := model.ReadManifest(ctx, c.Resolver, s.Output); !errors.Is(err, model.ErrIncomplete) {
+			t.Errorf("the failed job's output: %v, want no complete model", err)
+		}
+	})
+}
