@@ -96,8 +96,8 @@ type State struct {
 	started time.Time
 	// firstData is Status.FirstData.
 	firstData time.Time
-	killReq chan string
-	commit  func(context.Context, CheckpointInfo) error
+	killReq   chan string
+	commit    func(context.Context, CheckpointInfo) error
 }
 
 type epochState struct {
