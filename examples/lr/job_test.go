@@ -171,6 +171,22 @@ func syncJobs(t *testing.T) ([2]jobRun, jobRun) {
 	return syncRuns, single
 }
 
+var (
+	straightOnce sync.Once
+	straightRun  jobRun
+)
+
+// straightJob runs, once for all tests, the synchronous 2×2 job over 4
+// epochs never interrupted: the model a job that lost something and
+// started again from a checkpoint must reach.
+func straightJob(t *testing.T) jobRun {
+	straightOnce.Do(func() { straightRun = runJob(t, 2, 2, 2<<20, "--epochs", "4") })
+	if straightRun.parts == nil {
+		t.Fatal("the shared 4-epoch job failed (see the first test's output)")
+	}
+	return straightRun
+}
+
 func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
 	runs, _ := syncJobs(t)
 	a, b := runs[0].parts, runs[1].parts
@@ -227,6 +243,84 @@ func TestEveryRecordOnceWithAWorkerKilled(t *testing.T) {
 	if r.auc < trueAUC-0.02 {
 		t.Errorf("AUC %.4f after a worker was killed, true weights %.4f", r.auc, trueAUC)
 	}
+}
+
+// TestServerKilled kills server 1 with SIGKILL during the second epoch
+// of a synchronous job run by the local launcher. With checkpoints every
+// process is started again from the newest committed checkpoint and the
+// model is the one of a job never interrupted; without, the job fails
+// naming the server.
+func TestServerKilled(t *testing.T) {
+	run := func(t *testing.T, name, ckDir string) (tracker.Result, error, string, []int) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		var out lockedBuf
+		var killed []int
+		spec := tracker.JobSpec{
+			Name:        name,
+			Command:     []string{psLR, "--epochs", "4"},
+			NumWorkers:  2,
+			NumServers:  2,
+			MaxAttempts: 2,
+			Inputs:      []string{filepath.Join(dataDir, "train.libsvm")},
+			SplitSize:   2 << 20,
+			Output:      filepath.Join(t.TempDir(), "model"),
+		}
+		if ckDir != "" {
+			spec.CheckpointDir, spec.CheckpointInterval = ckDir, "1"
+		}
+		r := localResolverForTest(t)
+		res, err := tracker.RunLocal(ctx, spec, tracker.LocalOptions{
+			Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(r), Resolver: r,
+			OnStatus: func(st tracker.Status) {
+				// Once epoch 0 is checkpointed, before the job ends.
+				if killed == nil && st.Epoch >= 1 && st.ShardsDone >= 1 && (st.Epoch < 3 || st.ShardsDone < st.ShardsTotal-2) {
+					killed = hadooptest.KillTask(t, "SPINDLE_JOB_NAME="+name, tracker.RoleServer, 1)
+				}
+			},
+		})
+		if len(killed) == 0 {
+			t.Fatalf("server 1 was never killed mid-job (job %v %v)\n%s", res.State, err, out.String())
+		}
+		return res, err, out.String(), killed
+	}
+	t.Run("checkpoints", func(t *testing.T) {
+		straight := straightJob(t)
+		ck := filepath.Join(t.TempDir(), "ckpt")
+		res, err, out, _ := run(t, "lr-server-killed-ckpt", ck)
+		if err != nil || res.State != tracker.Succeeded {
+			t.Fatalf("job after a server was killed: %v %v\n%s", res.State, err, out)
+		}
+		m, err := model.ReadManifest(context.Background(), localResolverForTest(t), res.Output)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Training == nil || m.Training.Restarts != 1 || !strings.HasPrefix(m.Training.ResumedFrom, "file://"+ck+"/") {
+			t.Errorf("manifest's training section %+v; want 1 restart from a checkpoint in %s", m.Training, ck)
+		}
+		for e := 0; e < 4; e++ {
+			if got := res.Status.EpochRecords[e]; got != int64(rows) {
+				t.Errorf("epoch %d counted %d records, want %d", e, got, rows)
+			}
+		}
+		for _, p := range []string{"part-00000", "part-00001"} {
+			got, err := os.ReadFile(filepath.Join(res.Output, p))
+			if err != nil || !bytes.Equal(got, straight.parts[p]) {
+				t.Errorf("%s after a server was lost differs from the job never interrupted (%v)", p, err)
+			}
+		}
+	})
+	t.Run("no_checkpoints", func(t *testing.T) {
+		res, err, out, _ := run(t, "lr-server-killed-nockpt", "")
+		if err == nil || res.State != tracker.Failed {
+			t.Fatalf("job without checkpoints after losing a server: %v %v; want FAILED\n%s", res.State, err, out)
+		}
+		for _, want := range []string{"server 1 failed", "--checkpoint-dir"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
+		}
+	})
 }
 
 func countLines(t *testing.T, path string) int {
@@ -352,7 +446,7 @@ func TestResumeReachesTheSameModel(t *testing.T) {
 	}
 	f.Close()
 
-	straight := runJob(t, 2, 2, 2<<20, "--epochs", "4")
+	straight := straightJob(t)
 	resumed := runJobWith(t, 2, 2, 2<<20, withCkpt(ckDir, true), "--epochs", "4")
 	fellBack := runJobWith(t, 2, 2, 2<<20, withCkpt(corrupt, true), "--epochs", "4")
 	for name, want := range straight.parts {

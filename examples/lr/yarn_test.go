@@ -235,7 +235,7 @@ func TestHadoopYARNWorkerKilled(t *testing.T) {
 		Output:      out,
 	}, func(app yarn.ApplicationID, st tracker.Status) {
 		if killed == nil && st.Epoch == 0 && st.ShardsDone >= 2 && st.ShardsDone < st.ShardsTotal-4 {
-			killed = hadooptest.KillTask(t, app.String(), tracker.RoleWorker, 1)
+			killed = hadooptest.KillTask(t, hadooptest.ContainerOf(app.String()), tracker.RoleWorker, 1)
 		}
 	})
 	if len(killed) == 0 {
@@ -275,7 +275,7 @@ func TestHadoopYARNServerKilled(t *testing.T) {
 	killServer := func(killed *[]int, epoch int) func(yarn.ApplicationID, tracker.Status) {
 		return func(app yarn.ApplicationID, st tracker.Status) {
 			if *killed == nil && st.Epoch == epoch && st.ShardsDone >= 1 && st.ShardsDone < st.ShardsTotal-2 {
-				*killed = hadooptest.KillTask(t, app.String(), tracker.RoleServer, 1)
+				*killed = hadooptest.KillTask(t, hadooptest.ContainerOf(app.String()), tracker.RoleServer, 1)
 			}
 		}
 	}

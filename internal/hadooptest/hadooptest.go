@@ -184,13 +184,15 @@ func BuildInto(t testing.TB, pkg, dir string) string {
 }
 
 // KillTask sends SIGKILL to the program of role and rank (DMLC_ROLE,
-// DMLC_TASK_ID; rank is ignored for the scheduler) running in a container
-// of application appID on this machine, as the kernel's OOM killer or an
-// operator would: the program itself, not the NodeManager's shell around
-// it. It returns the process ids it killed.
-func KillTask(t testing.TB, appID, role string, rank int) []int {
+// DMLC_TASK_ID; rank is ignored for the scheduler) of one job on this
+// machine, as the kernel's OOM killer or an operator would: the program
+// itself, not a shell around it. The job's processes are those with an
+// environment entry starting with job: ContainerOf(appID) for the
+// containers of a YARN application, or "SPINDLE_JOB_NAME=<name>" for a
+// local job with a name no other job's starts with. It returns the
+// process ids it killed.
+func KillTask(t testing.TB, job, role string, rank int) []int {
 	t.Helper()
-	container := "CONTAINER_ID=container_" + strings.TrimPrefix(appID, "application_") + "_"
 	procs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
 		t.Fatal(err)
@@ -202,12 +204,12 @@ func KillTask(t testing.TB, appID, role string, rank int) []int {
 			continue // gone, or not ours
 		}
 		vars := map[string]bool{}
-		inApp := false
+		inJob := false
 		for _, kv := range strings.Split(string(env), "\x00") {
 			vars[kv] = true
-			inApp = inApp || strings.HasPrefix(kv, container)
+			inJob = inJob || strings.HasPrefix(kv, job)
 		}
-		if !inApp || !vars["DMLC_ROLE="+role] || (role != "scheduler" && !vars["DMLC_TASK_ID="+strconv.Itoa(rank)]) {
+		if !inJob || !vars["DMLC_ROLE="+role] || (role != "scheduler" && !vars["DMLC_TASK_ID="+strconv.Itoa(rank)]) {
 			continue
 		}
 		if exe, err := os.Readlink(p + "/exe"); err != nil || strings.HasSuffix(exe, "/bash") || strings.HasSuffix(exe, "/sh") {
@@ -222,4 +224,10 @@ func KillTask(t testing.TB, appID, role string, rank int) []int {
 		}
 	}
 	return killed
+}
+
+// ContainerOf is the environment entry prefix of the containers of YARN
+// application appID, for KillTask.
+func ContainerOf(appID string) string {
+	return "CONTAINER_ID=container_" + strings.TrimPrefix(appID, "application_") + "_"
 }
