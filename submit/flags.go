@@ -96,7 +96,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 
 	fs.StringVar(&o.AMMemory, "am-memory", o.AMMemory, "`SIZE` of the ApplicationMaster's memory: 512m, 1g, or a number of MB")
 	o.intVar(fs, &o.AMCores, "am-cores", "`N` cores for the ApplicationMaster")
-	o.intVar(fs, &o.MaxAppAttempts, "max-app-attempts", "let YARN start the ApplicationMaster at most `N` times; an AM restart is not recovered: each new attempt reruns the whole job")
+	o.intVar(fs, &o.MaxAppAttempts, "max-app-attempts", "let YARN start the ApplicationMaster at most `N` times; a new attempt starts every task again, from the newest checkpoint when there is one")
 	o.intVar(fs, &o.Priority, "priority", "YARN application priority `N` (higher runs first, where the scheduler uses priorities)")
 	fs.StringVar(&o.Tags, "tags", o.Tags, "YARN application tags `TAG[,TAG...]`, at most 10 of at most 100 ASCII characters")
 	fs.StringVar(&o.AllocationTimeout, "allocation-timeout", o.AllocationTimeout, "fail the job when a task waits longer than `DURATION` for a container (30s, 10m)")

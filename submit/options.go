@@ -70,8 +70,8 @@ type Options struct {
 	AMMemory string
 	AMCores  int
 	// MaxAppAttempts (--max-app-attempts, default 1) is how many times
-	// YARN may start the ApplicationMaster. An AM restart is not
-	// recovered: a new attempt reruns the whole job.
+	// YARN may start the ApplicationMaster. A new attempt starts every
+	// task again, from the job's newest checkpoint when it has one.
 	MaxAppAttempts int
 	// Priority (--priority) is the YARN application priority; default 0.
 	Priority int

@@ -28,10 +28,26 @@
 // and workers as child processes of the command with the environment
 // contract (DMLC_*, PS_*, SPINDLE_*; see package conf) and a fresh job
 // secret. Each child runs in its own process group and dies with the
-// launcher; its output is prefixed with its role and rank. A failed child
-// is restarted up to MaxAttempts; past that, or when ctx is cancelled,
+// launcher; its output is prefixed with its role and rank. A failed worker
+// is restarted up to MaxAttempts, its unfinished shards handed out again.
+// A failed scheduler or server takes the whole job back to the newest
+// checkpoint whose files verify (every child stopped, then all started
+// again from there, the later epochs read anew), or fails it when the job
+// has no checkpoint directory. Past MaxAttempts, or when ctx is cancelled,
 // every child is stopped (SIGTERM, then SIGKILL after a grace period) and
 // RunLocal returns an error naming the role, rank, exit status and the
 // child's last lines. When every child has exited 0 the model is committed
-// (package io/model): manifest, then _SUCCESS.
+// (package io/model): manifest, with the tracker's account of the
+// training, then _SUCCESS.
+//
+// # Running a job on YARN
+//
+// SubmitYARN runs CheckJob's checks on the client, stages ps-submit, the
+// command, its shared libraries and job.json in HDFS, and submits an
+// ApplicationMaster that is ps-submit itself (AMMain). RunAM, inside it,
+// does what RunLocal does with containers instead of child processes:
+// the same preparation of the directories (jobFiles), the same tracker
+// RPC, the same environment contract with DMLC_NODE_HOST the container's
+// node and DMLC_PS_ROOT_URI the scheduler's, the same restart rules, and
+// the same commit of the model before it unregisters SUCCEEDED.
 package tracker

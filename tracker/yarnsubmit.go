@@ -38,8 +38,8 @@ type YARNOptions struct {
 	// 0 means 512 MB and 1 vcore.
 	AMMemoryMB, AMCores int
 	// AMMaxAttempts is how many times YARN may start the
-	// ApplicationMaster; 0 means 1. RunAM does not yet recover from a
-	// restart: a new attempt reruns the whole job.
+	// ApplicationMaster; 0 means 1. A later attempt starts every task
+	// again, from the job's newest usable checkpoint when it has one.
 	AMMaxAttempts int
 	// Priority is the application's YARN priority; Tags are its YARN
 	// application tags.

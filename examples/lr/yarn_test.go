@@ -29,7 +29,7 @@ var (
 )
 
 // psSubmit builds ps-submit once for the package's tests.
-func psSubmit(t *testing.T) string {
+func psSubmit(t testing.TB) string {
 	t.Helper()
 	psSubmitOnce.Do(func() {
 		// Beside ps-lr, in the directory TestMain removes.
@@ -44,7 +44,7 @@ func psSubmit(t *testing.T) string {
 // uploadData copies the generated train and test sets into a fresh HDFS
 // directory, in 1 MiB blocks so that records and shards cross block
 // boundaries, and returns the directory's path.
-func uploadData(t *testing.T, c *hadooptest.Cluster) string {
+func uploadData(t testing.TB, c *hadooptest.Cluster) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -77,7 +77,7 @@ type yarnRun struct {
 // runYARN runs spec as a YARN application and waits for its end (at most
 // 5 minutes). onStatus, when set, sees the job's status as the
 // ApplicationMaster's tracker reports it, every 100 ms while it runs.
-func runYARN(t *testing.T, spec tracker.JobSpec, onStatus func(app yarn.ApplicationID, st tracker.Status)) yarnRun {
+func runYARN(t testing.TB, spec tracker.JobSpec, onStatus func(app yarn.ApplicationID, st tracker.Status)) yarnRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -143,8 +143,17 @@ func localModel(t *testing.T, r jobRun) string {
 	return b.String()
 }
 
+// readManifestOf reads the committed model's manifest.
+func readManifestOf(ctx context.Context, c *hadooptest.Cluster, uri string) (model.Manifest, error) {
+	m, err := model.ReadManifest(ctx, c.Resolver, uri)
+	if err != nil {
+		return m, fmt.Errorf("model manifest: %w", err)
+	}
+	return m, nil
+}
+
 // manifest reads the training section of the committed model's manifest.
-func manifest(t *testing.T, c *hadooptest.Cluster, uri string) model.Training {
+func manifest(t testing.TB, c *hadooptest.Cluster, uri string) model.Training {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -281,7 +290,7 @@ func TestHadoopYARNServerKilled(t *testing.T) {
 	}
 
 	t.Run("checkpoints", func(t *testing.T) {
-		straight := runJob(t, 2, 2, 2<<20, "--epochs", "4")
+		straight := straightJob(t)
 		s := spec("with-checkpoints")
 		s.CheckpointDir, s.CheckpointInterval = "hdfs://"+dir+"/ckpt", "1"
 		var killed []int
@@ -325,4 +334,60 @@ func TestHadoopYARNServerKilled(t *testing.T) {
 			t.Errorf("the failed job's output: %v, want no complete model", err)
 		}
 	})
+}
+
+// TestHadoopYARNApplicationMasterKilled kills the ApplicationMaster's
+// process with SIGKILL during the third epoch of a synchronous job with
+// checkpoints that allows YARN a second attempt: the new attempt starts
+// every task again from the newest committed checkpoint, and the model is
+// the one of a job never interrupted.
+func TestHadoopYARNApplicationMasterKilled(t *testing.T) {
+	c := hadooptest.Connect(t)
+	straight := straightJob(t)
+	dir := uploadData(t, c)
+	spec := tracker.JobSpec{
+		Name:               "lr-yarn-am-killed",
+		Command:            []string{psLR, "--epochs", "4"},
+		NumWorkers:         2,
+		NumServers:         2,
+		MaxAttempts:        1,
+		Inputs:             []string{"hdfs://" + dir + "/train.libsvm"},
+		SplitSize:          2 << 20,
+		Output:             "hdfs://" + dir + "/model",
+		CheckpointDir:      "hdfs://" + dir + "/ckpt",
+		CheckpointInterval: "1",
+	}
+	var killed []int
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var app yarn.ApplicationID
+	res, err := tracker.SubmitYARN(ctx, spec, tracker.YARNOptions{
+		Lookup:            os.LookupEnv,
+		Executable:        psSubmit(t),
+		Log:               quietLog(),
+		Poll:              100 * time.Millisecond,
+		AllocationTimeout: 2 * time.Minute,
+		AMMaxAttempts:     2,
+		OnSubmitted:       func(id yarn.ApplicationID) { app = id },
+		OnStatus: func(st tracker.Status) {
+			if killed == nil && st.Epoch == 2 && st.ShardsDone >= 1 && st.ShardsDone < st.ShardsTotal-2 {
+				// The first attempt's AM is its first container.
+				killed = hadooptest.KillTask(t, hadooptest.ContainerOf(app.String())+"01_000001", "", 0)
+			}
+		},
+	})
+	if len(killed) == 0 {
+		t.Fatalf("the ApplicationMaster was never killed mid-job (job %v %v)", res.State, err)
+	}
+	if err != nil || res.State != tracker.Succeeded {
+		t.Fatalf("YARN job after its ApplicationMaster was killed: %v %v", res.State, err)
+	}
+	if got, want := readModel(t, c, spec.Output), localModel(t, straight); got != want {
+		t.Errorf("the model after the AM was lost differs from the job never interrupted (%d and %d lines)", strings.Count(got, "\n"), strings.Count(want, "\n"))
+	}
+	tr := manifest(t, c, spec.Output)
+	if tr.ResumedFrom == "" {
+		t.Errorf("the second attempt did not start from a checkpoint: %+v", tr)
+	}
+	t.Logf("second attempt started from %s", tr.ResumedFrom)
 }

@@ -184,7 +184,8 @@ func BuildInto(t testing.TB, pkg, dir string) string {
 }
 
 // KillTask sends SIGKILL to the program of role and rank (DMLC_ROLE,
-// DMLC_TASK_ID; rank is ignored for the scheduler) of one job on this
+// DMLC_TASK_ID; rank is ignored for the scheduler, and role "" matches
+// any program of the job, such as its ApplicationMaster) of one job on this
 // machine, as the kernel's OOM killer or an operator would: the program
 // itself, not a shell around it. The job's processes are those with an
 // environment entry starting with job: ContainerOf(appID) for the
@@ -209,7 +210,7 @@ func KillTask(t testing.TB, job, role string, rank int) []int {
 			vars[kv] = true
 			inJob = inJob || strings.HasPrefix(kv, job)
 		}
-		if !inJob || !vars["DMLC_ROLE="+role] || (role != "scheduler" && !vars["DMLC_TASK_ID="+strconv.Itoa(rank)]) {
+		if !inJob || (role != "" && !vars["DMLC_ROLE="+role]) || (role != "" && role != "scheduler" && !vars["DMLC_TASK_ID="+strconv.Itoa(rank)]) {
 			continue
 		}
 		if exe, err := os.Readlink(p + "/exe"); err != nil || strings.HasSuffix(exe, "/bash") || strings.HasSuffix(exe, "/sh") {
