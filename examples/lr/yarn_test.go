@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,18 +112,31 @@ func amLog(t *testing.T, app yarn.ApplicationID) string {
 	return ""
 }
 
-// readModel returns the model's lines as the Go reader gives them.
+// readModel returns the model's part files, concatenated in rank order,
+// once it is complete (_SUCCESS).
 func readModel(t *testing.T, c *hadooptest.Cluster, uri string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var b strings.Builder
-	err := model.Read(ctx, c.Resolver, uri, func(key uint64, vals []float32) error {
-		fmt.Fprintf(&b, "%d\t%g\n", key, vals[0])
-		return nil
-	})
+	m, err := readManifestOf(ctx, c, uri)
 	if err != nil {
-		t.Fatalf("read the model: %v", err)
+		t.Fatal(err)
+	}
+	fsys, dir, err := c.Resolver.Resolve(ctx, uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, p := range m.Parts {
+		f, err := fsys.Open(ctx, dir+"/"+p.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.Copy(&b, f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("read %s: %v", p.Name, err)
+		}
 	}
 	return b.String()
 }
@@ -130,17 +144,10 @@ func readModel(t *testing.T, c *hadooptest.Cluster, uri string) string {
 // localModel is the same text for a local run's parts.
 func localModel(t *testing.T, r jobRun) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var b strings.Builder
-	err := model.Read(ctx, localResolverForTest(t), r.model, func(key uint64, vals []float32) error {
-		fmt.Fprintf(&b, "%d\t%g\n", key, vals[0])
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("read the local model: %v", err)
+	if len(r.parts) != 2 {
+		t.Fatalf("the local run wrote %d parts, want 2", len(r.parts))
 	}
-	return b.String()
+	return string(r.parts["part-00000"]) + string(r.parts["part-00001"])
 }
 
 // readManifestOf reads the committed model's manifest.
