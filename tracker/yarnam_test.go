@@ -142,14 +142,7 @@ func TestAsksGateOnScheduler(t *testing.T) {
 // can name the binary directly.
 func buildAMJob(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "amjob")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/spindle-ps/spindle/tracker/internal/amjob")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build amjob: %v\n%s", err, out)
-	}
-	return bin
+	return hadooptest.Build(t, "github.com/spindle-ps/spindle/tracker/internal/amjob")
 }
 
 // liveContainers lists, with Hadoop's yarn CLI, the containers of attempt

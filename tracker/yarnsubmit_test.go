@@ -23,14 +23,7 @@ import (
 // buildPSSubmit builds cmd/ps-submit into a temporary directory.
 func buildPSSubmit(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "ps-submit")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/spindle-ps/spindle/cmd/ps-submit")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ps-submit: %v\n%s", err, out)
-	}
-	return bin
+	return hadooptest.Build(t, "github.com/spindle-ps/spindle/cmd/ps-submit")
 }
 
 var appIDRE = regexp.MustCompile(`application (application_\d+_\d+)`)

@@ -1,16 +1,14 @@
 package yarn_test
 
 import (
-	"bufio"
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spindle-ps/spindle/internal/hadooptest"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
@@ -19,57 +17,14 @@ import (
 // machine, so the AM command can name the binary directly.
 func buildAM(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "amtest")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/spindle-ps/spindle/yarn/internal/amtest")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build amtest: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// containerLogs returns the files named name (stdout, stderr) of the
-// application's containers that the mini cluster's NodeManagers still
-// keep locally, keyed by container directory. It needs
-// SPINDLE_MINICLUSTER_DIR; without it, it returns nothing.
-func containerLogs(t *testing.T, app yarn.ApplicationID, name string) map[string]string {
-	t.Helper()
-	dir := os.Getenv("SPINDLE_MINICLUSTER_DIR")
-	if dir == "" {
-		return nil
-	}
-	f, err := os.Open(filepath.Join(dir, "ready"))
-	if err != nil {
-		t.Logf("no container logs: %v", err)
-		return nil
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, _ := strings.Cut(sc.Text(), "=")
-		if !strings.HasPrefix(k, "nodemanager_") || !strings.HasSuffix(k, "_log_dirs") {
-			continue
-		}
-		for _, d := range strings.Split(v, ",") {
-			files, _ := filepath.Glob(filepath.Join(d, app.String(), "*", name))
-			for _, p := range files {
-				b, err := os.ReadFile(p)
-				if err == nil {
-					out[filepath.Base(filepath.Dir(p))] = string(b)
-				}
-			}
-		}
-	}
-	return out
+	return hadooptest.Build(t, "github.com/spindle-ps/spindle/yarn/internal/amtest")
 }
 
 // dumpAMLogs prints what the application's containers wrote to standard
 // error, from the local log dirs or else from Hadoop's yarn logs.
 func dumpAMLogs(t *testing.T, app yarn.ApplicationID) {
 	t.Helper()
-	logs := containerLogs(t, app, "stderr")
+	logs := hadooptest.ContainerFiles(t, app.String(), "stderr")
 	for c, s := range logs {
 		t.Logf("%s stderr:\n%s", c, s)
 	}
@@ -141,7 +96,7 @@ func TestHadoopAMRunsContainers(t *testing.T) {
 // container printed its greeting.
 func checkHello(t *testing.T, app yarn.ApplicationID) {
 	t.Helper()
-	logs := containerLogs(t, app, "stdout")
+	logs := hadooptest.ContainerFiles(t, app.String(), "stdout")
 	hellos := 0
 	for c, s := range logs {
 		if strings.Contains(s, "hello from "+c) {

@@ -18,7 +18,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/internal/hadooptest"
-	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/tracker"
 )
@@ -347,24 +346,7 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 	runs, _ := syncJobs(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	dir := c.TempDir(t)
-	// Small blocks, so that records and shards cross block boundaries.
-	for _, name := range []string{"train.libsvm", "test.libsvm"} {
-		data, err := os.ReadFile(filepath.Join(dataDir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		w, err := c.FS.Create(ctx, dir+"/"+name, dfs.CreateOptions{BlockSize: 1 << 20})
-		if err == nil {
-			_, err = w.Write(data)
-			if cerr := w.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
-			t.Fatalf("upload %s: %v", name, err)
-		}
-	}
+	dir := uploadData(t, c)
 	// hdfs:/// takes the NameNode from fs.defaultFS; the input is a glob.
 	input, test, modelURI := "hdfs://"+dir+"/train*.libsvm", "hdfs://"+dir+"/test.libsvm", "hdfs://"+dir+"/model"
 	var out lockedBuf
