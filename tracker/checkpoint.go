@@ -189,9 +189,15 @@ func (f *jobFiles) commitCheckpoint(ctx context.Context, c CheckpointInfo) error
 // scheduler or a server, named) failed: a parameter-server job cannot go
 // on without its scheduler or with a server's parameters gone, so every
 // task starts again from the newest usable checkpoint, or from scratch
-// when none is committed yet. Without --checkpoint-dir there is nothing
-// to start again from, and the job fails.
-func (f *jobFiles) restartPoint(ctx context.Context, lost string) (resumePoint, error) {
+// when none is committed yet. Without --checkpoint-dir the job fails,
+// unless training had not begun (no worker asked for input yet: a
+// scheduler that could not bind its port, say), when nothing is lost by
+// starting from scratch.
+func (f *jobFiles) restartPoint(ctx context.Context, lost string, trained bool) (resumePoint, error) {
+	if f.ckptFS == nil && !trained {
+		f.restarts++
+		return resumePoint{}, nil
+	}
 	if f.ckptFS == nil {
 		return resumePoint{}, fmt.Errorf("%s: a parameter-server job cannot go on without it, and this job has no --checkpoint-dir to start again from (give --checkpoint-dir and --checkpoint-interval to survive the loss of a server)", lost)
 	}

@@ -380,7 +380,7 @@ func (l *localJob) onExit(ctx context.Context, ev exitEvent) error {
 // (jobFiles.restartPoint), once every process of the job has exited: the
 // job cannot go on after losing its scheduler or a server.
 func (l *localJob) restartAll(ctx context.Context, failed string) error {
-	p, err := l.files.restartPoint(ctx, failed)
+	p, err := l.files.restartPoint(ctx, failed, !l.state.Status().FirstData.IsZero())
 	if err != nil {
 		return err
 	}

@@ -102,6 +102,32 @@ func TestRunLocalRetriesAFailedWorker(t *testing.T) {
 	}
 }
 
+// TestRunLocalStartsAgainWhenTheSchedulerFailsEarly: a scheduler that
+// fails before any worker asked for input (here at once, as one that
+// cannot bind its port would) takes every task back to the start; with
+// nothing trained, nothing is lost, so this needs no checkpoint
+// directory.
+func TestRunLocalStartsAgainWhenTheSchedulerFailsEarly(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	script := `if [ "$DMLC_ROLE" = scheduler ] && [ "$DMLC_NUM_ATTEMPT" = 0 ]; then echo cannot bind; exit 3; fi; echo "run port=$DMLC_PS_ROOT_PORT"`
+	res, err, out := runLocal(t, ctx, JobSpec{Command: []string{"/bin/sh", "-c", script}, NumWorkers: 1, NumServers: 1, MaxAttempts: 2})
+	if err != nil || res.State != Succeeded {
+		t.Fatalf("job: %v %v\n%s", res.State, err, out)
+	}
+	i := strings.Index(out, "[scheduler 0#1] run port=")
+	if i < 0 {
+		t.Fatalf("no second attempt of the scheduler in:\n%s", out)
+	}
+	port := strings.Fields(out[i+len("[scheduler 0#1] run port="):])[0]
+	// The server ran again, beside the new scheduler: the whole job
+	// started again.
+	if !strings.Contains(out, "[server 0] run port="+port+"\n") {
+		t.Errorf("server 0 did not run with the new scheduler (port %s):\n%s", port, out)
+	}
+}
+
 func TestRunLocalFailsNamingTheTaskAndLeavesNoProcess(t *testing.T) {
 	t.Parallel()
 	marker := fmt.Sprintf("spindle-test-marker-%d", time.Now().UnixNano())

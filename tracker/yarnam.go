@@ -522,7 +522,7 @@ func (j *amJob) onFailure(t *amTask, c yarn.Container, msg string, code int32) e
 func (j *amJob) restartAll(ctx context.Context) error {
 	failed := j.restart
 	j.restart = ""
-	p, err := j.files.restartPoint(ctx, failed)
+	p, err := j.files.restartPoint(ctx, failed, !j.state.Status().FirstData.IsZero())
 	if err != nil {
 		return errors.New("tracker: " + err.Error())
 	}
@@ -538,8 +538,10 @@ func (j *amJob) restartAll(ctx context.Context) error {
 	for _, t := range j.tasks {
 		t.done, t.ct, t.waiting, t.rejects = false, nil, now, 0
 	}
-	// The scheduler is placed first again; the others follow its node.
+	// The scheduler is placed first again, on a new port (the old one
+	// may be what failed it); the others follow its node.
 	j.rootHost = ""
+	j.env.rootPort = 20000 + rand.IntN(10000)
 	j.report()
 	return nil
 }
