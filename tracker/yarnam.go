@@ -85,6 +85,8 @@ const (
 	// maxDiagnostics bounds the part of a container's YARN diagnostics
 	// quoted in the job's diagnostic.
 	maxDiagnostics = 2000
+	// resolveTimeout bounds the lookup of a node's address.
+	resolveTimeout = 10 * time.Second
 )
 
 // amTask is one role and rank of a job run by RunAM: at most one
@@ -121,6 +123,8 @@ type amJob struct {
 	nodes    int32           // cluster size from the last heartbeat
 	releases []yarn.ContainerID
 	files    *jobFiles
+	// addrs caches the nodes' addresses (nodeAddr).
+	addrs map[string]string
 	// restart, when set, says why every task must start again (the
 	// scheduler or a server failed); the allocate loop does it.
 	restart string
@@ -131,11 +135,12 @@ type amJob struct {
 // ResourceManager, asks for one container per task (the scheduler at
 // priority 0, servers at 1, workers at 2; the scheduler's size is a
 // server's) and starts the command in each with the environment contract
-// (DMLC_JOB_CLUSTER=yarn, DMLC_NODE_HOST the container's node).
+// (DMLC_JOB_CLUSTER=yarn, DMLC_NODE_HOST the IP address of the
+// container's node).
 //
 // The scheduler comes first: servers and workers are asked for only once
 // the scheduler's container is allocated, because DMLC_PS_ROOT_URI is its
-// node. Its port, DMLC_PS_ROOT_PORT, is opts.RootPort, chosen by the AM
+// node's address. Its port, DMLC_PS_ROOT_PORT, is opts.RootPort, chosen by the AM
 // before any container exists (YARN gives no way to learn a port a
 // container bound); a scheduler that cannot bind it fails and is retried
 // like any failed task, on another node when there is one.
@@ -219,6 +224,7 @@ func RunAM(ctx context.Context, spec JobSpec, opts AMOptions) (Result, error) {
 		state:  NewState(shards, start),
 		byCont: map[yarn.ContainerID]*amTask{},
 		outst:  map[int32]int32{},
+		addrs:  map[string]string{},
 	}
 	j.files = &jobFiles{spec: spec, r: opts.Resolver, log: j.log}
 	if err := j.files.prepare(ctx, j.state, opts.Rerun); err != nil {
@@ -435,7 +441,7 @@ func (j *amJob) place(ctx context.Context, c yarn.Container) error {
 	}
 	launch := yarn.LaunchContext{
 		Commands:       append(shellWords(j.spec.Command), "1><LOG_DIR>/stdout", "2><LOG_DIR>/stderr"),
-		Env:            j.containerEnv(t, c),
+		Env:            j.containerEnv(ctx, t, c),
 		LocalResources: j.opts.Resources,
 	}
 	if err := j.opts.NM.StartContainer(ctx, c, launch); err != nil {
@@ -449,7 +455,7 @@ func (j *amJob) place(ctx context.Context, c yarn.Container) error {
 	t.ct, t.waiting = &ct, time.Time{}
 	j.byCont[c.ID] = t
 	if t.role == RoleScheduler {
-		j.rootHost = c.Node.Host
+		j.rootHost = j.nodeAddr(ctx, c.Node.Host)
 	}
 	j.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt, "container": c.ID.String(), "node": c.Node.String()}).Info("task started")
 	return nil
@@ -457,10 +463,13 @@ func (j *amJob) place(ctx context.Context, c yarn.Container) error {
 
 // containerEnv is the environment of t's current attempt in c: the
 // AM's extra settings, the job's, then the contract, which wins.
-func (j *amJob) containerEnv(t *amTask, c yarn.Container) map[string]string {
-	pl := placement{cluster: "yarn", node: c.Node.Host, root: j.rootHost}
+// DMLC_NODE_HOST and DMLC_PS_ROOT_URI are the nodes' IP addresses, as
+// ps-lite needs: it binds them with ZeroMQ, which takes no host names.
+func (j *amJob) containerEnv(ctx context.Context, t *amTask, c yarn.Container) map[string]string {
+	node := j.nodeAddr(ctx, c.Node.Host)
+	pl := placement{cluster: "yarn", node: node, root: j.rootHost}
 	if t.role == RoleScheduler {
-		pl.root = c.Node.Host
+		pl.root = node
 	}
 	env := j.env.taskEnv(&task{role: t.role, rank: t.rank, attempt: t.attempt}, pl, j.opts.Env)
 	m := make(map[string]string, len(env))
@@ -469,6 +478,36 @@ func (j *amJob) containerEnv(t *amTask, c yarn.Container) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// nodeAddr is the IP address of a NodeManager's host as this AM resolves
+// it (the first IPv4 address, else the first), which the containers use
+// to reach each other; the host name itself when it does not resolve
+// (logged), so that the task's own failure names it.
+func (j *amJob) nodeAddr(ctx context.Context, host string) string {
+	if a, ok := j.addrs[host]; ok {
+		return a
+	}
+	addr := host
+	if net.ParseIP(host) == nil {
+		rctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+		ips, err := net.DefaultResolver.LookupIPAddr(rctx, host)
+		cancel()
+		switch {
+		case err != nil || len(ips) == 0:
+			j.log.WithError(err).WithField("node", host).Warn("node's address not found; the tasks get its name")
+		default:
+			addr = ips[0].IP.String()
+			for _, ip := range ips {
+				if ip.IP.To4() != nil {
+					addr = ip.IP.String()
+					break
+				}
+			}
+		}
+	}
+	j.addrs[host] = addr
+	return addr
 }
 
 // onComplete handles the end of t's container.

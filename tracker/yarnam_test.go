@@ -78,8 +78,9 @@ func TestDescribeExitStatus(t *testing.T) {
 func TestContainerEnv(t *testing.T) {
 	t.Parallel()
 	spec := JobSpec{Command: []string{"x"}, NumWorkers: 2, NumServers: 1, MaxAttempts: 1, Env: []string{"A=job", "DMLC_ROLE=bad"}}
-	j := &amJob{spec: spec, opts: AMOptions{Env: []string{"A=am", "LD_LIBRARY_PATH=./lib"}}, rootHost: "sched-host",
-		env: &localJob{spec: spec, secret: "s3", rootPort: 23456, trackerAddr: "am-host:999"}}
+	j := &amJob{spec: spec, opts: AMOptions{Env: []string{"A=am", "LD_LIBRARY_PATH=./lib"}}, rootHost: "10.0.0.9",
+		env: &localJob{spec: spec, secret: "s3", rootPort: 23456, trackerAddr: "am-host:999"}, addrs: map[string]string{},
+		log: quietLog()}
 	node := func(h string) yarn.Container { return yarn.Container{Node: yarn.NodeID{Host: h, Port: 1}} }
 	tests := []struct {
 		name string
@@ -87,18 +88,18 @@ func TestContainerEnv(t *testing.T) {
 		c    yarn.Container
 		want map[string]string
 	}{
-		{"scheduler", &amTask{role: RoleScheduler}, node("n1"), map[string]string{
-			conf.EnvRole: "scheduler", conf.EnvRootURI: "n1", conf.EnvRootPort: "23456", conf.EnvNodeHost: "n1",
+		// Nodes are named by their addresses, which ps-lite binds.
+		{"scheduler", &amTask{role: RoleScheduler}, node("localhost"), map[string]string{
+			conf.EnvRole: "scheduler", conf.EnvRootURI: "127.0.0.1", conf.EnvRootPort: "23456", conf.EnvNodeHost: "127.0.0.1",
 			conf.EnvJobCluster: "yarn", conf.EnvJobSecret: "s3", conf.EnvTrackerAddr: "am-host:999", "A": "job",
 			"LD_LIBRARY_PATH": "./lib", conf.EnvTaskID: ""}},
-		{"worker_retry", &amTask{role: RoleWorker, rank: 1, attempt: 2}, node("n2"), map[string]string{
-			conf.EnvRole: "worker", conf.EnvRootURI: "sched-host", conf.EnvRootPort: "23456", conf.EnvNodeHost: "n2",
+		{"worker_retry", &amTask{role: RoleWorker, rank: 1, attempt: 2}, node("10.1.2.3"), map[string]string{
+			conf.EnvRole: "worker", conf.EnvRootURI: "10.0.0.9", conf.EnvRootPort: "23456", conf.EnvNodeHost: "10.1.2.3",
 			conf.EnvTaskID: "1", conf.EnvWorkerID: "1", conf.EnvNumAttempt: "2", conf.EnvNumWorker: "2", conf.EnvNumServer: "1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			env := j.containerEnv(tt.t, tt.c)
+			env := j.containerEnv(t.Context(), tt.t, tt.c)
 			for k, v := range tt.want {
 				if got := env[k]; got != v {
 					t.Errorf("%s = %q, want %q", k, got, v)

@@ -203,6 +203,8 @@ func TestEnvErrors(t *testing.T) {
 		{"no_task_id", map[string]string{"DMLC_TASK_ID": ""}, "DMLC_TASK_ID"},
 		{"task_id_out_of_range", map[string]string{"DMLC_TASK_ID": "3"}, "DMLC_TASK_ID"},
 		{"no_node_host", map[string]string{"DMLC_NODE_HOST": ""}, "DMLC_NODE_HOST"},
+		{"node_host_a_name", map[string]string{"DMLC_NODE_HOST": "localhost"}, "DMLC_NODE_HOST"},
+		{"root_uri_a_name", map[string]string{"DMLC_PS_ROOT_URI": "localhost"}, "DMLC_PS_ROOT_URI"},
 		{"scheduler_no_num_worker", map[string]string{"DMLC_ROLE": "scheduler", "DMLC_NUM_WORKER": ""}, "DMLC_NUM_WORKER"},
 	}
 	for _, tt := range tests {

@@ -112,7 +112,7 @@ func readEnv() (config, error) {
 	default:
 		return c, &envError{name: envRole, value: c.role, problem: "want scheduler, server or worker"}
 	}
-	if c.rootURI, err = word(envRootURI); err != nil {
+	if c.rootURI, err = address(envRootURI); err != nil {
 		return c, err
 	}
 	if c.rootPort, err = integer(envRootPort, 1, 65535); err != nil {
@@ -140,10 +140,24 @@ func readEnv() (config, error) {
 	if c.rank, err = integer(envTaskID, 0, n-1); err != nil {
 		return c, err
 	}
-	if c.host, err = word(envNodeHost); err != nil {
+	if c.host, err = address(envNodeHost); err != nil {
 		return c, err
 	}
 	return c, nil
+}
+
+// address reads a variable that must hold an IP address: ps-lite binds
+// DMLC_PS_ROOT_URI (the scheduler) and DMLC_NODE_HOST (the others) with
+// ZeroMQ, which binds addresses and interface names, not host names.
+func address(name string) (string, error) {
+	v, err := word(name)
+	if err != nil {
+		return "", err
+	}
+	if net.ParseIP(v) == nil {
+		return "", &envError{name: name, value: v, problem: "not an IP address (ps-lite binds it with ZeroMQ, which takes addresses only)"}
+	}
+	return v, nil
 }
 
 // word reads a variable that must be set to one word.
@@ -186,11 +200,7 @@ type registration struct {
 // schedule listens at the root address, waits, bounded by ctx, for every
 // node, checks that they are the job's, answers each and reports.
 func schedule(ctx context.Context, c config, out io.Writer) error {
-	ip, err := resolve(ctx, c.rootURI)
-	if err != nil {
-		return err
-	}
-	addr := net.JoinHostPort(ip.String(), strconv.Itoa(c.rootPort))
+	addr := net.JoinHostPort(c.rootURI, strconv.Itoa(c.rootPort))
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
@@ -327,27 +337,6 @@ func readLine(rd io.Reader) (string, error) {
 		return line, err
 	}
 	return strings.TrimRight(line, "\r\n"), nil
-}
-
-// resolve returns the address the scheduler binds for host: host itself
-// when it is an IP address, else its first IPv4 address, else its first.
-func resolve(ctx context.Context, host string) (net.IP, error) {
-	if ip := net.ParseIP(host); ip != nil {
-		return ip, nil
-	}
-	addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
-	if err != nil {
-		return nil, fmt.Errorf("resolve %s=%s: %w", envRootURI, host, err)
-	}
-	if len(addrs) == 0 {
-		return nil, fmt.Errorf("resolve %s=%s: no address", envRootURI, host)
-	}
-	for _, a := range addrs {
-		if a.IP.To4() != nil {
-			return a.IP, nil
-		}
-	}
-	return addrs[0].IP, nil
 }
 
 // register dials the scheduler, retrying with backoff while it is not up
