@@ -10,6 +10,13 @@ import (
 	"time"
 )
 
+// ExitRestartJob is the exit status by which a task asks its launcher to
+// start the whole job again from the newest usable checkpoint, as the
+// launcher does when it loses a server: for instance a synchronous
+// worker that cannot go on because another worker died mid-step. It
+// counts against the task's attempts.
+const ExitRestartJob = 75
+
 // The environment variables of the ps-lite contract and Spindle's own.
 const (
 	EnvRole              = "DMLC_ROLE"

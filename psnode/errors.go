@@ -3,6 +3,7 @@ package psnode
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spindle-ps/spindle/psnode/transport"
 )
@@ -49,6 +50,22 @@ type RemoteError struct {
 
 func (e *RemoteError) Error() string {
 	return fmt.Sprintf("psnode: node %d: %s", e.Peer, e.Message)
+}
+
+// remoteSentinels are the errors a peer's failure can be matched against
+// with errors.Is once it has crossed the wire as text: those whose
+// message it starts with.
+var remoteSentinels = []error{ErrSyncWorkerDied}
+
+// Is makes errors.Is(err, ErrSyncWorkerDied) true for a peer's failure
+// that began as that error.
+func (e *RemoteError) Is(target error) bool {
+	for _, s := range remoteSentinels {
+		if target == s {
+			return strings.HasPrefix(e.Message, s.Error())
+		}
+	}
+	return false
 }
 
 // EventKind says what happened to a node.

@@ -351,8 +351,8 @@ func (l *localJob) run(ctx context.Context) (Result, error) {
 }
 
 // onExit handles a task's exit: done, restarted, or the job fails. The
-// scheduler's or a server's failure starts the whole job again (see
-// restartAll).
+// scheduler's or a server's failure, and a task's exit with
+// conf.ExitRestartJob, start the whole job again (see restartAll).
 func (l *localJob) onExit(ctx context.Context, ev exitEvent) error {
 	t := ev.t
 	t.running = false
@@ -365,11 +365,14 @@ func (l *localJob) onExit(ctx context.Context, ev exitEvent) error {
 		l.state.WorkerLost(t.rank)
 	}
 	failed := fmt.Sprintf("%s %d failed: %s on attempt %d of %d", t.role, t.rank, describeExit(ev.err), t.attempt+1, l.spec.MaxAttempts)
+	if t.code == conf.ExitRestartJob {
+		failed = fmt.Sprintf("%s %d asked to start the whole job again (exit code %d) on attempt %d of %d", t.role, t.rank, t.code, t.attempt+1, l.spec.MaxAttempts)
+	}
 	if t.attempt+1 >= l.spec.MaxAttempts {
 		return fmt.Errorf("%s; its last lines:\n%s", failed, t.tail.last())
 	}
 	t.attempt++
-	if t.role != RoleWorker {
+	if t.role != RoleWorker || t.code == conf.ExitRestartJob {
 		return l.restartAll(ctx, failed)
 	}
 	l.opts.Log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt - 1, "exit": t.code}).Warn("task failed; restarting it")

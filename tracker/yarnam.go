@@ -14,6 +14,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
@@ -164,8 +165,8 @@ type amJob struct {
 // _SUCCESS) before the AM unregisters SUCCEEDED. Checkpoints are
 // committed by the AM's tracker as the servers write them.
 //
-// The scheduler's or a server's failure (within its attempts) starts
-// the whole job again: every container is stopped, and once YARN reports
+// The scheduler's or a server's failure (within its attempts), and a
+// task's exit with conf.ExitRestartJob, start the whole job again: every container is stopped, and once YARN reports
 // them all complete, every task runs again in a new container from the
 // newest usable checkpoint (from scratch when none is committed yet).
 // Without a checkpoint directory that failure fails the job, naming the
@@ -542,12 +543,15 @@ func (j *amJob) onFailure(t *amTask, c yarn.Container, msg string, code int32) e
 	}
 	t.badNodes[c.Node] = true
 	failed := fmt.Sprintf("%s %d failed: %s, on attempt %d of %d", t.role, t.rank, msg, t.attempt+1, j.spec.MaxAttempts)
+	if code == conf.ExitRestartJob {
+		failed = fmt.Sprintf("%s %d asked to start the whole job again (%s), on attempt %d of %d", t.role, t.rank, msg, t.attempt+1, j.spec.MaxAttempts)
+	}
 	if t.attempt+1 >= j.spec.MaxAttempts {
 		return errors.New("tracker: " + failed)
 	}
 	t.attempt++
 	t.ct, t.rejects, t.waiting = nil, 0, time.Now()
-	if t.role != RoleWorker {
+	if t.role != RoleWorker || code == conf.ExitRestartJob {
 		j.restart = failed
 		return nil
 	}

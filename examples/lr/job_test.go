@@ -244,73 +244,85 @@ func TestEveryRecordOnceWithAWorkerKilled(t *testing.T) {
 	}
 }
 
-// TestServerKilled kills server 1 with SIGKILL during the second epoch
-// of a synchronous job run by the local launcher. With checkpoints every
-// process is started again from the newest committed checkpoint and the
-// model is the one of a job never interrupted; without, the job fails
-// naming the server.
-func TestServerKilled(t *testing.T) {
-	run := func(t *testing.T, name, ckDir string) (tracker.Result, error, string, []int) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		var out lockedBuf
-		var killed []int
-		spec := tracker.JobSpec{
-			Name:        name,
-			Command:     []string{psLR, "--epochs", "4"},
-			NumWorkers:  2,
-			NumServers:  2,
-			MaxAttempts: 2,
-			Inputs:      []string{filepath.Join(dataDir, "train.libsvm")},
-			SplitSize:   2 << 20,
-			Output:      filepath.Join(t.TempDir(), "model"),
-		}
-		if ckDir != "" {
-			spec.CheckpointDir, spec.CheckpointInterval = ckDir, "1"
-		}
-		r := localResolverForTest(t)
-		res, err := tracker.RunLocal(ctx, spec, tracker.LocalOptions{
-			Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(r), Resolver: r,
-			OnStatus: func(st tracker.Status) {
-				// Once epoch 0 is checkpointed, before the job ends.
-				if killed == nil && st.Epoch >= 1 && st.ShardsDone >= 1 && (st.Epoch < 3 || st.ShardsDone < st.ShardsTotal-2) {
-					killed = hadooptest.KillTask(t, "SPINDLE_JOB_NAME="+name, tracker.RoleServer, 1)
-				}
-			},
-		})
-		if len(killed) == 0 {
-			t.Fatalf("server 1 was never killed mid-job (job %v %v)\n%s", res.State, err, out.String())
-		}
-		return res, err, out.String(), killed
+// killedJob runs the synchronous 2×2 job over 4 epochs with the local
+// launcher (checkpointing every epoch into ckDir, unless ""), and kills
+// role's rank 1 with SIGKILL once epoch 0 is checkpointed, before the job
+// ends.
+func killedJob(t *testing.T, name, ckDir, role string) (tracker.Result, error, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out lockedBuf
+	var killed []int
+	spec := tracker.JobSpec{
+		Name:        name,
+		Command:     []string{psLR, "--epochs", "4"},
+		NumWorkers:  2,
+		NumServers:  2,
+		MaxAttempts: 2,
+		Inputs:      []string{filepath.Join(dataDir, "train.libsvm")},
+		SplitSize:   2 << 20,
+		Output:      filepath.Join(t.TempDir(), "model"),
 	}
+	if ckDir != "" {
+		spec.CheckpointDir, spec.CheckpointInterval = ckDir, "1"
+	}
+	r := localResolverForTest(t)
+	res, err := tracker.RunLocal(ctx, spec, tracker.LocalOptions{
+		Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(r), Resolver: r,
+		OnStatus: func(st tracker.Status) {
+			if killed == nil && st.Epoch >= 1 && st.ShardsDone >= 1 && (st.Epoch < 3 || st.ShardsDone < st.ShardsTotal-2) {
+				killed = hadooptest.KillTask(t, "SPINDLE_JOB_NAME="+name, role, 1)
+			}
+		},
+	})
+	if len(killed) == 0 {
+		t.Fatalf("%s 1 was never killed mid-job (job %v %v)\n%s", role, res.State, err, out.String())
+	}
+	return res, err, out.String()
+}
+
+// checkStartedAgain checks that a job that lost a process reached, by
+// starting again from a checkpoint in ckDir, the model of the job never
+// interrupted, counting every epoch's records once.
+func checkStartedAgain(t *testing.T, res tracker.Result, err error, out, ckDir string) {
+	t.Helper()
+	if err != nil || res.State != tracker.Succeeded {
+		t.Fatalf("job after a process was killed: %v %v\n%s", res.State, err, out)
+	}
+	m, err := model.ReadManifest(context.Background(), localResolverForTest(t), res.Output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Training == nil || m.Training.Restarts != 1 || !strings.HasPrefix(m.Training.ResumedFrom, "file://"+ckDir+"/") {
+		t.Errorf("manifest's training section %+v; want 1 restart from a checkpoint in %s", m.Training, ckDir)
+	}
+	for e := 0; e < 4; e++ {
+		if got := res.Status.EpochRecords[e]; got != int64(rows) {
+			t.Errorf("epoch %d counted %d records, want %d", e, got, rows)
+		}
+	}
+	straight := straightJob(t)
+	for _, p := range []string{"part-00000", "part-00001"} {
+		got, err := os.ReadFile(filepath.Join(res.Output, p))
+		if err != nil || !bytes.Equal(got, straight.parts[p]) {
+			t.Errorf("%s after a process was lost differs from the job never interrupted (%v)", p, err)
+		}
+	}
+}
+
+// TestServerKilled kills server 1 with SIGKILL during a synchronous job
+// run by the local launcher. With checkpoints every process is started
+// again from the newest committed checkpoint and the model is the one of
+// a job never interrupted; without, the job fails naming the server.
+func TestServerKilled(t *testing.T) {
 	t.Run("checkpoints", func(t *testing.T) {
-		straight := straightJob(t)
 		ck := filepath.Join(t.TempDir(), "ckpt")
-		res, err, out, _ := run(t, "lr-server-killed-ckpt", ck)
-		if err != nil || res.State != tracker.Succeeded {
-			t.Fatalf("job after a server was killed: %v %v\n%s", res.State, err, out)
-		}
-		m, err := model.ReadManifest(context.Background(), localResolverForTest(t), res.Output)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if m.Training == nil || m.Training.Restarts != 1 || !strings.HasPrefix(m.Training.ResumedFrom, "file://"+ck+"/") {
-			t.Errorf("manifest's training section %+v; want 1 restart from a checkpoint in %s", m.Training, ck)
-		}
-		for e := 0; e < 4; e++ {
-			if got := res.Status.EpochRecords[e]; got != int64(rows) {
-				t.Errorf("epoch %d counted %d records, want %d", e, got, rows)
-			}
-		}
-		for _, p := range []string{"part-00000", "part-00001"} {
-			got, err := os.ReadFile(filepath.Join(res.Output, p))
-			if err != nil || !bytes.Equal(got, straight.parts[p]) {
-				t.Errorf("%s after a server was lost differs from the job never interrupted (%v)", p, err)
-			}
-		}
+		res, err, out := killedJob(t, "lr-server-killed-ckpt", ck, tracker.RoleServer)
+		checkStartedAgain(t, res, err, out, ck)
 	})
 	t.Run("no_checkpoints", func(t *testing.T) {
-		res, err, out, _ := run(t, "lr-server-killed-nockpt", "")
+		res, err, out := killedJob(t, "lr-server-killed-nockpt", "", tracker.RoleServer)
 		if err == nil || res.State != tracker.Failed {
 			t.Fatalf("job without checkpoints after losing a server: %v %v; want FAILED\n%s", res.State, err, out)
 		}
@@ -320,6 +332,16 @@ func TestServerKilled(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSyncWorkerKilled kills worker 1 with SIGKILL during a synchronous
+// job: the other worker cannot complete its steps, asks for the job's
+// restart (conf.ExitRestartJob), and the job starts again from its newest
+// checkpoint, reaching the model of a job never interrupted.
+func TestSyncWorkerKilled(t *testing.T) {
+	ck := filepath.Join(t.TempDir(), "ckpt")
+	res, err, out := killedJob(t, "lr-sync-worker-killed", ck, tracker.RoleWorker)
+	checkStartedAgain(t, res, err, out, ck)
 }
 
 func countLines(t *testing.T, path string) int {

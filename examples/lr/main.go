@@ -11,8 +11,11 @@
 //
 // Synchronous mode (the default) aggregates every worker's gradients of a
 // step before anyone pulls again, in worker-rank order: two runs with the
-// same data and flags write bit-identical models. --async lets workers run
-// freely and take shards on demand.
+// same data and flags write bit-identical models. A synchronous worker
+// that cannot go on because another died exits with status 75
+// (conf.ExitRestartJob), and the launcher starts the whole job again from
+// its newest checkpoint. --async lets workers run freely and take shards
+// on demand; a dead worker's shards go to the others.
 //
 // Two more commands help around a job:
 //
@@ -22,11 +25,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/psnode"
 )
 
 func main() {
@@ -55,6 +62,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ps-lr %s: %v\n", cmd, err)
+		if errors.Is(err, psnode.ErrSyncWorkerDied) {
+			// The steps of this epoch cannot be completed: the whole job
+			// must start again from its newest checkpoint.
+			return conf.ExitRestartJob
+		}
 		return 1
 	}
 	return 0

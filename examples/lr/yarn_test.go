@@ -232,97 +232,122 @@ func TestHadoopYARNTrainMatchesLocal(t *testing.T) {
 }
 
 // TestHadoopYARNWorkerKilled kills worker 1's process with SIGKILL in its
-// container while the first epoch is being read (asynchronous mode): the
-// ApplicationMaster runs it again in a new container, its shard is handed
-// out again, and each epoch counts every record exactly once.
+// container mid-job.
+//   - Asynchronous mode, in the first epoch: the ApplicationMaster runs it
+//     again in a new container, its shard is handed out again, and each
+//     epoch counts every record exactly once.
+//   - Synchronous mode with checkpoints, in the third epoch: the other
+//     worker cannot complete its steps and asks for the job's restart, and
+//     the job starts again from the newest checkpoint, reaching the model
+//     of a job never interrupted.
 func TestHadoopYARNWorkerKilled(t *testing.T) {
 	c := hadooptest.Connect(t)
 	dir := uploadData(t, c)
-	out := "hdfs://" + dir + "/model"
-	var killed []int
-	r := runYARN(t, tracker.JobSpec{
-		Name:        "lr-yarn-worker-killed",
-		Command:     []string{psLR, "--epochs", "2", "--async"},
-		NumWorkers:  2,
-		NumServers:  2,
-		MaxAttempts: 2,
-		Inputs:      []string{"hdfs://" + dir + "/train.libsvm"},
-		SplitSize:   1 << 20,
-		Output:      out,
-	}, func(app yarn.ApplicationID, st tracker.Status) {
-		if killed == nil && st.Epoch == 0 && st.ShardsDone >= 2 && st.ShardsDone < st.ShardsTotal-4 {
-			killed = hadooptest.KillTask(t, hadooptest.ContainerOf(app.String()), tracker.RoleWorker, 1)
-		}
-	})
-	if len(killed) == 0 {
-		t.Fatalf("worker 1 was never killed mid-epoch (job %v %v)", r.res.State, r.err)
-	}
-	log := amLog(t, r.app)
-	if r.err != nil || r.res.State != tracker.Succeeded {
-		t.Fatalf("YARN job after a worker was killed: %v %v\nAM log:\n%s", r.res.State, r.err, log)
-	}
-	if !strings.Contains(log, `task="worker 1"`) || !strings.Contains(log, "task failed; restarting it") {
-		t.Errorf("the AM's log does not show worker 1 started again:\n%s", log)
-	}
-	checkEveryRecordOnce(t, manifest(t, c, out), 2)
-}
-
-// TestHadoopYARNServerKilled kills server 1's process with SIGKILL in its
-// container during the third epoch of a synchronous job. With checkpoints
-// the ApplicationMaster starts the whole job again from the newest
-// committed checkpoint, and the model is the very one of a job never
-// interrupted; without, the application fails naming the server, and no
-// model is marked complete.
-func TestHadoopYARNServerKilled(t *testing.T) {
-	c := hadooptest.Connect(t)
-	dir := uploadData(t, c)
-	spec := func(name string) tracker.JobSpec {
-		return tracker.JobSpec{
-			Name:        name,
-			Command:     []string{psLR, "--epochs", "4"},
+	t.Run("async", func(t *testing.T) {
+		out := "hdfs://" + dir + "/model-async"
+		var killed []int
+		r := runYARN(t, tracker.JobSpec{
+			Name:        "lr-yarn-worker-killed",
+			Command:     []string{psLR, "--epochs", "2", "--async"},
 			NumWorkers:  2,
 			NumServers:  2,
 			MaxAttempts: 2,
 			Inputs:      []string{"hdfs://" + dir + "/train.libsvm"},
-			SplitSize:   2 << 20,
-			Output:      "hdfs://" + dir + "/" + name,
-		}
-	}
-	killServer := func(killed *[]int, epoch int) func(yarn.ApplicationID, tracker.Status) {
-		return func(app yarn.ApplicationID, st tracker.Status) {
-			if *killed == nil && st.Epoch == epoch && st.ShardsDone >= 1 && st.ShardsDone < st.ShardsTotal-2 {
-				*killed = hadooptest.KillTask(t, hadooptest.ContainerOf(app.String()), tracker.RoleServer, 1)
+			SplitSize:   1 << 20,
+			Output:      out,
+		}, func(app yarn.ApplicationID, st tracker.Status) {
+			if killed == nil && st.Epoch == 0 && st.ShardsDone >= 2 && st.ShardsDone < st.ShardsTotal-4 {
+				killed = hadooptest.KillTask(t, hadooptest.ContainerOf(app.String()), tracker.RoleWorker, 1)
 			}
+		})
+		if len(killed) == 0 {
+			t.Fatalf("worker 1 was never killed mid-epoch (job %v %v)", r.res.State, r.err)
+		}
+		log := amLog(t, r.app)
+		if r.err != nil || r.res.State != tracker.Succeeded {
+			t.Fatalf("YARN job after a worker was killed: %v %v\nAM log:\n%s", r.res.State, r.err, log)
+		}
+		if !strings.Contains(log, `task="worker 1"`) || !strings.Contains(log, "task failed; restarting it") {
+			t.Errorf("the AM's log does not show worker 1 started again:\n%s", log)
+		}
+		checkEveryRecordOnce(t, manifest(t, c, out), 2)
+	})
+	t.Run("sync_with_checkpoints", func(t *testing.T) {
+		s := lrSpec(dir, "sync-worker-killed")
+		s.CheckpointDir, s.CheckpointInterval = "hdfs://"+dir+"/ckpt-sync-worker", "1"
+		var killed []int
+		r := runYARN(t, s, killAt(t, &killed, 2, tracker.RoleWorker))
+		checkStartedAgainOnYARN(t, c, r, s, killed)
+	})
+}
+
+// lrSpec is the synchronous 2×2 job over 4 epochs from dir's training
+// set, writing its model to dir/name.
+func lrSpec(dir, name string) tracker.JobSpec {
+	return tracker.JobSpec{
+		Name:        name,
+		Command:     []string{psLR, "--epochs", "4"},
+		NumWorkers:  2,
+		NumServers:  2,
+		MaxAttempts: 2,
+		Inputs:      []string{"hdfs://" + dir + "/train.libsvm"},
+		SplitSize:   2 << 20,
+		Output:      "hdfs://" + dir + "/" + name,
+	}
+}
+
+// killAt kills role's rank 1 (SIGKILL, in its container) once epoch has
+// begun and before it ends, recording the processes killed.
+func killAt(t *testing.T, killed *[]int, epoch int, role string) func(yarn.ApplicationID, tracker.Status) {
+	return func(app yarn.ApplicationID, st tracker.Status) {
+		if *killed == nil && st.Epoch == epoch && st.ShardsDone >= 1 && st.ShardsDone < st.ShardsTotal-2 {
+			*killed = hadooptest.KillTask(t, hadooptest.ContainerOf(app.String()), role, 1)
 		}
 	}
+}
 
+// checkStartedAgainOnYARN checks that the job r of spec, which lost the
+// processes killed, started again once from a checkpoint and wrote the
+// model of the job never interrupted, counting every record once.
+func checkStartedAgainOnYARN(t *testing.T, c *hadooptest.Cluster, r yarnRun, spec tracker.JobSpec, killed []int) {
+	t.Helper()
+	if len(killed) == 0 {
+		t.Fatalf("nothing was killed mid-job (job %v %v)", r.res.State, r.err)
+	}
+	if r.err != nil || r.res.State != tracker.Succeeded {
+		t.Fatalf("YARN job after a process was killed: %v %v\nAM log:\n%s", r.res.State, r.err, amLog(t, r.app))
+	}
+	if got, want := readModel(t, c, spec.Output), localModel(t, straightJob(t)); got != want {
+		t.Errorf("the model after a process was lost differs from the job never interrupted (%d and %d lines)", strings.Count(got, "\n"), strings.Count(want, "\n"))
+	}
+	tr := manifest(t, c, spec.Output)
+	if tr.Restarts != 1 || tr.ResumedFrom == "" {
+		t.Errorf("the manifest says %d restarts from %q; want 1, from a checkpoint", tr.Restarts, tr.ResumedFrom)
+	}
+	t.Logf("started again from %s", tr.ResumedFrom)
+	checkEveryRecordOnce(t, tr, 4)
+}
+
+// TestHadoopYARNServerKilled kills server 1's process with SIGKILL in its
+// container during a synchronous job. With checkpoints the
+// ApplicationMaster starts the whole job again from the newest committed
+// checkpoint, and the model is the very one of a job never interrupted;
+// without, the application fails naming the server, and no model is
+// marked complete.
+func TestHadoopYARNServerKilled(t *testing.T) {
+	c := hadooptest.Connect(t)
+	dir := uploadData(t, c)
 	t.Run("checkpoints", func(t *testing.T) {
-		straight := straightJob(t)
-		s := spec("with-checkpoints")
+		s := lrSpec(dir, "with-checkpoints")
 		s.CheckpointDir, s.CheckpointInterval = "hdfs://"+dir+"/ckpt", "1"
 		var killed []int
-		r := runYARN(t, s, killServer(&killed, 2))
-		if len(killed) == 0 {
-			t.Fatalf("server 1 was never killed mid-epoch (job %v %v)", r.res.State, r.err)
-		}
-		if r.err != nil || r.res.State != tracker.Succeeded {
-			t.Fatalf("YARN job after a server was killed: %v %v\nAM log:\n%s", r.res.State, r.err, amLog(t, r.app))
-		}
-		if got, want := readModel(t, c, s.Output), localModel(t, straight); got != want {
-			t.Errorf("the model after a server was lost differs from the job never interrupted (%d and %d lines)", strings.Count(got, "\n"), strings.Count(want, "\n"))
-		}
-		tr := manifest(t, c, s.Output)
-		if tr.Restarts != 1 || tr.ResumedFrom == "" {
-			t.Errorf("the manifest says %d restarts from %q; want 1, from a checkpoint", tr.Restarts, tr.ResumedFrom)
-		}
-		t.Logf("started again from %s", tr.ResumedFrom)
-		checkEveryRecordOnce(t, tr, 4)
+		r := runYARN(t, s, killAt(t, &killed, 2, tracker.RoleServer))
+		checkStartedAgainOnYARN(t, c, r, s, killed)
 	})
-
 	t.Run("no_checkpoints", func(t *testing.T) {
-		s := spec("without-checkpoints")
+		s := lrSpec(dir, "without-checkpoints")
 		var killed []int
-		r := runYARN(t, s, killServer(&killed, 1))
+		r := runYARN(t, s, killAt(t, &killed, 1, tracker.RoleServer))
 		if len(killed) == 0 {
 			t.Fatalf("server 1 was never killed mid-epoch (job %v %v)", r.res.State, r.err)
 		}
@@ -352,18 +377,9 @@ func TestHadoopYARNApplicationMasterKilled(t *testing.T) {
 	c := hadooptest.Connect(t)
 	straight := straightJob(t)
 	dir := uploadData(t, c)
-	spec := tracker.JobSpec{
-		Name:               "lr-yarn-am-killed",
-		Command:            []string{psLR, "--epochs", "4"},
-		NumWorkers:         2,
-		NumServers:         2,
-		MaxAttempts:        1,
-		Inputs:             []string{"hdfs://" + dir + "/train.libsvm"},
-		SplitSize:          2 << 20,
-		Output:             "hdfs://" + dir + "/model",
-		CheckpointDir:      "hdfs://" + dir + "/ckpt",
-		CheckpointInterval: "1",
-	}
+	spec := lrSpec(dir, "am-killed")
+	spec.MaxAttempts = 1
+	spec.CheckpointDir, spec.CheckpointInterval = "hdfs://"+dir+"/ckpt", "1"
 	var killed []int
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
