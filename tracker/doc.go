@@ -30,7 +30,8 @@
 // secret. Each child runs in its own process group and dies with the
 // launcher; its output is prefixed with its role and rank. A failed worker
 // is restarted up to MaxAttempts, its unfinished shards handed out again.
-// A failed scheduler or server takes the whole job back to the newest
+// A failed scheduler or server, or a task that exits with
+// conf.ExitRestartJob, takes the whole job back to the newest
 // checkpoint whose files verify (every child stopped, then all started
 // again from there, the later epochs read anew), or fails it when the job
 // has no checkpoint directory. Past MaxAttempts, or when ctx is cancelled,
