@@ -13,8 +13,9 @@ import (
 // ExitRestartJob is the exit status by which a task asks its launcher to
 // start the whole job again from the newest usable checkpoint, as the
 // launcher does when it loses a server: for instance a synchronous
-// worker that cannot go on because another worker died mid-step. It
-// counts against the task's attempts.
+// worker that cannot go on because another worker died mid-step. It does
+// not count against the task's attempts; the job starts again at most
+// --max-attempts - 1 times in all.
 const ExitRestartJob = 75
 
 // The environment variables of the ps-lite contract and Spindle's own.

@@ -189,11 +189,15 @@ func (f *jobFiles) commitCheckpoint(ctx context.Context, c CheckpointInfo) error
 // scheduler or a server, named) failed: a parameter-server job cannot go
 // on without its scheduler or with a server's parameters gone, so every
 // task starts again from the newest usable checkpoint, or from scratch
-// when none is committed yet. Without --checkpoint-dir the job fails,
+// when none is committed yet. The job starts again at most MaxAttempts-1
+// times in all, whatever the cause. Without --checkpoint-dir the job fails,
 // unless training had not begun (no worker asked for input yet: a
 // scheduler that could not bind its port, say), when nothing is lost by
 // starting from scratch.
 func (f *jobFiles) restartPoint(ctx context.Context, lost string, trained bool) (resumePoint, error) {
+	if f.restarts+1 >= f.spec.MaxAttempts {
+		return resumePoint{}, fmt.Errorf("%s, and the job was started again %d times already: --max-attempts %d allows %d", lost, f.restarts, f.spec.MaxAttempts, f.spec.MaxAttempts-1)
+	}
 	if f.ckptFS == nil && !trained {
 		f.restarts++
 		return resumePoint{}, nil

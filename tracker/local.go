@@ -364,15 +364,16 @@ func (l *localJob) onExit(ctx context.Context, ev exitEvent) error {
 	if t.role == RoleWorker {
 		l.state.WorkerLost(t.rank)
 	}
-	failed := fmt.Sprintf("%s %d failed: %s on attempt %d of %d", t.role, t.rank, describeExit(ev.err), t.attempt+1, l.spec.MaxAttempts)
 	if t.code == conf.ExitRestartJob {
-		failed = fmt.Sprintf("%s %d asked to start the whole job again (exit code %d) on attempt %d of %d", t.role, t.rank, t.code, t.attempt+1, l.spec.MaxAttempts)
+		// Not the task's failure: the job's restarts are bounded instead.
+		return l.restartAll(ctx, fmt.Sprintf("%s %d asked to start the whole job again (exit code %d)", t.role, t.rank, t.code))
 	}
+	failed := fmt.Sprintf("%s %d failed: %s on attempt %d of %d", t.role, t.rank, describeExit(ev.err), t.attempt+1, l.spec.MaxAttempts)
 	if t.attempt+1 >= l.spec.MaxAttempts {
 		return fmt.Errorf("%s; its last lines:\n%s", failed, t.tail.last())
 	}
 	t.attempt++
-	if t.role != RoleWorker || t.code == conf.ExitRestartJob {
+	if t.role != RoleWorker {
 		return l.restartAll(ctx, failed)
 	}
 	l.opts.Log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt - 1, "exit": t.code}).Warn("task failed; restarting it")

@@ -266,9 +266,12 @@ func RunAM(ctx context.Context, spec JobSpec, opts AMOptions) (Result, error) {
 
 	st, diag, runErr := j.run(ctx)
 	// Whatever happened, nothing keeps running and the AM unregisters.
+	sctx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	j.stopAll(sctx)
+	cancelStop()
+	// Unregistering has a bound of its own, whatever stopping took.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
-	j.stopAll(fctx)
 	final := yarn.FinalSucceeded
 	switch st {
 	case Failed:
@@ -362,26 +365,27 @@ func (j *amJob) heartbeat(ctx context.Context) error {
 		}
 		changed = true
 	}
+	// Every completion is taken in, even after one that fails the job:
+	// the ResourceManager reports each only once.
+	var failed error
 	for _, s := range resp.Completed {
 		t := j.byCont[s.ID]
 		if t == nil {
 			continue // released or surplus
 		}
 		delete(j.byCont, s.ID)
-		if j.restart != "" {
-			// Everything starts again: this exit does not count.
+		changed = true
+		if j.restart != "" || failed != nil {
+			// Everything starts again, or stops: this exit does not count.
 			t.ct, t.code = nil, s.ExitStatus
 			continue
 		}
-		if err := j.onComplete(t, s); err != nil {
-			return err
-		}
-		changed = true
+		failed = j.onComplete(t, s)
 	}
 	if changed {
 		j.report()
 	}
-	return nil
+	return failed
 }
 
 // asks returns an Ask for every priority whose number of waiting tasks
@@ -542,16 +546,19 @@ func (j *amJob) onFailure(t *amTask, c yarn.Container, msg string, code int32) e
 		t.badNodes = map[yarn.NodeID]bool{}
 	}
 	t.badNodes[c.Node] = true
-	failed := fmt.Sprintf("%s %d failed: %s, on attempt %d of %d", t.role, t.rank, msg, t.attempt+1, j.spec.MaxAttempts)
 	if code == conf.ExitRestartJob {
-		failed = fmt.Sprintf("%s %d asked to start the whole job again (%s), on attempt %d of %d", t.role, t.rank, msg, t.attempt+1, j.spec.MaxAttempts)
+		// Not the task's failure: the job's restarts are bounded instead.
+		t.ct, t.rejects, t.waiting = nil, 0, time.Now()
+		j.restart = fmt.Sprintf("%s %d asked to start the whole job again (%s)", t.role, t.rank, msg)
+		return nil
 	}
+	failed := fmt.Sprintf("%s %d failed: %s, on attempt %d of %d", t.role, t.rank, msg, t.attempt+1, j.spec.MaxAttempts)
 	if t.attempt+1 >= j.spec.MaxAttempts {
 		return errors.New("tracker: " + failed)
 	}
 	t.attempt++
 	t.ct, t.rejects, t.waiting = nil, 0, time.Now()
-	if t.role != RoleWorker || code == conf.ExitRestartJob {
+	if t.role != RoleWorker {
 		j.restart = failed
 		return nil
 	}
