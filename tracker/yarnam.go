@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -601,27 +602,17 @@ func (j *amJob) restartAll(ctx context.Context) error {
 func (j *amJob) summary() string {
 	st := j.state.Status()
 	s := fmt.Sprintf("all %d tasks exited 0", len(j.tasks))
-	if n := len(st.EpochRecords); n > 0 {
-		epochs := make([]int, 0, n)
-		for e := range st.EpochRecords {
-			epochs = append(epochs, e)
-		}
-		slices.Sort(epochs)
-		parts := make([]string, len(epochs))
-		for i, e := range epochs {
-			parts[i] = fmt.Sprintf("%d:%d", e, st.EpochRecords[e])
+	if len(st.EpochRecords) > 0 {
+		var parts []string
+		for _, e := range slices.Sorted(maps.Keys(st.EpochRecords)) {
+			parts = append(parts, fmt.Sprintf("%d:%d", e, st.EpochRecords[e]))
 		}
 		s += "; records per epoch " + strings.Join(parts, " ")
 	}
 	if len(st.Metrics) > 0 {
-		names := make([]string, 0, len(st.Metrics))
-		for k := range st.Metrics {
-			names = append(names, k)
-		}
-		slices.Sort(names)
-		parts := make([]string, len(names))
-		for i, k := range names {
-			parts[i] = fmt.Sprintf("%s=%.6g", k, st.Metrics[k])
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(st.Metrics)) {
+			parts = append(parts, fmt.Sprintf("%s=%.6g", k, st.Metrics[k]))
 		}
 		s += fmt.Sprintf("; epoch %d metrics %s", st.MetricsEpoch, strings.Join(parts, " "))
 	}

@@ -36,26 +36,19 @@ func BenchmarkHadoopTrain(b *testing.B) {
 	const epochs = 3
 	c := hadooptest.Connect(b)
 	dir := uploadData(b, c)
-	spec := func(name, out string) tracker.JobSpec {
-		return tracker.JobSpec{
-			Name:        name,
-			Command:     []string{psLR, "--epochs", fmt.Sprint(epochs)},
-			NumWorkers:  2,
-			NumServers:  2,
-			MaxAttempts: 1,
-			Inputs:      []string{"hdfs://" + dir + "/train.libsvm"},
-			SplitSize:   2 << 20,
-			Output:      out,
-			Overwrite:   true,
-		}
+	spec := func(name string) tracker.JobSpec {
+		s := lrSpec(dir, name)
+		s.Command = []string{psLR, "--epochs", fmt.Sprint(epochs)}
+		s.MaxAttempts, s.Overwrite = 1, true
+		return s
 	}
 	type sums struct{ train, first, wall time.Duration }
 	got := map[string]*sums{"yarn": {}, "local": {}}
 	for i := 0; i < b.N; i++ {
 		// Alternating, so that both see the same machine.
 		for _, impl := range []string{"yarn", "local"} {
-			out := fmt.Sprintf("hdfs://%s/model-%s", dir, impl)
-			s := spec("lr-bench-"+impl, out)
+			s := spec("model-" + impl)
+			out := s.Output
 			start := time.Now()
 			var err error
 			switch impl {

@@ -192,17 +192,11 @@ func TestHadoopYARNTrainMatchesLocal(t *testing.T) {
 	c := hadooptest.Connect(t)
 	runs, _ := syncJobs(t)
 	dir := uploadData(t, c)
-	out := "hdfs://" + dir + "/model"
-	r := runYARN(t, tracker.JobSpec{
-		Name:        "lr-yarn",
-		Command:     []string{psLR, "--epochs", "2", "--test", "hdfs://" + dir + "/test.libsvm"},
-		NumWorkers:  2,
-		NumServers:  2,
-		MaxAttempts: 1,
-		Inputs:      []string{"hdfs://" + dir + "/train.libsvm"},
-		SplitSize:   2 << 20,
-		Output:      out,
-	}, nil)
+	spec := lrSpec(dir, "model")
+	spec.Command = []string{psLR, "--epochs", "2", "--test", "hdfs://" + dir + "/test.libsvm"}
+	spec.MaxAttempts = 1
+	out := spec.Output
+	r := runYARN(t, spec, nil)
 	if r.err != nil || r.res.State != tracker.Succeeded {
 		t.Fatalf("YARN job: %v %v\nAM log:\n%s", r.res.State, r.err, amLog(t, r.app))
 	}
@@ -282,7 +276,7 @@ func TestHadoopYARNWorkerKilled(t *testing.T) {
 }
 
 // lrSpec is the synchronous 2×2 job over 4 epochs from dir's training
-// set, writing its model to dir/name.
+// set (2 MiB shards, 2 attempts), writing its model to dir/name.
 func lrSpec(dir, name string) tracker.JobSpec {
 	return tracker.JobSpec{
 		Name:        name,
