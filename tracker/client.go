@@ -220,3 +220,29 @@ func (c *Client) CommitCheckpoint(ctx context.Context, info CheckpointInfo) erro
 		return rpc.CommitCheckpoint(ctx, c.token, w)
 	})
 }
+
+// TableCheckpoint is a checkpoint as psnode's tables describe it to their
+// committer. It is the same type as psnode.CheckpointCommit (both are
+// aliases of one unnamed struct type), so that a *Client commits the
+// checkpoints of psnode.Tables without either package importing the
+// other.
+type TableCheckpoint = struct {
+	N, Epoch, NextEpoch int
+	Partitioner         string
+	MaxKey              uint64
+	Files               []struct {
+		Name   string
+		Bytes  int64
+		SHA256 string
+	}
+}
+
+// CommitTableCheckpoint asks the tracker to commit a checkpoint of
+// psnode's tables whose files are written (psnode.CheckpointCommitter).
+func (c *Client) CommitTableCheckpoint(ctx context.Context, tc TableCheckpoint) error {
+	info := CheckpointInfo{N: tc.N, Epoch: tc.Epoch, NextEpoch: tc.NextEpoch, Partitioner: tc.Partitioner, MaxKey: tc.MaxKey}
+	for _, f := range tc.Files {
+		info.Files = append(info.Files, CheckpointFile{Name: f.Name, Bytes: f.Bytes, SHA256: f.SHA256})
+	}
+	return c.CommitCheckpoint(ctx, info)
+}

@@ -1,0 +1,447 @@
+package psnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/spindle-ps/spindle/psnode/partition"
+	"github.com/spindle-ps/spindle/psnode/store"
+	"github.com/spindle-ps/spindle/psnode/transport"
+)
+
+// App ids of tables: each table is its own app, numbered from a hash of
+// its name in [tableAppBase, 2^31); the checkpoint requests of a job's
+// tables go over app tablesCtlApp. Programs that also run their own apps
+// must keep their ids below tablesCtlApp.
+const (
+	tablesCtlApp int32 = 1<<30 - 1
+	tableAppBase int32 = 1 << 30
+)
+
+// DefaultTableIOTimeout bounds one server's checkpoint write or model
+// export, and a restore.
+const DefaultTableIOTimeout = 30 * time.Minute
+
+// TableSpec declares a table: a map from uint64 keys to Width values of
+// type V on the servers, updated by Updater.
+type TableSpec[V Number] struct {
+	// Name names the table in checkpoints and models: 1 to 64 of
+	// [a-z0-9_-], starting with a letter, unique in the job.
+	Name string
+	// Width is the number of values per key: 1 for a weight, d for a
+	// d-dimensional embedding; 0 means 1.
+	Width int
+	// Updater applies pushed values on the servers (store.NewUpdater:
+	// sum, sgd, adagrad, ftrl, adam; or any store.Updater). nil means
+	// store.Sum: pushes are added up.
+	Updater store.Updater[V]
+	// Partitioner spreads keys over the servers: "hash" or "range"; ""
+	// means the node's configuration (SPINDLE_PARTITIONER).
+	Partitioner string
+	// MaxKey bounds the key space of the range partitioner to
+	// [0, MaxKey); 0 means the node's configuration (DMLC_MAX_DIMENSION).
+	MaxKey uint64
+	// Sync makes the table synchronous: workers push with PushStep and
+	// EndEpoch, and a server applies a step once it has every worker's
+	// part, adding the parts up in worker-rank order, so that runs with
+	// the same data write bit-identical models (see SyncHandler).
+	Sync bool
+}
+
+// TablesOptions says where a job's tables are checkpointed, restored
+// from and exported to. Every field may be left zero: no checkpoints, no
+// restore, no model.
+type TablesOptions struct {
+	// Checkpoints writes the servers' checkpoint files and reads them
+	// back (io/ckpt's TableStore). Servers need it to take checkpoints
+	// and to restore.
+	Checkpoints CheckpointStore
+	// Committer commits a checkpoint once every server wrote its files
+	// (a *tracker.Client); the worker that calls Checkpoint needs it.
+	Committer CheckpointCommitter
+	// ResumeFrom is the committed checkpoint the servers restore every
+	// table from before they serve it (conf.Job.ResumeFrom); "" starts
+	// from empty tables.
+	ResumeFrom string
+	// CheckpointInterval is when CheckpointDue says a checkpoint is due:
+	// a number of epochs ("2") or a duration ("10m")
+	// (conf.Job.CheckpointInterval); "" means never.
+	CheckpointInterval string
+	// Model writes the servers' parts of the model at Finish (io/model's
+	// TableWriter); nil writes none.
+	Model ModelWriter
+	// IOTimeout bounds one server's checkpoint, restore or export; 0
+	// means DefaultTableIOTimeout.
+	IOTimeout time.Duration
+}
+
+// Tables is a job's set of tables on one node: every role makes one
+// right after Start, declares the same tables on it with NewTable, and
+// calls Finish at the end. Servers serve the tables (restoring them
+// first when the job resumes), answer checkpoint requests and write the
+// model; workers push and pull through the Table handles and one of them
+// asks for checkpoints. Its methods are safe for concurrent use.
+type Tables struct {
+	n      *Node
+	opts   TablesOptions
+	ctl    *SimpleApp // nil on the scheduler
+	everyN int
+	every  time.Duration
+
+	mu      sync.Mutex
+	tables  []*tableEntry // in declaration order
+	byApp   map[int32]*tableEntry
+	byName  map[string]*tableEntry
+	lastCkp time.Time
+}
+
+// tableEntry is a declared table; srv is set on servers.
+type tableEntry struct {
+	desc tableDesc
+	app  int32
+	srv  servedTable
+}
+
+// tableDesc describes a table in a checkpoint's tables.json.
+type tableDesc struct {
+	Name        string `json:"name"`
+	Elem        string `json:"elem"`
+	Width       int    `json:"width"`
+	Updater     string `json:"updater"`
+	StateWidth  int    `json:"state_width"`
+	Partitioner string `json:"partitioner"`
+	MaxKey      uint64 `json:"max_key,string"`
+	Sync        bool   `json:"sync,omitempty"`
+}
+
+// servedTable is the server side of a table, whatever its element type.
+type servedTable interface {
+	// snapshot calls fn with a consistent snapshot of the table, holding
+	// the table's lock: pushes wait until fn returns.
+	snapshot(fn func(TableSnapshot) error) error
+	// lock and unlock hold the table still for an export of every table.
+	lock()
+	unlock()
+	snapshotLocked() TableSnapshot
+}
+
+// NewTables makes the table set of node n, after its Start. On a server
+// it starts answering checkpoint requests at once.
+func NewTables(n *Node, opts TablesOptions) (*Tables, error) {
+	if !n.isReady() {
+		return nil, ErrNotReady
+	}
+	ts := &Tables{n: n, opts: opts, byApp: make(map[int32]*tableEntry), byName: make(map[string]*tableEntry), lastCkp: time.Now()}
+	if ts.opts.IOTimeout <= 0 {
+		ts.opts.IOTimeout = DefaultTableIOTimeout
+	}
+	var err error
+	if ts.everyN, ts.every, err = ParseCheckpointInterval(opts.CheckpointInterval); err != nil {
+		return nil, err
+	}
+	switch n.Role() {
+	case transport.RoleServer:
+		ts.ctl, err = NewSimpleApp(n, tablesCtlApp, 0, ts.serveCtl)
+	case transport.RoleWorker:
+		ts.ctl, err = NewSimpleApp(n, tablesCtlApp, 0, nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ts, nil
+}
+
+// ParseCheckpointInterval reads a checkpoint interval: a number of epochs
+// ("2") or a duration ("10m"); "" means none (both zero).
+func ParseCheckpointInterval(s string) (epochs int, every time.Duration, err error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, 0, nil
+	}
+	if k, err := strconv.Atoi(s); err == nil {
+		if k < 1 {
+			return 0, 0, fmt.Errorf("psnode: checkpoint interval %q: need at least 1 epoch", s)
+		}
+		return k, 0, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return 0, d, nil
+	}
+	return 0, 0, fmt.Errorf("psnode: checkpoint interval %q: want a number of epochs or a duration such as 10m", s)
+}
+
+// Node returns the node the tables live on.
+func (ts *Tables) Node() *Node { return ts.n }
+
+var tableNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+
+// tableApp returns the app id of the table called name.
+func tableApp(name string) int32 {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return tableAppBase | int32(h.Sum32()&(1<<30-1))
+}
+
+// elemName names V's element type.
+func elemName[V Number]() string {
+	var v V
+	if unsafe.Sizeof(v) == 4 {
+		return "float32"
+	}
+	return "float64"
+}
+
+// Table is one table of a job, as a node sees it: on a worker, a handle
+// to push and pull; on a server, the store it serves. Its methods are
+// safe for concurrent use.
+type Table[V Number] struct {
+	ts    *Tables
+	desc  tableDesc
+	app   int32
+	kv    *KVWorker[V]     // workers
+	store *StoreHandler[V] // servers
+}
+
+// ErrNotWorker is returned by a Table's push and pull methods on a node
+// that is not a worker.
+var ErrNotWorker = errors.New("psnode: only workers push and pull")
+
+// NewTable declares table spec on ts. Every role of the job must declare
+// the same tables, with the same specs, right after NewTables. On a
+// server it makes the table's store, restores it from
+// TablesOptions.ResumeFrom when set, and serves it; on a worker it
+// returns a handle for Push, Pull and Wait; on the scheduler a handle
+// that does nothing.
+func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
+	n := ts.n
+	if !tableNameRE.MatchString(spec.Name) {
+		return nil, fmt.Errorf("psnode: table name %q: want 1 to 64 of [a-z0-9_-], starting with a letter", spec.Name)
+	}
+	if spec.Width == 0 {
+		spec.Width = 1
+	}
+	if spec.Width < 1 || spec.Width > store.MaxDim {
+		return nil, fmt.Errorf("psnode: table %s: width %d, want 1..%d", spec.Name, spec.Width, store.MaxDim)
+	}
+	if spec.Updater == nil {
+		spec.Updater = store.Sum[V]{}
+	}
+	if spec.Partitioner == "" {
+		spec.Partitioner = n.cfg.Partitioner
+	}
+	if spec.Partitioner == "" {
+		spec.Partitioner = partition.KindRange
+	}
+	if spec.MaxKey == 0 {
+		spec.MaxKey = n.cfg.MaxDimension
+	}
+	t := &Table[V]{ts: ts, app: tableApp(spec.Name), desc: tableDesc{
+		Name: spec.Name, Elem: elemName[V](), Width: spec.Width,
+		Updater: spec.Updater.Name(), StateWidth: spec.Updater.StateWidth(),
+		Partitioner: spec.Partitioner, MaxKey: spec.MaxKey, Sync: spec.Sync,
+	}}
+	e := &tableEntry{desc: t.desc, app: t.app}
+	if err := ts.add(e); err != nil {
+		return nil, err
+	}
+	var err error
+	switch n.Role() {
+	case transport.RoleWorker:
+		var part partition.Partitioner
+		if part, err = NewPartitioner(spec.Partitioner, n.cfg.NumServers, spec.MaxKey); err == nil {
+			t.kv, err = NewKVWorker[V](n, t.app, 0, WithPartitioner(part))
+		}
+	case transport.RoleServer:
+		err = t.serve(spec)
+		e.srv = servedStore[V]{t}
+	}
+	if err != nil {
+		ts.remove(e)
+		return nil, fmt.Errorf("psnode: table %s: %w", spec.Name, err)
+	}
+	return t, nil
+}
+
+// add registers e, refusing a second table of the same name or app id.
+func (ts *Tables) add(e *tableEntry) error {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if _, dup := ts.byName[e.desc.Name]; dup {
+		return fmt.Errorf("psnode: table %s declared twice", e.desc.Name)
+	}
+	if o, dup := ts.byApp[e.app]; dup {
+		return fmt.Errorf("psnode: tables %s and %s hash to the same app id; rename one", o.desc.Name, e.desc.Name)
+	}
+	ts.byName[e.desc.Name] = e
+	ts.byApp[e.app] = e
+	ts.tables = append(ts.tables, e)
+	return nil
+}
+
+func (ts *Tables) remove(e *tableEntry) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	delete(ts.byName, e.desc.Name)
+	delete(ts.byApp, e.app)
+	for i, o := range ts.tables {
+		if o == e {
+			ts.tables = append(ts.tables[:i], ts.tables[i+1:]...)
+			break
+		}
+	}
+}
+
+// serve makes the server side: the store, restored when the job resumes,
+// then the KV server (synchronous or not).
+func (t *Table[V]) serve(spec TableSpec[V]) error {
+	n := t.ts.n
+	st, err := NewStoreHandler[V](spec.Updater, spec.Width)
+	if err != nil {
+		return err
+	}
+	t.store = st
+	// Requests that come meanwhile wait for the KV server below.
+	if t.ts.opts.ResumeFrom != "" {
+		if err := t.restore(); err != nil {
+			return err
+		}
+	}
+	if !spec.Sync {
+		_, err = NewKVServer[V](n, t.app, st.Handle)
+		return err
+	}
+	h, err := NewSyncHandler(st, n.NumWorkers())
+	if err != nil {
+		return err
+	}
+	srv, err := NewKVServer[V](n, t.app, h.Handle)
+	if err != nil {
+		return err
+	}
+	h.WatchDeaths(n, srv)
+	return nil
+}
+
+// Name returns the table's name.
+func (t *Table[V]) Name() string { return t.desc.Name }
+
+// Width returns the number of values per key.
+func (t *Table[V]) Width() int { return t.desc.Width }
+
+// Store returns the table's store on a server, nil elsewhere.
+func (t *Table[V]) Store() *StoreHandler[V] { return t.store }
+
+// Worker returns the table's KV worker on a worker (for PushPull and the
+// other calls of KVWorker), nil elsewhere.
+func (t *Table[V]) Worker() *KVWorker[V] { return t.kv }
+
+// check verifies a push's shape and the role.
+func (t *Table[V]) check(keys []uint64, vals []V) error {
+	if t.kv == nil {
+		return ErrNotWorker
+	}
+	if len(vals) != len(keys)*t.desc.Width {
+		return fmt.Errorf("psnode: table %s: %d values for %d keys, want %d per key", t.desc.Name, len(vals), len(keys), t.desc.Width)
+	}
+	return nil
+}
+
+// Push sends Width values per key (keys sorted ascending and unique) to
+// the servers, which apply them with the table's updater, and returns the
+// request's timestamp for Wait. The slices must not change until then. A
+// synchronous table takes PushStep instead.
+func (t *Table[V]) Push(ctx context.Context, keys []uint64, vals []V, opts ...CallOption) (int32, error) {
+	if err := t.check(keys, vals); err != nil {
+		return 0, err
+	}
+	if t.desc.Sync {
+		return 0, fmt.Errorf("psnode: table %s is synchronous: push with PushStep", t.desc.Name)
+	}
+	return t.kv.Push(ctx, KVPairs[V]{Keys: keys, Vals: vals}, opts...)
+}
+
+// PushStep pushes a synchronous table's values of step (0, 1, …) of
+// epoch; the push completes once every worker's part of the step is
+// applied (or a worker said it is done with the epoch: EndEpoch). A
+// worker with nothing to push for a step pushes no keys.
+func (t *Table[V]) PushStep(ctx context.Context, epoch, step int, keys []uint64, vals []V) (int32, error) {
+	if err := t.check(keys, vals); err != nil {
+		return 0, err
+	}
+	if !t.desc.Sync {
+		return 0, fmt.Errorf("psnode: table %s is not synchronous: push with Push", t.desc.Name)
+	}
+	cmd, err := SyncStep(epoch, step)
+	if err != nil {
+		return 0, err
+	}
+	return t.kv.Push(ctx, KVPairs[V]{Keys: keys, Vals: vals}, WithCmd(cmd), ToAllServers())
+}
+
+// EndEpoch says this worker has no more steps in epoch of a synchronous
+// table; the request completes when every worker has said so, which
+// makes it an epoch barrier of the table.
+func (t *Table[V]) EndEpoch(ctx context.Context, epoch int) (int32, error) {
+	if t.kv == nil {
+		return 0, ErrNotWorker
+	}
+	if !t.desc.Sync {
+		return 0, fmt.Errorf("psnode: table %s is not synchronous", t.desc.Name)
+	}
+	cmd, err := SyncDone(epoch)
+	if err != nil {
+		return 0, err
+	}
+	return t.kv.Push(ctx, KVPairs[V]{}, WithCmd(cmd), ToAllServers())
+}
+
+// Pull fetches the Width values of each of keys (sorted ascending and
+// unique) into *vals, reusing its capacity; keys never pushed read as
+// zero. *vals is filled when Wait returns without error.
+func (t *Table[V]) Pull(ctx context.Context, keys []uint64, vals *[]V, opts ...CallOption) (int32, error) {
+	if t.kv == nil {
+		return 0, ErrNotWorker
+	}
+	return t.kv.Pull(ctx, keys, vals, nil, opts...)
+}
+
+// Wait blocks until request ts completes and returns its error (see
+// KVWorker.Wait).
+func (t *Table[V]) Wait(ctx context.Context, ts int32) error {
+	if t.kv == nil {
+		return ErrNotWorker
+	}
+	return t.kv.Wait(ctx, ts)
+}
+
+// Finish ends training on every role: a barrier over every node (no
+// worker pushes after it), then each server writes its part of every
+// table through TablesOptions.Model. Call it once, then Node.Finalize.
+func (ts *Tables) Finish(ctx context.Context) error {
+	if err := ts.n.Barrier(ctx, transport.AllGroups); err != nil {
+		return err
+	}
+	if ts.n.Role() != transport.RoleServer || ts.opts.Model == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, ts.opts.IOTimeout)
+	defer cancel()
+	return ts.export(ctx)
+}
+
+// CheckpointDue reports whether a checkpoint is due after epochs epochs
+// completed, by TablesOptions.CheckpointInterval: every N epochs, or once
+// the duration has passed since the last one (or since NewTables).
+func (ts *Tables) CheckpointDue(epochs int) bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return (ts.everyN > 0 && epochs%ts.everyN == 0) || (ts.every > 0 && time.Since(ts.lastCkp) >= ts.every)
+}
