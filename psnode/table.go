@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -103,11 +104,13 @@ type Tables struct {
 	lastCkp time.Time
 }
 
-// tableEntry is a declared table; srv is set on servers.
+// tableEntry is a declared table; srv is set on servers, end on the
+// workers of a synchronous table.
 type tableEntry struct {
 	desc tableDesc
 	app  int32
 	srv  servedTable
+	end  func(ctx context.Context, epoch int) (wait func(context.Context) error, err error)
 }
 
 // tableDesc describes a table in a checkpoint's tables.json.
@@ -259,6 +262,12 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 		if part, err = NewPartitioner(spec.Partitioner, n.cfg.NumServers, spec.MaxKey); err == nil {
 			t.kv, err = NewKVWorker[V](n, t.app, 0, WithPartitioner(part))
 		}
+		if spec.Sync {
+			e.end = func(ctx context.Context, epoch int) (func(context.Context) error, error) {
+				ts, err := t.EndEpoch(ctx, epoch)
+				return func(ctx context.Context) error { return t.Wait(ctx, ts) }, err
+			}
+		}
 	case transport.RoleServer:
 		err = t.serve(spec)
 		e.srv = servedStore[V]{t}
@@ -388,7 +397,10 @@ func (t *Table[V]) PushStep(ctx context.Context, epoch, step int, keys []uint64,
 
 // EndEpoch says this worker has no more steps in epoch of a synchronous
 // table; the request completes when every worker has said so, which
-// makes it an epoch barrier of the table.
+// makes it an epoch barrier of the table. With several synchronous
+// tables, use Tables.EndEpoch, which ends the epoch of all of them at
+// once: waiting for one table's end before sending the next table's
+// deadlocks with a worker that still has steps to push.
 func (t *Table[V]) EndEpoch(ctx context.Context, epoch int) (int32, error) {
 	if t.kv == nil {
 		return 0, ErrNotWorker
@@ -435,6 +447,36 @@ func (ts *Tables) Finish(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, ts.opts.IOTimeout)
 	defer cancel()
 	return ts.export(ctx)
+}
+
+// EndEpoch says this worker has no more steps in epoch, on every
+// synchronous table at once (see Table.EndEpoch), and waits until every
+// worker has said so. Call it on workers only.
+func (ts *Tables) EndEpoch(ctx context.Context, epoch int) error {
+	if ts.n.Role() != transport.RoleWorker {
+		return ErrNotWorker
+	}
+	ts.mu.Lock()
+	tables := slices.Clone(ts.tables)
+	ts.mu.Unlock()
+	var waits []func(context.Context) error
+	for _, e := range tables {
+		if e.end == nil {
+			continue
+		}
+		w, err := e.end(ctx, epoch)
+		if err != nil {
+			return fmt.Errorf("psnode: table %s: end of epoch %d: %w", e.desc.Name, epoch, err)
+		}
+		waits = append(waits, w)
+	}
+	var errs []error
+	for _, w := range waits {
+		if err := w(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("psnode: end of epoch %d: %w", epoch, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // CheckpointDue reports whether a checkpoint is due after epochs epochs

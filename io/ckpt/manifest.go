@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -42,6 +43,37 @@ func Path(dir string, n int) string { return path.Join(dir, strconv.Itoa(n)) }
 // ServerFileName returns the name of the file of the server of rank rank
 // in a checkpoint directory: "server-<rank>".
 func ServerFileName(rank int) string { return "server-" + strconv.Itoa(rank) }
+
+// TableFileName returns the name of the file of table's records on the
+// server of rank rank in a checkpoint directory: "<table>.server-<rank>",
+// or ServerFileName(rank) for the unnamed table "".
+func TableFileName(table string, rank int) string {
+	if table == "" {
+		return ServerFileName(rank)
+	}
+	return table + "." + ServerFileName(rank)
+}
+
+// ParseTableFileName splits a name made by TableFileName into the table
+// and the rank; ok is false for any other name.
+func ParseTableFileName(name string) (table string, rank int, ok bool) {
+	base := name
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		table, base = name[:i], name[i+1:]
+		if table == "" {
+			return "", 0, false
+		}
+	}
+	digits, found := strings.CutPrefix(base, "server-")
+	if !found {
+		return "", 0, false
+	}
+	r, err := strconv.Atoi(digits)
+	if err != nil || r < 0 || strconv.Itoa(r) != digits {
+		return "", 0, false
+	}
+	return table, r, true
+}
 
 // Range is the key range [Begin, Last] of one server, both ends included
 // (so that a range can end at math.MaxUint64).
@@ -146,17 +178,30 @@ func (m *Manifest) problems() error {
 		}
 	}
 	if m.Servers >= 1 && m.Servers <= maxServers {
+		// Every table whose files are listed must have one per server; a
+		// checkpoint of no table must list the files of one (unnamed).
+		tables := map[string]bool{}
+		for _, f := range m.Files {
+			if t, _, ok := ParseTableFileName(f.Name); ok {
+				tables[t] = true
+			}
+		}
+		if len(tables) == 0 {
+			tables[""] = true
+		}
 		missing := 0
-		for r := range m.Servers {
-			if !seen[ServerFileName(r)] {
-				if missing < 3 {
-					add("file %s of server %d not listed", ServerFileName(r), r)
+		for _, t := range slices.Sorted(maps.Keys(tables)) {
+			for r := range m.Servers {
+				if name := TableFileName(t, r); !seen[name] {
+					if missing < 3 {
+						add("file %s of server %d not listed", name, r)
+					}
+					missing++
 				}
-				missing++
 			}
 		}
 		if missing > 3 {
-			add("and the files of %d more servers", missing-3)
+			add("and %d more server files", missing-3)
 		}
 	}
 	return errors.Join(errs...)
@@ -210,42 +255,9 @@ func Commit(ctx context.Context, fsys dfs.FileSystem, dir string, m Manifest) er
 		return fmt.Errorf("ckpt: commit checkpoint %d: %w", m.N, err)
 	}
 	data = append(data, '\n')
-	if err := writeAtomic(ctx, fsys, mname, data); err != nil {
+	if err := dfs.WriteFile(ctx, fsys, mname, data); err != nil {
 		return fmt.Errorf("ckpt: commit checkpoint %d: %w", m.N, err)
 	}
-	return nil
-}
-
-// writeAtomic writes data to name through a temporary file and a rename,
-// removing the temporary file on failure.
-func writeAtomic(ctx context.Context, fsys dfs.FileSystem, name string, data []byte) (err error) {
-	tmp := tempName(name)
-	w, err := fsys.Create(ctx, tmp, dfs.CreateOptions{Overwrite: true})
-	if err != nil {
-		return err
-	}
-	done := false
-	defer func() {
-		if done {
-			return
-		}
-		cctx, cancel := cleanupContext(ctx)
-		defer cancel()
-		if rerr := fsys.Remove(cctx, tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			err = fmt.Errorf("%w (and removing the temporary file: %w)", err, rerr)
-		}
-	}()
-	if _, err := w.Write(data); err != nil {
-		_ = w.Close()
-		return err
-	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	if err := fsys.Rename(ctx, tmp, name); err != nil {
-		return err
-	}
-	done = true
 	return nil
 }
 

@@ -606,7 +606,7 @@ func TestPathNames(t *testing.T) {
 		{"path", Path("/ckpt", 3), "/ckpt/3"},
 		{"path with trailing slash", Path("/ckpt/", 12), "/ckpt/12"},
 		{"server file", ServerFileName(7), "server-7"},
-		{"temp name", tempName("/ckpt/3/server-7"), "/ckpt/3/.server-7.tmp"},
+		{"temp name", dfs.TempName("/ckpt/3/server-7"), "/ckpt/3/.server-7.tmp"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,7 +15,6 @@ import (
 	"math"
 	"path"
 	"strconv"
-	"time"
 	"unsafe"
 
 	"github.com/spindle-ps/spindle/io/dfs"
@@ -86,9 +85,6 @@ const (
 	bufSize = 1 << 20
 	// ctxEvery is how many records pass between context checks.
 	ctxEvery = 4096
-	// cleanupTimeout bounds the removal of a temporary file after a
-	// failure, which runs even when ctx is done.
-	cleanupTimeout = 30 * time.Second
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -268,21 +264,6 @@ func ctxErr(ctx context.Context) error {
 	return err
 }
 
-// cleanupContext returns a context for removing a temporary file after a
-// failure: it keeps ctx's values but not its cancellation, and has its own
-// deadline.
-func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-}
-
-// tempName returns the temporary name a file is written under before it is
-// renamed to name: ".<base>.tmp" in the same directory. Names starting with
-// "." are never checkpoint files.
-func tempName(name string) string {
-	dir, base := path.Split(name)
-	return path.Join(dir, "."+base+".tmp")
-}
-
 // WriteServerFile writes the records of one server to the file name
 // (normally path.Join(Path(dir, n), ServerFileName(rank))), creating its
 // directory if needed, and returns its entry for the manifest.
@@ -306,48 +287,47 @@ func tempName(name string) string {
 // A records iterator that fails part-way should stop yielding, which the
 // short count turns into an error, or cancel ctx with a cause
 // (context.WithCancelCause), which the returned error wraps.
-func WriteServerFile[V Number](ctx context.Context, fsys dfs.FileSystem, name string, h Header, records func(yield func(key uint64, vals, state []V) bool)) (_ FileEntry, err error) {
-	uri := fsys.URI(name)
+func WriteServerFile[V Number](ctx context.Context, fsys dfs.FileSystem, name string, h Header, records func(yield func(key uint64, vals, state []V) bool)) (FileEntry, error) {
 	elem := elemOf[V]()
 	if h.Elem != 0 && h.Elem != elem {
-		return FileEntry{}, fmt.Errorf("ckpt: write %s: header element type %v, values are %v", uri, h.Elem, elem)
+		return FileEntry{}, fmt.Errorf("ckpt: write %s: header element type %v, values are %v", fsys.URI(name), h.Elem, elem)
 	}
 	h.Elem = elem
+	return writeServerFile(ctx, fsys, name, h, records)
+}
+
+// writeServerFile is WriteServerFile storing values of type V as h.Elem,
+// which may be narrower than V (float64 values that are float32 values
+// widened convert back exactly).
+func writeServerFile[V Number](ctx context.Context, fsys dfs.FileSystem, name string, h Header, records func(yield func(key uint64, vals, state []V) bool)) (FileEntry, error) {
+	uri := fsys.URI(name)
 	if err := h.check(); err != nil {
 		return FileEntry{}, fmt.Errorf("ckpt: write %s: header: %w", uri, err)
 	}
 	if err := fsys.MkdirAll(ctx, path.Dir(name), 0o755); err != nil {
 		return FileEntry{}, fmt.Errorf("ckpt: write %s: %w", uri, err)
 	}
-	tmp := tempName(name)
-	w, err := fsys.Create(ctx, tmp, dfs.CreateOptions{Overwrite: true})
+	var hw *hashWriter
+	err := dfs.WriteAtomic(ctx, fsys, name, func(w io.Writer) error {
+		hw = &hashWriter{w: w, sha: sha256.New()}
+		return encodeServerFile(ctx, hw, h, records)
+	})
 	if err != nil {
 		return FileEntry{}, fmt.Errorf("ckpt: write %s: %w", uri, err)
 	}
-	closed, renamed := false, false
-	defer func() {
-		if renamed {
-			return
-		}
-		// Also runs when records panics, so that no temporary file is left.
-		if !closed {
-			_ = w.Close()
-		}
-		cctx, cancel := cleanupContext(ctx)
-		defer cancel()
-		if rerr := fsys.Remove(cctx, tmp); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) && err != nil {
-			err = fmt.Errorf("%w (and removing the temporary file: %w)", err, rerr)
-		}
-	}()
+	return FileEntry{Name: path.Base(name), Bytes: hw.n, SHA256: hex.EncodeToString(hw.sha.Sum(nil))}, nil
+}
 
-	hw := &hashWriter{w: w, sha: sha256.New()}
+// encodeServerFile writes the header, the records and the CRC trailer to
+// hw.
+func encodeServerFile[V Number](ctx context.Context, hw *hashWriter, h Header, records func(yield func(key uint64, vals, state []V) bool)) error {
 	bw := bufio.NewWriterSize(hw, bufSize)
 	var hdr [headerSize]byte
 	putHeader(hdr[:], h)
 	if _, err := bw.Write(hdr[:]); err != nil {
-		return FileEntry{}, fmt.Errorf("ckpt: write %s: %w", uri, err)
+		return err
 	}
-
+	elem := h.Elem
 	esz := elem.size()
 	nstate := h.Dim * h.StateWidth
 	var (
@@ -398,25 +378,15 @@ func WriteServerFile[V Number](ctx context.Context, fsys dfs.FileSystem, name st
 		}
 	}
 	if encErr != nil {
-		return FileEntry{}, fmt.Errorf("ckpt: write %s: %w", uri, encErr)
+		return encErr
 	}
 	if err := bw.Flush(); err != nil {
-		return FileEntry{}, fmt.Errorf("ckpt: write %s: %w", uri, err)
+		return err
 	}
 	var tr [trailerSize]byte
 	binary.LittleEndian.PutUint32(tr[:], hw.crc)
-	if _, err := hw.Write(tr[:]); err != nil {
-		return FileEntry{}, fmt.Errorf("ckpt: write %s: %w", uri, err)
-	}
-	closed = true
-	if err := w.Close(); err != nil {
-		return FileEntry{}, fmt.Errorf("ckpt: write %s: %w", uri, err)
-	}
-	if err := fsys.Rename(ctx, tmp, name); err != nil {
-		return FileEntry{}, fmt.Errorf("ckpt: write %s: %w", uri, err)
-	}
-	renamed = true
-	return FileEntry{Name: path.Base(name), Bytes: hw.n, SHA256: hex.EncodeToString(hw.sha.Sum(nil))}, nil
+	_, err := hw.Write(tr[:])
+	return err
 }
 
 // ReadHeader reads and checks the header of the server file name without
@@ -513,12 +483,18 @@ func ReadServerFile[V Number](ctx context.Context, fsys dfs.FileSystem, name str
 // readServerFile is ReadServerFile reading files of up to memLimit bytes
 // into memory and larger ones in two passes.
 func readServerFile[V Number](ctx context.Context, fsys dfs.FileSystem, name string, fn func(key uint64, vals, state []V) error, memLimit int64) (Header, error) {
+	return readServerFileAs(ctx, fsys, name, fn, memLimit, false)
+}
+
+// readServerFileAs is readServerFile that, with widen, also reads a
+// float32 file into float64 values (exactly).
+func readServerFileAs[V Number](ctx context.Context, fsys dfs.FileSystem, name string, fn func(key uint64, vals, state []V) error, memLimit int64, widen bool) (Header, error) {
 	o, err := openServerFile(ctx, fsys, name)
 	if err != nil {
 		return Header{}, err
 	}
 	defer o.f.Close()
-	if want := elemOf[V](); o.h.Elem != want {
+	if want := elemOf[V](); o.h.Elem != want && !(widen && want == Float64) {
 		return Header{}, corrupt(o.uri, 10, "holds %v values, the reader wants %v", o.h.Elem, want)
 	}
 	if o.size <= memLimit {

@@ -1,33 +1,40 @@
 package model
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path"
-	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spindle-ps/spindle/io/dfs"
 )
 
-// The model a job writes: in its output directory, one text file per
-// server, part-NNNNN (the server's rank, five digits as Hadoop numbers
-// its parts), of lines "key<TAB>value[<TAB>value…]"; then _manifest.json;
-// then, last, an empty _SUCCESS. A directory without _SUCCESS holds no
-// complete model.
+// The files of a model directory (see the package documentation).
 const (
 	SuccessFile  = "_SUCCESS"
 	ManifestFile = "_manifest.json"
-	// Format names the part files' format in the manifest.
+	// TablesFile describes the tables of a model written by TableWriter;
+	// server 0 writes it, and Commit lists its tables in the manifest.
+	TablesFile = "_tables.json"
+
+	// Format is the manifest format of a model of one table in text
+	// parts, directly in the model directory (and of models written
+	// without a TablesFile); it is also the format name of text parts.
 	Format = "spindle-text/v1"
+	// FormatBinary is the format name of binary parts.
+	FormatBinary = "spindle-binary/v1"
+	// FormatTables is the manifest format of every other model: several
+	// tables, or binary parts. Its Tables say where each table's parts
+	// are and in which format.
+	FormatTables = "spindle-model/v2"
+
+	// tablesFormat is the format of TablesFile.
+	tablesFormat = "spindle-model-tables/v1"
 )
 
 // PartName returns the file name of server rank's part.
@@ -35,13 +42,37 @@ func PartName(rank int) string { return fmt.Sprintf("part-%05d", rank) }
 
 // Manifest describes a complete model.
 type Manifest struct {
-	Format  string         `json:"format"`
-	Job     string         `json:"job,omitempty"`
-	Parts   []ManifestPart `json:"parts"`
-	Created time.Time      `json:"created"`
+	// Format is Format or FormatTables.
+	Format string `json:"format"`
+	Job    string `json:"job,omitempty"`
+	// Parts are the parts of the model's only table when Format is
+	// Format, in rank order; empty otherwise.
+	Parts []ManifestPart `json:"parts"`
+	// Tables lists the model's tables, in the order the job declared
+	// them; absent for a model written without a TablesFile.
+	Tables  []ManifestTable `json:"tables,omitempty"`
+	Created time.Time       `json:"created"`
 	// Training says how the model was trained, as the tracker saw it;
 	// absent when the launcher did not know.
 	Training *Training `json:"training,omitempty"`
+}
+
+// ManifestTable is one table of a model.
+type ManifestTable struct {
+	// Name is the table's name.
+	Name string `json:"name"`
+	// Dir is the directory of its parts, relative to the model's: "" for
+	// a model of one table, the table's name otherwise.
+	Dir string `json:"dir"`
+	// Width is the number of values per key.
+	Width int `json:"width"`
+	// Elem is the element type the job trained with: "float32" or
+	// "float64".
+	Elem string `json:"elem"`
+	// Format is the parts' format: Format (text) or FormatBinary.
+	Format string `json:"format"`
+	// Parts are the table's parts, in rank order.
+	Parts []ManifestPart `json:"parts,omitempty"`
 }
 
 // Training is the tracker's account of the job that wrote a model.
@@ -78,30 +109,152 @@ type FS interface {
 	// Size returns the size of the file at path, or an error wrapping
 	// fs.ErrNotExist.
 	Size(ctx context.Context, path string) (int64, error)
+	// ReadFile returns the contents of the file at path, at most limit
+	// bytes (more is an error), or an error wrapping fs.ErrNotExist.
+	ReadFile(ctx context.Context, path string, limit int64) ([]byte, error)
 	// WriteFile writes data to path so that readers see all or nothing
 	// (a temporary name, then a rename).
 	WriteFile(ctx context.Context, path string, data []byte) error
 }
 
+// tablesDoc is the content of TablesFile.
+type tablesDoc struct {
+	Format string          `json:"format"`
+	Tables []ManifestTable `json:"tables"`
+}
+
+// maxTables bounds the tables a model lists.
+const maxTables = 1 << 10
+
+// parseTables reads and checks a TablesFile; uri names it in errors.
+func parseTables(data []byte, uri string) ([]ManifestTable, error) {
+	var d tablesDoc
+	if err := json.Unmarshal(data, &d); err != nil {
+		return nil, fmt.Errorf("model: %s: %w", uri, err)
+	}
+	if d.Format != tablesFormat {
+		return nil, fmt.Errorf("model: %s: format %q, want %q", uri, d.Format, tablesFormat)
+	}
+	if err := checkTables(d.Tables); err != nil {
+		return nil, fmt.Errorf("model: %s: %w", uri, err)
+	}
+	return d.Tables, nil
+}
+
+// checkTables checks the tables a TablesFile or a manifest lists.
+func checkTables(tables []ManifestTable) error {
+	if len(tables) == 0 || len(tables) > maxTables {
+		return fmt.Errorf("%d tables, want 1..%d", len(tables), maxTables)
+	}
+	seen := map[string]bool{}
+	for _, t := range tables {
+		switch {
+		case !validName(t.Name):
+			return fmt.Errorf("table name %q", t.Name)
+		case seen[t.Name]:
+			return fmt.Errorf("table %s listed twice", t.Name)
+		case t.Dir != "" && t.Dir != t.Name, t.Dir == "" && len(tables) > 1:
+			return fmt.Errorf("table %s: directory %q", t.Name, t.Dir)
+		case t.Width < 1 || t.Width > MaxWidth:
+			return fmt.Errorf("table %s: width %d, want 1..%d", t.Name, t.Width, MaxWidth)
+		case t.Elem != "float32" && t.Elem != "float64":
+			return fmt.Errorf("table %s: element type %q", t.Name, t.Elem)
+		case t.Format != Format && t.Format != FormatBinary:
+			return fmt.Errorf("table %s: part format %q", t.Name, t.Format)
+		}
+		for _, p := range t.Parts {
+			if !validName(p.Name) {
+				return fmt.Errorf("table %s: part %q", t.Name, p.Name)
+			}
+		}
+		seen[t.Name] = true
+	}
+	return nil
+}
+
+// validName reports whether s can name a table or a part: a base name,
+// not hidden.
+func validName(s string) bool {
+	return s != "" && len(s) <= 255 && !strings.ContainsAny(s, "/\\\x00") && s[0] != '.' && s[0] != '_'
+}
+
 // Commit checks that dir holds a part from each of the servers and
 // writes the manifest, then _SUCCESS. It fails, naming the missing part,
-// when one is absent. A job without servers must have written at least
-// part-00000 (its workers write the parts, as many as they like, numbered
-// from 0 without gaps). The manifest is m (its Job and Training) with
-// the format, the parts found and the time filled in.
+// when one is absent; then nothing is written. The manifest is m (its Job
+// and Training) with the format, the tables, the parts found and the time
+// filled in.
+//
+// When dir holds a TablesFile (a model written by TableWriter), every
+// table it lists must have a part from each server, in the table's
+// directory. Otherwise the model is one table of text parts directly in
+// dir; a job without servers must then have written at least part-00000
+// (its workers write the parts, as many as they like, numbered from 0
+// without gaps).
 func Commit(ctx context.Context, fsys FS, dir string, servers int, m Manifest) error {
-	m.Format, m.Parts, m.Created = Format, nil, time.Now().UTC()
+	m.Format, m.Parts, m.Tables, m.Created = Format, nil, nil, time.Now().UTC()
+	data, err := fsys.ReadFile(ctx, joinURI(dir, TablesFile), maxManifest)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if m.Parts, err = legacyParts(ctx, fsys, dir, servers); err != nil {
+			return err
+		}
+	case err != nil:
+		return fmt.Errorf("model: %w", err)
+	default:
+		if m.Tables, err = parseTables(data, joinURI(dir, TablesFile)); err != nil {
+			return err
+		}
+		var missing []error
+		for i := range m.Tables {
+			t := &m.Tables[i]
+			t.Parts = nil
+			for r := 0; r < servers; r++ {
+				p := joinURI(joinURI(dir, t.Dir), PartName(r))
+				n, err := fsys.Size(ctx, p)
+				if err != nil {
+					missing = append(missing, fmt.Errorf("%s: %w", p, err))
+					continue
+				}
+				t.Parts = append(t.Parts, ManifestPart{Name: PartName(r), Bytes: n})
+			}
+		}
+		if len(missing) > 0 {
+			return fmt.Errorf("model: model in %s is incomplete: %w", dir, errors.Join(missing...))
+		}
+		if len(m.Tables) == 1 && m.Tables[0].Dir == "" && m.Tables[0].Format == Format {
+			m.Parts = m.Tables[0].Parts // readable by readers of Format
+		} else {
+			m.Format = FormatTables
+		}
+	}
+	out, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("model: manifest: %w", err)
+	}
+	if err := fsys.WriteFile(ctx, joinURI(dir, ManifestFile), append(out, '\n')); err != nil {
+		return fmt.Errorf("model: write manifest: %w", err)
+	}
+	if err := fsys.WriteFile(ctx, joinURI(dir, SuccessFile), nil); err != nil {
+		return fmt.Errorf("model: write %s: %w", SuccessFile, err)
+	}
+	return nil
+}
+
+// legacyParts lists the text parts of a model without a TablesFile.
+func legacyParts(ctx context.Context, fsys FS, dir string, servers int) ([]ManifestPart, error) {
+	var parts []ManifestPart
 	if servers == 0 {
 		for {
-			n, err := fsys.Size(ctx, joinURI(dir, PartName(len(m.Parts))))
+			n, err := fsys.Size(ctx, joinURI(dir, PartName(len(parts))))
 			if err != nil {
 				break
 			}
-			m.Parts = append(m.Parts, ManifestPart{Name: PartName(len(m.Parts)), Bytes: n})
+			parts = append(parts, ManifestPart{Name: PartName(len(parts)), Bytes: n})
 		}
-		if len(m.Parts) == 0 {
-			return fmt.Errorf("model: model in %s is incomplete: no %s", dir, PartName(0))
+		if len(parts) == 0 {
+			return nil, fmt.Errorf("model: model in %s is incomplete: no %s", dir, PartName(0))
 		}
+		return parts, nil
 	}
 	var missing []error
 	for r := 0; r < servers; r++ {
@@ -111,50 +264,30 @@ func Commit(ctx context.Context, fsys FS, dir string, servers int, m Manifest) e
 			missing = append(missing, fmt.Errorf("%s: %w", p, err))
 			continue
 		}
-		m.Parts = append(m.Parts, ManifestPart{Name: PartName(r), Bytes: n})
+		parts = append(parts, ManifestPart{Name: PartName(r), Bytes: n})
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("model: model in %s is incomplete: %w", dir, errors.Join(missing...))
+		return nil, fmt.Errorf("model: model in %s is incomplete: %w", dir, errors.Join(missing...))
 	}
-	data, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return fmt.Errorf("model: manifest: %w", err)
-	}
-	if err := fsys.WriteFile(ctx, joinURI(dir, ManifestFile), append(data, '\n')); err != nil {
-		return fmt.Errorf("model: write manifest: %w", err)
-	}
-	if err := fsys.WriteFile(ctx, joinURI(dir, SuccessFile), nil); err != nil {
-		return fmt.Errorf("model: write %s: %w", SuccessFile, err)
-	}
-	return nil
+	return parts, nil
 }
 
 // LocalFS is FS on the local filesystem.
 type LocalFS struct{}
 
 // Size implements FS.
-func (LocalFS) Size(_ context.Context, path string) (int64, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, err
-	}
-	if fi.IsDir() {
-		return 0, fmt.Errorf("%s is a directory: %w", path, fs.ErrInvalid)
-	}
-	return fi.Size(), nil
+func (LocalFS) Size(ctx context.Context, path string) (int64, error) {
+	return sizeOf(ctx, dfs.Local{}, path)
+}
+
+// ReadFile implements FS.
+func (LocalFS) ReadFile(ctx context.Context, path string, limit int64) ([]byte, error) {
+	return readLimited(ctx, dfs.Local{}, path, limit)
 }
 
 // WriteFile implements FS.
-func (LocalFS) WriteFile(_ context.Context, path string, data []byte) error {
-	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		_ = os.Remove(tmp)
-		return err
-	}
-	return nil
+func (LocalFS) WriteFile(ctx context.Context, path string, data []byte) error {
+	return dfs.WriteFile(ctx, dfs.Local{}, path, data)
 }
 
 // ResolverFS is FS over any file system io/dfs resolves (local or
@@ -172,14 +305,16 @@ func (r ResolverFS) Size(ctx context.Context, uri string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	fi, err := fsys.Stat(ctx, name)
+	return sizeOf(ctx, fsys, name)
+}
+
+// ReadFile implements FS.
+func (r ResolverFS) ReadFile(ctx context.Context, uri string, limit int64) ([]byte, error) {
+	fsys, name, err := r.R.Resolve(ctx, uri)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	if fi.IsDir() {
-		return 0, fmt.Errorf("%s is a directory: %w", uri, fs.ErrInvalid)
-	}
-	return fi.Size(), nil
+	return readLimited(ctx, fsys, name, limit)
 }
 
 // WriteFile implements FS.
@@ -188,47 +323,50 @@ func (r ResolverFS) WriteFile(ctx context.Context, uri string, data []byte) erro
 	if err != nil {
 		return err
 	}
-	return WriteAtomic(ctx, fsys, name, func(w io.Writer) error {
-		_, err := w.Write(data)
-		return err
-	})
+	return dfs.WriteFile(ctx, fsys, name, data)
 }
 
-// WriteAtomic writes a file that readers see whole or not at all: fill
-// writes it under a temporary name in the same directory, which is then
-// renamed over name. On any failure the temporary file is removed.
-func WriteAtomic(ctx context.Context, fsys dfs.FileSystem, name string, fill func(io.Writer) error) error {
-	dir, base := path.Split(name)
-	tmp := path.Join(dir, "."+base+".tmp")
-	w, err := fsys.Create(ctx, tmp, dfs.CreateOptions{Overwrite: true})
+func sizeOf(ctx context.Context, fsys dfs.FileSystem, name string) (int64, error) {
+	fi, err := fsys.Stat(ctx, name)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if err := fill(w); err != nil {
-		_ = w.Close()
-		_ = fsys.Remove(ctx, tmp)
-		return err
+	if fi.IsDir() {
+		return 0, fmt.Errorf("%s is a directory: %w", fsys.URI(name), fs.ErrInvalid)
 	}
-	if err := w.Close(); err != nil {
-		_ = fsys.Remove(ctx, tmp)
-		return err
-	}
-	if err := fsys.Rename(ctx, tmp, name); err != nil {
-		_ = fsys.Remove(ctx, tmp)
-		return err
-	}
-	return nil
+	return fi.Size(), nil
 }
 
-// joinURI appends a file name to a directory path or URI.
+// readLimited reads a file of at most limit bytes.
+func readLimited(ctx context.Context, fsys dfs.FileSystem, name string, limit int64) ([]byte, error) {
+	f, err := fsys.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("model: %s is larger than %d bytes", fsys.URI(name), limit)
+	}
+	return data, nil
+}
+
+// joinURI appends a file name to a directory path or URI; an empty name
+// leaves dir as it is.
 func joinURI(dir, name string) string {
+	if name == "" {
+		return dir
+	}
 	if len(dir) > 0 && dir[len(dir)-1] == '/' {
 		return dir + name
 	}
 	return dir + "/" + name
 }
 
-// ErrIncomplete is wrapped by ReadModel's error for a directory without
+// ErrIncomplete is wrapped by the readers' errors for a directory without
 // _SUCCESS: no complete model is there.
 var ErrIncomplete = errors.New("model: no complete model (no _SUCCESS)")
 
@@ -261,78 +399,64 @@ func completeManifest(ctx context.Context, fsys dfs.FileSystem, base, dir string
 // readManifest reads and checks base/_manifest.json.
 func readManifest(ctx context.Context, fsys dfs.FileSystem, base string) (Manifest, error) {
 	uri := fsys.URI(base + "/" + ManifestFile)
-	mf, err := fsys.Open(ctx, base+"/"+ManifestFile)
+	data, err := readLimited(ctx, fsys, base+"/"+ManifestFile, maxManifest)
 	if err != nil {
 		return Manifest{}, err
 	}
-	defer mf.Close()
 	var m Manifest
-	if err := json.NewDecoder(io.LimitReader(mf, maxManifest)).Decode(&m); err != nil {
+	if err := json.Unmarshal(data, &m); err != nil {
 		return Manifest{}, fmt.Errorf("model: %s: %w", uri, err)
 	}
-	if m.Format != Format {
-		return Manifest{}, fmt.Errorf("model: %s: format %q, want %q", uri, m.Format, Format)
+	switch m.Format {
+	case Format:
+		for _, p := range m.Parts {
+			if !validName(p.Name) {
+				return Manifest{}, fmt.Errorf("model: %s: part %q outside the model directory", uri, p.Name)
+			}
+		}
+		if len(m.Tables) > 0 {
+			if err := checkTables(m.Tables); err != nil {
+				return Manifest{}, fmt.Errorf("model: %s: %w", uri, err)
+			}
+		}
+	case FormatTables:
+		if err := checkTables(m.Tables); err != nil {
+			return Manifest{}, fmt.Errorf("model: %s: %w", uri, err)
+		}
+	default:
+		return Manifest{}, fmt.Errorf("model: %s: format %q, want %q or %q", uri, m.Format, Format, FormatTables)
 	}
 	return m, nil
 }
 
-// maxModelLine bounds a line of a part file.
-const maxModelLine = 1 << 20
+// TableNames returns the names of the model's tables, in the order the
+// job declared them; nil for a model written without a TablesFile.
+func (m Manifest) TableNames() []string {
+	var out []string
+	for _, t := range m.Tables {
+		out = append(out, t.Name)
+	}
+	return out
+}
 
-// ReadModel reads the complete model in dir (a path or URI), calling fn
-// for every key with its values, part by part in rank order and, within a
-// part, in file order. It refuses a directory without _SUCCESS, and names
-// the file and line of a malformed line. vals is reused between calls.
-func Read(ctx context.Context, r Resolver, dir string, fn func(key uint64, vals []float32) error) error {
-	fsys, name, err := r.Resolve(ctx, dir)
-	if err != nil {
-		return err
+// table returns the table called name, or the only table when name is "".
+func (m Manifest) table(name string) (ManifestTable, error) {
+	if len(m.Tables) == 0 {
+		// A model without a TablesFile: one table of text parts.
+		if name != "" {
+			return ManifestTable{}, fmt.Errorf("model: no table %s: the model has one unnamed table", name)
+		}
+		return ManifestTable{Width: 0, Elem: "float32", Format: Format, Parts: m.Parts}, nil
 	}
-	base := strings.TrimSuffix(name, "/")
-	m, err := completeManifest(ctx, fsys, base, dir)
-	if err != nil {
-		return err
+	if name == "" {
+		if len(m.Tables) > 1 {
+			return ManifestTable{}, fmt.Errorf("model: the model has %d tables (%s): name one", len(m.Tables), strings.Join(m.TableNames(), ", "))
+		}
+		return m.Tables[0], nil
 	}
-	var vals []float32
-	for _, p := range m.Parts {
-		if strings.ContainsAny(p.Name, "/\\") {
-			return fmt.Errorf("model: manifest names part %q outside the model directory", p.Name)
-		}
-		uri := fsys.URI(base + "/" + p.Name)
-		f, err := fsys.Open(ctx, base+"/"+p.Name)
-		if err != nil {
-			return err
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(make([]byte, 64<<10), maxModelLine)
-		line := 0
-		for sc.Scan() {
-			line++
-			fields := strings.Split(sc.Text(), "\t")
-			key, err := strconv.ParseUint(fields[0], 10, 64)
-			if err != nil || len(fields) < 2 {
-				f.Close()
-				return fmt.Errorf("model: %s line %d: want key<TAB>value…", uri, line)
-			}
-			vals = vals[:0]
-			for _, s := range fields[1:] {
-				v, err := strconv.ParseFloat(s, 32)
-				if err != nil {
-					f.Close()
-					return fmt.Errorf("model: %s line %d: value %q: %w", uri, line, s, err)
-				}
-				vals = append(vals, float32(v))
-			}
-			if err := fn(key, vals); err != nil {
-				f.Close()
-				return err
-			}
-		}
-		err = sc.Err()
-		f.Close()
-		if err != nil {
-			return fmt.Errorf("model: %s: %w", uri, err)
-		}
+	i := slices.IndexFunc(m.Tables, func(t ManifestTable) bool { return t.Name == name })
+	if i < 0 {
+		return ManifestTable{}, fmt.Errorf("model: no table %s (the model has %s)", name, strings.Join(m.TableNames(), ", "))
 	}
-	return nil
+	return m.Tables[i], nil
 }
