@@ -24,6 +24,22 @@ type StoreHandler[V Number] struct {
 	mu    sync.Mutex
 	table *store.Table[V]
 	vtab  *store.VarTable[V]
+	init  func(key uint64, vals []V)
+}
+
+// SetInit sets the initial values of keys never pushed: a pure function
+// of the key that fills vals (dim values, zero before the call). A pull
+// of such a key answers them without storing the key, and the first push
+// applies to them. nil (the default) means zeros. Call it before serving.
+func (h *StoreHandler[V]) SetInit(init func(key uint64, vals []V)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.init = init
+	if init == nil {
+		h.table.SetInit(nil)
+		return
+	}
+	h.table.SetInit(func(key uint64, vals, _ []V) { init(key, vals) })
 }
 
 // NewStoreHandler makes a handler keeping dim values per key, updated by
@@ -116,6 +132,8 @@ func (h *StoreHandler[V]) read(keys []uint64, variable bool) (KVPairs[V], error)
 	for i, k := range keys {
 		if slot, ok := h.table.Lookup(k); ok {
 			copy(res.Vals[i*d:(i+1)*d], h.table.Vals(slot))
+		} else if h.init != nil {
+			h.init(k, res.Vals[i*d:(i+1)*d])
 		}
 	}
 	return res, nil

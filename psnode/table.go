@@ -50,6 +50,13 @@ type TableSpec[V Number] struct {
 	// MaxKey bounds the key space of the range partitioner to
 	// [0, MaxKey); 0 means the node's configuration (DMLC_MAX_DIMENSION).
 	MaxKey uint64
+	// Init gives the initial values of a key never pushed: a pure
+	// function of the key filling Width values (zero before the call),
+	// the same on every node. Pulls of such a key answer them and the
+	// first push applies to them (an embedding cannot start at zero).
+	// nil means zeros. Keys never pushed are not stored, checkpointed or
+	// exported.
+	Init func(key uint64, vals []V)
 	// Sync makes the table synchronous: workers push with PushStep and
 	// EndEpoch, and a server applies a step once it has every worker's
 	// part, adding the parts up in worker-rank order, so that runs with
@@ -316,6 +323,7 @@ func (t *Table[V]) serve(spec TableSpec[V]) error {
 	if err != nil {
 		return err
 	}
+	st.SetInit(spec.Init)
 	t.store = st
 	// Requests that come meanwhile wait for the KV server below.
 	if t.ts.opts.ResumeFrom != "" {

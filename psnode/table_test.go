@@ -416,3 +416,50 @@ func TestTablesRestoreRefusesAnotherSpec(t *testing.T) {
 		t.Errorf("restore of a table the checkpoint lacks: %v", err)
 	}
 }
+
+// TestTablesInit: keys never pushed read as the table's Init values, the
+// first push applies to them, and only pushed keys are stored.
+func TestTablesInit(t *testing.T) {
+	st := newMemStore()
+	ctx := ctxT(t, 30*time.Second)
+	c := startCluster(t, 1, 1, 306, nil)
+	var emb *psnode.Table[float32]
+	for _, n := range c.all() {
+		ts, err := psnode.NewTables(n, psnode.TablesOptions{Checkpoints: st, Committer: st})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := psnode.NewTable(ts, psnode.TableSpec[float32]{Name: "e", Width: 2, Init: func(k uint64, v []float32) { v[0], v[1] = float32(k), 1 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == c.workers[0] {
+			emb = e
+		}
+		if n == c.servers[0] {
+			defer func() {
+				if got := e.Store().Len(); got != 1 {
+					t.Errorf("server stores %d keys, want only the pushed one", got)
+				}
+			}()
+		}
+	}
+	pull := func(keys ...uint64) string {
+		var v []float32
+		ts, err := emb.Pull(ctx, keys, &v)
+		if err := wait(ctx, ts, err, emb.Wait); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprint(v)
+	}
+	if got := pull(5, 9); got != "[5 1 9 1]" {
+		t.Errorf("pull of keys never pushed: %s, want their init values [5 1 9 1]", got)
+	}
+	ts, err := emb.Push(ctx, []uint64{5}, []float32{1, 1})
+	if err := wait(ctx, ts, err, emb.Wait); err != nil {
+		t.Fatal(err)
+	}
+	if got := pull(5, 9); got != "[6 2 9 1]" {
+		t.Errorf("pull after a push to key 5: %s, want [6 2 9 1]", got)
+	}
+}
