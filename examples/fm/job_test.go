@@ -1,0 +1,518 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spindle-ps/spindle/examples/lr/lr"
+	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/io/model"
+	"github.com/spindle-ps/spindle/io/records"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// The tests run real jobs: ps-fm built from this package (and ps-lr, to
+// compare with), launched by the ps-submit binary as separate processes
+// talking ZeroMQ over loopback.
+var (
+	binDir  string // ps-fm, ps-lr, ps-submit
+	psFM    string
+	psLR    string
+	dataDir string // train.libsvm, test.libsvm: ps-lr's generated data
+	rows    = 200_000
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		dir, err := os.MkdirTemp("", "ps-fm-test")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		binDir, dataDir = filepath.Join(dir, "bin"), filepath.Join(dir, "data")
+		psFM, psLR = filepath.Join(binDir, "ps-fm"), filepath.Join(binDir, "ps-lr")
+		return m.Run()
+	}())
+}
+
+var (
+	setupOnce sync.Once
+	setupErr  error
+)
+
+// setup builds ps-fm, ps-lr and ps-submit and generates the data, once
+// for the tests that run jobs.
+func setup(t testing.TB) {
+	t.Helper()
+	setupOnce.Do(func() {
+		for _, b := range []struct{ name, pkg string }{{"ps-fm", "."}, {"ps-lr", "../lr"}, {"ps-submit", "../../cmd/ps-submit"}} {
+			if out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, b.name), b.pkg).CombinedOutput(); err != nil {
+				setupErr = fmt.Errorf("build %s: %w\n%s", b.name, err, out)
+				return
+			}
+		}
+		setupErr = genMain([]string{"--out", dataDir, "--rows", strconv.Itoa(rows), "--test-rows", "20000"}, io.Discard)
+	})
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+}
+
+// lockedBuf is a bytes.Buffer safe for concurrent use.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// submit runs ps-submit with flags, then "--" and command, and returns
+// its combined output and error (nil when it exited 0). onLine, when set,
+// sees each line of the output as it comes. The job may take 5 minutes.
+func submit(t testing.TB, flags, command []string, onLine func(string)) (string, error) {
+	t.Helper()
+	setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	args := append(append(append([]string{}, flags...), "--"), command...)
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "ps-submit"), args...)
+	cmd.Dir = t.TempDir()
+	var out lockedBuf
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			out.Write(append(sc.Bytes(), '\n'))
+			if onLine != nil {
+				onLine(sc.Text())
+			}
+		}
+		_, _ = io.Copy(&out, pr) // an overlong line: keep the rest
+	}()
+	err := cmd.Run()
+	pw.Close()
+	<-done
+	if ctx.Err() != nil {
+		t.Fatalf("ps-submit %v did not end within 5 minutes\n%s", args, out.String())
+	}
+	return out.String(), err
+}
+
+// jobRun is a finished job: its output, its model's part files (by path
+// relative to the model directory) and the model's test AUC.
+type jobRun struct {
+	out      string
+	model    string
+	parts    map[string][]byte
+	auc      float64
+	manifest model.Manifest
+}
+
+// localFlags are ps-submit's flags for a local job of name on the
+// generated training set, writing its model to modelDir.
+func localFlags(name string, workers, servers int, modelDir string, extra ...string) []string {
+	return append([]string{"--cluster", "local", "--jobname", name, "-n", strconv.Itoa(workers), "-s", strconv.Itoa(servers),
+		"--max-attempts", "2", "--input", filepath.Join(dataDir, "train.libsvm"), "--split-size", "2m", "--output", modelDir}, extra...)
+}
+
+// runFM trains ps-fm with workers and servers and args, and reads its
+// model back with the evaluator.
+func runFM(t *testing.T, name string, workers, servers int, submitFlags []string, args ...string) jobRun {
+	t.Helper()
+	modelDir := filepath.Join(t.TempDir(), "model")
+	command := append([]string{psFM, "--test", filepath.Join(dataDir, "test.libsvm")}, args...)
+	out, err := submit(t, localFlags(name, workers, servers, modelDir, submitFlags...), command, nil)
+	if err != nil {
+		t.Fatalf("job %s %dx%d %v: %v\n%s", name, workers, servers, args, err, out)
+	}
+	return readRun(t, out, modelDir)
+}
+
+// readRun reads a finished job's model.
+func readRun(t *testing.T, out, modelDir string) jobRun {
+	t.Helper()
+	r := jobRun{out: out, model: modelDir, parts: map[string][]byte{}}
+	err := filepath.WalkDir(modelDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasPrefix(d.Name(), "part-") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(modelDir, p)
+		r.parts[rel] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if r.manifest, err = model.ReadManifest(ctx, localResolver(t), modelDir); err != nil {
+		t.Fatalf("model of the job: %v\n%s", err, out)
+	}
+	r.auc = evalAUC(t, modelDir)
+	return r
+}
+
+// evalAUC runs ps-fm eval on the model in dir and returns the AUC it
+// prints.
+func evalAUC(t *testing.T, dir string) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var eval bytes.Buffer
+	if err := evalMain(ctx, []string{"--model", dir, "--test", filepath.Join(dataDir, "test.libsvm")}, &eval, os.LookupEnv); err != nil {
+		t.Fatalf("eval %s: %v", dir, err)
+	}
+	var auc float64
+	if _, err := fmt.Sscanf(eval.String(), "test AUC %g", &auc); err != nil {
+		t.Fatalf("eval output %q: %v", eval.String(), err)
+	}
+	return auc
+}
+
+// exactAUC evaluates ps-fm's model in dir with full precision.
+func exactAUC(t *testing.T, dir string) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := readModel(ctx, localResolver(t), dir, 0.01)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auc, _, err := m.Evaluate(testSet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return auc
+}
+
+// lrAUC evaluates ps-lr's model in dir with full precision.
+func lrAUC(t *testing.T, dir string) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var m lr.Model
+	err := model.Read(ctx, localResolver(t), dir, func(key uint64, vals []float32) error {
+		m.Keys, m.W = append(m.Keys, key), append(m.W, vals[0])
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sorted, err := sortLR(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auc, _, err := sorted.Evaluate(testSet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return auc
+}
+
+// sortLR sorts an lr.Model read part by part.
+func sortLR(m lr.Model) (lr.Model, error) {
+	type kw struct {
+		k uint64
+		w float32
+	}
+	rows := make([]kw, len(m.Keys))
+	for i := range rows {
+		rows[i] = kw{m.Keys[i], m.W[i]}
+	}
+	slices.SortFunc(rows, func(a, b kw) int { return cmp.Compare(a.k, b.k) })
+	out := lr.Model{Keys: make([]uint64, len(rows)), W: make([]float32, len(rows))}
+	for i, r := range rows {
+		out.Keys[i], out.W[i] = r.k, r.w
+	}
+	return out, out.Validate()
+}
+
+var (
+	testOnce sync.Once
+	testRows []lr.Example
+)
+
+func testSet(t *testing.T) []lr.Example {
+	t.Helper()
+	testOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var err error
+		if testRows, err = readExamples(ctx, localResolver(t), filepath.Join(dataDir, "test.libsvm"), records.Options{Format: records.FormatLibSVM}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if testRows == nil {
+		t.Fatal("the test set could not be read (see the first test's output)")
+	}
+	return testRows
+}
+
+func localResolver(t testing.TB) *dfs.Resolver {
+	t.Helper()
+	r, err := tracker.DefaultResolver(func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+var (
+	syncOnce sync.Once
+	syncRuns [2]jobRun
+	lrRun    string // ps-lr's model directory
+)
+
+// syncJobs runs, once for all tests, two identical synchronous 2×2 ps-fm
+// jobs over 2 epochs, and the same ps-lr job.
+func syncJobs(t *testing.T) [2]jobRun {
+	syncOnce.Do(func() {
+		for i := range syncRuns {
+			syncRuns[i] = runFM(t, fmt.Sprintf("fm-sync-%d", i), 2, 2, nil, "--epochs", "2")
+		}
+		dir := filepath.Join(t.TempDir(), "lr-model")
+		out, err := submit(t, localFlags("fm-test-lr", 2, 2, dir), []string{psLR, "--epochs", "2"}, nil)
+		if err != nil {
+			t.Fatalf("ps-lr job: %v\n%s", err, out)
+		}
+		lrRun = dir
+	})
+	if syncRuns[1].parts == nil || lrRun == "" {
+		t.Fatal("the shared jobs failed (see the first test's output)")
+	}
+	return syncRuns
+}
+
+// TestSyncRunsWriteBitIdenticalModels: two synchronous runs write the
+// same bytes, both tables spread over both servers.
+func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
+	runs := syncJobs(t)
+	a, b := runs[0].parts, runs[1].parts
+	for _, want := range []string{"w/part-00000", "w/part-00001", "v/part-00000", "v/part-00001"} {
+		if len(a[want]) == 0 {
+			t.Errorf("%s is missing or empty (parts: %v)", want, keysOf(a))
+		}
+	}
+	if len(a) != 4 || len(b) != len(a) {
+		t.Fatalf("parts %v and %v, want w and v from 2 servers each", keysOf(a), keysOf(b))
+	}
+	for name, data := range a {
+		if !bytes.Equal(data, b[name]) {
+			t.Errorf("%s differs between two synchronous runs", name)
+		}
+	}
+}
+
+func keysOf(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// TestQualityAtLeastLR: on ps-lr's generated data, ps-fm's test AUC is at
+// least ps-lr's after the same epochs of the same synchronous 2×2 job,
+// the evaluator agrees with the AUC the workers reported, and the
+// interactions were learnt (embeddings moved away from their init).
+func TestQualityAtLeastLR(t *testing.T) {
+	runs := syncJobs(t)
+	fmAUC, lAUC := exactAUC(t, runs[0].model), lrAUC(t, lrRun)
+	t.Logf("test AUC after 2 epochs: ps-fm %.5f, ps-lr %.5f", fmAUC, lAUC)
+	if fmAUC < lAUC {
+		t.Errorf("ps-fm's test AUC %.5f is below ps-lr's %.5f", fmAUC, lAUC)
+	}
+	if math.Abs(fmAUC-runs[0].auc) > 5e-5 {
+		t.Errorf("ps-fm eval printed AUC %.4f, the model's is %.6f", runs[0].auc, fmAUC)
+	}
+	tr := runs[0].manifest.Training
+	if tr == nil {
+		t.Fatal("the model's manifest has no training section")
+	}
+	if got := tr.Metrics["test_auc"]; math.Abs(got-fmAUC) > 5e-5 {
+		t.Errorf("the workers reported test_auc %.6f, the written model's is %.6f", got, fmAUC)
+	}
+	for e := 0; e < 2; e++ {
+		if got := tr.EpochRecords[e]; got != int64(rows) {
+			t.Errorf("epoch %d counted %d records, want %d", e, got, rows)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := readModel(ctx, localResolver(t), runs[0].model, 0.01)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Dim != 8 {
+		t.Errorf("embedding dimension %d, want the default 8", m.Dim)
+	}
+	moved := 0
+	for _, x := range m.V {
+		if x >= 0.01 || x < -0.01 {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Errorf("no embedding value left its initial range: the interactions were not trained")
+	}
+	t.Logf("%d weights, %d embeddings, %d embedding values outside the initial range", len(m.W), len(m.VKeys), moved)
+}
+
+var (
+	straightOnce sync.Once
+	straightRun  jobRun
+)
+
+// straightJob runs, once for all tests, the synchronous 2×2 job over 4
+// epochs never interrupted: the model a job that lost a server and
+// started again from a checkpoint must reach.
+func straightJob(t *testing.T) jobRun {
+	straightOnce.Do(func() { straightRun = runFM(t, "fm-straight", 2, 2, nil, "--epochs", "4") })
+	if straightRun.parts == nil {
+		t.Fatal("the shared 4-epoch job failed (see the first test's output)")
+	}
+	return straightRun
+}
+
+// statusRE matches ps-submit's status line: "… · epoch E · shards D/T …".
+var statusRE = regexp.MustCompile(`· epoch (\d+) · shards (\d+)/(\d+)`)
+
+// killedJob runs the synchronous 2×2 job over 4 epochs (checkpointing
+// every epoch into ckDir, unless "") and kills role's rank 1 with SIGKILL
+// once epoch 1 has begun (its checkpoint of epoch 0 committed), before
+// the job ends.
+func killedJob(t *testing.T, name, ckDir, role string) (string, error, string) {
+	t.Helper()
+	modelDir := filepath.Join(t.TempDir(), "model")
+	flags := localFlags(name, 2, 2, modelDir)
+	if ckDir != "" {
+		flags = append(flags, "--checkpoint-dir", ckDir, "--checkpoint-interval", "1")
+	}
+	var killed []int
+	out, err := submit(t, flags, []string{psFM, "--epochs", "4", "--test", filepath.Join(dataDir, "test.libsvm")}, func(line string) {
+		m := statusRE.FindStringSubmatch(line)
+		if killed != nil || m == nil {
+			return
+		}
+		epoch, _ := strconv.Atoi(m[1])
+		done, _ := strconv.Atoi(m[2])
+		total, _ := strconv.Atoi(m[3])
+		if epoch >= 1 && done >= 1 && (epoch < 3 || done < total-2) {
+			killed = hadooptest.KillTask(t, "SPINDLE_JOB_NAME="+name, role, 1)
+		}
+	})
+	if len(killed) == 0 {
+		t.Fatalf("%s 1 was never killed mid-job (%v)\n%s", role, err, out)
+	}
+	return modelDir, err, out
+}
+
+// TestServerKilled kills server 1 with SIGKILL during a synchronous job.
+// With checkpoints every process starts again from the newest committed
+// checkpoint, which the framework wrote and restores, and the model is
+// the very one of a job never interrupted; without, the job fails naming
+// the server.
+func TestServerKilled(t *testing.T) {
+	t.Run("checkpoints", func(t *testing.T) {
+		ck := filepath.Join(t.TempDir(), "ckpt")
+		dir, err, out := killedJob(t, "fm-server-killed-ckpt", ck, "server")
+		if err != nil {
+			t.Fatalf("job after server 1 was killed: %v\n%s", err, out)
+		}
+		r := readRun(t, out, dir)
+		tr := r.manifest.Training
+		if tr == nil || tr.Restarts != 1 || !strings.HasPrefix(tr.ResumedFrom, "file://"+ck+"/") {
+			t.Errorf("manifest's training section %+v; want 1 restart from a checkpoint in %s", tr, ck)
+		}
+		straight := straightJob(t)
+		if len(r.parts) != len(straight.parts) {
+			t.Errorf("parts %v, the job never interrupted wrote %v", keysOf(r.parts), keysOf(straight.parts))
+		}
+		for name, want := range straight.parts {
+			if !bytes.Equal(r.parts[name], want) {
+				t.Errorf("%s after a server was lost differs from the job never interrupted", name)
+			}
+		}
+	})
+	t.Run("no_checkpoints", func(t *testing.T) {
+		_, err, out := killedJob(t, "fm-server-killed-nockpt", "", "server")
+		if err == nil {
+			t.Fatalf("job without checkpoints succeeded after losing a server\n%s", out)
+		}
+		for _, want := range []string{"server 1 failed", "--checkpoint-dir"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("ps-submit's output does not say %q:\n%s", want, out)
+			}
+		}
+	})
+}
+
+// TestAsyncWorkerKilled kills worker 1 (--die-after) after its first
+// shard, in asynchronous mode: it is started again, its unfinished shard
+// goes back to the queue, every epoch counts every record once, and the
+// model is still good.
+func TestAsyncWorkerKilled(t *testing.T) {
+	r := runFM(t, "fm-async-worker-killed", 2, 2, []string{"--split-size", "1m"}, "--epochs", "2", "--async", "--die-after", "1:1")
+	if !strings.Contains(r.out, "[worker 1#1]") {
+		t.Errorf("no output from worker 1's second attempt:\n%s", r.out)
+	}
+	for e := 0; e < 2; e++ {
+		if got := r.manifest.Training.EpochRecords[e]; got != int64(rows) {
+			t.Errorf("epoch %d counted %d records, want %d", e, got, rows)
+		}
+	}
+	if r.auc < 0.82 {
+		t.Errorf("test AUC %.4f after an asynchronous job with a worker killed", r.auc)
+	}
+}
+
+// TestModelFormats: a model written in the binary part format scores
+// exactly as the same job's text model, and ps-fm eval reads both.
+func TestModelFormats(t *testing.T) {
+	text := runFM(t, "fm-format-text", 1, 1, nil, "--epochs", "1")
+	bin := runFM(t, "fm-format-binary", 1, 1, nil, "--epochs", "1", "--model-format", "binary")
+	if bytes.Equal(text.parts["w/part-00000"], bin.parts["w/part-00000"]) {
+		t.Errorf("the binary and text parts are the same bytes")
+	}
+	a, b := exactAUC(t, text.model), exactAUC(t, bin.model)
+	if a != b {
+		t.Errorf("test AUC %.6f from the text model, %.6f from the binary one", a, b)
+	}
+	if text.auc != bin.auc {
+		t.Errorf("ps-fm eval: %.4f from the text model, %.4f from the binary one", text.auc, bin.auc)
+	}
+}

@@ -1,0 +1,79 @@
+// Command ps-fm trains a factorization machine on libsvm data with
+// Spindle's parameter servers. The job has two tables: "w", the linear
+// weights and the bias (FTRL-proximal by default), and "v", one
+// --dim-dimensional embedding per feature (AdaGrad by default). Workers
+// stream shards of the input from the tracker in mini-batches, pull the
+// weights and embeddings of a batch's keys and push their gradients;
+// servers apply them, and the framework checkpoints, restores and exports
+// both tables.
+//
+// Run it through ps-submit, which starts it once per role:
+//
+//	ps-submit --cluster local -n 2 -s 2 --input data/train.libsvm --output /tmp/fm -- \
+//	    ps-fm --epochs 3 --test data/test.libsvm
+//
+// Synchronous mode (the default) aggregates every worker's gradients of a
+// step, table by table in worker-rank order, before anyone pulls again:
+// two runs with the same data and flags write bit-identical models. A
+// synchronous worker that cannot go on because another died exits with
+// status 75 (conf.ExitRestartJob), and the launcher starts the whole job
+// again from its newest checkpoint. --async lets workers run freely and
+// take shards on demand; a dead worker's shards go to the others.
+//
+// Two more commands help around a job:
+//
+//	ps-fm gen  --out DIR [--rows N --test-rows M]   write DIR/train.libsvm and DIR/test.libsvm (ps-lr's generator)
+//	ps-fm eval --model DIR --test FILE               test AUC of a written model
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/psnode"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv, os.Environ()))
+}
+
+// errUsage reports a usage error that the flag package already printed.
+var errUsage = errors.New("usage")
+
+// run dispatches to the subcommands; training is the default.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool), environ []string) int {
+	cmd := "train"
+	if len(args) > 0 && (args[0] == "gen" || args[0] == "eval" || args[0] == "train") {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "gen":
+		err = genMain(args, stdout)
+	case "eval":
+		err = evalMain(ctx, args, stdout, lookup)
+	default:
+		err = trainMain(ctx, args, stdout, stderr, lookup, environ)
+	}
+	if err == errUsage {
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ps-fm %s: %v\n", cmd, err)
+		if errors.Is(err, psnode.ErrSyncWorkerDied) {
+			// The steps of this epoch cannot be completed: the whole job
+			// must start again from its newest checkpoint.
+			return conf.ExitRestartJob
+		}
+		return 1
+	}
+	return 0
+}

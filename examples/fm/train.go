@@ -1,0 +1,578 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/examples/fm/fm"
+	"github.com/spindle-ps/spindle/examples/lr/lr"
+	"github.com/spindle-ps/spindle/io/ckpt"
+	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/io/model"
+	"github.com/spindle-ps/spindle/io/records"
+	"github.com/spindle-ps/spindle/io/split"
+	"github.com/spindle-ps/spindle/psnode"
+	"github.com/spindle-ps/spindle/psnode/launch"
+	"github.com/spindle-ps/spindle/psnode/store"
+	"github.com/spindle-ps/spindle/psnode/transport"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// Default updater parameters. The weights use ps-lr's FTRL-proximal
+// parameters; the embeddings start small (fm.DefaultInitScale) and learn
+// slowly under L2, so that on data without interactions the machine does
+// as well as logistic regression.
+const (
+	defaultVLR = 0.001
+	defaultVL2 = 1.0
+	defaultWLR = 0.05
+)
+
+// trainFlags are ps-fm's training options; every process of a job gets
+// the same ones.
+type trainFlags struct {
+	epochs int
+	batch  int
+	model  fm.Config
+
+	wUpdater                   string
+	alpha, beta, wL1, wL2, wLR float64
+	vUpdater                   string
+	vLR, vL2                   float64
+
+	async          bool
+	requestTimeout time.Duration
+	partitioner    string
+	test           string
+	format         string
+	maxBadRecords  int
+	modelFormat    string
+	// dieAfter is a fault-injection hook for tests: "RANK:N" makes
+	// worker RANK's first attempt kill itself (SIGKILL) after it has read
+	// N shards, mid-epoch (asynchronous mode).
+	dieAfter string
+}
+
+func parseTrainFlags(args []string) (trainFlags, error) {
+	f := trainFlags{model: fm.DefaultConfig()}
+	def := lr.DefaultFTRLParams()
+	fl := flag.NewFlagSet("ps-fm", flag.ContinueOnError)
+	fl.IntVar(&f.epochs, "epochs", 3, "passes over the input")
+	fl.IntVar(&f.batch, "batch", 100, "examples per mini-batch")
+	fl.IntVar(&f.model.Dim, "dim", fm.DefaultDim, "embedding dimension: values per feature in table v")
+	fl.BoolVar(&f.model.Bias, "bias", true, "learn a global bias (the weight of key 0)")
+	fl.Float64Var(&f.model.InitScale, "init-scale", fm.DefaultInitScale, "initial embedding values are uniform in [-init-scale, init-scale), seeded by the key")
+	fl.StringVar(&f.wUpdater, "w-updater", "ftrl", "updater of the weights (table w): ftrl, adagrad or sgd")
+	fl.Float64Var(&f.alpha, "w-alpha", def["alpha"], "FTRL alpha of the weights")
+	fl.Float64Var(&f.beta, "w-beta", def["beta"], "FTRL beta of the weights")
+	fl.Float64Var(&f.wL1, "w-l1", def["l1"], "FTRL L1 regularisation of the weights")
+	fl.Float64Var(&f.wL2, "w-l2", def["l2"], "L2 regularisation of the weights")
+	fl.Float64Var(&f.wLR, "w-lr", defaultWLR, "AdaGrad and SGD learning rate of the weights")
+	fl.StringVar(&f.vUpdater, "v-updater", "adagrad", "updater of the embeddings (table v): adagrad or sgd")
+	fl.Float64Var(&f.vLR, "v-lr", defaultVLR, "learning rate of the embeddings")
+	fl.Float64Var(&f.vL2, "v-l2", defaultVL2, "L2 regularisation of the embeddings")
+	fl.BoolVar(&f.async, "async", false, "asynchronous training: no step-wise aggregation, shards on demand")
+	fl.DurationVar(&f.requestTimeout, "request-timeout", 5*time.Minute, "longest wait for one push or pull (in synchronous mode, also for the slowest worker's step); the worker fails past it")
+	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, or range over [0, DMLC_MAX_DIMENSION)")
+	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
+	fl.StringVar(&f.format, "format", records.FormatLibSVM, "input format: libsvm or csv")
+	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
+	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the written model's parts: "+model.PartText+" or "+model.PartBinary)
+	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
+	if err := fl.Parse(args); err != nil {
+		return f, errUsage
+	}
+	var errs []error
+	if f.epochs < 1 {
+		errs = append(errs, fmt.Errorf("--epochs %d: need at least 1", f.epochs))
+	}
+	if f.batch < 1 {
+		errs = append(errs, fmt.Errorf("--batch %d: need at least 1", f.batch))
+	}
+	if f.model.Dim < 1 || f.model.Dim > min(fm.MaxDim, store.MaxDim) {
+		errs = append(errs, fmt.Errorf("--dim %d: want 1 to %d", f.model.Dim, min(fm.MaxDim, store.MaxDim)))
+	} else if err := f.model.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--init-scale %v: %w", f.model.InitScale, err))
+	}
+	if f.requestTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--request-timeout %v: must be positive", f.requestTimeout))
+	}
+	if _, err := f.wUpdaterOf(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := f.vUpdaterOf(); err != nil {
+		errs = append(errs, err)
+	}
+	if f.partitioner != "hash" && f.partitioner != "range" {
+		errs = append(errs, fmt.Errorf("--partitioner %q: want hash or range", f.partitioner))
+	}
+	if f.modelFormat != model.PartText && f.modelFormat != model.PartBinary {
+		errs = append(errs, fmt.Errorf("--model-format %q: want %s or %s", f.modelFormat, model.PartText, model.PartBinary))
+	}
+	if f.maxBadRecords < 0 {
+		errs = append(errs, fmt.Errorf("--max-bad-records %d: must not be negative", f.maxBadRecords))
+	}
+	return f, errors.Join(errs...)
+}
+
+// wUpdaterOf builds the weights' updater from the flags.
+func (f trainFlags) wUpdaterOf() (store.Updater[float32], error) {
+	var (
+		u   store.Updater[float32]
+		err error
+	)
+	switch f.wUpdater {
+	case "ftrl":
+		u, err = store.NewUpdater[float32]("ftrl", map[string]float64{"alpha": f.alpha, "beta": f.beta, "l1": f.wL1, "l2": f.wL2})
+	case "adagrad", "sgd":
+		u, err = store.NewUpdater[float32](f.wUpdater, map[string]float64{"lr": f.wLR, "l2": f.wL2})
+	default:
+		return nil, fmt.Errorf("--w-updater %q: want ftrl, adagrad or sgd", f.wUpdater)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--w-updater %s: %w", f.wUpdater, err)
+	}
+	return u, nil
+}
+
+// vUpdaterOf builds the embeddings' updater from the flags. FTRL is not
+// offered: it computes each value from its state alone, which would
+// replace the initial embeddings by zeros, where the interactions have no
+// gradient.
+func (f trainFlags) vUpdaterOf() (store.Updater[float32], error) {
+	if f.vUpdater != "adagrad" && f.vUpdater != "sgd" {
+		return nil, fmt.Errorf("--v-updater %q: want adagrad or sgd", f.vUpdater)
+	}
+	u, err := store.NewUpdater[float32](f.vUpdater, map[string]float64{"lr": f.vLR, "l2": f.vL2})
+	if err != nil {
+		return nil, fmt.Errorf("--v-updater %s: %w", f.vUpdater, err)
+	}
+	return u, nil
+}
+
+// newResolver reaches local files and HDFS, configured the Hadoop way.
+func newResolver(lookup conf.Lookup) (*dfs.Resolver, error) { return tracker.DefaultResolver(lookup) }
+
+// tables declares the job's two tables on the node's table set.
+func (f trainFlags) tables(ts *psnode.Tables) (w, v *psnode.Table[float32], err error) {
+	wu, err := f.wUpdaterOf()
+	if err != nil {
+		return nil, nil, err
+	}
+	vu, err := f.vUpdaterOf()
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err = psnode.NewTable(ts, psnode.TableSpec[float32]{Name: "w", Width: 1, Updater: wu, Partitioner: f.partitioner, Sync: !f.async})
+	if err != nil {
+		return nil, nil, err
+	}
+	// Keys never pushed read as their initial embedding, on every server
+	// alike; the first push updates it.
+	scale := f.model.InitScale
+	v, err = psnode.NewTable(ts, psnode.TableSpec[float32]{
+		Name: "v", Width: f.model.Dim, Updater: vu, Partitioner: f.partitioner, Sync: !f.async,
+		Init: func(key uint64, vals []float32) { fm.Init(key, vals, scale) },
+	})
+	return w, v, err
+}
+
+func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool), environ []string) error {
+	f, err := parseTrainFlags(args)
+	if err != nil {
+		return err
+	}
+	l := logrus.New()
+	l.Out = stderr
+	log := logrus.NewEntry(l)
+	cfg, err := conf.FromEnv(conf.Default(), lookup)
+	if err != nil {
+		return err
+	}
+	res, err := newResolver(lookup)
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	n, err := launch.Start(ctx, lookup, environ, log)
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+	opts := psnode.TablesOptions{
+		ResumeFrom:         cfg.Job.ResumeFrom,
+		CheckpointInterval: cfg.Job.CheckpointInterval,
+	}
+	if cfg.Job.CheckpointDir != "" {
+		opts.Checkpoints = ckpt.NewTableStore(res, cfg.Job.CheckpointDir)
+	}
+	if cfg.Job.Output != "" {
+		if opts.Model, err = model.NewTableWriter(res, cfg.Job.Output, f.modelFormat); err != nil {
+			return err
+		}
+	}
+	var tc *tracker.Client
+	if n.Role() == transport.RoleWorker {
+		if cfg.Job.TrackerAddr == "" {
+			return errors.New("no tracker (SPINDLE_TRACKER_ADDR): run ps-fm through ps-submit")
+		}
+		tc = tracker.NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret)
+		defer tc.Close()
+		opts.Committer = tc
+	}
+	ts, err := psnode.NewTables(n, opts)
+	if err != nil {
+		return err
+	}
+	wt, vt, err := f.tables(ts)
+	if err != nil {
+		return err
+	}
+	if n.Role() == transport.RoleWorker {
+		w := &worker{n: n, f: f, ts: ts, wt: wt, vt: vt, tc: tc, res: res, out: stdout, attempt: cfg.PS.NumAttempt, job: cfg.Job}
+		if err := w.train(ctx); err != nil {
+			return err
+		}
+	}
+	// Training done: servers write their parts of both tables.
+	if err := ts.Finish(ctx); err != nil {
+		return err
+	}
+	return n.Finalize(ctx)
+}
+
+// worker trains: reads shards in mini-batches, pulls weights and
+// embeddings, pushes their gradients; after each epoch reports its loss,
+// and worker 0 the test AUC.
+type worker struct {
+	n       *psnode.Node
+	f       trainFlags
+	ts      *psnode.Tables
+	wt, vt  *psnode.Table[float32]
+	tc      *tracker.Client
+	res     *dfs.Resolver
+	out     io.Writer
+	attempt int
+	job     conf.Job
+
+	batch         []lr.Example
+	recs          []records.Example
+	keys          []uint64
+	w, v, gw, gv  []float32
+	shards        int // shards read by this process, for the fault hook
+	lossSum       float64
+	bad, epochBad int // malformed records skipped so far, and in this epoch
+	examples      int64
+	test          []lr.Example
+	testKeys      []uint64
+}
+
+func (w *worker) train(ctx context.Context) error {
+	if w.f.test != "" && w.n.Rank() == 0 {
+		if err := w.loadTest(ctx); err != nil {
+			return err
+		}
+	}
+	var plan []tracker.Shard
+	if !w.f.async {
+		var err error
+		if plan, err = w.tc.Plan(ctx); err != nil {
+			return err
+		}
+	}
+	// A resumed job starts where its checkpoint left off.
+	for epoch := w.job.ResumeEpoch; epoch < w.f.epochs; epoch++ {
+		w.lossSum, w.examples = 0, 0
+		var err error
+		if w.f.async {
+			err = w.asyncEpoch(ctx, epoch)
+		} else {
+			err = w.syncEpoch(ctx, epoch, plan)
+		}
+		if err != nil {
+			return fmt.Errorf("epoch %d: %w", epoch, err)
+		}
+		if err := w.report(ctx, epoch); err != nil {
+			return err
+		}
+		if w.n.Rank() == 0 && w.job.CheckpointDir != "" && w.ts.CheckpointDue(epoch+1) {
+			if err := w.ts.Checkpoint(ctx, epoch+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// asyncEpoch takes shards on demand until the tracker says the epoch is
+// done (every shard read, by whichever worker).
+func (w *worker) asyncEpoch(ctx context.Context, epoch int) error {
+	rank := w.n.Rank()
+	for {
+		sh, d, wait, err := w.tc.NextShard(ctx, epoch, rank, w.attempt)
+		if err != nil {
+			return err
+		}
+		switch d {
+		case tracker.EpochDone:
+			return nil
+		case tracker.Wait:
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+			continue
+		}
+		n, err := w.readShard(ctx, sh, func(batch []lr.Example) error { return w.step(ctx, batch, -1, -1) })
+		if err != nil {
+			return err
+		}
+		w.maybeDie()
+		if err := w.tc.ShardDone(ctx, epoch, sh.ID, rank, w.attempt, n); err != nil {
+			return err
+		}
+	}
+}
+
+// syncEpoch reads this worker's share of the plan (shards rank, rank+W,
+// …) in synchronous steps: each step's pushes complete when every
+// worker's part of it is applied, in both tables.
+func (w *worker) syncEpoch(ctx context.Context, epoch int, plan []tracker.Shard) error {
+	rank, workers := w.n.Rank(), w.n.NumWorkers()
+	step := 0
+	for i := rank; i < len(plan); i += workers {
+		sh := plan[i]
+		n, err := w.readShard(ctx, sh, func(batch []lr.Example) error {
+			step++
+			return w.step(ctx, batch, epoch, step-1)
+		})
+		if err != nil {
+			return err
+		}
+		if err := w.tc.ShardDone(ctx, epoch, sh.ID, rank, w.attempt, n); err != nil {
+			return err
+		}
+	}
+	// Returns when every worker is done with the epoch, in both tables.
+	ctx, cancel := context.WithTimeout(ctx, w.f.requestTimeout)
+	defer cancel()
+	return w.ts.EndEpoch(ctx, epoch)
+}
+
+// both sends a request to each table and waits for the two, at most
+// --request-timeout.
+func (w *worker) both(ctx context.Context, req func(t *psnode.Table[float32]) (int32, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, w.f.requestTimeout)
+	defer cancel()
+	tw, err := req(w.wt)
+	if err != nil {
+		return fmt.Errorf("table w: %w", err)
+	}
+	tv, err := req(w.vt)
+	if err != nil {
+		_ = w.wt.Wait(ctx, tw)
+		return fmt.Errorf("table v: %w", err)
+	}
+	errW := w.wt.Wait(ctx, tw)
+	errV := w.vt.Wait(ctx, tv)
+	if errW != nil {
+		return fmt.Errorf("table w: %w", errW)
+	}
+	if errV != nil {
+		return fmt.Errorf("table v: %w", errV)
+	}
+	return nil
+}
+
+// pull fetches the weights of keys and the embeddings of their features
+// into w.w and w.v.
+func (w *worker) pull(ctx context.Context, keys []uint64) error {
+	fk := fm.FeatureKeys(keys)
+	return w.both(ctx, func(t *psnode.Table[float32]) (int32, error) {
+		if t == w.wt {
+			return t.Pull(ctx, keys, &w.w)
+		}
+		return t.Pull(ctx, fk, &w.v)
+	})
+}
+
+// step trains on one mini-batch: in synchronous mode as step of epoch,
+// in asynchronous mode (epoch < 0) with plain pushes.
+func (w *worker) step(ctx context.Context, batch []lr.Example, epoch, step int) error {
+	var err error
+	if w.keys, err = lr.BatchKeys(batch, w.keys); err != nil {
+		return err
+	}
+	keys := w.keys
+	if err := w.pull(ctx, keys); err != nil {
+		return fmt.Errorf("pull: %w", err)
+	}
+	w.gw = resize(w.gw, len(w.w))
+	w.gv = resize(w.gv, len(w.v))
+	loss, err := w.f.model.Gradient(batch, keys, w.w, w.v, w.gw, w.gv)
+	if err != nil {
+		return err
+	}
+	w.lossSum += loss
+	w.examples += int64(len(batch))
+	wk, fk := w.f.model.WeightKeys(keys), fm.FeatureKeys(keys)
+	gw := w.gw[len(keys)-len(wk):]
+	err = w.both(ctx, func(t *psnode.Table[float32]) (int32, error) {
+		k, g := wk, gw
+		if t == w.vt {
+			k, g = fk, w.gv
+		}
+		if epoch < 0 {
+			return t.Push(ctx, k, g)
+		}
+		return t.PushStep(ctx, epoch, step, k, g)
+	})
+	if err != nil {
+		return fmt.Errorf("push: %w", err)
+	}
+	return nil
+}
+
+func resize(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// readShard reads a shard's records in mini-batches and returns how many
+// it read.
+func (w *worker) readShard(ctx context.Context, sh tracker.Shard, fn func([]lr.Example) error) (int64, error) {
+	src, err := split.Open(ctx, w.res, sh.Split(), split.ReaderOptions{})
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	// The budget of malformed records is this worker's, across its shards.
+	rd, err := records.NewReader(src, records.Options{Format: w.f.format, MaxBadRecords: w.f.maxBadRecords - w.bad})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { w.bad += rd.Bad(); w.epochBad += rd.Bad() }()
+	if len(w.recs) < w.f.batch {
+		w.recs = make([]records.Example, w.f.batch)
+		w.batch = make([]lr.Example, w.f.batch)
+	}
+	var total int64
+	for {
+		n := 0
+		for n < w.f.batch {
+			err := rd.Next(&w.recs[n])
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return total, err
+			}
+			w.batch[n] = lr.Example(w.recs[n])
+			n++
+		}
+		if n == 0 {
+			return total, nil
+		}
+		total += int64(n)
+		if err := fn(w.batch[:n]); err != nil {
+			return total, err
+		}
+		if n < w.f.batch {
+			return total, nil
+		}
+	}
+}
+
+// maybeDie is the --die-after fault hook.
+func (w *worker) maybeDie() {
+	w.shards++
+	rank, n, ok := strings.Cut(w.f.dieAfter, ":")
+	if !ok || w.attempt != 0 || rank != strconv.Itoa(w.n.Rank()) {
+		return
+	}
+	if after, err := strconv.Atoi(n); err == nil && w.shards >= after {
+		_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
+	}
+}
+
+// loadTest reads the held-out file and the keys it needs.
+func (w *worker) loadTest(ctx context.Context) error {
+	var err error
+	if w.test, err = readExamples(ctx, w.res, w.f.test, records.Options{Format: w.f.format, MaxBadRecords: w.f.maxBadRecords}); err != nil {
+		return fmt.Errorf("--test: %w", err)
+	}
+	w.testKeys, err = lr.BatchKeys(w.test, nil)
+	return err
+}
+
+// readExamples reads every record of the files uri names (a path, glob
+// or directory; local or HDFS) into memory.
+func readExamples(ctx context.Context, res *dfs.Resolver, uri string, opts records.Options) ([]lr.Example, error) {
+	splits, err := split.Plan(ctx, res, []string{uri}, 1<<62)
+	if err != nil {
+		return nil, err
+	}
+	var out []lr.Example
+	for _, s := range splits {
+		src, err := split.Open(ctx, res, s, split.ReaderOptions{})
+		if err != nil {
+			return nil, err
+		}
+		rd, err := records.NewReader(src, opts)
+		if err != nil {
+			src.Close()
+			return nil, err
+		}
+		for {
+			var ex records.Example
+			if err := rd.Next(&ex); err != nil {
+				src.Close()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				return nil, err
+			}
+			out = append(out, lr.Example(ex))
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s holds no records", uri)
+	}
+	return out, nil
+}
+
+// report sends the epoch's metrics; worker 0 evaluates the model on the
+// test set first (after the epoch: every shard's pushes are applied).
+func (w *worker) report(ctx context.Context, epoch int) error {
+	m := map[string]float64{"loss_sum": w.lossSum, "examples_count": float64(w.examples), "bad_records_sum": float64(w.epochBad)}
+	w.epochBad = 0
+	if len(w.test) > 0 {
+		if err := w.pull(ctx, w.testKeys); err != nil {
+			return fmt.Errorf("pull the test keys: %w", err)
+		}
+		fk := fm.FeatureKeys(w.testKeys)
+		mod := fm.Model{Config: w.f.model, WKeys: w.testKeys, W: w.w, VKeys: fk, V: w.v}
+		auc, logloss, err := mod.Evaluate(w.test)
+		if err != nil {
+			return err
+		}
+		m["test_auc"], m["test_logloss"] = auc, logloss
+		fmt.Fprintf(w.out, "epoch %d: test AUC %.4f, log loss %.4f\n", epoch, auc, logloss)
+	}
+	return w.tc.ReportMetrics(ctx, epoch, w.n.Rank(), m)
+}
