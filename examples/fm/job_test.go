@@ -58,12 +58,12 @@ var (
 	setupErr  error
 )
 
-// setup builds ps-fm, ps-lr and ps-submit and generates the data, once
-// for the tests that run jobs.
+// setup builds ps-fm and ps-submit and generates the data, once for the
+// tests that run jobs.
 func setup(t testing.TB) {
 	t.Helper()
 	setupOnce.Do(func() {
-		for _, b := range []struct{ name, pkg string }{{"ps-fm", "."}, {"ps-lr", "../lr"}, {"ps-submit", "../../cmd/ps-submit"}} {
+		for _, b := range []struct{ name, pkg string }{{"ps-fm", "."}, {"ps-submit", "../../cmd/ps-submit"}} {
 			if out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, b.name), b.pkg).CombinedOutput(); err != nil {
 				setupErr = fmt.Errorf("build %s: %w\n%s", b.name, err, out)
 				return
@@ -303,6 +303,10 @@ func syncJobs(t *testing.T) [2]jobRun {
 	syncOnce.Do(func() {
 		for i := range syncRuns {
 			syncRuns[i] = runFM(t, fmt.Sprintf("fm-sync-%d", i), 2, 2, nil, "--epochs", "2")
+		}
+		setup(t)
+		if out, err := exec.Command("go", "build", "-o", psLR, "../lr").CombinedOutput(); err != nil {
+			t.Fatalf("build ps-lr: %v\n%s", err, out)
 		}
 		dir := filepath.Join(t.TempDir(), "lr-model")
 		out, err := submit(t, localFlags("fm-test-lr", 2, 2, dir), []string{psLR, "--epochs", "2"}, nil)
