@@ -18,6 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/io/ckpt"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/tracker"
 )
@@ -436,7 +437,7 @@ func TestResumeReachesTheSameModel(t *testing.T) {
 	if out, err := exec.Command("cp", "-r", ckDir, corrupt).CombinedOutput(); err != nil {
 		t.Fatalf("copy checkpoints: %v %s", err, out)
 	}
-	f, err := os.OpenFile(filepath.Join(corrupt, "2", "server-0"), os.O_RDWR, 0)
+	f, err := os.OpenFile(filepath.Join(corrupt, "2", ckpt.TableFileName("w", 0)), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
