@@ -15,18 +15,90 @@
 //
 // A program builds its configuration with conf.FromEnv, a transport (the
 // ZeroMQ one in production: package psnode/transport/zmq, or
-// psnode/launch which does both), and then:
+// psnode/launch which does both), and then declares its tables:
 //
 //	n, err := psnode.New(cfg.PS, tr, psnode.WithLogger(log))
 //	err = n.Start(ctx)             // register, learn the node table, barrier
-//	// servers: psnode.NewKVServer(n, app, handler)
-//	// workers: w, _ := psnode.NewKVWorker[float32](n, app, 0)
-//	//          ts, _ := w.Push(ctx, kv); err = w.Wait(ctx, ts)
+//	ts, err := psnode.NewTables(n, psnode.TablesOptions{
+//		Checkpoints: ckpt.NewTableStore(res, cfg.Job.CheckpointDir),
+//		Committer:   trackerClient,
+//		ResumeFrom:  cfg.Job.ResumeFrom,
+//		Model:       modelWriter, // model.NewTableWriter(res, cfg.Job.Output, model.PartText)
+//	})
+//	w, err := psnode.NewTable(ts, psnode.TableSpec[float32]{Name: "w", Width: 1, Updater: upd, Sync: true})
+//	// workers: id, _ := w.Pull(ctx, keys, &vals); err = w.Wait(ctx, id)
+//	//          id, _ = w.PushStep(ctx, epoch, step, keys, grads); err = w.Wait(ctx, id)
+//	//          err = ts.EndEpoch(ctx, epoch)
+//	//          rank 0: err = ts.Checkpoint(ctx, epoch+1)
+//	err = ts.Finish(ctx)           // barrier; servers write the model
 //	err = n.Finalize(ctx)          // barrier, then Close
 //
-// Apps are created after Start. A message that arrives for an app not
-// created yet waits for it, up to 10 s; after that a request is answered
-// with an error naming the missing app, so that its sender does not hang.
+// Below the tables are the layers they are built of, for programs that
+// want them: KV apps (NewKVServer with a StoreHandler, a SyncHandler or
+// any Handler; NewKVWorker with Push, Pull and Wait) and simple apps
+// (NewSimpleApp). Apps are created after Start. A message that arrives
+// for an app not created yet waits for it, up to 10 s; after that a
+// request is answered with an error naming the missing app, so that its
+// sender does not hang.
+//
+// # Tables
+//
+// A table maps uint64 keys to Width values of type float32 or float64
+// (TableSpec), kept on the servers in a store.Table and updated by an
+// updater (sum, SGD, AdaGrad, FTRL, Adam, or the program's own
+// store.Updater). Every role declares the job's tables, with the same
+// specs, right after Start; each table is its own app (an id hashed from
+// its name, at or above 2^30), spread over the servers by its own
+// partitioner (hash, or range over [0, MaxKey)). Keys never pushed read
+// as zero, or as TableSpec.Init gives them.
+//
+// A synchronous table (TableSpec.Sync) aggregates steps: every worker
+// pushes its part of step s of an epoch (PushStep, to every server, empty
+// when it has nothing for one), a server applies the step once it has
+// every worker's part, adding them up in worker-rank order so that runs
+// on the same data write bit-identical models, and a worker's
+// Tables.EndEpoch counts as an empty part in the epoch's remaining steps
+// and returns when every worker ended the epoch. Each table keeps its own
+// steps; Tables.EndEpoch ends all of them at once (ending one and waiting
+// before the next deadlocks with a worker still pushing steps of the
+// other). A worker's death fails the pending and later steps with an
+// error matching ErrSyncWorkerDied: its program exits with
+// conf.ExitRestartJob and the launcher starts the job again from its
+// newest checkpoint.
+//
+// # Checkpoints, restore and the model
+//
+// psnode owns them; the bytes go through interfaces that io implements
+// (CheckpointStore: io/ckpt's TableStore; ModelWriter: io/model's
+// TableWriter), and the commit through CheckpointCommitter
+// (*tracker.Client). The types they exchange are aliases of unnamed
+// types, so that neither side imports the other.
+//
+// Checkpoint n: one worker (rank 0, at an epoch's end) calls
+// Tables.Checkpoint(ctx, n). It asks every server, over the tables'
+// control app, to write checkpoint n; each server snapshots each of its
+// tables in turn under the table's lock (pushes to that table wait) and
+// writes it, in ascending key order with the updater's state, as
+// <checkpoint-dir>/<n>/<table>.server-<rank>; server 0 also writes
+// tables.json, the tables' specs. Once every server answered with a file
+// for every table, the worker asks the committer to commit: the tracker
+// writes the checkpoint's manifest last, so an interrupted checkpoint is
+// never loaded. In synchronous mode nothing of the next epoch is applied
+// meanwhile (its steps need the caller's parts), so the checkpoint is the
+// exact state at the epoch's end and a job resumed from it trains on to
+// the same model as one never stopped.
+//
+// Restore: when the launcher resumes a job it names the checkpoint in
+// conf.Job.ResumeFrom; a server's NewTable then loads its part of the
+// table (verified whole before the first record is used) before it
+// serves the table, and refuses a checkpoint whose tables.json records
+// another element type, width, updater or partitioner for it, or lacks
+// the table. Workers start at conf.Job.ResumeEpoch.
+//
+// The model: Tables.Finish runs a barrier over every node (no worker
+// pushes after it); then each server writes its part of every table
+// through the ModelWriter. The launcher writes the model's manifest and
+// _SUCCESS once every task exited 0 (see io/model for the layout).
 //
 // # Message lifecycle
 //

@@ -18,6 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/io/ckpt"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/tracker"
 )
@@ -436,7 +437,7 @@ func TestResumeReachesTheSameModel(t *testing.T) {
 	if out, err := exec.Command("cp", "-r", ckDir, corrupt).CombinedOutput(); err != nil {
 		t.Fatalf("copy checkpoints: %v %s", err, out)
 	}
-	f, err := os.OpenFile(filepath.Join(corrupt, "2", "server-0"), os.O_RDWR, 0)
+	f, err := os.OpenFile(filepath.Join(corrupt, "2", ckpt.TableFileName("w", 0)), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -516,4 +517,37 @@ func localResolverForTest(t *testing.T) tracker.Resolver {
 	}
 	t.Cleanup(func() { r.Close() })
 	return r
+}
+
+// TestBinaryModel: the 1×1 synchronous job with --model-format binary
+// writes binary parts holding the very weights of the text run, which
+// ps-lr eval and the Go reader read alike.
+func TestBinaryModel(t *testing.T) {
+	_, text := syncJobs(t)
+	bin := runJob(t, 1, 1, 2<<20, "--epochs", "2", "--model-format", "binary")
+	ctx := context.Background()
+	m, err := model.ReadManifest(ctx, localResolverForTest(t), bin.model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Tables) != 1 || m.Tables[0].Format != model.FormatBinary || m.Tables[0].Name != "w" {
+		t.Fatalf("manifest tables %+v, want one binary table w", m.Tables)
+	}
+	read := func(dir string) string {
+		var b strings.Builder
+		err := model.Read(ctx, localResolverForTest(t), dir, func(key uint64, vals []float32) error {
+			fmt.Fprintf(&b, "%d\t%s\n", key, strconv.FormatFloat(float64(vals[0]), 'g', -1, 32))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	if got, want := read(bin.model), string(text.parts["part-00000"]); got != want {
+		t.Errorf("the binary model reads as %d bytes of lines, the text model is %d bytes: they differ", len(got), len(want))
+	}
+	if bin.auc != text.auc {
+		t.Errorf("eval: binary model AUC %v, text model %v", bin.auc, text.auc)
+	}
 }

@@ -1,6 +1,7 @@
 // Command ps-lr trains sparse logistic regression on libsvm data with
-// Spindle's parameter servers: servers hold the weights (FTRL-proximal by
-// default, AdaGrad or SGD selectable), workers stream shards of the input
+// Spindle's parameter servers: servers hold the weights, one psnode table
+// (FTRL-proximal by default; sum, SGD, AdaGrad or Adam with --updater),
+// workers stream shards of the input
 // from the tracker in mini-batches, pull the weights of a batch's keys and
 // push its gradients.
 //
@@ -16,6 +17,12 @@
 // (conf.ExitRestartJob), and the launcher starts the whole job again from
 // its newest checkpoint. --async lets workers run freely and take shards
 // on demand; a dead worker's shards go to the others.
+//
+// Checkpoints, restore and the model are psnode's (psnode.Tables): worker
+// 0 asks for a checkpoint after each epoch the job's checkpoint interval
+// makes due, and the servers write the model at the end, as text
+// ("key<TAB>weight" lines) or, with --model-format binary, in the binary
+// part format of package io/model.
 //
 // Two more commands help around a job:
 //

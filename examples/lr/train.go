@@ -1,12 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
+	"github.com/spindle-ps/spindle/io/ckpt"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/io/records"
@@ -37,6 +38,10 @@ type trainFlags struct {
 	alpha, beta    float64
 	l1, l2         float64
 	lr             float64
+	eps            float64
+	beta1, beta2   float64
+	set            map[string]bool // flags given on the command line
+	modelFormat    string
 	async          bool
 	requestTimeout time.Duration
 	partitioner    string
@@ -52,25 +57,32 @@ type trainFlags struct {
 func parseTrainFlags(args []string) (trainFlags, error) {
 	var f trainFlags
 	def := lr.DefaultFTRLParams()
+	adam := store.DefaultAdam[float32]()
 	fl := flag.NewFlagSet("ps-lr", flag.ContinueOnError)
 	fl.IntVar(&f.epochs, "epochs", 3, "passes over the input")
 	fl.IntVar(&f.batch, "batch", 100, "examples per mini-batch")
-	fl.StringVar(&f.updater, "updater", "ftrl", "server-side updater: ftrl, adagrad or sgd")
+	fl.StringVar(&f.updater, "updater", "ftrl", "server-side updater: "+strings.Join(store.UpdaterNames(), ", "))
 	fl.Float64Var(&f.alpha, "alpha", def["alpha"], "FTRL alpha")
 	fl.Float64Var(&f.beta, "beta", def["beta"], "FTRL beta")
 	fl.Float64Var(&f.l1, "l1", def["l1"], "FTRL L1 regularisation")
-	fl.Float64Var(&f.l2, "l2", def["l2"], "FTRL and SGD/AdaGrad L2 regularisation")
-	fl.Float64Var(&f.lr, "lr", 0.05, "AdaGrad and SGD learning rate")
+	fl.Float64Var(&f.l2, "l2", def["l2"], "FTRL, SGD and AdaGrad L2 regularisation")
+	fl.Float64Var(&f.lr, "lr", 0.05, fmt.Sprintf("AdaGrad, SGD and Adam learning rate (Adam: %g unless given)", adam.LR))
+	fl.Float64Var(&f.eps, "eps", adam.Eps, "AdaGrad and Adam epsilon (AdaGrad: 1e-10 unless given)")
+	fl.Float64Var(&f.beta1, "beta1", adam.Beta1, "Adam first-moment decay")
+	fl.Float64Var(&f.beta2, "beta2", adam.Beta2, "Adam second-moment decay")
 	fl.BoolVar(&f.async, "async", false, "asynchronous training: no step-wise aggregation, shards on demand")
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 5*time.Minute, "longest wait for one push or pull (in synchronous mode, also for the slowest worker's step); the worker fails past it")
 	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, or range over [0, DMLC_MAX_DIMENSION)")
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
 	fl.StringVar(&f.format, "format", records.FormatLibSVM, "input format: libsvm or csv")
+	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the model's parts: text (key<TAB>weight lines, for hdfs dfs -text) or binary (faster to load)")
 	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
 	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
 	if err := fl.Parse(args); err != nil {
 		return f, errUsage
 	}
+	f.set = map[string]bool{}
+	fl.Visit(func(fg *flag.Flag) { f.set[fg.Name] = true })
 	var errs []error
 	if f.epochs < 1 {
 		errs = append(errs, fmt.Errorf("--epochs %d: need at least 1", f.epochs))
@@ -87,19 +99,51 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	if f.partitioner != "hash" && f.partitioner != "range" {
 		errs = append(errs, fmt.Errorf("--partitioner %q: want hash or range", f.partitioner))
 	}
+	if f.modelFormat != model.PartText && f.modelFormat != model.PartBinary {
+		errs = append(errs, fmt.Errorf("--model-format %q: want %s or %s", f.modelFormat, model.PartText, model.PartBinary))
+	}
 	return f, errors.Join(errs...)
 }
 
+// updaterFlags are the flags each updater takes, by the parameter names
+// store.NewUpdater knows; flags marked with a default are passed even
+// when not given (ps-lr's own defaults), the others only when given (the
+// store's defaults otherwise).
+var updaterFlags = map[string]map[string]bool{
+	store.NameSum:     {},
+	store.NameSGD:     {"lr": true, "l2": true},
+	store.NameAdaGrad: {"lr": true, "l2": true, "eps": false},
+	store.NameFTRL:    {"alpha": true, "beta": true, "l1": true, "l2": true},
+	store.NameAdam:    {"lr": false, "beta1": false, "beta2": false, "eps": false},
+}
+
+// newUpdater builds the --updater from its flags; a flag given for an
+// updater that does not take it is an error naming both.
 func (f trainFlags) newUpdater() (store.Updater[float32], error) {
-	switch f.updater {
-	case "ftrl":
-		return store.NewUpdater[float32]("ftrl", map[string]float64{"alpha": f.alpha, "beta": f.beta, "l1": f.l1, "l2": f.l2})
-	case "adagrad":
-		return store.NewUpdater[float32]("adagrad", map[string]float64{"lr": f.lr, "l2": f.l2})
-	case "sgd":
-		return store.NewUpdater[float32]("sgd", map[string]float64{"lr": f.lr, "l2": f.l2})
+	takes, ok := updaterFlags[f.updater]
+	if !ok {
+		return nil, fmt.Errorf("--updater %q: want one of %s", f.updater, strings.Join(store.UpdaterNames(), ", "))
 	}
-	return nil, fmt.Errorf("--updater %q: want ftrl, adagrad or sgd", f.updater)
+	vals := map[string]float64{"alpha": f.alpha, "beta": f.beta, "l1": f.l1, "l2": f.l2, "lr": f.lr, "eps": f.eps, "beta1": f.beta1, "beta2": f.beta2}
+	params := map[string]float64{}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(vals)) {
+		byDefault, takesIt := takes[name]
+		switch {
+		case takesIt && (byDefault || f.set[name]):
+			params[name] = vals[name]
+		case !takesIt && f.set[name]:
+			errs = append(errs, fmt.Errorf("--%s: the %s updater does not take it", name, f.updater))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	u, err := store.NewUpdater[float32](f.updater, params)
+	if err != nil {
+		return nil, fmt.Errorf("--updater %s: %w", f.updater, err)
+	}
+	return u, nil
 }
 
 // newResolver reaches local files and HDFS, configured the Hadoop way.
@@ -127,119 +171,53 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		return err
 	}
 	defer n.Close()
-	switch n.Role() {
-	case transport.RoleScheduler:
-		err = n.Barrier(ctx, transport.AllGroups) // training done
-	case transport.RoleServer:
-		err = serve(ctx, n, f, cfg, res)
-	case transport.RoleWorker:
-		if cfg.Job.TrackerAddr == "" {
-			return errors.New("no tracker (SPINDLE_TRACKER_ADDR): run ps-lr through ps-submit")
-		}
-		tc := tracker.NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret)
+	// The weights: one table, checkpointed, restored and written by psnode.
+	opts := psnode.TablesOptions{ResumeFrom: cfg.Job.ResumeFrom}
+	if cfg.Job.CheckpointDir != "" || cfg.Job.ResumeFrom != "" {
+		opts.Checkpoints = ckpt.NewTableStore(res, cfg.Job.CheckpointDir)
+	}
+	if cfg.Job.CheckpointDir != "" {
+		opts.CheckpointInterval = cfg.Job.CheckpointInterval
+	}
+	var tc *tracker.Client
+	if cfg.Job.TrackerAddr != "" {
+		tc = tracker.NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret)
 		defer tc.Close()
-		w := &worker{n: n, f: f, tc: tc, res: res, out: stdout, attempt: cfg.PS.NumAttempt, job: cfg.Job}
-		err = w.train(ctx)
-		if err == nil {
-			err = n.Barrier(ctx, transport.AllGroups) // training done
+		opts.Committer = tc
+	}
+	if cfg.Job.Output != "" {
+		if opts.Model, err = model.NewTableWriter(res, cfg.Job.Output, f.modelFormat); err != nil {
+			return err
 		}
 	}
+	tables, err := psnode.NewTables(n, opts)
 	if err != nil {
 		return err
 	}
-	return n.Finalize(ctx)
-}
-
-// serve holds the weights until training is done, then writes this
-// server's part of the model.
-func serve(ctx context.Context, n *psnode.Node, f trainFlags, cfg conf.Config, res *dfs.Resolver) error {
 	upd, err := f.newUpdater()
 	if err != nil {
 		return err
 	}
-	st, err := psnode.NewStoreHandler[float32](upd, 1)
+	weights, err := psnode.NewTable(tables, psnode.TableSpec[float32]{
+		Name: "w", Width: 1, Updater: upd, Partitioner: f.partitioner, Sync: !f.async,
+	})
 	if err != nil {
 		return err
 	}
-	// Requests that come meanwhile wait for the KV server below.
-	if cfg.Job.ResumeFrom != "" {
-		if err := restore(ctx, n, st, res, cfg.Job.ResumeFrom); err != nil {
+	if n.Role() == transport.RoleWorker {
+		if tc == nil {
+			return errors.New("no tracker (SPINDLE_TRACKER_ADDR): run ps-lr through ps-submit")
+		}
+		w := &worker{n: n, f: f, tc: tc, res: res, out: stdout, attempt: cfg.PS.NumAttempt, job: cfg.Job, tables: tables, t: weights}
+		if err := w.train(ctx); err != nil {
 			return err
 		}
 	}
-	if f.async {
-		_, err = psnode.NewKVServer[float32](n, 0, st.Handle)
-	} else {
-		var h *psnode.SyncHandler[float32]
-		if h, err = psnode.NewSyncHandler(st, n.NumWorkers()); err == nil {
-			var srv *psnode.KVServer[float32]
-			if srv, err = psnode.NewKVServer[float32](n, 0, h.Handle); err == nil {
-				h.WatchDeaths(n, srv)
-			}
-		}
-	}
-	if err != nil {
+	// Training done: servers write the model.
+	if err := tables.Finish(ctx); err != nil {
 		return err
 	}
-	if cfg.Job.CheckpointDir != "" {
-		if err := serveCheckpoints(n, st, res, cfg.Job.CheckpointDir); err != nil {
-			return err
-		}
-	}
-	if err := n.Barrier(ctx, transport.AllGroups); err != nil { // training done
-		return err
-	}
-	if cfg.Job.Output == "" {
-		return nil
-	}
-	return writePart(ctx, res, cfg.Job.Output, n.Rank(), st)
-}
-
-// writePart writes the server's keys with a nonzero weight, sorted, as
-// "key<TAB>weight" lines, to <output>/part-<rank>, all or nothing.
-func writePart(ctx context.Context, res *dfs.Resolver, output string, rank int, st *psnode.StoreHandler[float32]) error {
-	type kw struct {
-		k uint64
-		w float32
-	}
-	var rows []kw
-	st.Range(func(key uint64, vals, _ []float32) bool {
-		if vals[0] != 0 {
-			rows = append(rows, kw{key, vals[0]})
-		}
-		return true
-	})
-	slices.SortFunc(rows, func(a, b kw) int {
-		switch {
-		case a.k < b.k:
-			return -1
-		case a.k > b.k:
-			return 1
-		}
-		return 0
-	})
-	fsys, dir, err := res.Resolve(ctx, output)
-	if err != nil {
-		return err
-	}
-	if err := fsys.MkdirAll(ctx, dir, 0o755); err != nil {
-		return err
-	}
-	name := strings.TrimSuffix(dir, "/") + "/" + model.PartName(rank)
-	return model.WriteAtomic(ctx, fsys, name, func(w io.Writer) error {
-		bw := bufio.NewWriterSize(w, 1<<20)
-		var line []byte
-		for _, r := range rows {
-			line = strconv.AppendUint(line[:0], r.k, 10)
-			line = append(line, '\t')
-			line = strconv.AppendFloat(line, float64(r.w), 'g', -1, 32)
-			line = append(line, '\n')
-			if _, err := bw.Write(line); err != nil {
-				return err
-			}
-		}
-		return bw.Flush()
-	})
+	return n.Finalize(ctx)
 }
 
 // worker trains: reads shards in mini-batches, pulls weights, pushes
@@ -252,8 +230,9 @@ type worker struct {
 	out     io.Writer
 	attempt int
 	job     conf.Job
+	tables  *psnode.Tables
+	t       *psnode.Table[float32]
 
-	kv      *psnode.KVWorker[float32]
 	batch   []lr.Example
 	recs    []records.Example
 	keys    []uint64
@@ -269,25 +248,14 @@ type worker struct {
 }
 
 func (w *worker) train(ctx context.Context) error {
-	cfg := w.n.Config()
-	part, err := psnode.NewPartitioner(w.f.partitioner, cfg.NumServers, cfg.MaxDimension)
-	if err != nil {
-		return err
-	}
-	if w.kv, err = psnode.NewKVWorker[float32](w.n, 0, 0, psnode.WithPartitioner(part)); err != nil {
-		return err
-	}
 	if w.f.test != "" && w.n.Rank() == 0 {
 		if err := w.loadTest(ctx); err != nil {
 			return err
 		}
 	}
-	ck, err := newCheckpointer(w.n, w.tc, w.job.CheckpointDir, w.job.CheckpointInterval, w.f.partitioner, cfg.MaxDimension)
-	if err != nil {
-		return err
-	}
 	var plan []tracker.Shard
 	if !w.f.async {
+		var err error
 		if plan, err = w.tc.Plan(ctx); err != nil {
 			return err
 		}
@@ -295,6 +263,7 @@ func (w *worker) train(ctx context.Context) error {
 	// A resumed job starts where its checkpoint left off.
 	for epoch := w.job.ResumeEpoch; epoch < w.f.epochs; epoch++ {
 		w.lossSum, w.examples = 0, 0
+		var err error
 		if w.f.async {
 			err = w.asyncEpoch(ctx, epoch)
 		} else {
@@ -306,8 +275,12 @@ func (w *worker) train(ctx context.Context) error {
 		if err := w.report(ctx, epoch); err != nil {
 			return err
 		}
-		if err := ck.afterEpoch(ctx, epoch); err != nil {
-			return err
+		// Worker 0 asks for checkpoints. In synchronous mode no step of
+		// the next epoch can be applied meanwhile: it is the exact state.
+		if w.n.Rank() == 0 && w.tables.CheckpointDue(epoch+1) {
+			if err := w.tables.Checkpoint(ctx, epoch+1); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -335,7 +308,9 @@ func (w *worker) asyncEpoch(ctx context.Context, epoch int) error {
 			}
 			continue
 		}
-		n, err := w.readShard(ctx, sh, func(batch []lr.Example) error { return w.step(ctx, batch, nil) })
+		n, err := w.readShard(ctx, sh, func(batch []lr.Example) error {
+			return w.step(ctx, batch, func() (int32, error) { return w.t.Push(ctx, w.keys, w.grad) })
+		})
 		if err != nil {
 			return err
 		}
@@ -355,12 +330,9 @@ func (w *worker) syncEpoch(ctx context.Context, epoch int, plan []tracker.Shard)
 	for i := rank; i < len(plan); i += workers {
 		sh := plan[i]
 		n, err := w.readShard(ctx, sh, func(batch []lr.Example) error {
-			cmd, err := psnode.SyncStep(epoch, step)
-			if err != nil {
-				return err
-			}
+			s := step
 			step++
-			return w.step(ctx, batch, []psnode.CallOption{psnode.WithCmd(cmd), psnode.ToAllServers()})
+			return w.step(ctx, batch, func() (int32, error) { return w.t.PushStep(ctx, epoch, s, w.keys, w.grad) })
 		})
 		if err != nil {
 			return err
@@ -369,14 +341,8 @@ func (w *worker) syncEpoch(ctx context.Context, epoch int, plan []tracker.Shard)
 			return err
 		}
 	}
-	done, err := psnode.SyncDone(epoch)
-	if err != nil {
-		return err
-	}
 	// Returns when every worker is done with the epoch.
-	return w.wait(ctx, func() (int32, error) {
-		return w.kv.Push(ctx, psnode.KVPairs[float32]{}, psnode.WithCmd(done), psnode.ToAllServers())
-	})
+	return w.wait(ctx, func() (int32, error) { return w.t.EndEpoch(ctx, epoch) })
 }
 
 // wait sends a request and waits for it, at most --request-timeout.
@@ -385,18 +351,18 @@ func (w *worker) wait(ctx context.Context, req func() (int32, error)) error {
 	if err == nil {
 		ctx, cancel := context.WithTimeout(ctx, w.f.requestTimeout)
 		defer cancel()
-		err = w.kv.Wait(ctx, ts)
+		err = w.t.Wait(ctx, ts)
 	}
 	return err
 }
 
-// step trains on one mini-batch.
-func (w *worker) step(ctx context.Context, batch []lr.Example, pushOpts []psnode.CallOption) error {
+// step trains on one mini-batch; push sends w.grad for w.keys.
+func (w *worker) step(ctx context.Context, batch []lr.Example, push func() (int32, error)) error {
 	var err error
 	if w.keys, err = lr.BatchKeys(batch, w.keys); err != nil {
 		return err
 	}
-	if err := w.wait(ctx, func() (int32, error) { return w.kv.Pull(ctx, w.keys, &w.w, nil) }); err != nil {
+	if err := w.wait(ctx, func() (int32, error) { return w.t.Pull(ctx, w.keys, &w.w) }); err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
 	w.grad = slices.Grow(w.grad[:0], len(w.keys))[:len(w.keys)]
@@ -406,9 +372,7 @@ func (w *worker) step(ctx context.Context, batch []lr.Example, pushOpts []psnode
 	}
 	w.lossSum += loss
 	w.examples += int64(len(batch))
-	if err := w.wait(ctx, func() (int32, error) {
-		return w.kv.Push(ctx, psnode.KVPairs[float32]{Keys: w.keys, Vals: w.grad}, pushOpts...)
-	}); err != nil {
+	if err := w.wait(ctx, push); err != nil {
 		return fmt.Errorf("push: %w", err)
 	}
 	return nil
@@ -524,7 +488,7 @@ func (w *worker) report(ctx context.Context, epoch int) error {
 	w.epochBad = 0
 	if len(w.test) > 0 {
 		var weights []float32
-		if err := w.wait(ctx, func() (int32, error) { return w.kv.Pull(ctx, w.testKeys, &weights, nil) }); err != nil {
+		if err := w.wait(ctx, func() (int32, error) { return w.t.Pull(ctx, w.testKeys, &weights) }); err != nil {
 			return fmt.Errorf("pull the test keys: %w", err)
 		}
 		auc, logloss, err := lr.Model{Keys: w.testKeys, W: weights}.Evaluate(w.test)

@@ -11,10 +11,26 @@
 // Checkpoint n is committed exactly when its manifest exists and parses;
 // an uncommitted or damaged checkpoint is never chosen for loading.
 //
+// # Checkpoints of named tables
+//
+// A job of psnode tables checkpoints every table of every server, each in
+// its own server file, and a description of the tables:
+//
+//	<dir>/<n>/<table>.server-<rank>   one per table and server (TableFileName)
+//	<dir>/<n>/tables.json             the tables' specs, from server 0
+//	<dir>/<n>/_manifest.json          written last, by the committer
+//
+// TableStore writes and reads them for psnode (it implements
+// psnode.CheckpointStore without importing psnode: the types it
+// exchanges are aliases of the same unnamed types). A manifest must list,
+// for every table it has files of, one file per server; a checkpoint of a
+// single unnamed table lists server-<rank> files.
+//
 // # Usage
 //
 // Each server writes its table (a table's Range method is a records
-// iterator) and reports the returned FileEntry to the committer:
+// iterator) and reports the returned FileEntry to the committer (psnode's
+// tables do this through TableStore):
 //
 //	name := path.Join(ckpt.Path(dir, n), ckpt.ServerFileName(rank))
 //	h := ckpt.Header{Dim: t.Dim(), StateWidth: t.StateWidth(), Records: int64(t.Len())}

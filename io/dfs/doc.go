@@ -18,6 +18,13 @@
 //	f, err := fsys.Open(ctx, name)
 //	defer f.Close()
 //
+// # Writing a file all or nothing
+//
+// WriteAtomic (and WriteFile, for bytes in memory) writes a file under a
+// temporary name beside it and renames it into place, removing the
+// temporary file on any failure: checkpoints, model parts and manifests
+// are all written this way, so a reader sees a whole file or none.
+//
 // # Errors
 //
 // Every error names the full URI of the path involved and matches

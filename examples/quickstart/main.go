@@ -1,0 +1,135 @@
+// Command quickstart is the program of the README's "Writing a program
+// against psnode": one synchronous table of weights, trained by every
+// worker with SGD towards w[k] = k/10, checkpointed after each epoch and
+// written as the model at the end. Run it with ps-submit:
+//
+//	ps-submit --cluster local -n 2 -s 2 --output /tmp/model \
+//	    --checkpoint-dir /tmp/ckpt --checkpoint-interval 1 -- ./quickstart
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/io/ckpt"
+	"github.com/spindle-ps/spindle/io/model"
+	"github.com/spindle-ps/spindle/psnode"
+	"github.com/spindle-ps/spindle/psnode/launch"
+	"github.com/spindle-ps/spindle/psnode/store"
+	"github.com/spindle-ps/spindle/psnode/transport"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+const epochs, steps = 3, 20
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		if errors.Is(err, psnode.ErrSyncWorkerDied) {
+			os.Exit(conf.ExitRestartJob) // the launcher restarts the job from its checkpoint
+		}
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	cfg, err := conf.FromEnv(conf.Default(), os.LookupEnv)
+	if err != nil {
+		return err
+	}
+	res, err := tracker.DefaultResolver(os.LookupEnv) // local paths and hdfs://
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	n, err := launch.Start(ctx, os.LookupEnv, os.Environ(), logrus.NewEntry(logrus.New()))
+	if err != nil {
+		return err
+	}
+	defer n.Close()
+
+	// Where the tables go: checkpoints, the tracker that commits them,
+	// the checkpoint to restore from, the model.
+	opts := psnode.TablesOptions{ResumeFrom: cfg.Job.ResumeFrom}
+	if cfg.Job.CheckpointDir != "" || cfg.Job.ResumeFrom != "" {
+		opts.Checkpoints = ckpt.NewTableStore(res, cfg.Job.CheckpointDir)
+	}
+	if cfg.Job.TrackerAddr != "" {
+		tc := tracker.NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret)
+		defer tc.Close()
+		opts.Committer = tc
+	}
+	if cfg.Job.Output != "" {
+		if opts.Model, err = model.NewTableWriter(res, cfg.Job.Output, model.PartText); err != nil {
+			return err
+		}
+	}
+	tables, err := psnode.NewTables(n, opts)
+	if err != nil {
+		return err
+	}
+	// Every role declares the same tables; servers serve them.
+	sgd, err := store.NewUpdater[float32]("sgd", map[string]float64{"lr": 0.1})
+	if err != nil {
+		return err
+	}
+	w, err := psnode.NewTable(tables, psnode.TableSpec[float32]{Name: "w", Width: 1, Updater: sgd, Partitioner: "hash", Sync: true})
+	if err != nil {
+		return err
+	}
+	if n.Role() == transport.RoleWorker {
+		if err := train(ctx, n, tables, w, cfg.Job); err != nil {
+			return err
+		}
+	}
+	if err := tables.Finish(ctx); err != nil { // servers write the model
+		return err
+	}
+	return n.Finalize(ctx)
+}
+
+// train pulls the weights, pushes the gradient of ½(w[k] - k/10)² in
+// synchronous steps, and after each epoch worker 0 takes a checkpoint.
+func train(ctx context.Context, n *psnode.Node, tables *psnode.Tables, w *psnode.Table[float32], job conf.Job) error {
+	keys := []uint64{1, 2, 3, 4}
+	var weights []float32
+	grads := make([]float32, len(keys))
+	for epoch := job.ResumeEpoch; epoch < epochs; epoch++ {
+		for step := 0; step < steps; step++ {
+			id, err := w.Pull(ctx, keys, &weights)
+			if err == nil {
+				err = w.Wait(ctx, id)
+			}
+			if err != nil {
+				return err
+			}
+			for i, k := range keys {
+				grads[i] = weights[i] - float32(k)/10
+			}
+			if id, err = w.PushStep(ctx, epoch, step, keys, grads); err == nil {
+				err = w.Wait(ctx, id)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if err := tables.EndEpoch(ctx, epoch); err != nil {
+			return err
+		}
+		if n.Rank() == 0 && job.CheckpointDir != "" {
+			if err := tables.Checkpoint(ctx, epoch+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
