@@ -209,12 +209,13 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		return err
 	}
 	defer n.Close()
-	opts := psnode.TablesOptions{
-		ResumeFrom:         cfg.Job.ResumeFrom,
-		CheckpointInterval: cfg.Job.CheckpointInterval,
+	// Both tables are checkpointed, restored and written by psnode.
+	opts := psnode.TablesOptions{ResumeFrom: cfg.Job.ResumeFrom}
+	if cfg.Job.CheckpointDir != "" || cfg.Job.ResumeFrom != "" {
+		opts.Checkpoints = ckpt.NewTableStore(res, cfg.Job.CheckpointDir)
 	}
 	if cfg.Job.CheckpointDir != "" {
-		opts.Checkpoints = ckpt.NewTableStore(res, cfg.Job.CheckpointDir)
+		opts.CheckpointInterval = cfg.Job.CheckpointInterval
 	}
 	if cfg.Job.Output != "" {
 		if opts.Model, err = model.NewTableWriter(res, cfg.Job.Output, f.modelFormat); err != nil {
@@ -305,7 +306,7 @@ func (w *worker) train(ctx context.Context) error {
 		if err := w.report(ctx, epoch); err != nil {
 			return err
 		}
-		if w.n.Rank() == 0 && w.job.CheckpointDir != "" && w.ts.CheckpointDue(epoch+1) {
+		if w.n.Rank() == 0 && w.ts.CheckpointDue(epoch+1) {
 			if err := w.ts.Checkpoint(ctx, epoch+1); err != nil {
 				return err
 			}
