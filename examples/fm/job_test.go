@@ -33,6 +33,7 @@ import (
 // talking ZeroMQ over loopback.
 var (
 	binDir  string // ps-fm, ps-lr, ps-submit
+	outDir  string // the models of the jobs, by job name
 	psFM    string
 	psLR    string
 	dataDir string // train.libsvm, test.libsvm: ps-lr's generated data
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		binDir, dataDir = filepath.Join(dir, "bin"), filepath.Join(dir, "data")
+		binDir, dataDir, outDir = filepath.Join(dir, "bin"), filepath.Join(dir, "data"), filepath.Join(dir, "models")
 		psFM, psLR = filepath.Join(binDir, "ps-fm"), filepath.Join(binDir, "ps-lr")
 		return m.Run()
 	}())
@@ -151,13 +152,27 @@ func localFlags(name string, workers, servers int, modelDir string, extra ...str
 // model back with the evaluator.
 func runFM(t *testing.T, name string, workers, servers int, submitFlags []string, args ...string) jobRun {
 	t.Helper()
-	modelDir := filepath.Join(t.TempDir(), "model")
+	modelDir := sharedDir(t, name)
 	command := append([]string{psFM, "--test", filepath.Join(dataDir, "test.libsvm")}, args...)
 	out, err := submit(t, localFlags(name, workers, servers, modelDir, submitFlags...), command, nil)
 	if err != nil {
 		t.Fatalf("job %s %dx%d %v: %v\n%s", name, workers, servers, args, err, out)
 	}
 	return readRun(t, out, modelDir)
+}
+
+// sharedDir returns a fresh path for the model of job name, which
+// outlives the test that ran the job, as the shared runs must.
+func sharedDir(t testing.TB, name string) string {
+	t.Helper()
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp(outDir, name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "model")
 }
 
 // readRun reads a finished job's model.
@@ -308,7 +323,7 @@ func syncJobs(t *testing.T) [2]jobRun {
 		if out, err := exec.Command("go", "build", "-o", psLR, "../lr").CombinedOutput(); err != nil {
 			t.Fatalf("build ps-lr: %v\n%s", err, out)
 		}
-		dir := filepath.Join(t.TempDir(), "lr-model")
+		dir := sharedDir(t, "fm-test-lr")
 		out, err := submit(t, localFlags("fm-test-lr", 2, 2, dir), []string{psLR, "--epochs", "2"}, nil)
 		if err != nil {
 			t.Fatalf("ps-lr job: %v\n%s", err, out)
@@ -417,8 +432,9 @@ var statusRE = regexp.MustCompile(`· epoch (\d+) · shards (\d+)/(\d+)`)
 
 // killedJob runs the synchronous 2×2 job over 4 epochs (checkpointing
 // every epoch into ckDir, unless "") and kills role's rank 1 with SIGKILL
-// once epoch 1 has begun (its checkpoint of epoch 0 committed), before
-// the job ends.
+// once epoch 1 has begun and checkpoint 1 is committed, before the job
+// ends. ps-submit's status lines say where the job is: one at the start
+// of each epoch, and others as shards are done.
 func killedJob(t *testing.T, name, ckDir, role string) (string, error, string) {
 	t.Helper()
 	modelDir := filepath.Join(t.TempDir(), "model")
@@ -435,9 +451,13 @@ func killedJob(t *testing.T, name, ckDir, role string) (string, error, string) {
 		epoch, _ := strconv.Atoi(m[1])
 		done, _ := strconv.Atoi(m[2])
 		total, _ := strconv.Atoi(m[3])
-		if epoch >= 1 && done >= 1 && (epoch < 3 || done < total-2) {
-			killed = hadooptest.KillTask(t, "SPINDLE_JOB_NAME="+name, role, 1)
+		if epoch < 1 || (epoch == 3 && done >= total-2) {
+			return
 		}
+		if _, err := os.Stat(filepath.Join(ckDir, "1", "_manifest.json")); ckDir != "" && err != nil {
+			return // not yet committed
+		}
+		killed = hadooptest.KillTask(t, "SPINDLE_JOB_NAME="+name, role, 1)
 	})
 	if len(killed) == 0 {
 		t.Fatalf("%s 1 was never killed mid-job (%v)\n%s", role, err, out)
