@@ -48,7 +48,8 @@
 // updater (sum, SGD, AdaGrad, FTRL, Adam, or the program's own
 // store.Updater). Every role declares the job's tables, with the same
 // specs, right after Start; each table is its own app (an id hashed from
-// its name, at or above 2^30), spread over the servers by its own
+// its name, at or above 2^30; the tables' control app is 2^30-1: a
+// program's own apps stay below), spread over the servers by its own
 // partitioner (hash, or range over [0, MaxKey)). Keys never pushed read
 // as zero, or as TableSpec.Init gives them.
 //

@@ -218,6 +218,7 @@ type Table[V Number] struct {
 	app   int32
 	kv    *KVWorker[V]     // workers
 	store *StoreHandler[V] // servers
+	srv   *KVServer[V]     // servers
 }
 
 // ErrNotWorker is returned by a Table's push and pull methods on a node
@@ -315,8 +316,9 @@ func (ts *Tables) remove(e *tableEntry) {
 	}
 }
 
-// serve makes the server side: the store, restored when the job resumes,
-// then the KV server (synchronous or not).
+// serve makes the server side: the store and the KV server (synchronous
+// or not), whose requests wait until the store is restored when the job
+// resumes, however long that takes.
 func (t *Table[V]) serve(spec TableSpec[V]) error {
 	n := t.ts.n
 	st, err := NewStoreHandler[V](spec.Updater, spec.Width)
@@ -325,25 +327,34 @@ func (t *Table[V]) serve(spec TableSpec[V]) error {
 	}
 	st.SetInit(spec.Init)
 	t.store = st
-	// Requests that come meanwhile wait for the KV server below.
+	handle := st.Handle
+	var sh *SyncHandler[V]
+	if spec.Sync {
+		if sh, err = NewSyncHandler(st, n.NumWorkers()); err != nil {
+			return err
+		}
+		handle = sh.Handle
+	}
+	restored := make(chan struct{})
+	t.srv, err = NewKVServer[V](n, t.app, func(req *KVRequest[V], srv *KVServer[V]) {
+		select {
+		case <-restored:
+			handle(req, srv)
+		case <-n.ctx.Done():
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if sh != nil {
+		sh.WatchDeaths(n, t.srv)
+	}
 	if t.ts.opts.ResumeFrom != "" {
 		if err := t.restore(); err != nil {
 			return err
 		}
 	}
-	if !spec.Sync {
-		_, err = NewKVServer[V](n, t.app, st.Handle)
-		return err
-	}
-	h, err := NewSyncHandler(st, n.NumWorkers())
-	if err != nil {
-		return err
-	}
-	srv, err := NewKVServer[V](n, t.app, h.Handle)
-	if err != nil {
-		return err
-	}
-	h.WatchDeaths(n, srv)
+	close(restored)
 	return nil
 }
 

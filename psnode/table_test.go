@@ -376,6 +376,12 @@ func TestTablesErrors(t *testing.T) {
 			_, err := tabs[c.servers[0]].w.Push(ctx, nil, nil)
 			return err
 		}(), psnode.ErrNotWorker.Error()},
+		{"checkpoint of a table the servers lack", func() error {
+			if _, err := psnode.NewTable(ts, psnode.TableSpec[float32]{Name: "worker-only"}); err != nil {
+				return err
+			}
+			return ts.Checkpoint(ctx, 1)
+		}(), "table worker-only written by 0 of 1 servers"},
 		{"bad interval", func() error {
 			_, err := psnode.NewTables(w, psnode.TablesOptions{CheckpointInterval: "0"})
 			return err
