@@ -217,12 +217,18 @@ func evalAUC(t *testing.T, dir string) float64 {
 	return auc
 }
 
-// exactAUC evaluates ps-fm's model in dir with full precision.
+// exactAUC evaluates ps-fm's local model in dir with full precision.
 func exactAUC(t *testing.T, dir string) float64 {
+	t.Helper()
+	return exactAUCWith(t, localResolver(t), dir)
+}
+
+// exactAUCWith is exactAUC for a model that res reaches.
+func exactAUCWith(t *testing.T, res model.Resolver, dir string) float64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	m, err := readModel(ctx, localResolver(t), dir, 0.01)
+	m, err := readModel(ctx, res, dir, 0.01)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -56,8 +57,9 @@ func yarnFlags(dir, name string, extra ...string) []string {
 		"--input", "hdfs://" + dir + "/train.libsvm", "--split-size", "2m", "--output", "hdfs://" + dir + "/" + name}, extra...)
 }
 
-// appRE finds the application id in ps-submit's output.
-var appRE = regexp.MustCompile(`application (application_\d+_\d+) submitted`)
+// appRE finds the application id in ps-submit's output ("ps-submit:
+// application ID ACCEPTED", and the like).
+var appRE = regexp.MustCompile(`\b(application_\d+_\d+)\b`)
 
 // amLog is the ApplicationMaster's stderr (the first container's) of the
 // application named in ps-submit's output out.
@@ -134,12 +136,13 @@ func TestHadoopYARNTrainFromHDFS(t *testing.T) {
 	}
 	uri := "hdfs://" + dir + "/fm-yarn"
 	sameParts(t, "the model trained on YARN against the local run's", hdfsParts(t, c, uri), runs[0].parts)
-	auc := evalAUC(t, uri)
-	lAUC := lrAUC(t, lrRun)
-	t.Logf("test AUC: ps-fm on YARN %.4f, ps-lr %.5f", auc, lAUC)
-	// eval prints four decimals.
-	if auc < lAUC-5e-5 {
-		t.Errorf("ps-fm's test AUC on YARN %.4f is below ps-lr's %.5f", auc, lAUC)
+	auc, lAUC := exactAUCWith(t, c.Resolver, uri), lrAUC(t, lrRun)
+	t.Logf("test AUC: ps-fm on YARN %.5f, ps-lr %.5f", auc, lAUC)
+	if auc < lAUC {
+		t.Errorf("ps-fm's test AUC on YARN %.5f is below ps-lr's %.5f", auc, lAUC)
+	}
+	if printed := evalAUC(t, uri); math.Abs(printed-auc) > 5e-5 {
+		t.Errorf("ps-fm eval printed AUC %.4f for the model in HDFS, whose AUC is %.6f", printed, auc)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
