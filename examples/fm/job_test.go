@@ -546,3 +546,47 @@ func TestModelFormats(t *testing.T) {
 		t.Errorf("ps-fm eval: %.4f from the text model, %.4f from the binary one", text.auc, bin.auc)
 	}
 }
+
+// TestMalformedRecords: a job fails on a malformed record by default,
+// naming the file and byte offset; with --max-bad-records it skips and
+// counts it.
+func TestMalformedRecords(t *testing.T) {
+	setup(t)
+	data, err := os.ReadFile(filepath.Join(dataDir, "train.libsvm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(data), "\n")[:2000]
+	good := strings.Join(lines[:1000], "")
+	input := filepath.Join(t.TempDir(), "bad.libsvm")
+	if err := os.WriteFile(input, []byte(good+"1 7:1 x:1\n"+strings.Join(lines[1000:], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(name string, args ...string) (string, error, string) {
+		modelDir := filepath.Join(t.TempDir(), "model")
+		flags := []string{"--cluster", "local", "--jobname", name, "-n", "1", "-s", "1", "--max-attempts", "1", "--input", input, "--output", modelDir}
+		out, err := submit(t, flags, append([]string{psFM, "--epochs", "1", "--async"}, args...), nil)
+		return out, err, modelDir
+	}
+	out, err, _ := run("fm-bad-records")
+	want := fmt.Sprintf("%s at byte %d", "file://"+input, len(good))
+	if err == nil || !strings.Contains(out, want) {
+		t.Fatalf("job over a malformed record: %v; want a failure naming %q in:\n%s", err, want, out)
+	}
+	out, err, dir := run("fm-bad-records-skipped", "--max-bad-records", "1")
+	if err != nil {
+		t.Fatalf("job skipping one bad record: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m, err := model.ReadManifest(ctx, localResolver(t), dir)
+	if err != nil || m.Training == nil {
+		t.Fatalf("manifest: %v %+v", err, m)
+	}
+	if got := m.Training.Metrics["bad_records_sum"]; got != 1 {
+		t.Errorf("bad records counted %v, want 1", got)
+	}
+	if got := m.Training.EpochRecords[0]; got != 2000 {
+		t.Errorf("records read %d, want the 2000 good ones", got)
+	}
+}
