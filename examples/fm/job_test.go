@@ -590,3 +590,35 @@ func TestMalformedRecords(t *testing.T) {
 		t.Errorf("records read %d, want the 2000 good ones", got)
 	}
 }
+
+// TestResumeReachesTheSameModel stops a synchronous job after its
+// checkpoint of epoch 2 (a 2-epoch job checkpointing every epoch) and
+// resumes it to 4 epochs with ps-submit --resume: both tables, with their
+// updaters' state, come back from the checkpoint, and the model is the
+// very one of a 4-epoch job never stopped.
+func TestResumeReachesTheSameModel(t *testing.T) {
+	ck := filepath.Join(t.TempDir(), "ckpt")
+	ckFlags := []string{"--checkpoint-dir", ck, "--checkpoint-interval", "1"}
+	first := runFM(t, "fm-resume-first", 2, 2, ckFlags, "--epochs", "2")
+	if first.manifest.Training == nil || len(first.manifest.Training.EpochRecords) != 2 {
+		t.Fatalf("the first job's manifest: %+v", first.manifest.Training)
+	}
+	for _, f := range []string{"_manifest.json", "tables.json"} {
+		if _, err := os.Stat(filepath.Join(ck, "2", f)); err != nil {
+			t.Fatalf("checkpoint 2: %v", err)
+		}
+	}
+	resumed := runFM(t, "fm-resume-second", 2, 2, append(ckFlags, "--resume"), "--epochs", "4")
+	if tr := resumed.manifest.Training; tr == nil || !strings.HasPrefix(tr.ResumedFrom, "file://"+ck+"/2") {
+		t.Errorf("the resumed job's training section %+v; want it resumed from checkpoint 2", tr)
+	}
+	straight := straightJob(t)
+	if len(resumed.parts) != len(straight.parts) {
+		t.Errorf("parts %v, the job never stopped wrote %v", keysOf(resumed.parts), keysOf(straight.parts))
+	}
+	for name, want := range straight.parts {
+		if !bytes.Equal(resumed.parts[name], want) {
+			t.Errorf("%s: the resumed job differs from the one never stopped", name)
+		}
+	}
+}
