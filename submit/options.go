@@ -15,6 +15,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/local"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -157,8 +159,8 @@ type Options struct {
 	badInts map[string]error
 
 	now       func() time.Time
-	runLocal  func(context.Context, tracker.JobSpec, tracker.LocalOptions) (tracker.Result, error)
-	planLocal func(tracker.JobSpec) ([]tracker.TaskPlan, error)
+	runLocal  func(context.Context, job.JobSpec, local.Options) (job.Result, error)
+	planLocal func(job.JobSpec) ([]job.TaskPlan, error)
 }
 
 // Option sets an optional dependency of Options.
@@ -209,8 +211,8 @@ func NewOptions(streams Streams, lookup func(string) (string, bool), environ []s
 		Environ:           environ,
 		IsTerminal:        isTerminal,
 		now:               time.Now,
-		runLocal:          tracker.RunLocal,
-		planLocal:         tracker.PlanLocal,
+		runLocal:          local.Run,
+		planLocal:         local.Plan,
 	}
 	for _, opt := range opts {
 		opt(o)
@@ -369,8 +371,8 @@ func (o *Options) Validate() error {
 }
 
 // JobSpec returns the job o describes, for the launchers.
-func (o *Options) JobSpec() tracker.JobSpec {
-	return tracker.JobSpec{
+func (o *Options) JobSpec() job.JobSpec {
+	return job.JobSpec{
 		Name:               o.JobName,
 		Command:            o.Command,
 		NumWorkers:         o.NumWorkers,
