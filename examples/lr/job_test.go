@@ -330,7 +330,7 @@ func TestServerKilled(t *testing.T) {
 		if err == nil || res.State != tracker.Failed {
 			t.Fatalf("job without checkpoints after losing a server: %v %v; want FAILED\n%s", res.State, err, out)
 		}
-		for _, want := range []string{"server 1 failed", "--checkpoint-dir"} {
+		for _, want := range []string{"server 1 failed", "CheckpointDir"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not say %q", err, want)
 			}
