@@ -352,7 +352,7 @@ func TestHadoopYARNServerKilled(t *testing.T) {
 			t.Fatalf("job without checkpoints after losing a server: %v %v; want FAILED", r.res.State, r.err)
 		}
 		t.Logf("diagnostic: %v", r.err)
-		for _, want := range []string{"server 1 failed", "--checkpoint-dir"} {
+		for _, want := range []string{"server 1 failed", "CheckpointDir"} {
 			if !strings.Contains(r.err.Error(), want) {
 				t.Errorf("diagnostic %q does not say %q", r.err, want)
 			}
