@@ -203,8 +203,8 @@ func NewOptions(streams Streams, lookup func(string) (string, bool), environ []s
 		MaxAppAttempts:    1,
 		AllocationTimeout: "10m",
 		LogLevel:          "info",
-		MaxAttempts:       3,
-		CheckpointKeep:    3,
+		MaxAttempts:       job.DefaultMaxAttempts,
+		CheckpointKeep:    job.DefaultCheckpointKeep,
 		SplitSize:         "8m",
 		Streams:           streams,
 		LookupEnv:         lookup,
@@ -363,8 +363,9 @@ func (o *Options) Validate() error {
 	}
 	if len(errs) == 0 {
 		// What the launcher itself requires, should it ask for more.
+		// The job names its fields; ps-submit names its flags.
 		if err := o.JobSpec().Validate(); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, errors.New(withFlags(err)))
 		}
 	}
 	return errors.Join(errs...)

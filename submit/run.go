@@ -56,7 +56,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if err := o.Run(ctx); err != nil {
 		var rep reportedError
 		if !errors.As(err, &rep) {
-			writeLines(o.Err, progName+": ", err.Error())
+			writeLines(o.Err, progName+": ", withFlags(err))
 		}
 		return 1
 	}
@@ -65,7 +65,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 
 // writeUsageError writes one line per problem and where to find the usage.
 func writeUsageError(w io.Writer, err error) {
-	writeLines(w, progName+": ", err.Error())
+	writeLines(w, progName+": ", withFlags(err))
 	fmt.Fprintf(w, "run '%s --help' for usage\n", progName)
 }
 
@@ -165,7 +165,7 @@ func (o *Options) runYARNJob(ctx context.Context) error {
 		return nil
 	}
 	if err != nil {
-		writeLines(o.Err, progName+": ", err.Error())
+		writeLines(o.Err, progName+": ", withFlags(err))
 		if app != (yarn.ApplicationID{}) {
 			fmt.Fprintf(o.Err, "%s: the containers' logs: yarn logs -applicationId %s (with log aggregation), or on each NodeManager under its yarn.nodemanager.log-dirs/%s/<container>/\n",
 				progName, app, app)
@@ -222,7 +222,7 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 	})
 	p.finish()
 	if err != nil {
-		writeLines(o.Err, progName+": ", err.Error())
+		writeLines(o.Err, progName+": ", withFlags(err))
 	}
 	_ = writeSummary(o.Err, spec.Name, res)
 	switch {
