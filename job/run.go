@@ -162,20 +162,21 @@ func (j *Job) Run(ctx context.Context, c Cluster) (Result, error) {
 		r.tasks = append(r.tasks, &taskState{Task: t})
 	}
 	st, err := r.loop(ctx)
-	if err != nil {
-		j.state.Finish(st, err.Error())
-	} else {
-		j.state.Finish(st, "")
-	}
-	r.report()
-	res := Result{State: st, Wall: time.Since(j.start), Status: j.state.Status(),
-		Restarts: j.files.restarts, ResumedFrom: j.files.from.uri}
+	res := Result{State: st, Status: j.state.Status(), Restarts: j.files.restarts, ResumedFrom: j.files.from.uri}
 	if st == tracker.Succeeded {
 		res.Output = j.spec.Output
 	}
 	for _, t := range r.tasks {
 		res.Tasks = append(res.Tasks, TaskResult{Role: t.Role, Rank: t.Rank, Attempts: t.attempt + 1, ExitCode: t.code})
 	}
+	// The diagnostic: why the job failed, or what it did.
+	diag := res.Summary()
+	if err != nil {
+		diag = err.Error()
+	}
+	j.state.Finish(st, diag)
+	r.report()
+	res.Wall, res.Status = time.Since(j.start), j.state.Status()
 	return res, err
 }
 
