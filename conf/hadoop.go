@@ -419,3 +419,26 @@ func (hc HadoopConf) Keys() []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// Hadoop is what a Hadoop client starts from: the configuration and the
+// user it acts as.
+type Hadoop struct {
+	Conf HadoopConf
+	User string
+}
+
+// LoadHadoop finds the Hadoop configuration the Hadoop way
+// (LoadHadoopConf) and the user (HadoopConf.User: $HADOOP_USER_NAME or
+// the login) through lookup, which may be nil. Every client of HDFS or
+// YARN starts here.
+func LoadHadoop(lookup Lookup) (Hadoop, error) {
+	hc, err := LoadHadoopConf(lookup)
+	if err != nil {
+		return Hadoop{}, err
+	}
+	user, err := hc.User(lookup)
+	if err != nil {
+		return Hadoop{}, err
+	}
+	return Hadoop{Conf: hc, User: user}, nil
+}

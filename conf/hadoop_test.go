@@ -423,3 +423,41 @@ func xmlEscape(b *bytes.Buffer, s string) {
 		}
 	}
 }
+
+func TestLoadHadoop(t *testing.T) {
+	t.Parallel()
+	good, bad := t.TempDir(), t.TempDir()
+	site := `<configuration><property><name>fs.defaultFS</name><value>hdfs://nn:9000</value></property></configuration>`
+	if err := os.WriteFile(filepath.Join(good, "core-site.xml"), []byte(site), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bad, "core-site.xml"), []byte("<configuration><property>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		env     map[string]string
+		wantFS  string
+		user    string
+		wantErr string
+	}{
+		{"configuration and user", map[string]string{EnvHadoopConfDir: good, EnvHadoopUserName: "alice"}, "hdfs://nn:9000", "alice", ""},
+		{"no configuration", map[string]string{EnvHadoopUserName: "bob"}, "file:///", "bob", ""},
+		{"bad file named", map[string]string{EnvHadoopConfDir: bad, EnvHadoopUserName: "alice"}, "", "", filepath.Join(bad, "core-site.xml")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h, err := LoadHadoop(MapLookup(tt.env))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("LoadHadoop: %v, want an error naming %s", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || h.Conf.DefaultFS() != tt.wantFS || h.User != tt.user {
+				t.Fatalf("LoadHadoop = %q %q, %v; want %q %q", h.Conf.DefaultFS(), h.User, err, tt.wantFS, tt.user)
+			}
+		})
+	}
+}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spindle-ps/spindle/tracker"
+	"github.com/spindle-ps/spindle/submit/yarnclient"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
@@ -83,7 +83,7 @@ func runAppCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 		return 2
 	}
 	if cmd == cmdStatus {
-		r, err := tracker.YARNApplication(ctx, id, lookup)
+		r, err := yarnclient.Application(ctx, id, lookup)
 		if err != nil {
 			writeLines(stderr, progName+": ", appError(id, err).Error())
 			return 1
@@ -93,7 +93,7 @@ func runAppCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 	}
 	kctx, cancel := context.WithTimeout(ctx, killTimeout)
 	defer cancel()
-	r, already, err := tracker.KillYARN(kctx, id, lookup, 0)
+	r, already, err := yarnclient.Kill(kctx, id, lookup, 0)
 	switch {
 	case err != nil && errors.Is(err, yarn.ErrApplicationNotFound):
 		writeLines(stderr, progName+": ", appError(id, err).Error())

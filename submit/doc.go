@@ -1,6 +1,10 @@
 // Package submit is the command-line front end of Spindle, ps-submit: it
-// turns flags into a tracker.JobSpec, runs the job on this machine (or,
-// later, on YARN), shows its progress and sums it up.
+// turns flags into a job.JobSpec, runs the job on this machine
+// (job/local) or submits it to YARN (submit/yarnclient), shows its
+// progress and sums it up. Main is also the ApplicationMaster's entry
+// point ("ps-submit am job.json"), so that cmd/ps-submit imports submit
+// alone. The job's errors name JobSpec fields; ps-submit shows them with
+// its flags.
 //
 // The flags keep dmlc-submit's names and defaults (--cluster,
 // --num-workers/-n, --num-servers/-s, --worker-memory, --queue, --env,

@@ -15,6 +15,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/local"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -157,8 +159,8 @@ type Options struct {
 	badInts map[string]error
 
 	now       func() time.Time
-	runLocal  func(context.Context, tracker.JobSpec, tracker.LocalOptions) (tracker.Result, error)
-	planLocal func(tracker.JobSpec) ([]tracker.TaskPlan, error)
+	runLocal  func(context.Context, job.JobSpec, local.Options) (job.Result, error)
+	planLocal func(job.JobSpec) ([]job.TaskPlan, error)
 }
 
 // Option sets an optional dependency of Options.
@@ -201,16 +203,16 @@ func NewOptions(streams Streams, lookup func(string) (string, bool), environ []s
 		MaxAppAttempts:    1,
 		AllocationTimeout: "10m",
 		LogLevel:          "info",
-		MaxAttempts:       3,
-		CheckpointKeep:    3,
+		MaxAttempts:       job.DefaultMaxAttempts,
+		CheckpointKeep:    job.DefaultCheckpointKeep,
 		SplitSize:         "8m",
 		Streams:           streams,
 		LookupEnv:         lookup,
 		Environ:           environ,
 		IsTerminal:        isTerminal,
 		now:               time.Now,
-		runLocal:          tracker.RunLocal,
-		planLocal:         tracker.PlanLocal,
+		runLocal:          local.Run,
+		planLocal:         local.Plan,
 	}
 	for _, opt := range opts {
 		opt(o)
@@ -361,16 +363,17 @@ func (o *Options) Validate() error {
 	}
 	if len(errs) == 0 {
 		// What the launcher itself requires, should it ask for more.
+		// The job names its fields; ps-submit names its flags.
 		if err := o.JobSpec().Validate(); err != nil {
-			errs = append(errs, err)
+			errs = append(errs, errors.New(withFlags(err)))
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // JobSpec returns the job o describes, for the launchers.
-func (o *Options) JobSpec() tracker.JobSpec {
-	return tracker.JobSpec{
+func (o *Options) JobSpec() job.JobSpec {
+	return job.JobSpec{
 		Name:               o.JobName,
 		Command:            o.Command,
 		NumWorkers:         o.NumWorkers,

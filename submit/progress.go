@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -48,7 +50,7 @@ func newProgress(w io.Writer, tty bool, now func() time.Time) *progress {
 	return &progress{w: w, tty: tty, now: now}
 }
 
-// update shows st if it changed (tracker.LocalOptions.OnStatus).
+// update shows st if it changed (local.Options.OnStatus).
 func (p *progress) update(st tracker.Status) {
 	if st.State != "" && st.State != tracker.Running {
 		return // the summary follows
@@ -178,7 +180,7 @@ func statusParts(st tracker.Status) parts {
 }
 
 // roleRank orders roles as the status line shows them.
-var roleRank = map[string]int{tracker.RoleWorker: 0, tracker.RoleServer: 1, tracker.RoleScheduler: 2}
+var roleRank = map[conf.Role]int{conf.RoleWorker: 0, conf.RoleServer: 1, conf.RoleScheduler: 2}
 
 func sortedRoles(rs []tracker.RoleStatus) []tracker.RoleStatus {
 	out := append([]tracker.RoleStatus(nil), rs...)
@@ -186,7 +188,7 @@ func sortedRoles(rs []tracker.RoleStatus) []tracker.RoleStatus {
 	return out
 }
 
-func rankOf(role string) int {
+func rankOf(role conf.Role) int {
 	if r, ok := roleRank[role]; ok {
 		return r
 	}
@@ -195,11 +197,11 @@ func rankOf(role string) int {
 
 // plural names a role's processes: workers, servers; there is one
 // scheduler.
-func plural(role string) string {
-	if role == tracker.RoleScheduler {
-		return role
+func plural(role conf.Role) string {
+	if role == conf.RoleScheduler {
+		return string(role)
 	}
-	return role + "s"
+	return string(role) + "s"
 }
 
 func count(n int, what string) string {
@@ -259,16 +261,16 @@ func formatNumber(v float64) string {
 }
 
 // summaryRoles orders roles in the summary.
-var summaryRoles = map[string]int{tracker.RoleScheduler: 0, tracker.RoleServer: 1, tracker.RoleWorker: 2}
+var summaryRoles = map[conf.Role]int{conf.RoleScheduler: 0, conf.RoleServer: 1, conf.RoleWorker: 2}
 
 // writeSummary writes how the job ended: its state and wall time, each
 // task's exit code by role (and attempts when a task ran more than once),
 // where the model is, and the last metrics.
-func writeSummary(w io.Writer, name string, res tracker.Result) error {
+func writeSummary(w io.Writer, name string, res job.Result) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "job %s %s after %s\n", name, res.State, formatWall(res.Wall))
 
-	tasks := append([]tracker.TaskResult(nil), res.Tasks...)
+	tasks := append([]job.TaskResult(nil), res.Tasks...)
 	sort.SliceStable(tasks, func(i, j int) bool {
 		ri, rj := roleOrder(tasks[i].Role), roleOrder(tasks[j].Role)
 		if ri != rj {
@@ -308,7 +310,7 @@ func writeSummary(w io.Writer, name string, res tracker.Result) error {
 	return bw.Flush()
 }
 
-func roleOrder(role string) int {
+func roleOrder(role conf.Role) int {
 	if r, ok := summaryRoles[role]; ok {
 		return r
 	}

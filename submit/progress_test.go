@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -160,12 +161,12 @@ func TestSummary(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		res  tracker.Result
+		res  job.Result
 		want string
 	}{
-		{"succeeded", tracker.Result{
+		{"succeeded", job.Result{
 			State: tracker.Succeeded, Wall: 12345 * time.Millisecond, Output: "/tmp/model",
-			Tasks: []tracker.TaskResult{
+			Tasks: []job.TaskResult{
 				{Role: "worker", Rank: 1, Attempts: 1}, {Role: "worker", Rank: 0, Attempts: 1},
 				{Role: "server", Rank: 0, Attempts: 1}, {Role: "scheduler", Attempts: 1}, {Role: "server", Rank: 1, Attempts: 1},
 			},
@@ -174,12 +175,12 @@ func TestSummary(t *testing.T) {
 			"  exit codes  scheduler 0 · servers 0 0 · workers 0 0\n" +
 			"  model       /tmp/model\n" +
 			"  metrics     loss=0.6931 auc=0.7123 logloss=0.65 lr=0.1 updates_count=1200 (epoch 4)\n"},
-		{"failed after retries", tracker.Result{
+		{"failed after retries", job.Result{
 			State: tracker.Failed, Wall: 245 * time.Second,
-			Tasks: []tracker.TaskResult{{Role: "worker", Rank: 0, Attempts: 3, ExitCode: 3}, {Role: "worker", Rank: 1, Attempts: 1, ExitCode: -1}},
+			Tasks: []job.TaskResult{{Role: "worker", Rank: 0, Attempts: 3, ExitCode: 3}, {Role: "worker", Rank: 1, Attempts: 1, ExitCode: -1}},
 		}, "job spindle:ps-lr FAILED after 4m5s\n" +
 			"  exit codes  workers 3 killed (attempts 3 1)\n"},
-		{"killed at once", tracker.Result{State: tracker.Killed, Wall: 850 * time.Microsecond * 1000}, "job spindle:ps-lr KILLED after 850ms\n"},
+		{"killed at once", job.Result{State: tracker.Killed, Wall: 850 * time.Microsecond * 1000}, "job spindle:ps-lr KILLED after 850ms\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -12,6 +12,10 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/local"
+	"github.com/spindle-ps/spindle/submit/yarnclient"
 	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
 )
@@ -26,6 +30,10 @@ var errYARNUnsupported = errors.New("--cluster yarn is not supported yet by this
 // own environment variables; environ is what the tasks inherit.
 func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer,
 	lookup func(string) (string, bool), environ []string, opts ...Option) int {
+	if len(args) > 0 && args[0] == yarnclient.AMMode {
+		// Inside YARN, as the job's ApplicationMaster.
+		return yarnclient.AMMain(ctx, args[1:], stderr, lookup)
+	}
 	if isAppCommand(args) {
 		return runAppCommand(ctx, args, stdout, stderr, lookup)
 	}
@@ -48,7 +56,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if err := o.Run(ctx); err != nil {
 		var rep reportedError
 		if !errors.As(err, &rep) {
-			writeLines(o.Err, progName+": ", err.Error())
+			writeLines(o.Err, progName+": ", withFlags(err))
 		}
 		return 1
 	}
@@ -57,7 +65,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 
 // writeUsageError writes one line per problem and where to find the usage.
 func writeUsageError(w io.Writer, err error) {
-	writeLines(w, progName+": ", err.Error())
+	writeLines(w, progName+": ", withFlags(err))
 	fmt.Fprintf(w, "run '%s --help' for usage\n", progName)
 }
 
@@ -117,7 +125,7 @@ func (o *Options) runYARNJob(ctx context.Context) error {
 	logger.SetLevel(level)
 	log := logrus.NewEntry(logger).WithField("job", spec.Name)
 	urlShown := false
-	yopts := tracker.YARNOptions{
+	yopts := yarnclient.Options{
 		Lookup:            o.LookupEnv,
 		Log:               log,
 		Detach:            o.Detach,
@@ -151,13 +159,13 @@ func (o *Options) runYARNJob(ctx context.Context) error {
 				progName, id, progName, id, progName, id)
 		}
 	}
-	res, err := tracker.SubmitYARN(ctx, spec, yopts)
+	res, err := yarnclient.Submit(ctx, spec, yopts)
 	p.finish()
 	if o.Detach && err == nil {
 		return nil
 	}
 	if err != nil {
-		writeLines(o.Err, progName+": ", err.Error())
+		writeLines(o.Err, progName+": ", withFlags(err))
 		if app != (yarn.ApplicationID{}) {
 			fmt.Fprintf(o.Err, "%s: the containers' logs: yarn logs -applicationId %s (with log aggregation), or on each NodeManager under its yarn.nodemanager.log-dirs/%s/<container>/\n",
 				progName, app, app)
@@ -194,7 +202,7 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 
 	// Inputs and the output may be local paths or HDFS URIs, reached
 	// with the Hadoop configuration of this machine.
-	resolver, err := tracker.DefaultResolver(o.LookupEnv)
+	resolver, err := dfs.DefaultResolver(o.LookupEnv)
 	if err != nil {
 		p.finish()
 		return err
@@ -204,7 +212,7 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 	if planner == nil {
 		planner = tracker.InputPlanner(resolver)
 	}
-	res, err := o.runLocal(ctx, spec, tracker.LocalOptions{
+	res, err := o.runLocal(ctx, spec, local.Options{
 		Environ:  o.Environ,
 		Stdout:   stdout,
 		Log:      log,
@@ -214,7 +222,7 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 	})
 	p.finish()
 	if err != nil {
-		writeLines(o.Err, progName+": ", err.Error())
+		writeLines(o.Err, progName+": ", withFlags(err))
 	}
 	_ = writeSummary(o.Err, spec.Name, res)
 	switch {
@@ -237,7 +245,7 @@ func (o *Options) dryRun() error {
 	var err error
 	switch o.Cluster {
 	case ClusterLocal:
-		var plan []tracker.TaskPlan
+		var plan []job.TaskPlan
 		if plan, err = o.planLocal(o.JobSpec()); err == nil {
 			writePlan(bw, plan)
 		}
@@ -311,7 +319,7 @@ func (o *Options) writeJob(w *bufio.Writer) {
 
 // writePlan writes each task: role, rank, command and the environment the
 // launcher adds, sorted, secrets redacted.
-func writePlan(w *bufio.Writer, plan []tracker.TaskPlan) {
+func writePlan(w *bufio.Writer, plan []job.TaskPlan) {
 	fmt.Fprintf(w, "\ntasks (%d), each with the inherited environment plus:\n", len(plan))
 	for _, t := range plan {
 		fmt.Fprintf(w, "\n%s %d\n", t.Role, t.Rank)

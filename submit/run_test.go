@@ -15,19 +15,21 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/local"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
 // withRunner replaces the local launcher.
-func withRunner(f func(context.Context, tracker.JobSpec, tracker.LocalOptions) (tracker.Result, error)) Option {
+func withRunner(f func(context.Context, job.JobSpec, local.Options) (job.Result, error)) Option {
 	return func(o *Options) { o.runLocal = f }
 }
 
 // noRun fails the test if the job is started.
 func noRun(t *testing.T) Option {
-	return withRunner(func(context.Context, tracker.JobSpec, tracker.LocalOptions) (tracker.Result, error) {
+	return withRunner(func(context.Context, job.JobSpec, local.Options) (job.Result, error) {
 		t.Error("the job was started")
-		return tracker.Result{}, errors.New("not to be started")
+		return job.Result{}, errors.New("not to be started")
 	})
 }
 
@@ -142,8 +144,8 @@ func TestDryRun(t *testing.T) {
 
 func TestDryRunRedactsWhatThePlanShows(t *testing.T) {
 	t.Parallel()
-	plan := func(tracker.JobSpec) ([]tracker.TaskPlan, error) {
-		return []tracker.TaskPlan{{Role: "worker", Rank: 0, Command: []string{"./prog", "a b"}, Env: []string{
+	plan := func(job.JobSpec) ([]job.TaskPlan, error) {
+		return []job.TaskPlan{{Role: "worker", Rank: 0, Command: []string{"./prog", "a b"}, Env: []string{
 			"SPINDLE_JOB_SECRET=raw-1", "AWS_SECRET_ACCESS_KEY=raw-2", "github_token=raw-3", "Z=1", "DMLC_ROLE=worker",
 		}}}, nil
 	}
@@ -218,18 +220,18 @@ func freePortForTest(t *testing.T) int {
 
 func TestRunHandsTheJobToTheLauncher(t *testing.T) {
 	t.Parallel()
-	var gotSpec tracker.JobSpec
-	var gotOpts tracker.LocalOptions
+	var gotSpec job.JobSpec
+	var gotOpts local.Options
 	planned := false
 	planner := func(context.Context, []string, int64) ([]tracker.Shard, error) { planned = true; return nil, nil }
-	run := func(ctx context.Context, spec tracker.JobSpec, opts tracker.LocalOptions) (tracker.Result, error) {
+	run := func(ctx context.Context, spec job.JobSpec, opts local.Options) (job.Result, error) {
 		gotSpec, gotOpts = spec, opts
 		_, _ = opts.Planner(ctx, spec.Inputs, spec.SplitSize)
 		opts.Log.Debug("launcher debug message")
 		fmt.Fprintln(opts.Stdout, "[worker 0] hello")
 		opts.OnStatus(tracker.Status{State: tracker.Running, Roles: []tracker.RoleStatus{{Role: "worker", Want: 1, Running: 1}}})
-		return tracker.Result{State: tracker.Succeeded, Output: spec.Output, Wall: 1500 * time.Millisecond,
-			Tasks: []tracker.TaskResult{{Role: "worker", Attempts: 1}}}, nil
+		return job.Result{State: tracker.Succeeded, Output: spec.Output, Wall: 1500 * time.Millisecond,
+			Tasks: []job.TaskResult{{Role: "worker", Attempts: 1}}}, nil
 	}
 	var stdout, stderr bytes.Buffer
 	environ := []string{"PATH=/bin", "FOO=bar"}
@@ -267,28 +269,28 @@ func TestRunExitStatus(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
-		res      tracker.Result
+		res      job.Result
 		err      error
 		level    string
 		code     int
 		want     []string
 		dontWant []string
 	}{
-		{"succeeded", tracker.Result{State: tracker.Succeeded}, nil, "info", 0, []string{"SUCCEEDED"}, []string{"ps-submit:"}},
-		{"failed", tracker.Result{State: tracker.Failed, Tasks: []tracker.TaskResult{{Role: "worker", Attempts: 3, ExitCode: 3}}},
+		{"succeeded", job.Result{State: tracker.Succeeded}, nil, "info", 0, []string{"SUCCEEDED"}, []string{"ps-submit:"}},
+		{"failed", job.Result{State: tracker.Failed, Tasks: []job.TaskResult{{Role: "worker", Attempts: 3, ExitCode: 3}}},
 			errors.New("worker 0 failed: exit code 3 on attempt 3 of 3; its last lines:\n    oops"), "info", 1,
 			[]string{"ps-submit: worker 0 failed: exit code 3 on attempt 3 of 3; its last lines:\n    oops\njob spindle:prog FAILED", "workers 3 (attempts 3)"}, nil},
-		{"killed", tracker.Result{State: tracker.Killed}, fmt.Errorf("tracker: job stopped: %w", context.Canceled), "info", 1,
-			[]string{"ps-submit: tracker: job stopped: context canceled\n", "KILLED"}, nil},
-		{"ended without success or error", tracker.Result{State: tracker.Failed, Status: tracker.Status{Diagnostics: "lost"}}, nil, "info", 1,
+		{"killed", job.Result{State: tracker.Killed}, fmt.Errorf("job: stopped: %w", context.Canceled), "info", 1,
+			[]string{"ps-submit: job: stopped: context canceled\n", "KILLED"}, nil},
+		{"ended without success or error", job.Result{State: tracker.Failed, Status: tracker.Status{Diagnostics: "lost"}}, nil, "info", 1,
 			[]string{"ps-submit: job ended FAILED: lost\n"}, nil},
-		{"launcher warnings at warn", tracker.Result{State: tracker.Succeeded}, nil, "warn", 0, []string{"a warning"}, []string{"an info"}},
-		{"launcher info hidden at error", tracker.Result{State: tracker.Succeeded}, nil, "ERROR", 0, nil, []string{"a warning", "an info"}},
+		{"launcher warnings at warn", job.Result{State: tracker.Succeeded}, nil, "warn", 0, []string{"a warning"}, []string{"an info"}},
+		{"launcher info hidden at error", job.Result{State: tracker.Succeeded}, nil, "ERROR", 0, nil, []string{"a warning", "an info"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			run := func(_ context.Context, _ tracker.JobSpec, opts tracker.LocalOptions) (tracker.Result, error) {
+			run := func(_ context.Context, _ job.JobSpec, opts local.Options) (job.Result, error) {
 				opts.Log.Info("an info")
 				opts.Log.Warn("a warning")
 				return tt.res, tt.err
@@ -311,7 +313,7 @@ func TestRunExitStatus(t *testing.T) {
 	}
 }
 
-// The tests below run real jobs through tracker.RunLocal.
+// The tests below run real jobs through local.Run.
 
 func TestEndToEndLocalJob(t *testing.T) {
 	t.Parallel()
@@ -418,7 +420,7 @@ func TestEndToEndInterrupt(t *testing.T) {
 	if d := time.Since(begin); d > 10*time.Second {
 		t.Errorf("stopping took %v", d)
 	}
-	for _, w := range []string{"ps-submit: tracker: job stopped: context canceled\n", "job spindle:sh KILLED after "} {
+	for _, w := range []string{"ps-submit: job: stopped: context canceled\n", "job spindle:sh KILLED after "} {
 		if !strings.Contains(stderr.String(), w) {
 			t.Errorf("standard error lacks %q:\n%s", w, stderr.String())
 		}

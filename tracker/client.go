@@ -12,8 +12,8 @@ import (
 	"github.com/spindle-ps/spindle/tracker/internal/rpc/trackerrpc"
 )
 
-// ErrUnauthorized is returned when the tracker refuses the job token.
-var ErrUnauthorized = errors.New("tracker: wrong job token")
+// ErrUnauthorized is returned when the tracker refuses the job secret.
+var ErrUnauthorized = errors.New("tracker: wrong job secret")
 
 // RemoteError is a request the tracker refused as invalid.
 type RemoteError struct{ Message string }
@@ -25,8 +25,8 @@ func (e *RemoteError) Error() string { return "tracker: " + e.Message }
 // call with backoff until the call's context is done. It is safe for
 // concurrent use; calls are serialised on one connection.
 type Client struct {
-	addr  string
-	token string
+	addr   string
+	secret string
 
 	mu    sync.Mutex
 	trans thrift.TTransport
@@ -34,8 +34,8 @@ type Client struct {
 }
 
 // NewClient returns a client of the tracker at addr ("host:port") using
-// the job token. It connects on first use.
-func NewClient(addr, token string) *Client { return &Client{addr: addr, token: token} }
+// the job secret. It connects on first use.
+func NewClient(addr, secret string) *Client { return &Client{addr: addr, secret: secret} }
 
 // Close closes the connection.
 func (c *Client) Close() error {
@@ -124,7 +124,7 @@ func (c *Client) NextShard(ctx context.Context, epoch, worker, attempt int) (sh 
 	var r *trackerrpc.NextShardReply
 	err = c.call(ctx, "next shard", func(rpc *trackerrpc.TrackerClient) error {
 		var err error
-		r, err = rpc.NextShard(ctx, c.token, int32(epoch), int32(worker), int32(attempt))
+		r, err = rpc.NextShard(ctx, c.secret, int32(epoch), int32(worker), int32(attempt))
 		return err
 	})
 	if err != nil {
@@ -152,7 +152,7 @@ func (c *Client) NextShard(ctx context.Context, epoch, worker, attempt int) (sh 
 // records.
 func (c *Client) ShardDone(ctx context.Context, epoch int, id int64, worker, attempt int, records int64) error {
 	return c.call(ctx, "shard done", func(rpc *trackerrpc.TrackerClient) error {
-		return rpc.ShardDone(ctx, c.token, int32(epoch), id, int32(worker), int32(attempt), records)
+		return rpc.ShardDone(ctx, c.secret, int32(epoch), id, int32(worker), int32(attempt), records)
 	})
 }
 
@@ -161,7 +161,7 @@ func (c *Client) Plan(ctx context.Context) ([]Shard, error) {
 	var ws []*trackerrpc.Shard
 	err := c.call(ctx, "plan", func(rpc *trackerrpc.TrackerClient) error {
 		var err error
-		ws, err = rpc.Plan(ctx, c.token)
+		ws, err = rpc.Plan(ctx, c.secret)
 		return err
 	})
 	if err != nil {
@@ -180,7 +180,7 @@ func (c *Client) Plan(ctx context.Context) ([]Shard, error) {
 // for how they are combined).
 func (c *Client) ReportMetrics(ctx context.Context, epoch, worker int, m map[string]float64) error {
 	return c.call(ctx, "report metrics", func(rpc *trackerrpc.TrackerClient) error {
-		return rpc.ReportMetrics(ctx, c.token, int32(epoch), int32(worker), m)
+		return rpc.ReportMetrics(ctx, c.secret, int32(epoch), int32(worker), m)
 	})
 }
 
@@ -189,7 +189,7 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 	var w *trackerrpc.JobStatus
 	err := c.call(ctx, "status", func(rpc *trackerrpc.TrackerClient) error {
 		var err error
-		w, err = rpc.Status(ctx, c.token)
+		w, err = rpc.Status(ctx, c.secret)
 		return err
 	})
 	if err != nil {
@@ -201,7 +201,7 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 // Kill asks the tracker to end the job.
 func (c *Client) Kill(ctx context.Context, reason string) error {
 	return c.call(ctx, "kill", func(rpc *trackerrpc.TrackerClient) error {
-		return rpc.Kill(ctx, c.token, reason)
+		return rpc.Kill(ctx, c.secret, reason)
 	})
 }
 
@@ -217,7 +217,7 @@ func (c *Client) CommitCheckpoint(ctx context.Context, info CheckpointInfo) erro
 		w.Files = append(w.Files, &trackerrpc.CheckpointFile{Name: f.Name, Bytes: f.Bytes, Sha256: f.SHA256})
 	}
 	return c.call(ctx, "commit checkpoint", func(rpc *trackerrpc.TrackerClient) error {
-		return rpc.CommitCheckpoint(ctx, c.token, w)
+		return rpc.CommitCheckpoint(ctx, c.secret, w)
 	})
 }
 

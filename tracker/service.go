@@ -12,6 +12,7 @@ import (
 	"github.com/apache/thrift/lib/go/thrift"
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/tracker/internal/rpc/trackerrpc"
 )
 
@@ -34,13 +35,13 @@ func thriftConf() *thrift.TConfiguration {
 }
 
 // Service serves the tracker RPC over TCP for a job's State. Every call
-// must carry the job's token.
+// must carry the job secret.
 type Service struct {
-	state *State
-	token []byte
-	log   *logrus.Entry
-	ln    net.Listener
-	ctx   context.Context // for the handlers: the caller's values, not its cancellation
+	state  *State
+	secret []byte
+	log    *logrus.Entry
+	ln     net.Listener
+	ctx    context.Context // for the handlers: the caller's values, not its cancellation
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -50,13 +51,13 @@ type Service struct {
 
 // Serve starts serving state on addr ("host:port", port 0 for any) and
 // returns at once; Addr tells where. Close stops it.
-func Serve(ctx context.Context, addr string, state *State, token string, log *logrus.Entry) (*Service, error) {
+func Serve(ctx context.Context, addr string, state *State, secret string, log *logrus.Entry) (*Service, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("tracker: listen on %s: %w", addr, err)
 	}
-	s := &Service{state: state, token: []byte(token), log: log, ln: ln, ctx: context.WithoutCancel(ctx), conns: make(map[net.Conn]struct{})}
+	s := &Service{state: state, secret: []byte(secret), log: log, ln: ln, ctx: context.WithoutCancel(ctx), conns: make(map[net.Conn]struct{})}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -130,10 +131,10 @@ func (s *Service) Close() error {
 // handler implements the generated Tracker interface over the State.
 type handler struct{ s *Service }
 
-func (h *handler) auth(token string) error {
-	if subtle.ConstantTimeCompare([]byte(token), h.s.token) != 1 {
-		h.s.log.Warn("tracker call with a wrong token refused")
-		return &trackerrpc.TrackerError{Code: codeUnauthorized, Message: "wrong job token"}
+func (h *handler) auth(secret string) error {
+	if subtle.ConstantTimeCompare([]byte(secret), h.s.secret) != 1 {
+		h.s.log.Warn("tracker call with a wrong secret refused")
+		return &trackerrpc.TrackerError{Code: codeUnauthorized, Message: "wrong job secret"}
 	}
 	return nil
 }
@@ -142,8 +143,8 @@ func badRequest(err error) error {
 	return &trackerrpc.TrackerError{Code: codeBadRequest, Message: err.Error()}
 }
 
-func (h *handler) NextShard(_ context.Context, token string, epoch, worker, attempt int32) (*trackerrpc.NextShardReply, error) {
-	if err := h.auth(token); err != nil {
+func (h *handler) NextShard(_ context.Context, secret string, epoch, worker, attempt int32) (*trackerrpc.NextShardReply, error) {
+	if err := h.auth(secret); err != nil {
 		return nil, err
 	}
 	sh, d, err := h.s.state.NextShard(int(epoch), int(worker), int(attempt))
@@ -169,8 +170,8 @@ func toWire(sh Shard, epoch int) *trackerrpc.Shard {
 	return &trackerrpc.Shard{ID: sh.ID, URI: sh.URI, Start: sh.Start, Length: sh.Length, Epoch: int32(epoch), FileSize: sh.FileSize, Compressed: sh.Compressed}
 }
 
-func (h *handler) ShardDone(_ context.Context, token string, epoch int32, shard int64, worker, attempt int32, records int64) error {
-	if err := h.auth(token); err != nil {
+func (h *handler) ShardDone(_ context.Context, secret string, epoch int32, shard int64, worker, attempt int32, records int64) error {
+	if err := h.auth(secret); err != nil {
 		return err
 	}
 	if err := h.s.state.ShardDone(int(epoch), shard, int(worker), int(attempt), records); err != nil {
@@ -179,8 +180,8 @@ func (h *handler) ShardDone(_ context.Context, token string, epoch int32, shard 
 	return nil
 }
 
-func (h *handler) Plan(_ context.Context, token string) ([]*trackerrpc.Shard, error) {
-	if err := h.auth(token); err != nil {
+func (h *handler) Plan(_ context.Context, secret string) ([]*trackerrpc.Shard, error) {
+	if err := h.auth(secret); err != nil {
 		return nil, err
 	}
 	shards := h.s.state.Plan()
@@ -191,8 +192,8 @@ func (h *handler) Plan(_ context.Context, token string) ([]*trackerrpc.Shard, er
 	return out, nil
 }
 
-func (h *handler) ReportMetrics(_ context.Context, token string, epoch, worker int32, metrics map[string]float64) error {
-	if err := h.auth(token); err != nil {
+func (h *handler) ReportMetrics(_ context.Context, secret string, epoch, worker int32, metrics map[string]float64) error {
+	if err := h.auth(secret); err != nil {
 		return err
 	}
 	if err := h.s.state.ReportMetrics(int(epoch), int(worker), metrics); err != nil {
@@ -201,8 +202,8 @@ func (h *handler) ReportMetrics(_ context.Context, token string, epoch, worker i
 	return nil
 }
 
-func (h *handler) Status(_ context.Context, token string) (*trackerrpc.JobStatus, error) {
-	if err := h.auth(token); err != nil {
+func (h *handler) Status(_ context.Context, secret string) (*trackerrpc.JobStatus, error) {
+	if err := h.auth(secret); err != nil {
 		return nil, err
 	}
 	st := h.s.state.Status()
@@ -221,21 +222,21 @@ func (h *handler) Status(_ context.Context, token string) (*trackerrpc.JobStatus
 		w.EpochRecords[int32(e)] = n
 	}
 	for _, r := range st.Roles {
-		w.Roles = append(w.Roles, &trackerrpc.RoleStatus{Role: r.Role, Want: int32(r.Want), Running: int32(r.Running), Restarts: int32(r.Restarts), Succeeded: int32(r.Succeeded)})
+		w.Roles = append(w.Roles, &trackerrpc.RoleStatus{Role: string(r.Role), Want: int32(r.Want), Running: int32(r.Running), Restarts: int32(r.Restarts), Succeeded: int32(r.Succeeded)})
 	}
 	return w, nil
 }
 
-func (h *handler) Kill(_ context.Context, token, reason string) error {
-	if err := h.auth(token); err != nil {
+func (h *handler) Kill(_ context.Context, secret, reason string) error {
+	if err := h.auth(secret); err != nil {
 		return err
 	}
 	h.s.state.Kill(reason)
 	return nil
 }
 
-func (h *handler) CommitCheckpoint(ctx context.Context, token string, c *trackerrpc.Checkpoint) error {
-	if err := h.auth(token); err != nil {
+func (h *handler) CommitCheckpoint(ctx context.Context, secret string, c *trackerrpc.Checkpoint) error {
+	if err := h.auth(secret); err != nil {
 		return err
 	}
 	if c == nil || len(c.Files) > 1<<20 {
@@ -271,7 +272,7 @@ func fromWire(w *trackerrpc.JobStatus) Status {
 	}
 	for _, r := range w.Roles {
 		if r != nil {
-			st.Roles = append(st.Roles, RoleStatus{Role: r.Role, Want: int(r.Want), Running: int(r.Running), Restarts: int(r.Restarts), Succeeded: int(r.Succeeded)})
+			st.Roles = append(st.Roles, RoleStatus{Role: conf.Role(r.Role), Want: int(r.Want), Running: int(r.Running), Restarts: int(r.Restarts), Succeeded: int(r.Succeeded)})
 		}
 	}
 	return st

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strconv"
+	"net"
 	"testing"
 	"time"
 
@@ -92,16 +92,16 @@ func TestServiceCloseWithIdleClients(t *testing.T) {
 
 func TestClientGivesUpWithItsContext(t *testing.T) {
 	t.Parallel()
-	port, err := freePort() // nobody listens there
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := NewClient("127.0.0.1:"+itoa(port), "t")
+	addr := ln.Addr().String()
+	ln.Close() // nobody listens there now
+	c := NewClient(addr, "t")
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	if _, err := c.Status(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("status with no tracker: %v, want deadline exceeded", err)
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/spindle-ps/spindle/conf"
 )
 
 // Shard is one piece of the input that a worker reads at once: the bytes
@@ -51,7 +53,7 @@ const (
 
 // RoleStatus counts the processes of one role.
 type RoleStatus struct {
-	Role      string
+	Role      conf.Role
 	Want      int
 	Running   int
 	Restarts  int
@@ -89,8 +91,8 @@ type State struct {
 	epochs  map[int]*epochState
 	attempt map[int]int // worker rank → latest attempt seen
 	metrics map[int]map[int]map[string]float64
-	roles   map[string]*RoleStatus
-	order   []string
+	roles   map[conf.Role]*RoleStatus
+	order   []conf.Role
 	state   JobState
 	diag    string
 	started time.Time
@@ -123,7 +125,7 @@ func NewState(shards []Shard, now time.Time) *State {
 		epochs:  make(map[int]*epochState),
 		attempt: make(map[int]int),
 		metrics: make(map[int]map[int]map[string]float64),
-		roles:   make(map[string]*RoleStatus),
+		roles:   make(map[conf.Role]*RoleStatus),
 		state:   Running,
 		started: now,
 		killReq: make(chan string, 1),

@@ -36,9 +36,8 @@
 //
 // # Usage
 //
-//	hc, _ := conf.LoadHadoopConf(os.LookupEnv)
-//	user, _ := hc.User(os.LookupEnv)
-//	rm, err := yarn.NewRMClient(ctx, hc, user)
+//	h, err := conf.LoadHadoop(os.LookupEnv) // configuration and user
+//	rm, err := yarn.NewRMClient(ctx, h.Conf, h.User)
 //	...
 //	defer rm.Close()
 //	app, err := rm.NewApplication(ctx)

@@ -25,7 +25,6 @@ import (
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/io/records"
-	"github.com/spindle-ps/spindle/tracker"
 )
 
 // The tests run real jobs: ps-fm built from this package (and ps-lr, to
@@ -304,7 +303,7 @@ func testSet(t *testing.T) []lr.Example {
 
 func localResolver(t testing.TB) *dfs.Resolver {
 	t.Helper()
-	r, err := tracker.DefaultResolver(func(string) (string, bool) { return "", false })
+	r, err := dfs.DefaultResolver(func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func (f trainFlags) vUpdaterOf() (store.Updater[float32], error) {
 }
 
 // newResolver reaches local files and HDFS, configured the Hadoop way.
-func newResolver(lookup conf.Lookup) (*dfs.Resolver, error) { return tracker.DefaultResolver(lookup) }
+func newResolver(lookup conf.Lookup) (*dfs.Resolver, error) { return dfs.DefaultResolver(lookup) }
 
 // tables declares the job's two tables on the node's table set.
 func (f trainFlags) tables(ts *psnode.Tables) (w, v *psnode.Table[float32], err error) {

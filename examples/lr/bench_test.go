@@ -10,6 +10,9 @@ import (
 
 	"github.com/spindle-ps/spindle/examples/lr/gen"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
+	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/local"
 	"github.com/spindle-ps/spindle/psnode/store"
 	"github.com/spindle-ps/spindle/tracker"
 )
@@ -54,18 +57,18 @@ func BenchmarkTrain(b *testing.B) {
 				if mode == "async" {
 					args = append(args, "--async")
 				}
-				res, err := tracker.DefaultResolver(func(string) (string, bool) { return "", false })
+				res, err := dfs.DefaultResolver(func(string) (string, bool) { return "", false })
 				if err != nil {
 					b.Fatal(err)
 				}
 				defer res.Close()
 				for i := 0; i < b.N; i++ {
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-					_, err := tracker.RunLocal(ctx, tracker.JobSpec{
+					_, err := local.Run(ctx, job.JobSpec{
 						Command: args, NumWorkers: w, NumServers: w, MaxAttempts: 1,
 						Inputs: []string{filepath.Join(dataDir, "train.libsvm")}, SplitSize: 2 << 20,
 						Output: filepath.Join(b.TempDir(), "model"),
-					}, tracker.LocalOptions{Environ: os.Environ(), Log: quietLog(), Planner: tracker.InputPlanner(res), Resolver: res})
+					}, local.Options{Environ: os.Environ(), Log: quietLog(), Planner: tracker.InputPlanner(res), Resolver: res})
 					cancel()
 					if err != nil {
 						b.Fatal(err)

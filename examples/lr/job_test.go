@@ -17,9 +17,13 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
 	"github.com/spindle-ps/spindle/io/ckpt"
+	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/local"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -60,7 +64,7 @@ func TestMain(m *testing.M) {
 }
 
 type jobRun struct {
-	res    tracker.Result
+	res    job.Result
 	err    error
 	out    string
 	model  string
@@ -83,19 +87,19 @@ func runJob(t *testing.T, workers, servers int, splitSize int64, args ...string)
 }
 
 // runJobWith is runJob with a hook that may change the job's spec.
-func runJobWith(t *testing.T, workers, servers int, splitSize int64, mod func(*tracker.JobSpec), args ...string) jobRun {
+func runJobWith(t *testing.T, workers, servers int, splitSize int64, mod func(*job.JobSpec), args ...string) jobRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	modelDir := filepath.Join(t.TempDir(), "model")
-	res, err := tracker.DefaultResolver(func(string) (string, bool) { return "", false })
+	res, err := dfs.DefaultResolver(func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer res.Close()
 	var out lockedBuf
 	r := jobRun{model: modelDir}
-	spec := tracker.JobSpec{
+	spec := job.JobSpec{
 		Name:        "lr-test",
 		Command:     append([]string{psLR, "--test", filepath.Join(dataDir, "test.libsvm")}, args...),
 		NumWorkers:  workers,
@@ -108,7 +112,7 @@ func runJobWith(t *testing.T, workers, servers int, splitSize int64, mod func(*t
 	if mod != nil {
 		mod(&spec)
 	}
-	r.res, r.err = tracker.RunLocal(ctx, spec, tracker.LocalOptions{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(res), Resolver: res})
+	r.res, r.err = local.Run(ctx, spec, local.Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(res), Resolver: res})
 	r.out = out.String()
 	r.status = r.res.Status
 	if r.err != nil {
@@ -227,7 +231,7 @@ func TestDistributedModelQuality(t *testing.T) {
 func TestEveryRecordOnceWithAWorkerKilled(t *testing.T) {
 	r := runJob(t, 2, 2, 1<<20, "--epochs", "2", "--async", "--die-after", "1:1")
 	for _, tr := range r.res.Tasks {
-		if tr.Role == tracker.RoleWorker && tr.Rank == 1 && tr.Attempts != 2 {
+		if tr.Role == conf.RoleWorker && tr.Rank == 1 && tr.Attempts != 2 {
 			t.Errorf("worker 1 ran %d times, want 2 (killed once)", tr.Attempts)
 		}
 	}
@@ -249,13 +253,13 @@ func TestEveryRecordOnceWithAWorkerKilled(t *testing.T) {
 // launcher (checkpointing every epoch into ckDir, unless ""), and kills
 // role's rank 1 with SIGKILL once epoch 0 is checkpointed, before the job
 // ends.
-func killedJob(t *testing.T, name, ckDir, role string) (tracker.Result, error, string) {
+func killedJob(t *testing.T, name, ckDir string, role conf.Role) (job.Result, error, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out lockedBuf
 	var killed []int
-	spec := tracker.JobSpec{
+	spec := job.JobSpec{
 		Name:        name,
 		Command:     []string{psLR, "--epochs", "4"},
 		NumWorkers:  2,
@@ -269,11 +273,11 @@ func killedJob(t *testing.T, name, ckDir, role string) (tracker.Result, error, s
 		spec.CheckpointDir, spec.CheckpointInterval = ckDir, "1"
 	}
 	r := localResolverForTest(t)
-	res, err := tracker.RunLocal(ctx, spec, tracker.LocalOptions{
+	res, err := local.Run(ctx, spec, local.Options{
 		Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(r), Resolver: r,
 		OnStatus: func(st tracker.Status) {
 			if killed == nil && st.Epoch >= 1 && st.ShardsDone >= 1 && (st.Epoch < 3 || st.ShardsDone < st.ShardsTotal-2) {
-				killed = hadooptest.KillTask(t, "SPINDLE_JOB_NAME="+name, role, 1)
+				killed = hadooptest.KillTask(t, "SPINDLE_JOB_NAME="+name, string(role), 1)
 			}
 		},
 	})
@@ -286,7 +290,7 @@ func killedJob(t *testing.T, name, ckDir, role string) (tracker.Result, error, s
 // checkStartedAgain checks that a job that lost a process reached, by
 // starting again from a checkpoint in ckDir, the model of the job never
 // interrupted, counting every epoch's records once.
-func checkStartedAgain(t *testing.T, res tracker.Result, err error, out, ckDir string) {
+func checkStartedAgain(t *testing.T, res job.Result, err error, out, ckDir string) {
 	t.Helper()
 	if err != nil || res.State != tracker.Succeeded {
 		t.Fatalf("job after a process was killed: %v %v\n%s", res.State, err, out)
@@ -319,15 +323,15 @@ func checkStartedAgain(t *testing.T, res tracker.Result, err error, out, ckDir s
 func TestServerKilled(t *testing.T) {
 	t.Run("checkpoints", func(t *testing.T) {
 		ck := filepath.Join(t.TempDir(), "ckpt")
-		res, err, out := killedJob(t, "lr-server-killed-ckpt", ck, tracker.RoleServer)
+		res, err, out := killedJob(t, "lr-server-killed-ckpt", ck, conf.RoleServer)
 		checkStartedAgain(t, res, err, out, ck)
 	})
 	t.Run("no_checkpoints", func(t *testing.T) {
-		res, err, out := killedJob(t, "lr-server-killed-nockpt", "", tracker.RoleServer)
+		res, err, out := killedJob(t, "lr-server-killed-nockpt", "", conf.RoleServer)
 		if err == nil || res.State != tracker.Failed {
 			t.Fatalf("job without checkpoints after losing a server: %v %v; want FAILED\n%s", res.State, err, out)
 		}
-		for _, want := range []string{"server 1 failed", "--checkpoint-dir"} {
+		for _, want := range []string{"server 1 failed", "CheckpointDir"} {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("error %q does not say %q", err, want)
 			}
@@ -341,7 +345,7 @@ func TestServerKilled(t *testing.T) {
 // checkpoint, reaching the model of a job never interrupted.
 func TestSyncWorkerKilled(t *testing.T) {
 	ck := filepath.Join(t.TempDir(), "ckpt")
-	res, err, out := killedJob(t, "lr-sync-worker-killed", ck, tracker.RoleWorker)
+	res, err, out := killedJob(t, "lr-sync-worker-killed", ck, conf.RoleWorker)
 	checkStartedAgain(t, res, err, out, ck)
 }
 
@@ -373,7 +377,7 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 	// hdfs:/// takes the NameNode from fs.defaultFS; the input is a glob.
 	input, test, modelURI := "hdfs://"+dir+"/train*.libsvm", "hdfs://"+dir+"/test.libsvm", "hdfs://"+dir+"/model"
 	var out lockedBuf
-	res, err := tracker.RunLocal(ctx, tracker.JobSpec{
+	res, err := local.Run(ctx, job.JobSpec{
 		Name:        "lr-hdfs",
 		Command:     []string{psLR, "--epochs", "2", "--test", test},
 		NumWorkers:  2,
@@ -382,7 +386,7 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 		Inputs:      []string{input},
 		SplitSize:   2 << 20,
 		Output:      modelURI,
-	}, tracker.LocalOptions{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(c.Resolver), Resolver: c.Resolver})
+	}, local.Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(c.Resolver), Resolver: c.Resolver})
 	if err != nil || res.State != tracker.Succeeded {
 		t.Fatalf("job from HDFS: %v %v\n%s", res.State, err, out.String())
 	}
@@ -422,8 +426,8 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 // resumed job falls back to checkpoint 1 and still reaches the same model.
 func TestResumeReachesTheSameModel(t *testing.T) {
 	ckDir := filepath.Join(t.TempDir(), "ckpt")
-	withCkpt := func(dir string, resume bool) func(*tracker.JobSpec) {
-		return func(s *tracker.JobSpec) {
+	withCkpt := func(dir string, resume bool) func(*job.JobSpec) {
+		return func(s *job.JobSpec) {
 			s.CheckpointDir, s.CheckpointInterval, s.Resume = dir, "1", resume
 		}
 	}
@@ -482,14 +486,14 @@ func TestMalformedRecords(t *testing.T) {
 	if err := os.WriteFile(input, []byte(good+bad+strings.Join(lines[1000:], "")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	run := func(args ...string) (tracker.Result, error, string) {
+	run := func(args ...string) (job.Result, error, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		var out lockedBuf
-		res, err := tracker.RunLocal(ctx, tracker.JobSpec{
+		res, err := local.Run(ctx, job.JobSpec{
 			Command: append([]string{psLR, "--epochs", "1", "--async"}, args...), NumWorkers: 1, NumServers: 1, MaxAttempts: 1,
 			Inputs: []string{input},
-		}, tracker.LocalOptions{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(localResolverForTest(t))})
+		}, local.Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(localResolverForTest(t))})
 		return res, err, out.String()
 	}
 	res, err, out := run()
@@ -509,9 +513,9 @@ func TestMalformedRecords(t *testing.T) {
 	}
 }
 
-func localResolverForTest(t *testing.T) tracker.Resolver {
+func localResolverForTest(t *testing.T) job.Resolver {
 	t.Helper()
-	r, err := tracker.DefaultResolver(func(string) (string, bool) { return "", false })
+	r, err := dfs.DefaultResolver(func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}

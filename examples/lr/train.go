@@ -147,7 +147,7 @@ func (f trainFlags) newUpdater() (store.Updater[float32], error) {
 }
 
 // newResolver reaches local files and HDFS, configured the Hadoop way.
-func newResolver(lookup conf.Lookup) (*dfs.Resolver, error) { return tracker.DefaultResolver(lookup) }
+func newResolver(lookup conf.Lookup) (*dfs.Resolver, error) { return dfs.DefaultResolver(lookup) }
 
 func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool), environ []string) error {
 	f, err := parseTrainFlags(args)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/local"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -36,7 +38,7 @@ func BenchmarkHadoopTrain(b *testing.B) {
 	const epochs = 3
 	c := hadooptest.Connect(b)
 	dir := uploadData(b, c)
-	spec := func(name string) tracker.JobSpec {
+	spec := func(name string) job.JobSpec {
 		s := lrSpec(dir, name)
 		s.Command = []string{psLR, "--epochs", fmt.Sprint(epochs)}
 		s.MaxAttempts, s.Overwrite = 1, true
@@ -56,7 +58,7 @@ func BenchmarkHadoopTrain(b *testing.B) {
 				err = runYARN(b, s, nil).err
 			case "local":
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-				_, err = tracker.RunLocal(ctx, s, tracker.LocalOptions{Environ: os.Environ(), Log: quietLog(),
+				_, err = local.Run(ctx, s, local.Options{Environ: os.Environ(), Log: quietLog(),
 					Planner: tracker.InputPlanner(c.Resolver), Resolver: c.Resolver})
 				cancel()
 			}

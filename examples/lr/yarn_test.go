@@ -13,15 +13,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/submit/yarnclient"
 	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
 // The YARN tests run ps-lr as a YARN application on the mini cluster,
-// through tracker.SubmitYARN with the real ps-submit binary as the
+// through yarnclient.Submit with the real ps-submit binary as the
 // ApplicationMaster, reading from and writing to its HDFS.
 
 var (
@@ -70,7 +73,7 @@ func uploadData(t testing.TB, c *hadooptest.Cluster) string {
 }
 
 type yarnRun struct {
-	res tracker.Result
+	res job.Result
 	err error
 	app yarn.ApplicationID
 }
@@ -78,12 +81,12 @@ type yarnRun struct {
 // runYARN runs spec as a YARN application and waits for its end (at most
 // 5 minutes). onStatus, when set, sees the job's status as the
 // ApplicationMaster's tracker reports it, every 100 ms while it runs.
-func runYARN(t testing.TB, spec tracker.JobSpec, onStatus func(app yarn.ApplicationID, st tracker.Status)) yarnRun {
+func runYARN(t testing.TB, spec job.JobSpec, onStatus func(app yarn.ApplicationID, st tracker.Status)) yarnRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var r yarnRun
-	opts := tracker.YARNOptions{
+	opts := yarnclient.Options{
 		Lookup:            os.LookupEnv,
 		Executable:        psSubmit(t),
 		Log:               quietLog(),
@@ -94,7 +97,7 @@ func runYARN(t testing.TB, spec tracker.JobSpec, onStatus func(app yarn.Applicat
 	if onStatus != nil {
 		opts.OnStatus = func(st tracker.Status) { onStatus(r.app, st) }
 	}
-	r.res, r.err = tracker.SubmitYARN(ctx, spec, opts)
+	r.res, r.err = yarnclient.Submit(ctx, spec, opts)
 	if ctx.Err() != nil {
 		t.Fatalf("the YARN job did not end within 5 minutes: %v", r.err)
 	}
@@ -240,7 +243,7 @@ func TestHadoopYARNWorkerKilled(t *testing.T) {
 	t.Run("async", func(t *testing.T) {
 		out := "hdfs://" + dir + "/model-async"
 		var killed []int
-		r := runYARN(t, tracker.JobSpec{
+		r := runYARN(t, job.JobSpec{
 			Name:        "lr-yarn-worker-killed",
 			Command:     []string{psLR, "--epochs", "2", "--async"},
 			NumWorkers:  2,
@@ -251,7 +254,7 @@ func TestHadoopYARNWorkerKilled(t *testing.T) {
 			Output:      out,
 		}, func(app yarn.ApplicationID, st tracker.Status) {
 			if killed == nil && st.Epoch == 0 && st.ShardsDone >= 2 && st.ShardsDone < st.ShardsTotal-4 {
-				killed = hadooptest.KillTask(t, hadooptest.ContainerOf(app.String()), tracker.RoleWorker, 1)
+				killed = hadooptest.KillTask(t, hadooptest.ContainerOf(app.String()), string(conf.RoleWorker), 1)
 			}
 		})
 		if len(killed) == 0 {
@@ -270,15 +273,15 @@ func TestHadoopYARNWorkerKilled(t *testing.T) {
 		s := lrSpec(dir, "sync-worker-killed")
 		s.CheckpointDir, s.CheckpointInterval = "hdfs://"+dir+"/ckpt-sync-worker", "1"
 		var killed []int
-		r := runYARN(t, s, killAt(t, &killed, 2, tracker.RoleWorker))
+		r := runYARN(t, s, killAt(t, &killed, 2, conf.RoleWorker))
 		checkStartedAgainOnYARN(t, c, r, s, killed)
 	})
 }
 
 // lrSpec is the synchronous 2×2 job over 4 epochs from dir's training
 // set (2 MiB shards, 2 attempts), writing its model to dir/name.
-func lrSpec(dir, name string) tracker.JobSpec {
-	return tracker.JobSpec{
+func lrSpec(dir, name string) job.JobSpec {
+	return job.JobSpec{
 		Name:        name,
 		Command:     []string{psLR, "--epochs", "4"},
 		NumWorkers:  2,
@@ -292,10 +295,10 @@ func lrSpec(dir, name string) tracker.JobSpec {
 
 // killAt kills role's rank 1 (SIGKILL, in its container) once epoch has
 // begun and before it ends, recording the processes killed.
-func killAt(t *testing.T, killed *[]int, epoch int, role string) func(yarn.ApplicationID, tracker.Status) {
+func killAt(t *testing.T, killed *[]int, epoch int, role conf.Role) func(yarn.ApplicationID, tracker.Status) {
 	return func(app yarn.ApplicationID, st tracker.Status) {
 		if *killed == nil && st.Epoch == epoch && st.ShardsDone >= 1 && st.ShardsDone < st.ShardsTotal-2 {
-			*killed = hadooptest.KillTask(t, hadooptest.ContainerOf(app.String()), role, 1)
+			*killed = hadooptest.KillTask(t, hadooptest.ContainerOf(app.String()), string(role), 1)
 		}
 	}
 }
@@ -303,7 +306,7 @@ func killAt(t *testing.T, killed *[]int, epoch int, role string) func(yarn.Appli
 // checkStartedAgainOnYARN checks that the job r of spec, which lost the
 // processes killed, started again once from a checkpoint and wrote the
 // model of the job never interrupted, counting every record once.
-func checkStartedAgainOnYARN(t *testing.T, c *hadooptest.Cluster, r yarnRun, spec tracker.JobSpec, killed []int) {
+func checkStartedAgainOnYARN(t *testing.T, c *hadooptest.Cluster, r yarnRun, spec job.JobSpec, killed []int) {
 	t.Helper()
 	if len(killed) == 0 {
 		t.Fatalf("nothing was killed mid-job (job %v %v)", r.res.State, r.err)
@@ -335,13 +338,13 @@ func TestHadoopYARNServerKilled(t *testing.T) {
 		s := lrSpec(dir, "with-checkpoints")
 		s.CheckpointDir, s.CheckpointInterval = "hdfs://"+dir+"/ckpt", "1"
 		var killed []int
-		r := runYARN(t, s, killAt(t, &killed, 2, tracker.RoleServer))
+		r := runYARN(t, s, killAt(t, &killed, 2, conf.RoleServer))
 		checkStartedAgainOnYARN(t, c, r, s, killed)
 	})
 	t.Run("no_checkpoints", func(t *testing.T) {
 		s := lrSpec(dir, "without-checkpoints")
 		var killed []int
-		r := runYARN(t, s, killAt(t, &killed, 1, tracker.RoleServer))
+		r := runYARN(t, s, killAt(t, &killed, 1, conf.RoleServer))
 		if len(killed) == 0 {
 			t.Fatalf("server 1 was never killed mid-epoch (job %v %v)", r.res.State, r.err)
 		}
@@ -349,7 +352,7 @@ func TestHadoopYARNServerKilled(t *testing.T) {
 			t.Fatalf("job without checkpoints after losing a server: %v %v; want FAILED", r.res.State, r.err)
 		}
 		t.Logf("diagnostic: %v", r.err)
-		for _, want := range []string{"server 1 failed", "--checkpoint-dir"} {
+		for _, want := range []string{"server 1 failed", "CheckpointDir"} {
 			if !strings.Contains(r.err.Error(), want) {
 				t.Errorf("diagnostic %q does not say %q", r.err, want)
 			}
@@ -378,7 +381,7 @@ func TestHadoopYARNApplicationMasterKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var app yarn.ApplicationID
-	res, err := tracker.SubmitYARN(ctx, spec, tracker.YARNOptions{
+	res, err := yarnclient.Submit(ctx, spec, yarnclient.Options{
 		Lookup:            os.LookupEnv,
 		Executable:        psSubmit(t),
 		Log:               quietLog(),

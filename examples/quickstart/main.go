@@ -19,6 +19,7 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/ckpt"
+	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/launch"
@@ -46,7 +47,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	res, err := tracker.DefaultResolver(os.LookupEnv) // local paths and hdfs://
+	res, err := dfs.DefaultResolver(os.LookupEnv) // local paths and hdfs://
 	if err != nil {
 		return err
 	}

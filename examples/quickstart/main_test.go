@@ -14,7 +14,10 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/local"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -52,10 +55,10 @@ func TestQuickstartJob(t *testing.T) {
 	l.Out = io.Discard
 	out, ck := filepath.Join(dir, "model"), filepath.Join(dir, "ckpt")
 	var stdout bytes.Buffer
-	res, err := tracker.RunLocal(ctx, tracker.JobSpec{
+	res, err := local.Run(ctx, job.JobSpec{
 		Name: "quickstart", Command: []string{bin}, NumWorkers: 2, NumServers: 2, MaxAttempts: 1,
 		Output: out, CheckpointDir: ck, CheckpointInterval: "1",
-	}, tracker.LocalOptions{Environ: os.Environ(), Stdout: &stdout, Log: logrus.NewEntry(l)})
+	}, local.Options{Environ: os.Environ(), Stdout: &stdout, Log: logrus.NewEntry(l)})
 	if err != nil || res.State != tracker.Succeeded {
 		t.Fatalf("job: %v %v\n%s", res.State, err, stdout.String())
 	}
@@ -64,7 +67,7 @@ func TestQuickstartJob(t *testing.T) {
 			t.Errorf("checkpoint %s not committed: %v", n, err)
 		}
 	}
-	r, err := tracker.DefaultResolver(func(string) (string, bool) { return "", false })
+	r, err := dfs.DefaultResolver(func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,16 +57,13 @@ func Connect(t testing.TB) *Cluster {
 	if os.Getenv(conf.EnvHadoopConfDir) == "" {
 		unavailable(t, "%s is not set", conf.EnvHadoopConfDir)
 	}
-	hc, err := conf.LoadHadoopConf(os.LookupEnv)
+	h, err := conf.LoadHadoop(os.LookupEnv)
 	if err != nil {
 		unavailable(t, "loading its configuration: %v", err)
 	}
+	hc, user := h.Conf, h.User
 	if !strings.HasPrefix(hc.DefaultFS(), "hdfs://") {
 		unavailable(t, "fs.defaultFS is %q, not an hdfs:// URI", hc.DefaultFS())
-	}
-	user, err := hc.User(os.LookupEnv)
-	if err != nil {
-		unavailable(t, "%v", err)
 	}
 	r := dfs.NewResolver(hc, user)
 	t.Cleanup(func() { r.Close() })

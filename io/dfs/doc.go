@@ -10,9 +10,7 @@
 //
 // # Usage
 //
-//	hc, err := conf.LoadHadoopConf(os.LookupEnv)
-//	user, err := hc.User(os.LookupEnv)
-//	r := dfs.NewResolver(hc, user)
+//	r, err := dfs.DefaultResolver(os.LookupEnv) // conf.LoadHadoop, then NewResolver
 //	defer r.Close()
 //	fsys, name, err := r.Resolve(ctx, "hdfs:///data/train/part-00000")
 //	f, err := fsys.Open(ctx, name)

@@ -95,3 +95,14 @@ func (r *Resolver) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// DefaultResolver returns a Resolver for the Hadoop configuration and
+// user found through lookup (conf.LoadHadoop): local files and the HDFS
+// of that configuration.
+func DefaultResolver(lookup conf.Lookup) (*Resolver, error) {
+	h, err := conf.LoadHadoop(lookup)
+	if err != nil {
+		return nil, err
+	}
+	return NewResolver(h.Conf, h.User), nil
+}

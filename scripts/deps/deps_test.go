@@ -1,83 +1,215 @@
 // Package deps checks the direction of imports that DESIGN.md fixes, so
-// that a change that breaks it fails the tests.
+// that a change that breaks it fails the tests:
+//
+//	cmd → submit → job → {tracker, yarn, io, psnode} → conf
+//
+// with examples/* (workers) beside, linking neither YARN nor the job's
+// supervisor nor the command.
 package deps
 
 import (
 	"os/exec"
+	"sort"
 	"strings"
 	"testing"
 )
 
 const module = "github.com/spindle-ps/spindle"
 
-// packages returns each package of the module with its transitive
-// dependencies (tests excluded).
-func packages(t *testing.T) map[string][]string {
+// pkg is one package of the module, its import path without the module
+// prefix.
+type pkg struct {
+	imports []string // direct imports, full paths
+	deps    []string // transitive dependencies, full paths
+}
+
+// packages lists the module's packages with their imports and
+// dependencies (tests excluded: a test may reach further, as an
+// end-to-end test of a worker submits it to YARN).
+func packages(t *testing.T) map[string]pkg {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`, module+"/...").Output()
+	out, err := exec.Command("go", "list", "-f",
+		`{{.ImportPath}}|{{join .Imports " "}}|{{join .Deps " "}}`, module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
-	pkgs := map[string][]string{}
+	pkgs := map[string]pkg{}
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		f := strings.Fields(line)
-		pkgs[strings.TrimPrefix(f[0], module+"/")] = f[1:]
+		f := strings.Split(line, "|")
+		if len(f) != 3 {
+			t.Fatalf("go list printed %q", line)
+		}
+		pkgs[strings.TrimPrefix(f[0], module+"/")] = pkg{imports: strings.Fields(f[1]), deps: strings.Fields(f[2])}
 	}
 	return pkgs
 }
 
+// under reports whether p is dir or a package below it.
+func under(p, dir string) bool { return p == dir || strings.HasPrefix(p, dir+"/") }
+
+// in returns a test of whether a package is under one of dirs.
+func in(dirs ...string) func(string) bool {
+	return func(p string) bool {
+		for _, d := range dirs {
+			if under(p, d) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// inModule returns the module packages among paths, without the module
+// prefix.
+func inModule(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		if rel, ok := strings.CutPrefix(p, module+"/"); ok {
+			out = append(out, rel)
+		}
+	}
+	return out
+}
+
+// rule forbids packages that from matches to depend (or, with direct, to
+// import) on the module's packages that to matches.
+type rule struct {
+	name   string
+	from   func(string) bool
+	to     func(string) bool
+	direct bool
+}
+
+// violations lists "pkg → dep" for every arrow that breaks r.
+func (r rule) violations(pkgs map[string]pkg) []string {
+	var bad []string
+	for name, p := range pkgs {
+		if !r.from(name) {
+			continue
+		}
+		deps := p.deps
+		if r.direct {
+			deps = p.imports
+		}
+		for _, d := range inModule(deps) {
+			if r.to(d) {
+				bad = append(bad, name+" → "+d)
+			}
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+func not(f func(string) bool) func(string) bool { return func(p string) bool { return !f(p) } }
+
+var rules = []rule{
+	{
+		name:   "cmd calls submit alone",
+		from:   in("cmd"),
+		to:     not(in("submit")),
+		direct: true,
+	},
+	{
+		name: "nothing but cmd imports submit",
+		from: not(in("cmd", "submit")),
+		to:   in("submit"),
+	},
+	{
+		name: "job sits under submit: no submit, cmd, examples",
+		from: in("job"),
+		to:   in("submit", "cmd", "examples"),
+	},
+	{
+		name: "the job's policy knows no cluster: package job imports neither its clusters nor yarn",
+		from: func(p string) bool { return p == "job" },
+		to:   in("job/local", "job/yarnam", "yarn"),
+	},
+	{
+		name: "tracker imports only conf and io (and its own internal packages)",
+		from: in("tracker"),
+		to:   not(in("conf", "io", "tracker")),
+	},
+	{
+		name: "yarn speaks Hadoop's protocols on its own: conf only",
+		from: in("yarn"),
+		to:   not(in("conf", "yarn")),
+	},
+	{
+		name: "io imports only conf (and io)",
+		from: in("io"),
+		to:   not(in("conf", "io")),
+	},
+	{
+		name: "psnode runs anywhere: conf only",
+		from: in("psnode"),
+		to:   not(in("conf", "psnode")),
+	},
+	{
+		name: "workers link neither YARN nor the supervisor nor the command",
+		from: in("examples"),
+		to:   in("yarn", "job", "submit", "cmd"),
+	},
+}
+
 func TestImportDirection(t *testing.T) {
 	t.Parallel()
-	rules := []struct {
-		name      string
-		from      func(pkg string) bool
-		forbidden []string // import path prefixes
-	}{
-		{
-			name:      "conf uses the standard library only",
-			from:      func(p string) bool { return p == "conf" },
-			forbidden: []string{"github.com/", "golang.org/", "go.uber.org/"},
-		},
-		{
-			name: "psnode runs anywhere: no yarn, tracker, io, submit",
-			from: func(p string) bool { return strings.HasPrefix(p, "psnode") },
-			forbidden: []string{
-				module + "/yarn", module + "/tracker", module + "/io/", module + "/submit",
-			},
-		},
-		{
-			name: "psnode builds without cgo: only its zmq transport and launch link ZeroMQ",
-			from: func(p string) bool {
-				return strings.HasPrefix(p, "psnode") && p != "psnode/transport/zmq" && p != "psnode/launch"
-			},
-			forbidden: []string{"github.com/pebbe/zmq4", module + "/psnode/transport/zmq"},
-		},
-		{
-			name: "yarn speaks Hadoop's protocols on its own: no psnode, tracker, io, submit",
-			from: func(p string) bool { return p == "yarn" || strings.HasPrefix(p, "yarn/") },
-			forbidden: []string{
-				module + "/psnode", module + "/tracker", module + "/io/", module + "/submit",
-			},
-		},
-		{
-			name:      "io never imports psnode",
-			from:      func(p string) bool { return strings.HasPrefix(p, "io/") },
-			forbidden: []string{module + "/psnode"},
-		},
-	}
 	pkgs := packages(t)
 	for _, r := range rules {
-		for pkg, deps := range pkgs {
-			if !r.from(pkg) {
-				continue
+		for _, v := range r.violations(pkgs) {
+			t.Errorf("%s: %s", r.name, v)
+		}
+	}
+}
+
+func TestConfUsesTheStandardLibraryOnly(t *testing.T) {
+	t.Parallel()
+	pkgs := packages(t)
+	for _, d := range pkgs["conf"].deps {
+		if first, _, _ := strings.Cut(d, "/"); strings.Contains(first, ".") {
+			t.Errorf("conf depends on %s", d)
+		}
+	}
+}
+
+func TestPsnodeBuildsWithoutCgo(t *testing.T) {
+	t.Parallel()
+	pkgs := packages(t)
+	for name, p := range pkgs {
+		if !under(name, "psnode") || name == "psnode/transport/zmq" || name == "psnode/launch" {
+			continue
+		}
+		for _, d := range p.deps {
+			if d == "github.com/pebbe/zmq4" || d == module+"/psnode/transport/zmq" {
+				t.Errorf("%s depends on %s: only psnode's zmq transport and launch link ZeroMQ", name, d)
 			}
-			for _, d := range deps {
-				for _, f := range r.forbidden {
-					if strings.HasPrefix(d, f) {
-						t.Errorf("%s: %s depends on %s", r.name, pkg, d)
-					}
-				}
-			}
+		}
+	}
+}
+
+// TestRulesCatchWrongArrows checks each rule against a module that breaks
+// it, so that a rule that can no longer fail is noticed.
+func TestRulesCatchWrongArrows(t *testing.T) {
+	t.Parallel()
+	wrong := map[string]map[string]pkg{
+		"cmd calls submit alone":                          {"cmd/ps-submit": {imports: []string{module + "/tracker"}}},
+		"nothing but cmd imports submit":                  {"job/yarnam": {deps: []string{module + "/submit/yarnclient"}}},
+		"job sits under submit: no submit, cmd, examples": {"job/local": {deps: []string{module + "/submit"}}},
+		"the job's policy knows no cluster: package job imports neither its clusters nor yarn": {"job": {deps: []string{module + "/yarn"}}},
+		"tracker imports only conf and io (and its own internal packages)":                     {"tracker": {deps: []string{module + "/yarn"}}},
+		"yarn speaks Hadoop's protocols on its own: conf only":                                 {"yarn/libs": {deps: []string{module + "/io/dfs"}}},
+		"io imports only conf (and io)":                                                        {"io/model": {deps: []string{module + "/psnode"}}},
+		"psnode runs anywhere: conf only":                                                      {"psnode/launch": {deps: []string{module + "/tracker"}}},
+		"workers link neither YARN nor the supervisor nor the command":                         {"examples/lr": {deps: []string{module + "/yarn/internal/hrpc"}}},
+	}
+	for _, r := range rules {
+		pkgs, ok := wrong[r.name]
+		if !ok {
+			t.Errorf("rule %q has no wrong module to catch", r.name)
+			continue
+		}
+		if len(r.violations(pkgs)) == 0 {
+			t.Errorf("rule %q does not catch %v", r.name, pkgs)
 		}
 	}
 }

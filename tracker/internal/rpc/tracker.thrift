@@ -1,7 +1,7 @@
 // The tracker RPC: what workers, ps-submit and the status page ask the
 // tracker (in ps-submit for local jobs, in the ApplicationMaster on YARN).
-// Every call carries the job token (the job secret); a call without the
-// right token fails with TrackerError code 1 (UNAUTHORIZED).
+// Every call carries the job secret; a call without the
+// right secret fails with TrackerError code 1 (UNAUTHORIZED).
 //
 // Field ids are part of the wire contract: never renumber.
 
@@ -73,11 +73,11 @@ exception TrackerError {
 }
 
 service Tracker {
-  NextShardReply nextShard(1: string token, 2: i32 epoch, 3: i32 worker, 4: i32 attempt) throws (1: TrackerError err)
-  void shardDone(1: string token, 2: i32 epoch, 3: i64 shard, 4: i32 worker, 5: i32 attempt, 6: i64 records) throws (1: TrackerError err)
-  list<Shard> plan(1: string token) throws (1: TrackerError err)
-  void reportMetrics(1: string token, 2: i32 epoch, 3: i32 worker, 4: map<string, double> metrics) throws (1: TrackerError err)
-  JobStatus status(1: string token) throws (1: TrackerError err)
-  void kill(1: string token, 2: string reason) throws (1: TrackerError err)
-  void commitCheckpoint(1: string token, 2: Checkpoint ckpt) throws (1: TrackerError err)
+  NextShardReply nextShard(1: string secret, 2: i32 epoch, 3: i32 worker, 4: i32 attempt) throws (1: TrackerError err)
+  void shardDone(1: string secret, 2: i32 epoch, 3: i64 shard, 4: i32 worker, 5: i32 attempt, 6: i64 records) throws (1: TrackerError err)
+  list<Shard> plan(1: string secret) throws (1: TrackerError err)
+  void reportMetrics(1: string secret, 2: i32 epoch, 3: i32 worker, 4: map<string, double> metrics) throws (1: TrackerError err)
+  JobStatus status(1: string secret) throws (1: TrackerError err)
+  void kill(1: string secret, 2: string reason) throws (1: TrackerError err)
+  void commitCheckpoint(1: string secret, 2: Checkpoint ckpt) throws (1: TrackerError err)
 }

@@ -39,11 +39,11 @@ func main() {
 }
 
 func run(ctx context.Context, n, exit int, stopMode bool) error {
-	hc, err := conf.LoadHadoopConf(os.LookupEnv)
+	h, err := conf.LoadHadoop(os.LookupEnv)
 	if err != nil {
 		return err
 	}
-	am, err := yarn.NewAMClient(ctx, hc, "")
+	am, err := yarn.NewAMClient(ctx, h.Conf, "")
 	if err != nil {
 		return err
 	}

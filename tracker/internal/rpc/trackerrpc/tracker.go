@@ -2297,39 +2297,39 @@ var _ thrift.TException = (*TrackerError)(nil)
 
 type Tracker interface {
 	// Parameters:
-	//  - Token
+	//  - Secret
 	//  - Epoch
 	//  - Worker
 	//  - Attempt
-	NextShard(ctx context.Context, token string, epoch int32, worker int32, attempt int32) (_r *NextShardReply, _err error)
+	NextShard(ctx context.Context, secret string, epoch int32, worker int32, attempt int32) (_r *NextShardReply, _err error)
 	// Parameters:
-	//  - Token
+	//  - Secret
 	//  - Epoch
 	//  - Shard
 	//  - Worker
 	//  - Attempt
 	//  - Records
-	ShardDone(ctx context.Context, token string, epoch int32, shard int64, worker int32, attempt int32, records int64) (_err error)
+	ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker int32, attempt int32, records int64) (_err error)
 	// Parameters:
-	//  - Token
-	Plan(ctx context.Context, token string) (_r []*Shard, _err error)
+	//  - Secret
+	Plan(ctx context.Context, secret string) (_r []*Shard, _err error)
 	// Parameters:
-	//  - Token
+	//  - Secret
 	//  - Epoch
 	//  - Worker
 	//  - Metrics
-	ReportMetrics(ctx context.Context, token string, epoch int32, worker int32, metrics map[string]float64) (_err error)
+	ReportMetrics(ctx context.Context, secret string, epoch int32, worker int32, metrics map[string]float64) (_err error)
 	// Parameters:
-	//  - Token
-	Status(ctx context.Context, token string) (_r *JobStatus, _err error)
+	//  - Secret
+	Status(ctx context.Context, secret string) (_r *JobStatus, _err error)
 	// Parameters:
-	//  - Token
+	//  - Secret
 	//  - Reason
-	Kill(ctx context.Context, token string, reason string) (_err error)
+	Kill(ctx context.Context, secret string, reason string) (_err error)
 	// Parameters:
-	//  - Token
+	//  - Secret
 	//  - Ckpt
-	CommitCheckpoint(ctx context.Context, token string, ckpt *Checkpoint) (_err error)
+	CommitCheckpoint(ctx context.Context, secret string, ckpt *Checkpoint) (_err error)
 }
 
 type TrackerClient struct {
@@ -2368,13 +2368,13 @@ func (p *TrackerClient) SetLastResponseMeta_(meta thrift.ResponseMeta) {
 }
 
 // Parameters:
-//   - Token
+//   - Secret
 //   - Epoch
 //   - Worker
 //   - Attempt
-func (p *TrackerClient) NextShard(ctx context.Context, token string, epoch int32, worker int32, attempt int32) (_r *NextShardReply, _err error) {
+func (p *TrackerClient) NextShard(ctx context.Context, secret string, epoch int32, worker int32, attempt int32) (_r *NextShardReply, _err error) {
 	var _args10 TrackerNextShardArgs
-	_args10.Token = token
+	_args10.Secret = secret
 	_args10.Epoch = epoch
 	_args10.Worker = worker
 	_args10.Attempt = attempt
@@ -2397,15 +2397,15 @@ func (p *TrackerClient) NextShard(ctx context.Context, token string, epoch int32
 }
 
 // Parameters:
-//   - Token
+//   - Secret
 //   - Epoch
 //   - Shard
 //   - Worker
 //   - Attempt
 //   - Records
-func (p *TrackerClient) ShardDone(ctx context.Context, token string, epoch int32, shard int64, worker int32, attempt int32, records int64) (_err error) {
+func (p *TrackerClient) ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker int32, attempt int32, records int64) (_err error) {
 	var _args14 TrackerShardDoneArgs
-	_args14.Token = token
+	_args14.Secret = secret
 	_args14.Epoch = epoch
 	_args14.Shard = shard
 	_args14.Worker = worker
@@ -2427,10 +2427,10 @@ func (p *TrackerClient) ShardDone(ctx context.Context, token string, epoch int32
 }
 
 // Parameters:
-//   - Token
-func (p *TrackerClient) Plan(ctx context.Context, token string) (_r []*Shard, _err error) {
+//   - Secret
+func (p *TrackerClient) Plan(ctx context.Context, secret string) (_r []*Shard, _err error) {
 	var _args17 TrackerPlanArgs
-	_args17.Token = token
+	_args17.Secret = secret
 	var _result19 TrackerPlanResult
 	var _meta18 thrift.ResponseMeta
 	_meta18, _err = p.Client_().Call(ctx, "plan", &_args17, &_result19)
@@ -2447,13 +2447,13 @@ func (p *TrackerClient) Plan(ctx context.Context, token string) (_r []*Shard, _e
 }
 
 // Parameters:
-//   - Token
+//   - Secret
 //   - Epoch
 //   - Worker
 //   - Metrics
-func (p *TrackerClient) ReportMetrics(ctx context.Context, token string, epoch int32, worker int32, metrics map[string]float64) (_err error) {
+func (p *TrackerClient) ReportMetrics(ctx context.Context, secret string, epoch int32, worker int32, metrics map[string]float64) (_err error) {
 	var _args20 TrackerReportMetricsArgs
-	_args20.Token = token
+	_args20.Secret = secret
 	_args20.Epoch = epoch
 	_args20.Worker = worker
 	_args20.Metrics = metrics
@@ -2473,10 +2473,10 @@ func (p *TrackerClient) ReportMetrics(ctx context.Context, token string, epoch i
 }
 
 // Parameters:
-//   - Token
-func (p *TrackerClient) Status(ctx context.Context, token string) (_r *JobStatus, _err error) {
+//   - Secret
+func (p *TrackerClient) Status(ctx context.Context, secret string) (_r *JobStatus, _err error) {
 	var _args23 TrackerStatusArgs
-	_args23.Token = token
+	_args23.Secret = secret
 	var _result25 TrackerStatusResult
 	var _meta24 thrift.ResponseMeta
 	_meta24, _err = p.Client_().Call(ctx, "status", &_args23, &_result25)
@@ -2496,11 +2496,11 @@ func (p *TrackerClient) Status(ctx context.Context, token string) (_r *JobStatus
 }
 
 // Parameters:
-//   - Token
+//   - Secret
 //   - Reason
-func (p *TrackerClient) Kill(ctx context.Context, token string, reason string) (_err error) {
+func (p *TrackerClient) Kill(ctx context.Context, secret string, reason string) (_err error) {
 	var _args27 TrackerKillArgs
-	_args27.Token = token
+	_args27.Secret = secret
 	_args27.Reason = reason
 	var _result29 TrackerKillResult
 	var _meta28 thrift.ResponseMeta
@@ -2518,11 +2518,11 @@ func (p *TrackerClient) Kill(ctx context.Context, token string, reason string) (
 }
 
 // Parameters:
-//   - Token
+//   - Secret
 //   - Ckpt
-func (p *TrackerClient) CommitCheckpoint(ctx context.Context, token string, ckpt *Checkpoint) (_err error) {
+func (p *TrackerClient) CommitCheckpoint(ctx context.Context, secret string, ckpt *Checkpoint) (_err error) {
 	var _args30 TrackerCommitCheckpointArgs
-	_args30.Token = token
+	_args30.Secret = secret
 	_args30.Ckpt = ckpt
 	var _result32 TrackerCommitCheckpointResult
 	var _meta31 thrift.ResponseMeta
@@ -2634,7 +2634,7 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 	}
 
 	result := TrackerNextShardResult{}
-	if retval, err2 := p.handler.NextShard(ctx, args.Token, args.Epoch, args.Worker, args.Attempt); err2 != nil {
+	if retval, err2 := p.handler.NextShard(ctx, args.Secret, args.Epoch, args.Worker, args.Attempt); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -2729,7 +2729,7 @@ func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, ip
 	}
 
 	result := TrackerShardDoneResult{}
-	if err2 := p.handler.ShardDone(ctx, args.Token, args.Epoch, args.Shard, args.Worker, args.Attempt, args.Records); err2 != nil {
+	if err2 := p.handler.ShardDone(ctx, args.Secret, args.Epoch, args.Shard, args.Worker, args.Attempt, args.Records); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -2822,7 +2822,7 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 	}
 
 	result := TrackerPlanResult{}
-	if retval, err2 := p.handler.Plan(ctx, args.Token); err2 != nil {
+	if retval, err2 := p.handler.Plan(ctx, args.Secret); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -2917,7 +2917,7 @@ func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32
 	}
 
 	result := TrackerReportMetricsResult{}
-	if err2 := p.handler.ReportMetrics(ctx, args.Token, args.Epoch, args.Worker, args.Metrics); err2 != nil {
+	if err2 := p.handler.ReportMetrics(ctx, args.Secret, args.Epoch, args.Worker, args.Metrics); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -3010,7 +3010,7 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 	}
 
 	result := TrackerStatusResult{}
-	if retval, err2 := p.handler.Status(ctx, args.Token); err2 != nil {
+	if retval, err2 := p.handler.Status(ctx, args.Secret); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -3105,7 +3105,7 @@ func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, 
 	}
 
 	result := TrackerKillResult{}
-	if err2 := p.handler.Kill(ctx, args.Token, args.Reason); err2 != nil {
+	if err2 := p.handler.Kill(ctx, args.Secret, args.Reason); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -3198,7 +3198,7 @@ func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId in
 	}
 
 	result := TrackerCommitCheckpointResult{}
-	if err2 := p.handler.CommitCheckpoint(ctx, args.Token, args.Ckpt); err2 != nil {
+	if err2 := p.handler.CommitCheckpoint(ctx, args.Secret, args.Ckpt); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -3249,12 +3249,12 @@ func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId in
 // HELPER FUNCTIONS AND STRUCTURES
 
 // Attributes:
-//   - Token
+//   - Secret
 //   - Epoch
 //   - Worker
 //   - Attempt
 type TrackerNextShardArgs struct {
-	Token   string `thrift:"token,1" db:"token" json:"token"`
+	Secret  string `thrift:"secret,1" db:"secret" json:"secret"`
 	Epoch   int32  `thrift:"epoch,2" db:"epoch" json:"epoch"`
 	Worker  int32  `thrift:"worker,3" db:"worker" json:"worker"`
 	Attempt int32  `thrift:"attempt,4" db:"attempt" json:"attempt"`
@@ -3264,8 +3264,8 @@ func NewTrackerNextShardArgs() *TrackerNextShardArgs {
 	return &TrackerNextShardArgs{}
 }
 
-func (p *TrackerNextShardArgs) GetToken() string {
-	return p.Token
+func (p *TrackerNextShardArgs) GetSecret() string {
+	return p.Secret
 }
 
 func (p *TrackerNextShardArgs) GetEpoch() int32 {
@@ -3352,7 +3352,7 @@ func (p *TrackerNextShardArgs) ReadField1(ctx context.Context, iprot thrift.TPro
 	if v, err := iprot.ReadString(ctx); err != nil {
 		return thrift.PrependError("error reading field 1: ", err)
 	} else {
-		p.Token = v
+		p.Secret = v
 	}
 	return nil
 }
@@ -3412,14 +3412,14 @@ func (p *TrackerNextShardArgs) Write(ctx context.Context, oprot thrift.TProtocol
 }
 
 func (p *TrackerNextShardArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-	if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 1); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:token: ", p), err)
+	if err := oprot.WriteFieldBegin(ctx, "secret", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:secret: ", p), err)
 	}
-	if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T.token (1) field write error: ", p), err)
+	if err := oprot.WriteString(ctx, string(p.Secret)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.secret (1) field write error: ", p), err)
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:token: ", p), err)
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:secret: ", p), err)
 	}
 	return err
 }
@@ -3631,14 +3631,14 @@ func (p *TrackerNextShardResult) String() string {
 }
 
 // Attributes:
-//   - Token
+//   - Secret
 //   - Epoch
 //   - Shard
 //   - Worker
 //   - Attempt
 //   - Records
 type TrackerShardDoneArgs struct {
-	Token   string `thrift:"token,1" db:"token" json:"token"`
+	Secret  string `thrift:"secret,1" db:"secret" json:"secret"`
 	Epoch   int32  `thrift:"epoch,2" db:"epoch" json:"epoch"`
 	Shard   int64  `thrift:"shard,3" db:"shard" json:"shard"`
 	Worker  int32  `thrift:"worker,4" db:"worker" json:"worker"`
@@ -3650,8 +3650,8 @@ func NewTrackerShardDoneArgs() *TrackerShardDoneArgs {
 	return &TrackerShardDoneArgs{}
 }
 
-func (p *TrackerShardDoneArgs) GetToken() string {
-	return p.Token
+func (p *TrackerShardDoneArgs) GetSecret() string {
+	return p.Secret
 }
 
 func (p *TrackerShardDoneArgs) GetEpoch() int32 {
@@ -3766,7 +3766,7 @@ func (p *TrackerShardDoneArgs) ReadField1(ctx context.Context, iprot thrift.TPro
 	if v, err := iprot.ReadString(ctx); err != nil {
 		return thrift.PrependError("error reading field 1: ", err)
 	} else {
-		p.Token = v
+		p.Secret = v
 	}
 	return nil
 }
@@ -3850,14 +3850,14 @@ func (p *TrackerShardDoneArgs) Write(ctx context.Context, oprot thrift.TProtocol
 }
 
 func (p *TrackerShardDoneArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-	if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 1); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:token: ", p), err)
+	if err := oprot.WriteFieldBegin(ctx, "secret", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:secret: ", p), err)
 	}
-	if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T.token (1) field write error: ", p), err)
+	if err := oprot.WriteString(ctx, string(p.Secret)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.secret (1) field write error: ", p), err)
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:token: ", p), err)
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:secret: ", p), err)
 	}
 	return err
 }
@@ -4044,17 +4044,17 @@ func (p *TrackerShardDoneResult) String() string {
 }
 
 // Attributes:
-//   - Token
+//   - Secret
 type TrackerPlanArgs struct {
-	Token string `thrift:"token,1" db:"token" json:"token"`
+	Secret string `thrift:"secret,1" db:"secret" json:"secret"`
 }
 
 func NewTrackerPlanArgs() *TrackerPlanArgs {
 	return &TrackerPlanArgs{}
 }
 
-func (p *TrackerPlanArgs) GetToken() string {
-	return p.Token
+func (p *TrackerPlanArgs) GetSecret() string {
+	return p.Secret
 }
 func (p *TrackerPlanArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -4099,7 +4099,7 @@ func (p *TrackerPlanArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol
 	if v, err := iprot.ReadString(ctx); err != nil {
 		return thrift.PrependError("error reading field 1: ", err)
 	} else {
-		p.Token = v
+		p.Secret = v
 	}
 	return nil
 }
@@ -4123,14 +4123,14 @@ func (p *TrackerPlanArgs) Write(ctx context.Context, oprot thrift.TProtocol) err
 }
 
 func (p *TrackerPlanArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-	if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 1); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:token: ", p), err)
+	if err := oprot.WriteFieldBegin(ctx, "secret", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:secret: ", p), err)
 	}
-	if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T.token (1) field write error: ", p), err)
+	if err := oprot.WriteString(ctx, string(p.Secret)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.secret (1) field write error: ", p), err)
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:token: ", p), err)
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:secret: ", p), err)
 	}
 	return err
 }
@@ -4320,12 +4320,12 @@ func (p *TrackerPlanResult) String() string {
 }
 
 // Attributes:
-//   - Token
+//   - Secret
 //   - Epoch
 //   - Worker
 //   - Metrics
 type TrackerReportMetricsArgs struct {
-	Token   string             `thrift:"token,1" db:"token" json:"token"`
+	Secret  string             `thrift:"secret,1" db:"secret" json:"secret"`
 	Epoch   int32              `thrift:"epoch,2" db:"epoch" json:"epoch"`
 	Worker  int32              `thrift:"worker,3" db:"worker" json:"worker"`
 	Metrics map[string]float64 `thrift:"metrics,4" db:"metrics" json:"metrics"`
@@ -4335,8 +4335,8 @@ func NewTrackerReportMetricsArgs() *TrackerReportMetricsArgs {
 	return &TrackerReportMetricsArgs{}
 }
 
-func (p *TrackerReportMetricsArgs) GetToken() string {
-	return p.Token
+func (p *TrackerReportMetricsArgs) GetSecret() string {
+	return p.Secret
 }
 
 func (p *TrackerReportMetricsArgs) GetEpoch() int32 {
@@ -4423,7 +4423,7 @@ func (p *TrackerReportMetricsArgs) ReadField1(ctx context.Context, iprot thrift.
 	if v, err := iprot.ReadString(ctx); err != nil {
 		return thrift.PrependError("error reading field 1: ", err)
 	} else {
-		p.Token = v
+		p.Secret = v
 	}
 	return nil
 }
@@ -4502,14 +4502,14 @@ func (p *TrackerReportMetricsArgs) Write(ctx context.Context, oprot thrift.TProt
 }
 
 func (p *TrackerReportMetricsArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-	if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 1); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:token: ", p), err)
+	if err := oprot.WriteFieldBegin(ctx, "secret", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:secret: ", p), err)
 	}
-	if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T.token (1) field write error: ", p), err)
+	if err := oprot.WriteString(ctx, string(p.Secret)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.secret (1) field write error: ", p), err)
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:token: ", p), err)
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:secret: ", p), err)
 	}
 	return err
 }
@@ -4681,17 +4681,17 @@ func (p *TrackerReportMetricsResult) String() string {
 }
 
 // Attributes:
-//   - Token
+//   - Secret
 type TrackerStatusArgs struct {
-	Token string `thrift:"token,1" db:"token" json:"token"`
+	Secret string `thrift:"secret,1" db:"secret" json:"secret"`
 }
 
 func NewTrackerStatusArgs() *TrackerStatusArgs {
 	return &TrackerStatusArgs{}
 }
 
-func (p *TrackerStatusArgs) GetToken() string {
-	return p.Token
+func (p *TrackerStatusArgs) GetSecret() string {
+	return p.Secret
 }
 func (p *TrackerStatusArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -4736,7 +4736,7 @@ func (p *TrackerStatusArgs) ReadField1(ctx context.Context, iprot thrift.TProtoc
 	if v, err := iprot.ReadString(ctx); err != nil {
 		return thrift.PrependError("error reading field 1: ", err)
 	} else {
-		p.Token = v
+		p.Secret = v
 	}
 	return nil
 }
@@ -4760,14 +4760,14 @@ func (p *TrackerStatusArgs) Write(ctx context.Context, oprot thrift.TProtocol) e
 }
 
 func (p *TrackerStatusArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-	if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 1); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:token: ", p), err)
+	if err := oprot.WriteFieldBegin(ctx, "secret", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:secret: ", p), err)
 	}
-	if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T.token (1) field write error: ", p), err)
+	if err := oprot.WriteString(ctx, string(p.Secret)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.secret (1) field write error: ", p), err)
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:token: ", p), err)
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:secret: ", p), err)
 	}
 	return err
 }
@@ -4940,10 +4940,10 @@ func (p *TrackerStatusResult) String() string {
 }
 
 // Attributes:
-//   - Token
+//   - Secret
 //   - Reason
 type TrackerKillArgs struct {
-	Token  string `thrift:"token,1" db:"token" json:"token"`
+	Secret string `thrift:"secret,1" db:"secret" json:"secret"`
 	Reason string `thrift:"reason,2" db:"reason" json:"reason"`
 }
 
@@ -4951,8 +4951,8 @@ func NewTrackerKillArgs() *TrackerKillArgs {
 	return &TrackerKillArgs{}
 }
 
-func (p *TrackerKillArgs) GetToken() string {
-	return p.Token
+func (p *TrackerKillArgs) GetSecret() string {
+	return p.Secret
 }
 
 func (p *TrackerKillArgs) GetReason() string {
@@ -5011,7 +5011,7 @@ func (p *TrackerKillArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol
 	if v, err := iprot.ReadString(ctx); err != nil {
 		return thrift.PrependError("error reading field 1: ", err)
 	} else {
-		p.Token = v
+		p.Secret = v
 	}
 	return nil
 }
@@ -5047,14 +5047,14 @@ func (p *TrackerKillArgs) Write(ctx context.Context, oprot thrift.TProtocol) err
 }
 
 func (p *TrackerKillArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-	if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 1); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:token: ", p), err)
+	if err := oprot.WriteFieldBegin(ctx, "secret", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:secret: ", p), err)
 	}
-	if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T.token (1) field write error: ", p), err)
+	if err := oprot.WriteString(ctx, string(p.Secret)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.secret (1) field write error: ", p), err)
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:token: ", p), err)
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:secret: ", p), err)
 	}
 	return err
 }
@@ -5189,19 +5189,19 @@ func (p *TrackerKillResult) String() string {
 }
 
 // Attributes:
-//   - Token
+//   - Secret
 //   - Ckpt
 type TrackerCommitCheckpointArgs struct {
-	Token string      `thrift:"token,1" db:"token" json:"token"`
-	Ckpt  *Checkpoint `thrift:"ckpt,2" db:"ckpt" json:"ckpt"`
+	Secret string      `thrift:"secret,1" db:"secret" json:"secret"`
+	Ckpt   *Checkpoint `thrift:"ckpt,2" db:"ckpt" json:"ckpt"`
 }
 
 func NewTrackerCommitCheckpointArgs() *TrackerCommitCheckpointArgs {
 	return &TrackerCommitCheckpointArgs{}
 }
 
-func (p *TrackerCommitCheckpointArgs) GetToken() string {
-	return p.Token
+func (p *TrackerCommitCheckpointArgs) GetSecret() string {
+	return p.Secret
 }
 
 var TrackerCommitCheckpointArgs_Ckpt_DEFAULT *Checkpoint
@@ -5269,7 +5269,7 @@ func (p *TrackerCommitCheckpointArgs) ReadField1(ctx context.Context, iprot thri
 	if v, err := iprot.ReadString(ctx); err != nil {
 		return thrift.PrependError("error reading field 1: ", err)
 	} else {
-		p.Token = v
+		p.Secret = v
 	}
 	return nil
 }
@@ -5304,14 +5304,14 @@ func (p *TrackerCommitCheckpointArgs) Write(ctx context.Context, oprot thrift.TP
 }
 
 func (p *TrackerCommitCheckpointArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
-	if err := oprot.WriteFieldBegin(ctx, "token", thrift.STRING, 1); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:token: ", p), err)
+	if err := oprot.WriteFieldBegin(ctx, "secret", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:secret: ", p), err)
 	}
-	if err := oprot.WriteString(ctx, string(p.Token)); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T.token (1) field write error: ", p), err)
+	if err := oprot.WriteString(ctx, string(p.Secret)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.secret (1) field write error: ", p), err)
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
-		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:token: ", p), err)
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:secret: ", p), err)
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package tracker
+package yarnam
 
 import (
 	"context"
@@ -13,15 +13,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
 func TestStatusHandler(t *testing.T) {
 	t.Parallel()
-	st := NewState([]Shard{{ID: 0}, {ID: 1}}, time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
-	st.SetRole(RoleStatus{Role: RoleScheduler, Want: 1, Running: 1})
-	st.SetRole(RoleStatus{Role: RoleWorker, Want: 3, Running: 2, Restarts: 1, Succeeded: 1})
+	st := tracker.NewState([]tracker.Shard{{ID: 0}, {ID: 1}}, time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
+	st.SetRole(tracker.RoleStatus{Role: conf.RoleScheduler, Want: 1, Running: 1})
+	st.SetRole(tracker.RoleStatus{Role: conf.RoleWorker, Want: 3, Running: 2, Restarts: 1, Succeeded: 1})
 	if err := st.ReportMetrics(0, 0, map[string]float64{"loss": 0.25}); err != nil {
 		t.Fatal(err)
 	}
@@ -49,10 +52,10 @@ func TestStatusHandler(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &ws); err != nil {
 		t.Fatalf("status.json %q: %v", body, err)
 	}
-	if ws.Name != "spindle:<lr>" || ws.State != Running || ws.ShardsTotal != 2 || ws.Metrics["loss"] != 0.25 {
+	if ws.Name != "spindle:<lr>" || ws.State != tracker.Running || ws.ShardsTotal != 2 || ws.Metrics["loss"] != 0.25 {
 		t.Errorf("status.json = %+v", ws)
 	}
-	wantRoles := []WebRoleStatus{{Role: RoleScheduler, Want: 1, Running: 1}, {Role: RoleWorker, Want: 3, Running: 2, Restarts: 1, Succeeded: 1}}
+	wantRoles := []WebRoleStatus{{Role: conf.RoleScheduler, Want: 1, Running: 1}, {Role: conf.RoleWorker, Want: 3, Running: 2, Restarts: 1, Succeeded: 1}}
 	if len(ws.Roles) != 2 || ws.Roles[0] != wantRoles[0] || ws.Roles[1] != wantRoles[1] {
 		t.Errorf("roles = %+v, want %+v", ws.Roles, wantRoles)
 	}
@@ -76,7 +79,7 @@ func TestStatusHandler(t *testing.T) {
 		}
 	}
 
-	st.Finish(Failed, "worker 0 failed")
+	st.Finish(tracker.Failed, "worker 0 failed")
 	if _, body = get("/status.json"); !strings.Contains(body, `"FAILED"`) || !strings.Contains(body, "worker 0 failed") {
 		t.Errorf("status.json after the end = %s", body)
 	}
@@ -86,7 +89,7 @@ func TestStatusHandler(t *testing.T) {
 }
 
 // submitAMJob submits the test ApplicationMaster bin running spec.
-func submitAMJob(ctx context.Context, t *testing.T, rm *yarn.RMClient, bin, name string, spec JobSpec, sub yarn.Submission) yarn.ApplicationID {
+func submitAMJob(ctx context.Context, t *testing.T, rm *yarn.RMClient, bin, name string, spec job.JobSpec, sub yarn.Submission) yarn.ApplicationID {
 	t.Helper()
 	js, err := json.Marshal(spec)
 	if err != nil {
@@ -131,7 +134,7 @@ func TestHadoopAMStatusPage(t *testing.T) {
 	}
 	t.Cleanup(func() { rm.Close() })
 	bin := buildAMJob(t)
-	spec := JobSpec{Name: "spindle-web", Command: []string{"/bin/sh", "-c", "sleep 20"}, NumWorkers: 2, NumServers: 1,
+	spec := job.JobSpec{Name: "spindle-web", Command: []string{"/bin/sh", "-c", "sleep 20"}, NumWorkers: 2, NumServers: 1,
 		MaxAttempts: 1, WorkerMemoryMB: 128, ServerMemoryMB: 128}
 	id := submitAMJob(ctx, t, rm, bin, "spindle-amjob-web", spec, yarn.Submission{})
 	client := &http.Client{Timeout: 5 * time.Second}
@@ -154,7 +157,7 @@ func TestHadoopAMStatusPage(t *testing.T) {
 		}
 		return ws, json.Unmarshal(b, &ws)
 	}
-	want := map[string]WebRoleStatus{RoleScheduler: {RoleScheduler, 1, 1, 0, 0}, RoleServer: {RoleServer, 1, 1, 0, 0}, RoleWorker: {RoleWorker, 2, 2, 0, 0}}
+	want := map[conf.Role]WebRoleStatus{conf.RoleScheduler: {conf.RoleScheduler, 1, 1, 0, 0}, conf.RoleServer: {conf.RoleServer, 1, 1, 0, 0}, conf.RoleWorker: {conf.RoleWorker, 2, 2, 0, 0}}
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
 	var last WebStatus
@@ -198,7 +201,7 @@ func TestHadoopAMStatusPage(t *testing.T) {
 				continue
 			}
 			last, via = ws, u
-			ok = ws.State == Running && len(ws.Roles) == 3
+			ok = ws.State == tracker.Running && len(ws.Roles) == 3
 			for _, rs := range ws.Roles {
 				ok = ok && rs == want[rs.Role]
 			}

@@ -1,8 +1,9 @@
-package tracker
+package yarnam
 
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,10 +15,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/yarn"
 )
+
+func quietLog() *logrus.Entry {
+	l := logrus.New()
+	l.Out = io.Discard
+	return logrus.NewEntry(l)
+}
 
 // TestShellWords runs quoted commands the way a NodeManager's launch
 // script does: bash -c "<words joined by spaces>".
@@ -73,68 +83,42 @@ func TestDescribeExitStatus(t *testing.T) {
 	}
 }
 
-// TestContainerEnv checks the contract a container gets: the scheduler's
-// node as the root, the container's node as its own, the yarn cluster.
-func TestContainerEnv(t *testing.T) {
+// TestAsks checks that the asks follow the launches waiting for a
+// container, per priority, with each role's resources, and are sent only
+// when they change.
+func TestAsks(t *testing.T) {
 	t.Parallel()
-	spec := JobSpec{Command: []string{"x"}, NumWorkers: 2, NumServers: 1, MaxAttempts: 1, Env: []string{"A=job", "DMLC_ROLE=bad"}}
-	j := &amJob{spec: spec, opts: AMOptions{Env: []string{"A=am", "LD_LIBRARY_PATH=./lib"}}, rootHost: "10.0.0.9",
-		env: &localJob{spec: spec, secret: "s3", rootPort: 23456, trackerAddr: "am-host:999"}, addrs: map[string]string{},
-		log: quietLog()}
-	node := func(h string) yarn.Container { return yarn.Container{Node: yarn.NodeID{Host: h, Port: 1}} }
-	tests := []struct {
-		name string
-		t    *amTask
-		c    yarn.Container
-		want map[string]string
-	}{
-		// Nodes are named by their addresses, which ps-lite binds.
-		{"scheduler", &amTask{role: RoleScheduler}, node("localhost"), map[string]string{
-			conf.EnvRole: "scheduler", conf.EnvRootURI: "127.0.0.1", conf.EnvRootPort: "23456", conf.EnvNodeHost: "127.0.0.1",
-			conf.EnvJobCluster: "yarn", conf.EnvJobSecret: "s3", conf.EnvTrackerAddr: "am-host:999", "A": "job",
-			"LD_LIBRARY_PATH": "./lib", conf.EnvTaskID: ""}},
-		{"worker_retry", &amTask{role: RoleWorker, rank: 1, attempt: 2}, node("10.1.2.3"), map[string]string{
-			conf.EnvRole: "worker", conf.EnvRootURI: "10.0.0.9", conf.EnvRootPort: "23456", conf.EnvNodeHost: "10.1.2.3",
-			conf.EnvTaskID: "1", conf.EnvWorkerID: "1", conf.EnvNumAttempt: "2", conf.EnvNumWorker: "2", conf.EnvNumServer: "1"}},
+	c := &Cluster{spec: job.JobSpec{NumWorkers: 2, NumServers: 1, WorkerMemoryMB: 256, ServerMemoryMB: 512}, outst: map[int32]int32{}, log: quietLog()}
+	add := func(role conf.Role, rank int) {
+		if err := c.Start(t.Context(), job.Launch{Task: job.Task{Role: role, Rank: rank}}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			env := j.containerEnv(t.Context(), tt.t, tt.c)
-			for k, v := range tt.want {
-				if got := env[k]; got != v {
-					t.Errorf("%s = %q, want %q", k, got, v)
-				}
-			}
-			for k := range env {
-				if strings.Contains(k, "TOKEN") {
-					t.Errorf("container env has %s", k)
-				}
-			}
-		})
-	}
-}
-
-// TestAsksGateOnScheduler checks that servers and workers are asked for
-// only once the scheduler has a node, and that asks are sent only when
-// they change.
-func TestAsksGateOnScheduler(t *testing.T) {
-	t.Parallel()
-	j := &amJob{spec: JobSpec{NumWorkers: 2, NumServers: 1, WorkerMemoryMB: 256, ServerMemoryMB: 512}, outst: map[int32]int32{}}
-	j.tasks = []*amTask{{role: RoleScheduler, prio: prioScheduler}, {role: RoleServer, prio: prioServer},
-		{role: RoleWorker, prio: prioWorker}, {role: RoleWorker, rank: 1, prio: prioWorker}}
-	got := j.asks()
+	add(conf.RoleScheduler, 0)
+	got := c.asksLocked()
 	if len(got) != 1 || got[0].Priority != prioScheduler || got[0].Count != 1 || got[0].Resource.MemoryMB != 512 {
 		t.Fatalf("first asks = %+v, want one scheduler container", got)
 	}
-	if again := j.asks(); len(again) != 0 {
+	if again := c.asksLocked(); len(again) != 0 {
 		t.Fatalf("unchanged asks sent again: %+v", again)
 	}
-	j.tasks[0].ct, j.rootHost, j.outst[prioScheduler] = &yarn.Container{}, "n1", 0
-	got = j.asks()
+	// The scheduler's container came.
+	if ln := c.matchLocked(yarn.Container{Priority: prioScheduler}); ln == nil || ln.l.Task.Role != conf.RoleScheduler {
+		t.Fatalf("scheduler's container matched %+v", ln)
+	}
+	c.outst[prioScheduler] = 0
+	add(conf.RoleServer, 0)
+	add(conf.RoleWorker, 0)
+	add(conf.RoleWorker, 1)
+	got = c.asksLocked()
 	sort.Slice(got, func(a, b int) bool { return got[a].Priority < got[b].Priority })
 	if len(got) != 2 || got[0].Priority != prioServer || got[0].Count != 1 || got[1].Priority != prioWorker ||
 		got[1].Count != 2 || got[1].Resource.MemoryMB != 256 {
 		t.Fatalf("asks after the scheduler came = %+v", got)
+	}
+	// A surplus container is released.
+	if ln := c.matchLocked(yarn.Container{Priority: prioScheduler, ID: yarn.ContainerID{ID: 7}}); ln != nil || len(c.releases) != 1 {
+		t.Fatalf("surplus container matched %+v, releases %v", ln, c.releases)
 	}
 }
 
@@ -143,7 +127,7 @@ func TestAsksGateOnScheduler(t *testing.T) {
 // can name the binary directly.
 func buildAMJob(t *testing.T) string {
 	t.Helper()
-	return hadooptest.Build(t, "github.com/spindle-ps/spindle/tracker/internal/amjob")
+	return hadooptest.Build(t, "github.com/spindle-ps/spindle/job/yarnam/internal/amjob")
 }
 
 // liveContainers lists, with Hadoop's yarn CLI, the containers of attempt
@@ -152,7 +136,7 @@ func buildAMJob(t *testing.T) string {
 func liveContainers(t *testing.T, attempt yarn.AttemptID) (string, bool) {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "scripts", "minicluster.sh")
+	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "minicluster.sh")
 	if os.Getenv("SPINDLE_MINICLUSTER_DIR") == "" {
 		return "", false
 	}
@@ -176,14 +160,14 @@ func TestHadoopRunAM(t *testing.T) {
 	}
 	t.Cleanup(func() { rm.Close() })
 	bin := buildAMJob(t)
-	small := func(s JobSpec) JobSpec {
+	small := func(s job.JobSpec) job.JobSpec {
 		s.WorkerMemoryMB, s.ServerMemoryMB = 128, 128
 		return s
 	}
 	rootRE := regexp.MustCompile(`^(scheduler|server|worker) (\S+):(\d+)$`)
 	tests := []struct {
 		name      string
-		spec      JobSpec
+		spec      job.JobSpec
 		args      []string // for amjob
 		want      yarn.FinalStatus
 		wantDiags []string
@@ -192,7 +176,7 @@ func TestHadoopRunAM(t *testing.T) {
 	}{
 		{
 			name: "three_workers",
-			spec: small(JobSpec{Command: []string{"/bin/sh", "-c", "echo task $DMLC_TASK_ID"}, NumWorkers: 3, MaxAttempts: 1}),
+			spec: small(job.JobSpec{Command: []string{"/bin/sh", "-c", "echo task $DMLC_TASK_ID"}, NumWorkers: 3, MaxAttempts: 1}),
 			want: yarn.FinalSucceeded, wantDiags: []string{"all 3 tasks exited 0"},
 			check: func(t *testing.T, stdout map[string]string) {
 				for _, w := range []string{"task 0\n", "task 1\n", "task 2\n"} {
@@ -210,7 +194,7 @@ func TestHadoopRunAM(t *testing.T) {
 		},
 		{
 			name: "retry_succeeds",
-			spec: small(JobSpec{Command: []string{"/bin/sh", "-c", `echo attempt $DMLC_NUM_ATTEMPT; test "$DMLC_NUM_ATTEMPT" -ge 1 || exit 1`},
+			spec: small(job.JobSpec{Command: []string{"/bin/sh", "-c", `echo attempt $DMLC_NUM_ATTEMPT; test "$DMLC_NUM_ATTEMPT" -ge 1 || exit 1`},
 				NumWorkers: 1, MaxAttempts: 2}),
 			want: yarn.FinalSucceeded, wantDiags: []string{"all 1 tasks exited 0"},
 			check: func(t *testing.T, stdout map[string]string) {
@@ -228,18 +212,18 @@ func TestHadoopRunAM(t *testing.T) {
 		},
 		{
 			name: "always_exit_3",
-			spec: small(JobSpec{Command: []string{"/bin/sh", "-c", "echo failing >&2; exit 3"}, NumWorkers: 1, MaxAttempts: 2}),
+			spec: small(job.JobSpec{Command: []string{"/bin/sh", "-c", "echo failing >&2; exit 3"}, NumWorkers: 1, MaxAttempts: 2}),
 			want: yarn.FinalFailed, wantDiags: []string{"worker 0 failed", "exit status 3", "container_", "attempt 2 of 2"},
 		},
 		{
 			name: "allocation_timeout",
-			spec: small(JobSpec{Command: []string{"true"}, NumWorkers: 2, MaxAttempts: 1}),
+			spec: small(job.JobSpec{Command: []string{"true"}, NumWorkers: 2, MaxAttempts: 1}),
 			args: []string{"-allocation-timeout", "1ms"},
 			want: yarn.FinalFailed, wantDiags: []string{"containers did not come within 1ms: still missing 2 worker"},
 		},
 		{
 			name: "scheduler_server_workers",
-			spec: small(JobSpec{Command: []string{"/bin/sh", "-c", "echo $DMLC_ROLE $DMLC_PS_ROOT_URI:$DMLC_PS_ROOT_PORT"},
+			spec: small(job.JobSpec{Command: []string{"/bin/sh", "-c", "echo $DMLC_ROLE $DMLC_PS_ROOT_URI:$DMLC_PS_ROOT_PORT"},
 				NumWorkers: 2, NumServers: 1, MaxAttempts: 1}),
 			want: yarn.FinalSucceeded, wantDiags: []string{"all 4 tasks exited 0"},
 			check: func(t *testing.T, stdout map[string]string) {
@@ -360,7 +344,7 @@ func TestHadoopRunAMKilled(t *testing.T) {
 	bin := buildAMJob(t)
 	marker := "spindle-amjob-kill-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	// The marker stays in sh's arguments while sleep runs.
-	spec := JobSpec{Command: []string{"/bin/sh", "-c", "sleep 600; : " + marker}, NumWorkers: 2, MaxAttempts: 1, WorkerMemoryMB: 128}
+	spec := job.JobSpec{Command: []string{"/bin/sh", "-c", "sleep 600; : " + marker}, NumWorkers: 2, MaxAttempts: 1, WorkerMemoryMB: 128}
 	js, _ := json.Marshal(spec)
 	app, err := rm.NewApplication(ctx)
 	if err != nil {

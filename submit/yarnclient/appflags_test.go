@@ -1,4 +1,4 @@
-package tracker
+package yarnclient
 
 import (
 	"bytes"

@@ -1,18 +1,32 @@
-package tracker
+package local
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/tracker"
 )
+
+func quietLog() *logrus.Entry {
+	l := logrus.New()
+	l.Out = io.Discard
+	return logrus.NewEntry(l)
+}
 
 // syncBuffer collects the children's output.
 type syncBuffer struct {
@@ -48,10 +62,10 @@ func survivors(t *testing.T, marker string) []string {
 	return out
 }
 
-func runLocal(t *testing.T, ctx context.Context, spec JobSpec) (Result, error, string) {
+func runLocal(t *testing.T, ctx context.Context, spec job.JobSpec) (job.Result, error, string) {
 	t.Helper()
 	var out syncBuffer
-	res, err := RunLocal(ctx, spec, LocalOptions{Environ: os.Environ(), Stdout: &out, Log: quietLog(), StopGrace: time.Second})
+	res, err := Run(ctx, spec, Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), StopGrace: time.Second})
 	return res, err, out.String()
 }
 
@@ -60,11 +74,11 @@ func TestRunLocalGivesEachTaskTheContract(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	script := `echo "role=$DMLC_ROLE task=$DMLC_TASK_ID workers=$DMLC_NUM_WORKER servers=$DMLC_NUM_SERVER attempt=$DMLC_NUM_ATTEMPT cluster=$DMLC_JOB_CLUSTER tracker=${SPINDLE_TRACKER_ADDR:+set} secret=${SPINDLE_JOB_SECRET:+set} mine=$MINE"`
-	res, err, out := runLocal(t, ctx, JobSpec{
+	res, err, out := runLocal(t, ctx, job.JobSpec{
 		Command: []string{"/bin/sh", "-c", script}, NumWorkers: 2, NumServers: 1, MaxAttempts: 1,
 		Env: []string{"MINE=all"}, WorkerEnv: []string{"MINE=workers"},
 	})
-	if err != nil || res.State != Succeeded {
+	if err != nil || res.State != tracker.Succeeded {
 		t.Fatalf("job: %v %v\n%s", res.State, err, out)
 	}
 	for _, want := range []string{
@@ -84,8 +98,8 @@ func TestRunLocalRetriesAFailedWorker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	script := `if [ "$DMLC_TASK_ID" = 1 ] && [ "$DMLC_NUM_ATTEMPT" = 0 ]; then echo failing once; exit 1; fi; echo fine`
-	res, err, out := runLocal(t, ctx, JobSpec{Command: []string{"/bin/sh", "-c", script}, NumWorkers: 2, MaxAttempts: 2})
-	if err != nil || res.State != Succeeded {
+	res, err, out := runLocal(t, ctx, job.JobSpec{Command: []string{"/bin/sh", "-c", script}, NumWorkers: 2, MaxAttempts: 2})
+	if err != nil || res.State != tracker.Succeeded {
 		t.Fatalf("job: %v %v\n%s", res.State, err, out)
 	}
 	if !strings.Contains(out, "[worker 1#1] fine") {
@@ -112,8 +126,8 @@ func TestRunLocalStartsAgainWhenTheSchedulerFailsEarly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	script := `if [ "$DMLC_ROLE" = scheduler ] && [ "$DMLC_NUM_ATTEMPT" = 0 ]; then echo cannot bind; exit 3; fi; echo "run port=$DMLC_PS_ROOT_PORT"`
-	res, err, out := runLocal(t, ctx, JobSpec{Command: []string{"/bin/sh", "-c", script}, NumWorkers: 1, NumServers: 1, MaxAttempts: 2})
-	if err != nil || res.State != Succeeded {
+	res, err, out := runLocal(t, ctx, job.JobSpec{Command: []string{"/bin/sh", "-c", script}, NumWorkers: 1, NumServers: 1, MaxAttempts: 2})
+	if err != nil || res.State != tracker.Succeeded {
 		t.Fatalf("job: %v %v\n%s", res.State, err, out)
 	}
 	i := strings.Index(out, "[scheduler 0#1] run port=")
@@ -137,9 +151,9 @@ func TestRunLocalFailsNamingTheTaskAndLeavesNoProcess(t *testing.T) {
 	// for ten minutes.
 	script := `if [ "$DMLC_TASK_ID" = 1 ]; then echo "cannot open data"; exit 3; fi; sleep 600 & wait`
 	start := time.Now()
-	res, err, out := runLocal(t, ctx, JobSpec{Command: []string{"/bin/sh", "-c", script}, Env: []string{"SPINDLE_TEST_MARKER=" + marker}, NumWorkers: 3, NumServers: 1, MaxAttempts: 2})
+	res, err, out := runLocal(t, ctx, job.JobSpec{Command: []string{"/bin/sh", "-c", script}, Env: []string{"SPINDLE_TEST_MARKER=" + marker}, NumWorkers: 3, NumServers: 1, MaxAttempts: 2})
 	took := time.Since(start)
-	if res.State != Failed || err == nil {
+	if res.State != tracker.Failed || err == nil {
 		t.Fatalf("job: %v %v\n%s", res.State, err, out)
 	}
 	for _, want := range []string{"worker 1 failed", "exit code 3", "attempt 2 of 2", "cannot open data"} {
@@ -162,16 +176,16 @@ func TestRunLocalStopsEverythingWhenInterrupted(t *testing.T) {
 	defer cancel()
 	var out syncBuffer
 	done := make(chan error, 1)
-	var res Result
+	var res job.Result
 	ready := make(chan struct{})
 	var once sync.Once
 	go func() {
 		var err error
-		res, err = RunLocal(ctx, JobSpec{Command: []string{"/bin/sh", "-c", `echo up; sleep 600 & wait`}, Env: []string{"SPINDLE_TEST_MARKER=" + marker}, NumWorkers: 2, MaxAttempts: 1},
-			LocalOptions{Environ: os.Environ(), Stdout: &out, Log: quietLog(), StopGrace: time.Second,
-				OnStatus: func(st Status) {
+		res, err = Run(ctx, job.JobSpec{Command: []string{"/bin/sh", "-c", `echo up; sleep 600 & wait`}, Env: []string{"SPINDLE_TEST_MARKER=" + marker}, NumWorkers: 2, MaxAttempts: 1},
+			Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), StopGrace: time.Second,
+				OnStatus: func(st tracker.Status) {
 					for _, r := range st.Roles {
-						if r.Role == RoleWorker && r.Running == 2 {
+						if r.Role == conf.RoleWorker && r.Running == 2 {
 							once.Do(func() { close(ready) })
 						}
 					}
@@ -186,7 +200,7 @@ func TestRunLocalStopsEverythingWhenInterrupted(t *testing.T) {
 	cancel()
 	select {
 	case err := <-done:
-		if res.State != Killed || !errors.Is(err, context.Canceled) {
+		if res.State != tracker.Killed || !errors.Is(err, context.Canceled) {
 			t.Fatalf("interrupted job: %v %v", res.State, err)
 		}
 	case <-time.After(20 * time.Second):
@@ -220,29 +234,30 @@ func TestRunLocalRefusesBadOutputBeforeStarting(t *testing.T) {
 		inputs             []string
 	}
 	tests := []badInput{
-		{name: "non-empty output", output: nonEmpty, want: "--overwrite"},
+		{name: "non-empty output", output: nonEmpty, want: "Overwrite"},
 		{name: "output is a file", output: aFile, want: "is a file"},
 		{name: "output under a file", output: filepath.Join(aFile, "model"), want: aFile},
 		{name: "missing input", output: filepath.Join(dir, "m1"), inputs: []string{filepath.Join(dir, "nope.libsvm")}, want: "nope.libsvm"},
 		{name: "empty glob", output: filepath.Join(dir, "m2"), inputs: []string{filepath.Join(dir, "*.csv")}, want: "*.csv"},
 	}
-	port, err := freePort() // no NameNode listens there
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	nn := "127.0.0.1:" + strconv.Itoa(port)
+	nn := ln.Addr().String()
+	ln.Close() // no NameNode listens there now
 	tests = append(tests,
 		badInput{name: "unreachable NameNode (input)", output: filepath.Join(dir, "m3"), inputs: []string{"hdfs://" + nn + "/data/*.libsvm"}, want: nn},
 		badInput{name: "unreachable NameNode (output)", output: "hdfs://" + nn + "/models/m", want: nn},
 	)
 	for _, tt := range tests {
 		start := time.Now()
-		res, err := RunLocal(ctx, JobSpec{Command: cmd, NumWorkers: 1, MaxAttempts: 1, Output: tt.output, Inputs: tt.inputs},
-			LocalOptions{Environ: os.Environ(), Log: quietLog(), Planner: InputPlanner(localResolver())})
+		res, err := Run(ctx, job.JobSpec{Command: cmd, NumWorkers: 1, MaxAttempts: 1, Output: tt.output, Inputs: tt.inputs},
+			Options{Environ: os.Environ(), Log: quietLog(), Planner: tracker.InputPlanner(dfs.NewResolver(conf.HadoopConf{}, ""))})
 		if d := time.Since(start); d > 20*time.Second {
 			t.Errorf("%s: took %v to fail", tt.name, d)
 		}
-		if err == nil || res.State != Failed || !strings.Contains(err.Error(), tt.want) {
+		if err == nil || res.State != tracker.Failed || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v %v, want a failure naming %q", tt.name, res.State, err, tt.want)
 		}
 		if _, err := os.Stat(started); err == nil {
@@ -250,8 +265,8 @@ func TestRunLocalRefusesBadOutputBeforeStarting(t *testing.T) {
 		}
 	}
 	// With --overwrite the old model goes.
-	res, err := RunLocal(ctx, JobSpec{Command: cmd, NumWorkers: 1, MaxAttempts: 1, Output: nonEmpty, Overwrite: true, NumServers: 0},
-		LocalOptions{Environ: os.Environ(), Log: quietLog()})
+	res, err := Run(ctx, job.JobSpec{Command: cmd, NumWorkers: 1, MaxAttempts: 1, Output: nonEmpty, Overwrite: true, NumServers: 0},
+		Options{Environ: os.Environ(), Log: quietLog()})
 	if err == nil || !strings.Contains(err.Error(), "incomplete") {
 		// No server wrote a part: the commit must say the model is
 		// incomplete rather than keep the old part.
@@ -274,19 +289,19 @@ func TestRunLocalCheckpointDirChecks(t *testing.T) {
 	cmd := []string{"/bin/true"}
 	tests := []struct {
 		name string
-		spec JobSpec
+		spec job.JobSpec
 		want string
 	}{
-		{"resume without checkpoints", JobSpec{CheckpointDir: filepath.Join(dir, "empty"), Resume: true}, "no usable checkpoint"},
-		{"resume from a dir of uncommitted ones", JobSpec{CheckpointDir: used, Resume: true}, "no usable checkpoint"},
-		{"fresh job over old checkpoints", JobSpec{CheckpointDir: used}, "--overwrite"},
-		{"resume without a dir", JobSpec{Resume: true}, "--checkpoint-dir"},
+		{"resume without checkpoints", job.JobSpec{CheckpointDir: filepath.Join(dir, "empty"), Resume: true}, "no usable checkpoint"},
+		{"resume from a dir of uncommitted ones", job.JobSpec{CheckpointDir: used, Resume: true}, "no usable checkpoint"},
+		{"fresh job over old checkpoints", job.JobSpec{CheckpointDir: used}, "Overwrite"},
+		{"resume without a dir", job.JobSpec{Resume: true}, "CheckpointDir"},
 	}
 	for _, tt := range tests {
 		spec := tt.spec
 		spec.Command, spec.NumWorkers, spec.MaxAttempts = cmd, 1, 1
-		res, err := RunLocal(ctx, spec, LocalOptions{Environ: os.Environ(), Log: quietLog()})
-		if err == nil || res.State != Failed || !strings.Contains(err.Error(), tt.want) {
+		res, err := Run(ctx, spec, Options{Environ: os.Environ(), Log: quietLog()})
+		if err == nil || res.State != tracker.Failed || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v %v, want a failure mentioning %q", tt.name, res.State, err, tt.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package tracker
+package yarnclient
 
 import (
 	"bytes"
@@ -97,7 +97,7 @@ func waitAppState(t *testing.T, ctx context.Context, rm *yarn.RMClient, app yarn
 func yarnAppList(t *testing.T) (string, bool) {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	script := filepath.Join(filepath.Dir(file), "..", "scripts", "minicluster.sh")
+	script := filepath.Join(filepath.Dir(file), "..", "..", "scripts", "minicluster.sh")
 	if os.Getenv("SPINDLE_MINICLUSTER_DIR") == "" {
 		return "", false
 	}
@@ -148,7 +148,7 @@ func TestHadoopSubmitYARN(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.State != yarn.AppFinished || r.FinalStatus != yarn.FinalSucceeded || r.Name != "spindle-test" || r.Type != YARNApplicationType {
+		if r.State != yarn.AppFinished || r.FinalStatus != yarn.FinalSucceeded || r.Name != "spindle-test" || r.Type != ApplicationType {
 			t.Errorf("report: name %q type %q state %v final %v, want spindle-test SPINDLE FINISHED SUCCEEDED", r.Name, r.Type, r.State, r.FinalStatus)
 		}
 		if list, ok := yarnAppList(t); ok {
@@ -448,4 +448,18 @@ func TestHadoopSubmitYARN(t *testing.T) {
 			<-tick.C
 		}
 	})
+}
+
+// markedProcesses counts this machine's processes whose command line
+// contains marker.
+func markedProcesses(marker string) int {
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	n := 0
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err == nil && strings.Contains(string(b), marker) && strings.HasPrefix(string(b), "/bin/sh") {
+			n++
+		}
+	}
+	return n
 }

@@ -1,4 +1,4 @@
-package tracker
+package yarnam
 
 import (
 	"context"
@@ -11,13 +11,16 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/tracker"
 )
 
 // WebStatus is the job's status as the ApplicationMaster's web page
 // serves it at /status.json. It holds no secret.
 type WebStatus struct {
 	Name         string             `json:"name"`
-	State        JobState           `json:"state"`
+	State        tracker.JobState   `json:"state"`
 	Epoch        int                `json:"epoch"`
 	ShardsDone   int                `json:"shards_done"`
 	ShardsTotal  int                `json:"shards_total"`
@@ -30,14 +33,14 @@ type WebStatus struct {
 
 // WebRoleStatus is one role's containers in WebStatus.
 type WebRoleStatus struct {
-	Role      string `json:"role"`
-	Want      int    `json:"want"`
-	Running   int    `json:"running"`
-	Restarts  int    `json:"restarts"`
-	Succeeded int    `json:"succeeded"`
+	Role      conf.Role `json:"role"`
+	Want      int       `json:"want"`
+	Running   int       `json:"running"`
+	Restarts  int       `json:"restarts"`
+	Succeeded int       `json:"succeeded"`
 }
 
-func webStatus(name string, st Status) WebStatus {
+func webStatus(name string, st tracker.Status) WebStatus {
 	w := WebStatus{Name: name, State: st.State, Epoch: st.Epoch, ShardsDone: st.ShardsDone, ShardsTotal: st.ShardsTotal,
 		Metrics: st.Metrics, MetricsEpoch: st.MetricsEpoch, Roles: []WebRoleStatus{}, Diagnostics: st.Diagnostics, Started: st.Started}
 	for _, r := range st.Roles {
@@ -71,7 +74,7 @@ var statusPage = template.Must(template.New("status").Parse(`<!DOCTYPE html>
 // StatusHandler serves the status of the job named name, read from st
 // at every request: "/" is a small HTML page that refreshes itself and
 // "/status.json" the same as JSON (WebStatus). It serves nothing else.
-func StatusHandler(name string, st *State) http.Handler {
+func StatusHandler(name string, st *tracker.State) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status.json", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -110,7 +113,7 @@ type webServer struct {
 }
 
 // serveWeb listens on addr and serves the job's status page.
-func serveWeb(addr, name string, st *State, log *logrus.Entry) (*webServer, error) {
+func serveWeb(addr, name string, st *tracker.State, log *logrus.Entry) (*webServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err

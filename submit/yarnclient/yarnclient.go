@@ -1,4 +1,4 @@
-package tracker
+package yarnclient
 
 import (
 	"context"
@@ -20,12 +20,15 @@ import (
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/yarnam"
+	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
 	"github.com/spindle-ps/spindle/yarn/libs"
 )
 
-// YARNOptions are the dependencies of SubmitYARN.
-type YARNOptions struct {
+// Options are the dependencies of Submit.
+type Options struct {
 	// Lookup reads the environment: the Hadoop configuration is found
 	// with it the Hadoop way, and the user is HADOOP_USER_NAME or the
 	// login. nil means none (the login user, no configuration).
@@ -46,7 +49,7 @@ type YARNOptions struct {
 	Priority int
 	Tags     []string
 	// AllocationTimeout is how long a task may wait for a container
-	// before the job fails (RunAM's AllocationTimeout, passed in
+	// before the job fails (yarnam.Run's AllocationTimeout, passed in
 	// job.json); 0 means 10 minutes.
 	AllocationTimeout time.Duration
 	// Log receives the client's own messages; nil discards them.
@@ -57,7 +60,7 @@ type YARNOptions struct {
 	OnReport func(yarn.ApplicationReport)
 	// Poll is the interval of the application reports; 0 means 500 ms.
 	Poll time.Duration
-	// KillTimeout bounds how long SubmitYARN waits for a killed
+	// KillTimeout bounds how long Submit waits for a killed
 	// application to end; 0 means 30 s.
 	KillTimeout time.Duration
 	// OnSubmitted, when set, is called with the application's id once
@@ -66,9 +69,9 @@ type YARNOptions struct {
 	// OnStatus, when set, is called with the job's status while the
 	// application runs, as the ApplicationMaster's tracker reports it
 	// (asked at every Poll; failures are ignored).
-	OnStatus func(Status)
-	// Detach makes SubmitYARN return as soon as the application is
-	// submitted (after one report, passed to OnReport), with a Running
+	OnStatus func(tracker.Status)
+	// Detach makes Submit return as soon as the application is
+	// submitted (after one report, passed to OnReport), with a tracker.Running
 	// result. The staging directory is then left to the
 	// ApplicationMaster, which removes it when the job ends.
 	Detach bool
@@ -85,8 +88,8 @@ const (
 	amLibDir     = "lib"
 	// AMMode is the first argument that makes ps-submit an ApplicationMaster.
 	AMMode = "am"
-	// YARNApplicationType is the type of Spindle's YARN applications.
-	YARNApplicationType = "SPINDLE"
+	// ApplicationType is the type of Spindle's YARN applications.
+	ApplicationType = "SPINDLE"
 )
 
 // amConfKeys are the prefixes of the Hadoop properties the client passes
@@ -101,24 +104,24 @@ var amConfKeys = []string{"yarn.resourcemanager.", "fs.defaultFS", "dfs.nameserv
 type amJobConfig struct {
 	// Spec is the job, its command rewritten to the localized executable
 	// when that was shipped.
-	Spec JobSpec `json:"spec"`
+	Spec job.JobSpec `json:"spec"`
 	// Resources are localized into every task container.
 	Resources map[string]yarn.LocalResource `json:"resources"`
 	// Hadoop holds the client's Hadoop properties the AM falls back on.
 	Hadoop map[string]string `json:"hadoop,omitempty"`
-	// Secret is the job token of the AM's tracker RPC, known to the
+	// Secret is the job secret of the AM's tracker RPC, known to the
 	// client so that it can ask for the job's status. job.json lives in
 	// the staging directory, which only the user may read (0700).
 	Secret string `json:"secret,omitempty"`
 	// Staging is the URI of the staging directory, which the AM removes
 	// when the job ends.
 	Staging string `json:"staging,omitempty"`
-	// AllocationTimeout is RunAM's AllocationTimeout as a Go duration
-	// ("10m0s"); "" means RunAM's default.
+	// AllocationTimeout is yarnam.Run's AllocationTimeout as a Go duration
+	// ("10m0s"); "" means yarnam.Run's default.
 	AllocationTimeout string `json:"allocation_timeout,omitempty"`
 }
 
-// SubmitYARN runs spec as a YARN application and follows it until it
+// Submit runs spec as a YARN application and follows it until it
 // ends. It stages the files the application needs in HDFS under
 // /user/<user>/.spindle/<application id>/ — this ps-submit binary, the
 // command's executable when spec.Command[0] is a path (with a slash) to a local file outside the
@@ -126,22 +129,22 @@ type amJobConfig struct {
 // nodes have; the tasks then run ./<its base name>), every spec.Files entry (by base name), the
 // non-system shared libraries of both binaries (under lib/) and job.json —
 // and submits an ApplicationMaster that runs "ps-submit am job.json"
-// (AMMain, which runs RunAM). It polls the application's report, passing
+// (AMMain, which runs yarnam.Run). It polls the application's report, passing
 // changes to OnReport, until the application is FINISHED, FAILED or
-// KILLED. The result is Succeeded only when YARN's final status is
+// KILLED. The result is tracker.Succeeded only when YARN's final status is
 // SUCCEEDED; otherwise the error carries YARN's diagnostics.
 //
-// When ctx ends first, the application is killed and SubmitYARN waits
+// When ctx ends first, the application is killed and Submit waits
 // (bounded by KillTimeout) until YARN reports it KILLED, and returns a
-// Killed result. The staging directory is removed in every case (by the
+// tracker.Killed result. The staging directory is removed in every case (by the
 // ApplicationMaster too, when the job ends).
 //
-// With Detach, SubmitYARN returns once the application is submitted and
-// the ApplicationMaster alone removes the staging directory (KillYARN
+// With Detach, Submit returns once the application is submitted and
+// the ApplicationMaster alone removes the staging directory (Kill
 // removes it after a kill).
-func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result, err error) {
+func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result, err error) {
 	start := time.Now()
-	res = Result{State: Failed}
+	res = job.Result{State: tracker.Failed}
 	defer func() { res.Wall = time.Since(start) }()
 	if err := spec.Validate(); err != nil {
 		return res, err
@@ -172,39 +175,36 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 	}
 	if opts.Executable == "" {
 		if opts.Executable, err = os.Executable(); err != nil {
-			return res, fmt.Errorf("tracker: find the ps-submit binary to ship: %w", err)
+			return res, fmt.Errorf("yarnclient: find the ps-submit binary to ship: %w", err)
 		}
 	}
-	hc, err := conf.LoadHadoopConf(lookup)
+	h, err := conf.LoadHadoop(lookup)
 	if err != nil {
 		return res, err
 	}
-	user, err := hc.User(lookup)
-	if err != nil {
-		return res, err
-	}
+	hc, user := h.Conf, h.User
 	resolver := dfs.NewResolver(hc, user)
 	defer resolver.Close()
 	// What the ApplicationMaster would refuse is refused now, before an
 	// application exists.
-	if err := CheckJob(ctx, spec, resolver, InputPlanner(resolver)); err != nil {
+	if err := job.Check(ctx, spec, resolver, tracker.InputPlanner(resolver)); err != nil {
 		return res, err
 	}
 
 	rm, err := yarn.NewRMClient(ctx, hc, user)
 	if err != nil {
-		return res, fmt.Errorf("tracker: connect to the resource manager: %w", err)
+		return res, fmt.Errorf("yarnclient: connect to the resource manager: %w", err)
 	}
 	defer rm.Close()
 	app, err := rm.NewApplication(ctx)
 	if err != nil {
-		return res, fmt.Errorf("tracker: new application: %w", err)
+		return res, fmt.Errorf("yarnclient: new application: %w", err)
 	}
 	log := opts.Log.WithField("application", app.ID.String())
 
 	fsys, dir, err := resolver.Resolve(ctx, stagingURI(user, app.ID))
 	if err != nil {
-		return res, fmt.Errorf("tracker: staging directory: %w", err)
+		return res, fmt.Errorf("yarnclient: staging directory: %w", err)
 	}
 	detached := false
 	defer func() {
@@ -216,10 +216,10 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 		defer cancel()
 		if rerr := fsys.RemoveAll(rctx, dir); rerr != nil {
 			log.WithError(rerr).Warn("could not remove the staging directory")
-			err = errors.Join(err, fmt.Errorf("tracker: remove the staging directory: %w", rerr))
+			err = errors.Join(err, fmt.Errorf("yarnclient: remove the staging directory: %w", rerr))
 		}
 	}()
-	secret, err := newSecret()
+	secret, err := job.NewSecret()
 	if err != nil {
 		return res, err
 	}
@@ -236,7 +236,7 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 	err = rm.Submit(ctx, yarn.Submission{
 		ID:             app.ID,
 		Name:           name,
-		Type:           YARNApplicationType,
+		Type:           ApplicationType,
 		Queue:          spec.Queue,
 		Command:        []string{"./" + amBinaryName, AMMode, amJobFile, "1><LOG_DIR>/stdout", "2><LOG_DIR>/stderr"},
 		Env:            map[string]string{"LD_LIBRARY_PATH": "./" + amLibDir, conf.EnvHadoopUserName: user},
@@ -247,7 +247,7 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 		Tags:           opts.Tags,
 	})
 	if err != nil {
-		return res, fmt.Errorf("tracker: submit the application: %w", err)
+		return res, fmt.Errorf("yarnclient: submit the application: %w", err)
 	}
 	log.Info("application submitted")
 	if opts.OnSubmitted != nil {
@@ -255,7 +255,7 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 	}
 	if opts.Detach {
 		detached = true
-		res.State = Running
+		res.State = tracker.Running
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if r, err := rm.ApplicationReport(rctx, app.ID); err == nil && opts.OnReport != nil {
@@ -268,22 +268,22 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 	res.Status.Diagnostics = r.Diagnostics
 	switch {
 	case err != nil && ctx.Err() != nil:
-		res.State = Killed
+		res.State = tracker.Killed
 		return res, err
 	case err != nil:
 		return res, err
 	case r.State == yarn.AppKilled || r.FinalStatus == yarn.FinalKilled:
-		res.State = Killed
-		return res, fmt.Errorf("tracker: application %s was killed: %s", app.ID, r.Diagnostics)
+		res.State = tracker.Killed
+		return res, fmt.Errorf("yarnclient: application %s was killed: %s", app.ID, r.Diagnostics)
 	case r.State == yarn.AppFinished && r.FinalStatus == yarn.FinalSucceeded:
-		res.State = Succeeded
+		res.State = tracker.Succeeded
 		res.Output = spec.Output
 		if spec.Output != "" {
 			// The model's manifest holds the tracker's account of the
 			// training, for the summary.
 			m, err := model.ReadManifest(ctx, resolver, spec.Output)
 			if err != nil {
-				return res, fmt.Errorf("tracker: application %s succeeded, but its model is not readable: %w", app.ID, err)
+				return res, fmt.Errorf("yarnclient: application %s succeeded, but its model is not readable: %w", app.ID, err)
 			}
 			if tr := m.Training; tr != nil {
 				res.Status.EpochRecords, res.Status.Metrics, res.Status.MetricsEpoch = tr.EpochRecords, tr.Metrics, tr.MetricsEpoch
@@ -291,15 +291,16 @@ func SubmitYARN(ctx context.Context, spec JobSpec, opts YARNOptions) (res Result
 		}
 		return res, nil
 	}
-	return res, fmt.Errorf("tracker: application %s ended %v with final status %v: %s", app.ID, r.State, r.FinalStatus, r.Diagnostics)
+	return res, fmt.Errorf("yarnclient: application %s ended %v with final status %v: %s", app.ID, r.State, r.FinalStatus, r.Diagnostics)
 }
 
 // follow polls id's report until it is terminal, or kills it when ctx
 // ends; it returns the last report.
-func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts YARNOptions, secret string) (yarn.ApplicationReport, error) {
+func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts Options, secret string) (yarn.ApplicationReport, error) {
 	tick := time.NewTicker(opts.Poll)
 	defer tick.Stop()
-	var tc *Client // the AM's tracker, once it is known
+	var tc *tracker.Client // the AM's tracker, once it is known
+	var tcAddr string
 	defer func() {
 		if tc != nil {
 			tc.Close()
@@ -310,11 +311,11 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 			return
 		}
 		addr := net.JoinHostPort(r.Host, strconv.Itoa(int(r.RPCPort)))
-		if tc == nil || tc.addr != addr {
+		if tc == nil || tcAddr != addr {
 			if tc != nil {
 				tc.Close()
 			}
-			tc = NewClient(addr, secret)
+			tc, tcAddr = tracker.NewClient(addr, secret), addr
 		}
 		sctx, cancel := context.WithTimeout(ctx, statusTimeout)
 		defer cancel()
@@ -340,7 +341,7 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 			if ctx.Err() != nil {
 				break
 			}
-			return last, fmt.Errorf("tracker: report of application %s: %w", id, err)
+			return last, fmt.Errorf("yarnclient: report of application %s: %w", id, err)
 		}
 		report(r)
 		if r.State.Terminal() {
@@ -357,10 +358,10 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 	// Stopped: kill the application and wait, bounded, until it ends.
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.KillTimeout)
 	defer cancel()
-	stopErr := fmt.Errorf("tracker: job stopped: %w", context.Cause(ctx))
+	stopErr := fmt.Errorf("yarnclient: job stopped: %w", context.Cause(ctx))
 	opts.Log.WithField("application", id.String()).Info("killing the application")
 	if _, err := rm.Kill(kctx, id); err != nil {
-		return last, errors.Join(stopErr, fmt.Errorf("tracker: kill application %s: %w", id, err))
+		return last, errors.Join(stopErr, fmt.Errorf("yarnclient: kill application %s: %w", id, err))
 	}
 	for {
 		r, err := rm.ApplicationReport(kctx, id)
@@ -372,7 +373,7 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 		}
 		select {
 		case <-kctx.Done():
-			return last, errors.Join(stopErr, fmt.Errorf("tracker: application %s not reported ended within %v of the kill", id, opts.KillTimeout))
+			return last, errors.Join(stopErr, fmt.Errorf("yarnclient: application %s not reported ended within %v of the kill", id, opts.KillTimeout))
 		case <-tick.C:
 		}
 	}
@@ -380,21 +381,21 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 
 // stage uploads the application's files into dir of fsys and returns the
 // AM's local resources and job.json's content.
-func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec JobSpec, self string,
+func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec job.JobSpec, self string,
 	lookup conf.Lookup, hc conf.HadoopConf, secret string, allocTimeout time.Duration) (map[string]yarn.LocalResource, error) {
-	job := amJobConfig{Spec: spec, Resources: map[string]yarn.LocalResource{}, Hadoop: map[string]string{},
+	jc := amJobConfig{Spec: spec, Resources: map[string]yarn.LocalResource{}, Hadoop: map[string]string{},
 		Secret: secret, Staging: fsys.URI(dir)}
 	if allocTimeout > 0 {
-		job.AllocationTimeout = allocTimeout.String()
+		jc.AllocationTimeout = allocTimeout.String()
 	}
-	job.Spec.Command = append([]string(nil), spec.Command...)
+	jc.Spec.Command = append([]string(nil), spec.Command...)
 	if err := fsys.MkdirAll(ctx, dir+"/"+amLibDir, 0o700); err != nil {
-		return nil, fmt.Errorf("tracker: staging directory: %w", err)
+		return nil, fmt.Errorf("yarnclient: staging directory: %w", err)
 	}
 	put := func(local, name string) (yarn.LocalResource, error) {
 		r, err := upload(ctx, fsys, local, dir+"/"+name)
 		if err != nil {
-			return r, fmt.Errorf("tracker: stage %s: %w", local, err)
+			return r, fmt.Errorf("yarnclient: stage %s: %w", local, err)
 		}
 		return r, nil
 	}
@@ -408,20 +409,20 @@ func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec JobSpec, s
 	if exe := spec.Command[0]; strings.Contains(exe, "/") && isRegularFile(exe) && !isSystemPath(exe) {
 		name := filepath.Base(exe)
 		if name == amBinaryName || name == amJobFile || name == amLibDir {
-			return nil, fmt.Errorf("tracker: the command's executable may not be named %q", name)
+			return nil, fmt.Errorf("yarnclient: the command's executable may not be named %q", name)
 		}
-		if job.Resources[name], err = put(exe, name); err != nil {
+		if jc.Resources[name], err = put(exe, name); err != nil {
 			return nil, err
 		}
-		job.Spec.Command[0] = "./" + name
+		jc.Spec.Command[0] = "./" + name
 		binaries = append(binaries, exe)
 	}
 	for _, f := range spec.Files {
 		name := filepath.Base(f)
-		if _, dup := job.Resources[name]; dup || name == amBinaryName || name == amJobFile || name == amLibDir {
-			return nil, fmt.Errorf("tracker: --files %s: a file named %q is already shipped", f, name)
+		if _, dup := jc.Resources[name]; dup || name == amBinaryName || name == amJobFile || name == amLibDir {
+			return nil, fmt.Errorf("yarnclient: --files %s: a file named %q is already shipped", f, name)
 		}
-		if job.Resources[name], err = put(f, name); err != nil {
+		if jc.Resources[name], err = put(f, name); err != nil {
 			return nil, err
 		}
 	}
@@ -433,24 +434,24 @@ func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec JobSpec, s
 			continue // a script: nothing to ship
 		}
 		if err != nil {
-			return nil, fmt.Errorf("tracker: shared libraries of %s: %w", b, err)
+			return nil, fmt.Errorf("yarnclient: shared libraries of %s: %w", b, err)
 		}
 		all = append(all, ls...)
 	}
 	for _, l := range libs.Ship(all) {
 		name := amLibDir + "/" + l.Name
-		if job.Resources[name], err = put(l.Path, name); err != nil {
+		if jc.Resources[name], err = put(l.Path, name); err != nil {
 			return nil, err
 		}
 	}
 	for k, v := range hc {
 		for _, p := range amConfKeys {
 			if strings.HasPrefix(k, p) {
-				job.Hadoop[k] = v
+				jc.Hadoop[k] = v
 			}
 		}
 	}
-	js, err := json.MarshalIndent(job, "", "  ")
+	js, err := json.MarshalIndent(jc, "", "  ")
 	if err != nil {
 		return nil, err
 	}
@@ -466,7 +467,7 @@ func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec JobSpec, s
 	if amRes[amJobFile], err = put(tmp.Name(), amJobFile); err != nil {
 		return nil, err
 	}
-	for k, r := range job.Resources {
+	for k, r := range jc.Resources {
 		amRes[k] = r
 	}
 	return amRes, nil
@@ -518,9 +519,9 @@ func upload(ctx context.Context, fsys dfs.FileSystem, src, name string) (yarn.Lo
 }
 
 // AMMain is ps-submit's ApplicationMaster mode, "ps-submit am job.json",
-// run by YARN in the AM container that SubmitYARN asked for. It reads the
+// run by YARN in the AM container that Submit asked for. It reads the
 // job from job.json, connects to the ResourceManager's scheduler with the
-// attempt's token ($HADOOP_TOKEN_FILE_LOCATION) and runs it with RunAM,
+// attempt's token ($HADOOP_TOKEN_FILE_LOCATION) and runs it with yarnam.Run,
 // the tasks getting the staged executable, files and libraries. The
 // Hadoop configuration is found the Hadoop way, properties it lacks taken
 // from the client's (job.json); the AM's host is $NM_HOST. It logs to
@@ -544,39 +545,36 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 	if err != nil {
 		return err
 	}
-	var job amJobConfig
-	if err := json.Unmarshal(b, &job); err != nil {
+	var jc amJobConfig
+	if err := json.Unmarshal(b, &jc); err != nil {
 		return fmt.Errorf("%s: %w", args[0], err)
 	}
 	var allocTimeout time.Duration
-	if job.AllocationTimeout != "" {
-		if allocTimeout, err = time.ParseDuration(job.AllocationTimeout); err != nil {
+	if jc.AllocationTimeout != "" {
+		if allocTimeout, err = time.ParseDuration(jc.AllocationTimeout); err != nil {
 			return fmt.Errorf("%s: allocation_timeout: %w", args[0], err)
 		}
 	}
 	if lookup == nil {
 		lookup = func(string) (string, bool) { return "", false }
 	}
-	hc, err := conf.LoadHadoopConf(lookup)
+	h, err := conf.LoadHadoop(lookup)
 	if err != nil {
 		return err
 	}
+	hc, user := h.Conf, h.User
 	if hc == nil {
 		hc = conf.HadoopConf{}
 	}
-	for k, v := range job.Hadoop {
+	for k, v := range jc.Hadoop {
 		if _, ok := hc[k]; !ok {
 			hc[k] = v
 		}
 	}
-	if lvl, err := logrus.ParseLevel(job.Spec.LogLevel); err == nil && job.Spec.LogLevel != "" {
+	if lvl, err := logrus.ParseLevel(jc.Spec.LogLevel); err == nil && jc.Spec.LogLevel != "" {
 		log.Logger.SetLevel(lvl)
 	}
-	log = log.WithField("job", job.Spec.Name)
-	user, err := hc.User(lookup)
-	if err != nil {
-		return err
-	}
+	log = log.WithField("job", jc.Spec.Name)
 	resolver := dfs.NewResolver(hc, user)
 	defer resolver.Close()
 	am, err := yarn.NewAMClient(ctx, hc, "")
@@ -588,25 +586,25 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 	if host == "" {
 		host, _ = os.Hostname()
 	}
-	res, err := RunAM(ctx, job.Spec, AMOptions{
+	res, err := yarnam.Run(ctx, jc.Spec, yarnam.Options{
 		AM:                am,
 		Log:               log,
 		Host:              host,
-		Resources:         job.Resources,
+		Resources:         jc.Resources,
 		Env:               []string{"LD_LIBRARY_PATH=./" + amLibDir},
-		Planner:           InputPlanner(resolver),
+		Planner:           tracker.InputPlanner(resolver),
 		Resolver:          resolver,
 		Rerun:             amAttemptNumber(am.Attempt()) > 1,
-		Secret:            job.Secret,
+		Secret:            jc.Secret,
 		AllocationTimeout: allocTimeout,
 	})
 	log.WithFields(logrus.Fields{"state": res.State, "tasks": fmt.Sprintf("%+v", res.Tasks)}).Info("job ended")
-	if job.Staging != "" {
+	if jc.Staging != "" {
 		// The job is over: nothing needs the staged files any more, and a
 		// detached client is not there to remove them.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
-		if fsys, dir, rerr := resolver.Resolve(rctx, job.Staging); rerr != nil {
+		if fsys, dir, rerr := resolver.Resolve(rctx, jc.Staging); rerr != nil {
 			log.WithError(rerr).Warn("could not remove the staging directory")
 		} else if rerr := fsys.RemoveAll(rctx, dir); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
 			log.WithError(rerr).Warn("could not remove the staging directory")
@@ -635,26 +633,23 @@ func yarnClient(ctx context.Context, lookup conf.Lookup) (*yarn.RMClient, conf.H
 	if lookup == nil {
 		lookup = func(string) (string, bool) { return "", false }
 	}
-	hc, err := conf.LoadHadoopConf(lookup)
+	h, err := conf.LoadHadoop(lookup)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	user, err := hc.User(lookup)
-	if err != nil {
-		return nil, nil, "", err
-	}
+	hc, user := h.Conf, h.User
 	rm, err := yarn.NewRMClient(ctx, hc, user)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("tracker: connect to the resource manager: %w", err)
+		return nil, nil, "", fmt.Errorf("yarnclient: connect to the resource manager: %w", err)
 	}
 	return rm, hc, user, nil
 }
 
-// YARNApplication returns the ResourceManager's report of application
+// Application returns the ResourceManager's report of application
 // id; an unknown id gives an error matching yarn.ErrApplicationNotFound.
 // The Hadoop configuration and the user are found through lookup as
-// SubmitYARN finds them.
-func YARNApplication(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup) (yarn.ApplicationReport, error) {
+// Submit finds them.
+func Application(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup) (yarn.ApplicationReport, error) {
 	rm, _, _, err := yarnClient(ctx, lookup)
 	if err != nil {
 		return yarn.ApplicationReport{}, err
@@ -662,18 +657,18 @@ func YARNApplication(ctx context.Context, id yarn.ApplicationID, lookup conf.Loo
 	defer rm.Close()
 	r, err := rm.ApplicationReport(ctx, id)
 	if err != nil {
-		return r, fmt.Errorf("tracker: report of application %s: %w", id, err)
+		return r, fmt.Errorf("yarnclient: report of application %s: %w", id, err)
 	}
 	return r, nil
 }
 
-// KillYARN kills application id and waits, polling every poll (0 means
+// Kill kills application id and waits, polling every poll (0 means
 // 500 ms) until ctx ends, for YARN to report it ended. It returns the
 // last report and whether the application had already ended before the
 // kill (then nothing was killed). Once the application has ended its
 // staging directory, /user/<user>/.spindle/<id>/, is removed: a killed
 // ApplicationMaster cannot remove it itself.
-func KillYARN(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, poll time.Duration) (r yarn.ApplicationReport, already bool, err error) {
+func Kill(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, poll time.Duration) (r yarn.ApplicationReport, already bool, err error) {
 	if poll <= 0 {
 		poll = 500 * time.Millisecond
 	}
@@ -683,19 +678,19 @@ func KillYARN(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, po
 	}
 	defer rm.Close()
 	if r, err = rm.ApplicationReport(ctx, id); err != nil {
-		return r, false, fmt.Errorf("tracker: report of application %s: %w", id, err)
+		return r, false, fmt.Errorf("yarnclient: report of application %s: %w", id, err)
 	}
 	already = r.State.Terminal()
 	if !already {
 		if _, err := rm.Kill(ctx, id); err != nil {
-			return r, false, fmt.Errorf("tracker: kill application %s: %w", id, err)
+			return r, false, fmt.Errorf("yarnclient: kill application %s: %w", id, err)
 		}
 		tick := time.NewTicker(poll)
 		defer tick.Stop()
 		for !r.State.Terminal() {
 			select {
 			case <-ctx.Done():
-				return r, false, fmt.Errorf("tracker: application %s still %v after the kill: %w", id, r.State, context.Cause(ctx))
+				return r, false, fmt.Errorf("yarnclient: application %s still %v after the kill: %w", id, r.State, context.Cause(ctx))
 			case <-tick.C:
 			}
 			if nr, err := rm.ApplicationReport(ctx, id); err == nil {
@@ -710,12 +705,12 @@ func KillYARN(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, po
 		err = fsys.RemoveAll(ctx, dir)
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return r, already, fmt.Errorf("tracker: remove the staging directory of %s: %w", id, err)
+		return r, already, fmt.Errorf("yarnclient: remove the staging directory of %s: %w", id, err)
 	}
 	return r, already, nil
 }
 
-// stagingURI is where SubmitYARN stages application id's files.
+// stagingURI is where Submit stages application id's files.
 func stagingURI(user string, id yarn.ApplicationID) string {
 	return "hdfs:///user/" + user + "/.spindle/" + id.String()
 }

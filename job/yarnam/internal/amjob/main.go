@@ -1,6 +1,6 @@
 // Command amjob is a YARN ApplicationMaster that runs one job with
-// tracker.RunAM, used only by the tracker package's integration tests.
-// The job is a JSON tracker.JobSpec given as the only argument. It logs to
+// yarnam.Run, used only by the yarnam package's integration tests.
+// The job is a JSON job.JobSpec given as the only argument. It logs to
 // standard error and exits 1 when the job does not succeed.
 package main
 
@@ -17,7 +17,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
-	"github.com/spindle-ps/spindle/tracker"
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/yarnam"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
@@ -39,15 +40,15 @@ func run(ctx context.Context, log *logrus.Entry, allocTimeout time.Duration) err
 	if flag.NArg() != 1 {
 		return fmt.Errorf("usage: amjob [flags] JOBSPEC-JSON")
 	}
-	var spec tracker.JobSpec
+	var spec job.JobSpec
 	if err := json.Unmarshal([]byte(flag.Arg(0)), &spec); err != nil {
 		return fmt.Errorf("job spec: %w", err)
 	}
-	hc, err := conf.LoadHadoopConf(os.LookupEnv)
+	h, err := conf.LoadHadoop(os.LookupEnv)
 	if err != nil {
 		return err
 	}
-	am, err := yarn.NewAMClient(ctx, hc, "")
+	am, err := yarn.NewAMClient(ctx, h.Conf, "")
 	if err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ func run(ctx context.Context, log *logrus.Entry, allocTimeout time.Duration) err
 	if host == "" {
 		host, _ = os.Hostname()
 	}
-	res, err := tracker.RunAM(ctx, spec, tracker.AMOptions{
+	res, err := yarnam.Run(ctx, spec, yarnam.Options{
 		AM:                am,
 		Log:               log,
 		Host:              host,

@@ -1,0 +1,92 @@
+package job
+
+import "context"
+
+// Cluster runs a job's tasks somewhere: child processes of this one
+// (package job/local) or YARN containers (package job/yarnam). The job
+// (Run) decides what runs when; the cluster places and starts tasks,
+// stops them, and reports what happened to them on Events.
+//
+// Run calls Start, StopAll and SchedulerPort from one goroutine; Events
+// is read by the same goroutine. A cluster must never block on sending
+// an event for longer than it takes Run to read it, and must keep
+// delivering events while Run is inside Start.
+type Cluster interface {
+	// Name is the cluster's name in the environment contract
+	// (DMLC_JOB_CLUSTER): "local" or "yarn".
+	Name() string
+	// SchedulerPort returns the port the scheduler of the next run of the
+	// job listens on (DMLC_PS_ROOT_PORT), chosen before the scheduler
+	// starts: a new one for every run, since the old one may be what
+	// failed the scheduler.
+	SchedulerPort(ctx context.Context) (int, error)
+	// Start asks for the launch to run. It returns once the request is
+	// taken; the launch is then placed (Placed event) and later ends
+	// (Exited event), or the cluster fails (Failed event). An error
+	// means the launch will never run; it fails the job.
+	Start(ctx context.Context, l Launch) error
+	// StopAll stops every launch started and not yet exited, gives up
+	// those not yet placed, and returns once none runs, or with an error
+	// when some did not end in time (bounded by ctx and the cluster's
+	// own grace). Their exits are not reported on Events.
+	StopAll(ctx context.Context) error
+	// Events delivers what happened to launches, each launch's Placed
+	// before its Exited.
+	Events() <-chan Event
+}
+
+// Launch is one attempt of a task, as Run asks a Cluster to start it.
+type Launch struct {
+	// ID identifies the launch in Events; it is unique within a job.
+	ID   int64
+	Task Task
+	// Attempt numbers the task's attempts from 0 (DMLC_NUM_ATTEMPT).
+	Attempt int
+	// Command is the program and its arguments.
+	Command []string
+	// Env returns the launch's environment once the cluster has placed
+	// it on node (the address other tasks reach it at): base, the
+	// cluster's own settings (the inherited environment, say), then the
+	// job's settings and the environment contract, which win.
+	Env func(node string, base []string) []string
+}
+
+// EventKind says what happened to a launch.
+type EventKind int
+
+// The kinds of Event.
+const (
+	// Placed: the launch runs (or is about to) on Event.Node.
+	Placed EventKind = iota + 1
+	// Exited: the launch ended with Event.Exit.
+	Exited
+	// Failed: the cluster cannot go on (Event.Err); the job fails.
+	Failed
+)
+
+// Event is something that happened to a launch, or to the cluster.
+type Event struct {
+	Kind EventKind
+	// ID is the launch's (Placed, Exited).
+	ID int64
+	// Node is where the launch was placed (Placed).
+	Node string
+	// Exit is how the launch ended (Exited).
+	Exit Exit
+	// Err is why the cluster failed (Failed).
+	Err error
+}
+
+// Exit is how a launch ended.
+type Exit struct {
+	// Code is the exit status: 0 for success, conf.ExitRestartJob for a
+	// request to start the whole job again, -1 when a signal killed the
+	// process (or YARN's own negative codes).
+	Code int
+	// Desc says how it ended, for diagnostics: "exit code 3", "killed by
+	// signal killed", "exit status 3 in container c on node n".
+	Desc string
+	// Tail holds the launch's last lines of output or the cluster's
+	// diagnostics, indented, for the job's error; empty when none.
+	Tail string
+}

@@ -1,0 +1,43 @@
+// Package job runs a Spindle job: it owns the job from its spec to its
+// result, whatever runs the tasks.
+//
+// A JobSpec says what to run (the command, the numbers of workers and
+// servers), what the job reads and writes, and its budgets (MaxAttempts).
+// Validate names the fields at fault (FieldError); defaults live in one
+// const block (DefaultMaxAttempts, DefaultSplitSize, …).
+//
+// # Running a job
+//
+// New checks everything that can be checked before a task starts: the
+// spec, the inputs (cut into shards with a tracker.Planner), the output
+// and the checkpoint directory, which it prepares (an existing non-empty
+// directory is refused unless Overwrite; Resume finds the newest committed
+// checkpoint whose files verify). It then serves the tracker RPC for the
+// job's tracker.State. Run supervises the tasks on a Cluster until the job
+// ends:
+//
+//	j, err := job.New(ctx, spec, job.Options{Planner: planner, Resolver: resolver})
+//	defer j.Close()
+//	res, err := j.Run(ctx, cluster) // local.New(…) or yarnam.NewCluster(…)
+//
+// Run holds the job's only copy of the restart rules: a failed worker is
+// started again (its shards go back to the queue) up to MaxAttempts; a
+// failed scheduler or server, or a task that exits with
+// conf.ExitRestartJob, takes every task back to the newest usable
+// checkpoint (from scratch when no worker has asked for input yet), or
+// fails the job naming the task when there is no checkpoint directory;
+// the whole job starts again at most MaxAttempts-1 times. A kill over the
+// tracker RPC or the end of ctx stops every task. The model is committed
+// (manifest, then _SUCCESS) only once every task has exited 0.
+//
+// # Clusters
+//
+// A Cluster starts launches (one attempt of one task, with the
+// environment Contract builds once the cluster has placed it on a node),
+// stops them all, and reports Placed and Exited events. The scheduler
+// starts first; the others once it is placed, told its node
+// (DMLC_PS_ROOT_URI). Package job/local runs launches as child processes,
+// package job/yarnam as YARN containers. Run calls a Cluster from one
+// goroutine; a cluster pushes its events through an EventQueue so that it
+// never blocks.
+package job

@@ -1,0 +1,133 @@
+package job
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/spindle-ps/spindle/conf"
+)
+
+// Contract is the environment contract of one run of a job: what every
+// task of the run is told (DMLC_*, PS_*, SPINDLE_*; see package conf).
+type Contract struct {
+	Spec JobSpec
+	// Cluster is DMLC_JOB_CLUSTER: "local" or "yarn".
+	Cluster string
+	// Secret is the job secret (SPINDLE_JOB_SECRET).
+	Secret string
+	// TrackerAddr is the tracker RPC's host:port.
+	TrackerAddr string
+	// RootHost and RootPort locate the scheduler (DMLC_PS_ROOT_URI,
+	// DMLC_PS_ROOT_PORT); RootHost is ignored for the scheduler itself,
+	// which is told its own node.
+	RootHost string
+	RootPort int
+	// ResumeFrom and ResumeEpoch say where the run starts (a committed
+	// checkpoint; empty and 0 from scratch).
+	ResumeFrom  string
+	ResumeEpoch int
+}
+
+// Env is the environment of attempt of t placed on node: base, the
+// job's settings (Env, then ServerEnv or WorkerEnv), then the contract,
+// which wins.
+func (c Contract) Env(t Task, attempt int, node string, base []string) []string {
+	spec := c.Spec
+	env := append([]string(nil), base...)
+	env = append(env, spec.Env...)
+	if t.Role == conf.RoleWorker {
+		env = append(env, spec.WorkerEnv...)
+	} else {
+		env = append(env, spec.ServerEnv...)
+	}
+	if strings.EqualFold(spec.LogLevel, "debug") && !hasKey(env, conf.EnvVerbose) {
+		env = append(env, conf.EnvVerbose+"=1")
+	}
+	if spec.NumServers == 0 {
+		// No parameter servers: plain workers, without a scheduler.
+		env = append(env,
+			conf.EnvRole+"="+string(conf.RoleWorker),
+			conf.EnvNumWorker+"="+strconv.Itoa(spec.NumWorkers),
+			conf.EnvNumServer+"=0",
+			conf.EnvTaskID+"="+strconv.Itoa(t.Rank),
+			conf.EnvWorkerID+"="+strconv.Itoa(t.Rank),
+			conf.EnvNumAttempt+"="+strconv.Itoa(attempt),
+			conf.EnvJobCluster+"="+c.Cluster,
+			conf.EnvNodeHost+"="+node,
+			conf.EnvJobSecret+"="+c.Secret,
+		)
+	} else {
+		p := conf.Default().PS
+		p.Role = t.Role
+		p.NumWorkers, p.NumServers = spec.NumWorkers, spec.NumServers
+		p.RootURI, p.RootPort = c.RootHost, c.RootPort
+		if t.Role == conf.RoleScheduler {
+			p.RootURI = node
+		}
+		p.NodeHost = node
+		if t.Role != conf.RoleScheduler {
+			p.TaskID = t.Rank
+		}
+		p.NumAttempt = attempt
+		p.JobCluster = c.Cluster
+		p.JobSecret = c.Secret
+		env = append(env, p.Environ()...)
+	}
+	job := conf.Job{
+		Name:               spec.Name,
+		TrackerAddr:        c.TrackerAddr,
+		Output:             spec.Output,
+		CheckpointDir:      spec.CheckpointDir,
+		CheckpointInterval: spec.CheckpointInterval,
+		ResumeFrom:         c.ResumeFrom,
+		ResumeEpoch:        c.ResumeEpoch,
+	}
+	return append(env, job.Environ()...)
+}
+
+func hasKey(env []string, key string) bool {
+	for _, kv := range env {
+		if strings.HasPrefix(kv, key+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// Redacted stands for secrets in plans and logs.
+const Redacted = "<redacted>"
+
+// TaskPlan is one task as a launcher would start it: for --dry-run.
+type TaskPlan struct {
+	Role    conf.Role
+	Rank    int
+	Command []string
+	// Env holds the settings the launcher adds to the inherited
+	// environment, sorted, with the job secret redacted.
+	Env []string
+}
+
+// Plan returns the tasks of spec as the first run would start them on
+// cluster, every task placed on node, with placeholders for what is
+// chosen at start (the scheduler's port, the tracker's address) and the
+// job secret redacted.
+func Plan(spec JobSpec, cluster, node string) ([]TaskPlan, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	c := Contract{Spec: spec, Cluster: cluster, Secret: Redacted, RootHost: node, RootPort: -1,
+		TrackerAddr: node + ":<tracker-port>"}
+	var out []TaskPlan
+	for _, t := range Tasks(spec) {
+		env := c.Env(t, 0, node, nil)
+		for i, kv := range env {
+			if strings.HasPrefix(kv, conf.EnvRootPort+"=-1") {
+				env[i] = conf.EnvRootPort + "=<scheduler-port>"
+			}
+		}
+		sort.Strings(env)
+		out = append(out, TaskPlan{Role: t.Role, Rank: t.Rank, Command: spec.Command, Env: env})
+	}
+	return out, nil
+}

@@ -1,0 +1,300 @@
+package job
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/io/ckpt"
+	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/io/model"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// Resolver maps a URI onto a file system; *dfs.Resolver is one.
+type Resolver interface {
+	Resolve(ctx context.Context, uri string) (dfs.FileSystem, string, error)
+}
+
+// localResolver reaches local paths only, for jobs run without a Hadoop
+// configuration.
+func localResolver() Resolver { return dfs.NewResolver(conf.HadoopConf{}, "") }
+
+// ErrOutputExists is wrapped by the error for an output (or checkpoint
+// directory) that already holds files, when the job may not overwrite
+// it.
+var ErrOutputExists = errors.New("exists and is not empty (set Overwrite to replace it)")
+
+// ErrResumeNeedsCheckpointDir is the error for Resume without a
+// CheckpointDir.
+var ErrResumeNeedsCheckpointDir = &FieldError{Field: "Resume", Problem: "needs CheckpointDir"}
+
+// dirError is a FieldError about the directory of field.
+func dirError(field, dir string, err error) error {
+	return &FieldError{Field: field, Value: dir, Problem: err.Error(), Err: err}
+}
+
+// files is what a job does with its directories: it checks and prepares
+// the output and the checkpoint directory before any task starts,
+// commits checkpoints while the job runs, finds where to start again
+// after losing a server, and commits the model at the end.
+type files struct {
+	spec JobSpec
+	r    Resolver
+	log  *logrus.Entry
+	// ckptFS and ckptDir locate the checkpoints; ckptFS is nil without a
+	// checkpoint directory.
+	ckptFS  dfs.FileSystem
+	ckptDir string
+	// from is where the tasks of the current run start.
+	from resumePoint
+	// restarts counts the runs started again after a lost server.
+	restarts int
+}
+
+// resumePoint is where a run of a job starts: a committed checkpoint and
+// the epoch after it, or (zero) from scratch.
+type resumePoint struct {
+	uri   string
+	epoch int
+}
+
+// prepare readies the directories before any task starts: the output is
+// checked (and cleared with Overwrite), and the checkpoint directory is
+// checked, or for Resume searched for the newest committed checkpoint
+// whose files verify. rerun marks a later attempt of the job's
+// ApplicationMaster: the directories were prepared by an earlier one and
+// hold only this job's files, so the output is cleared and the job starts
+// from the newest usable checkpoint if there is one.
+func (f *files) prepare(ctx context.Context, state *tracker.State, rerun bool) error {
+	spec := f.spec
+	if spec.Output != "" {
+		if err := prepareDir(ctx, f.r, spec.Output, "Output", spec.Overwrite || rerun); err != nil {
+			return err
+		}
+	}
+	if spec.CheckpointDir == "" {
+		if spec.Resume {
+			return ErrResumeNeedsCheckpointDir
+		}
+		return nil
+	}
+	fsys, dir, err := f.r.Resolve(ctx, spec.CheckpointDir)
+	if err != nil {
+		return dirError("CheckpointDir", spec.CheckpointDir, err)
+	}
+	f.ckptFS, f.ckptDir = fsys, dir
+	switch {
+	case spec.Resume || rerun:
+		if f.from, err = f.latest(ctx, spec.Resume && !rerun); err != nil {
+			return fmt.Errorf("job: resume: %w", err)
+		}
+	default:
+		if err := prepareDir(ctx, f.r, spec.CheckpointDir, "CheckpointDir", spec.Overwrite); err != nil {
+			return err
+		}
+	}
+	state.SetCheckpointCommitter(f.commitCheckpoint)
+	return nil
+}
+
+// latest returns where to resume: the newest committed checkpoint whose
+// files verify. Newer checkpoints that are damaged or were never
+// committed are removed, since the resumed job writes those numbers
+// anew. Without a usable checkpoint it fails when required, and
+// otherwise means from scratch.
+func (f *files) latest(ctx context.Context, required bool) (resumePoint, error) {
+	m, err := ckpt.Latest(ctx, f.ckptFS, f.ckptDir, true)
+	for _, s := range m.Skipped {
+		f.log.WithError(s.Err).WithField("checkpoint", s.N).Warn("checkpoint skipped")
+	}
+	if err != nil && (required || !errors.Is(err, ckpt.ErrNoCheckpoint)) {
+		return resumePoint{}, fmt.Errorf("no usable checkpoint in %s: %w", f.spec.CheckpointDir, err)
+	}
+	if err == nil && m.Servers != f.spec.NumServers {
+		return resumePoint{}, fmt.Errorf("checkpoint %d in %s was written by %d servers; this job has %d",
+			m.N, f.spec.CheckpointDir, m.Servers, f.spec.NumServers)
+	}
+	for _, sk := range m.Skipped {
+		if sk.N > m.N {
+			if err := f.ckptFS.RemoveAll(ctx, ckpt.Path(f.ckptDir, sk.N)); err != nil {
+				return resumePoint{}, fmt.Errorf("remove unusable checkpoint %d: %w", sk.N, err)
+			}
+			f.log.WithField("checkpoint", sk.N).Warn("unusable checkpoint removed")
+		}
+	}
+	if err != nil {
+		f.log.Info("no committed checkpoint yet: starting from scratch")
+		return resumePoint{}, nil
+	}
+	p := resumePoint{uri: f.ckptFS.URI(ckpt.Path(f.ckptDir, m.N)), epoch: m.NextEpoch}
+	f.log.WithFields(logrus.Fields{"checkpoint": p.uri, "epoch": p.epoch}).Info("resuming")
+	return p, nil
+}
+
+// commitCheckpoint commits a checkpoint whose server files are written,
+// then prunes the oldest beyond CheckpointKeep.
+func (f *files) commitCheckpoint(ctx context.Context, c tracker.CheckpointInfo) error {
+	m := ckpt.Manifest{
+		Format: ckpt.ManifestFormat, N: c.N, Epoch: c.Epoch, NextEpoch: c.NextEpoch,
+		Servers: f.spec.NumServers, Partitioner: c.Partitioner, MaxKey: c.MaxKey,
+		Created: time.Now().UTC(), Job: f.spec.Name,
+	}
+	for _, cf := range c.Files {
+		m.Files = append(m.Files, ckpt.FileEntry{Name: cf.Name, Bytes: cf.Bytes, SHA256: cf.SHA256})
+	}
+	if err := ckpt.Commit(ctx, f.ckptFS, f.ckptDir, m); err != nil {
+		return err
+	}
+	f.log.WithFields(logrus.Fields{"checkpoint": c.N, "epoch": c.Epoch}).Info("checkpoint committed")
+	keep := f.spec.checkpointKeep()
+	removed, err := ckpt.Prune(ctx, f.ckptFS, f.ckptDir, keep)
+	if err != nil {
+		f.log.WithError(err).Warn("old checkpoints not removed")
+	} else if len(removed) > 0 {
+		f.log.WithField("removed", removed).Debug("old checkpoints removed")
+	}
+	return nil
+}
+
+// restartPoint is where the whole job starts again after lost (the
+// scheduler or a server, named) failed: a parameter-server job cannot go
+// on without its scheduler or with a server's parameters gone, so every
+// task starts again from the newest usable checkpoint, or from scratch
+// when none is committed yet. The job starts again at most MaxAttempts-1
+// times in all, whatever the cause. Without a checkpoint directory the
+// job fails, unless training had not begun (no worker asked for input
+// yet: a scheduler that could not bind its port, say), when nothing is
+// lost by starting from scratch.
+func (f *files) restartPoint(ctx context.Context, lost string, trained bool) (resumePoint, error) {
+	if f.restarts+1 >= f.spec.MaxAttempts {
+		return resumePoint{}, fmt.Errorf("%s, and the job was started again %d times already: MaxAttempts %d allows %d", lost, f.restarts, f.spec.MaxAttempts, f.spec.MaxAttempts-1)
+	}
+	if f.ckptFS == nil && !trained {
+		f.restarts++
+		f.from = resumePoint{}
+		return resumePoint{}, nil
+	}
+	if f.ckptFS == nil {
+		return resumePoint{}, fmt.Errorf("%s: a parameter-server job cannot go on without it, and this job has no CheckpointDir to start again from (set CheckpointDir and CheckpointInterval to survive the loss of a server)", lost)
+	}
+	p, err := f.latest(ctx, false)
+	if err != nil {
+		return resumePoint{}, fmt.Errorf("%s, and the job cannot start again: %w", lost, err)
+	}
+	f.from = p
+	f.restarts++
+	return p, nil
+}
+
+// commitModel completes the model after a successful job: every server
+// wrote its part; the manifest, with the tracker's account of the
+// training (st), and then _SUCCESS mark it complete.
+func (f *files) commitModel(ctx context.Context, st tracker.Status) error {
+	if f.spec.Output == "" {
+		return nil
+	}
+	tr := &model.Training{EpochRecords: st.EpochRecords, Metrics: st.Metrics, MetricsEpoch: st.MetricsEpoch,
+		ResumedFrom: f.from.uri, Restarts: f.restarts, Started: st.Started, FirstData: st.FirstData}
+	return model.Commit(ctx, model.ResolverFS{R: f.r}, f.spec.Output, f.spec.NumServers, model.Manifest{Job: f.spec.Name, Training: tr})
+}
+
+// prepareDir makes sure a job can write into dir (a path or URI, the
+// value of field) before anything starts: an existing non-empty
+// directory is refused unless overwrite, in which case it is emptied; a
+// file in the way is refused; the directory is created, so that a
+// permission problem shows now and names the path.
+func prepareDir(ctx context.Context, r Resolver, dir, field string, overwrite bool) error {
+	fsys, name, nonEmpty, err := checkDir(ctx, r, dir, field, overwrite)
+	if err != nil {
+		return err
+	}
+	if nonEmpty {
+		if err := fsys.RemoveAll(ctx, name); err != nil {
+			return dirError(field, dir, fmt.Errorf("clear it: %w", err))
+		}
+	}
+	if err := fsys.MkdirAll(ctx, name, 0o755); err != nil {
+		return dirError(field, dir, err)
+	}
+	return nil
+}
+
+// checkDir is prepareDir's checks, changing nothing: it reports whether
+// dir exists and holds files (allowed only with overwrite).
+func checkDir(ctx context.Context, r Resolver, dir, field string, overwrite bool) (fsys dfs.FileSystem, name string, nonEmpty bool, err error) {
+	fsys, name, err = r.Resolve(ctx, dir)
+	if err != nil {
+		return nil, "", false, dirError(field, dir, err)
+	}
+	fi, err := fsys.Stat(ctx, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fsys, name, false, nil
+	case err != nil:
+		return nil, "", false, dirError(field, dir, err)
+	case !fi.IsDir():
+		return nil, "", false, dirError(field, dir, errors.New("exists and is a file, not a directory"))
+	}
+	entries, err := fsys.ReadDir(ctx, name)
+	if err != nil {
+		return nil, "", false, dirError(field, dir, err)
+	}
+	if len(entries) > 0 && !overwrite {
+		return nil, "", false, dirError(field, dir, ErrOutputExists)
+	}
+	return fsys, name, len(entries) > 0, nil
+}
+
+// Check checks, changing nothing, what Run would refuse before starting
+// spec: the output and the checkpoint directory, a Resume without a
+// committed checkpoint, and inputs that match no file (planned with
+// planner). ps-submit runs it on the client before it submits a YARN
+// application, so that such mistakes show at once; the
+// ApplicationMaster prepares the directories itself.
+func Check(ctx context.Context, spec JobSpec, r Resolver, planner tracker.Planner) error {
+	if spec.Output != "" {
+		if _, _, _, err := checkDir(ctx, r, spec.Output, "Output", spec.Overwrite); err != nil {
+			return err
+		}
+	}
+	switch {
+	case spec.CheckpointDir == "" && spec.Resume:
+		return ErrResumeNeedsCheckpointDir
+	case spec.Resume:
+		fsys, dir, err := r.Resolve(ctx, spec.CheckpointDir)
+		if err != nil {
+			return dirError("CheckpointDir", spec.CheckpointDir, err)
+		}
+		if _, err := ckpt.Latest(ctx, fsys, dir, false); err != nil {
+			return &FieldError{Field: "Resume", Problem: "no usable checkpoint in " + spec.CheckpointDir + ": " + err.Error(), Err: err}
+		}
+	case spec.CheckpointDir != "":
+		if _, _, _, err := checkDir(ctx, r, spec.CheckpointDir, "CheckpointDir", spec.Overwrite); err != nil {
+			return err
+		}
+	}
+	_, err := planShards(ctx, spec, planner)
+	return err
+}
+
+// planShards cuts spec's inputs into shards with planner; a job without
+// inputs has none.
+func planShards(ctx context.Context, spec JobSpec, planner tracker.Planner) ([]tracker.Shard, error) {
+	if len(spec.Inputs) == 0 {
+		return nil, nil
+	}
+	if planner == nil {
+		return nil, errors.New("job: the job has inputs but no planner to cut them into shards")
+	}
+	shards, err := planner(ctx, spec.Inputs, spec.splitSize())
+	if err != nil {
+		return nil, fmt.Errorf("job: plan the input: %w", err)
+	}
+	return shards, nil
+}

@@ -1,0 +1,17 @@
+// Package local runs a job's tasks as child processes of this one: a
+// job.Cluster for ps-submit --cluster local.
+//
+// Run is the whole local launcher: job.New serves the tracker on
+// 127.0.0.1, and the job's supervisor (job.Job.Run, with the restart
+// rules) drives a Cluster. Each child runs in its own process group, so
+// that stopping it stops what it started, and dies with the launcher
+// (PR_SET_PDEATHSIG). Its output goes to Options.Stdout, each line
+// prefixed with its role and rank ("[worker 1] ", "[worker 1#1] " for its
+// second attempt), and its last lines are kept for the error of a task
+// that fails. Stopping sends SIGTERM to every group, then SIGKILL after
+// StopGrace.
+//
+//	res, err := local.Run(ctx, spec, local.Options{Environ: os.Environ(), Stdout: os.Stdout})
+//
+// Plan lists the processes Run would start, for --dry-run.
+package local

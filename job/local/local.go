@@ -1,0 +1,351 @@
+package local
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// Node is where every task of a local job runs, as the tasks reach each
+// other.
+const Node = "127.0.0.1"
+
+// Options are the dependencies of Run.
+type Options struct {
+	// Environ is the environment the children inherit (os.Environ()).
+	Environ []string
+	// Stdout receives the children's output, each line prefixed with its
+	// role and rank.
+	Stdout io.Writer
+	// Log receives the launcher's own messages.
+	Log *logrus.Entry
+	// Planner cuts the inputs into shards; nil means the job has no
+	// inputs to shard.
+	Planner tracker.Planner
+	// Resolver reaches the output (local or HDFS) to check it before the
+	// job and commit the model after; nil means local paths only.
+	Resolver job.Resolver
+	// OnStatus, when set, is called about once a second and at every
+	// change of the processes with the job's status.
+	OnStatus func(tracker.Status)
+	// StopGrace is how long stopping children waits after SIGTERM before
+	// SIGKILL; 0 means job.DefaultStopGrace.
+	StopGrace time.Duration
+}
+
+// Run runs spec on this machine: the tracker service in this process,
+// and the scheduler, servers and workers as child processes of the
+// command (see Cluster), supervised by job.Job.Run, which holds the
+// restart rules. No child outlives Run.
+func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error) {
+	start := time.Now()
+	j, err := job.New(ctx, spec, job.Options{Log: opts.Log, Planner: opts.Planner, Resolver: opts.Resolver,
+		OnStatus: opts.OnStatus, Listen: Node + ":0"})
+	if err != nil {
+		return job.Result{State: tracker.Failed, Wall: time.Since(start)}, err
+	}
+	defer j.Close()
+	c := New(Config{Environ: opts.Environ, Stdout: opts.Stdout, Log: opts.Log, StopGrace: opts.StopGrace})
+	defer c.Close()
+	return j.Run(ctx, c)
+}
+
+// Plan returns the processes Run would start for spec, with placeholders
+// for what is chosen at start (ports, the tracker's address) and the job
+// secret redacted.
+func Plan(spec job.JobSpec) ([]job.TaskPlan, error) { return job.Plan(spec, clusterName, Node) }
+
+const clusterName = "local"
+
+// Config configures a Cluster.
+type Config struct {
+	// Environ is the environment the children inherit.
+	Environ []string
+	// Stdout receives the children's output, each line prefixed with its
+	// role and rank ("[worker 1] ", "[worker 1#1] " for a second attempt).
+	Stdout io.Writer
+	// Log receives the cluster's own messages; nil discards them.
+	Log *logrus.Entry
+	// StopGrace is how long StopAll waits after SIGTERM before SIGKILL;
+	// 0 means job.DefaultStopGrace.
+	StopGrace time.Duration
+	// TailLines is how many of a child's last lines its exit carries;
+	// 0 means 20.
+	TailLines int
+}
+
+// Cluster is a job.Cluster of child processes of this one. Each child
+// runs in its own process group, killed as a group, and dies with this
+// process (PR_SET_PDEATHSIG). Its output is prefixed with its role and
+// rank, and its last lines are kept for the diagnostic of its exit.
+type Cluster struct {
+	cfg    Config
+	out    *lockedWriter
+	events *job.EventQueue
+
+	mu    sync.Mutex
+	procs map[int64]*proc
+}
+
+// proc is one launch's process.
+type proc struct {
+	l    job.Launch
+	cmd  *exec.Cmd
+	tail *tailWriter
+	done chan struct{} // closed once Wait returned
+}
+
+// New returns a Cluster; Close it when done.
+func New(cfg Config) *Cluster {
+	if cfg.Log == nil {
+		l := logrus.New()
+		l.Out = io.Discard
+		cfg.Log = logrus.NewEntry(l)
+	}
+	if cfg.Stdout == nil {
+		cfg.Stdout = io.Discard
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = job.DefaultStopGrace
+	}
+	if cfg.TailLines <= 0 {
+		cfg.TailLines = 20
+	}
+	return &Cluster{cfg: cfg, out: &lockedWriter{w: cfg.Stdout}, events: job.NewEventQueue(), procs: map[int64]*proc{}}
+}
+
+// Name is "local".
+func (c *Cluster) Name() string { return clusterName }
+
+// SchedulerPort returns a port free on this machine now.
+func (c *Cluster) SchedulerPort(ctx context.Context) (int, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", Node+":0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Events delivers the launches' Placed (at once) and Exited events.
+func (c *Cluster) Events() <-chan job.Event { return c.events.Out() }
+
+// Start starts the launch's process at once.
+func (c *Cluster) Start(ctx context.Context, l job.Launch) error {
+	if len(l.Command) == 0 {
+		return errors.New("local: no command")
+	}
+	cmd := exec.Command(l.Command[0], l.Command[1:]...)
+	cmd.Env = l.Env(Node, c.cfg.Environ)
+	// Its own process group, so that the whole group can be stopped; and
+	// death with the launcher.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	prefix := fmt.Sprintf("[%s] ", l.Task)
+	if l.Attempt > 0 {
+		prefix = fmt.Sprintf("[%s#%d] ", l.Task, l.Attempt)
+	}
+	p := &proc{l: l, cmd: cmd, tail: newTailWriter(c.out, prefix, c.cfg.TailLines), done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.tail, p.tail
+	// A grandchild that keeps the output pipe open must not keep Wait
+	// from returning.
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("local: start %s: %s: %w", l.Task, l.Command[0], err)
+	}
+	c.mu.Lock()
+	c.procs[l.ID] = p
+	c.mu.Unlock()
+	c.events.Push(job.Event{Kind: job.Placed, ID: l.ID, Node: Node})
+	go func() {
+		err := cmd.Wait()
+		p.tail.flush()
+		// Whatever it started in its group goes too.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		c.mu.Lock()
+		delete(c.procs, l.ID)
+		c.mu.Unlock()
+		close(p.done)
+		c.events.Push(job.Event{Kind: job.Exited, ID: l.ID, Exit: job.Exit{Code: exitCode(err), Desc: describeExit(err), Tail: p.tail.last()}})
+	}()
+	c.cfg.Log.WithFields(logrus.Fields{"task": l.Task.String(), "attempt": l.Attempt, "pid": cmd.Process.Pid}).Debug("task started")
+	return nil
+}
+
+// StopAll stops every running process: SIGTERM to its process group,
+// then SIGKILL after the grace period, and waits for every exit, bounded
+// by ctx.
+func (c *Cluster) StopAll(ctx context.Context) error {
+	c.mu.Lock()
+	procs := make([]*proc, 0, len(c.procs))
+	for _, p := range c.procs {
+		procs = append(procs, p)
+	}
+	c.mu.Unlock()
+	for _, p := range procs {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	}
+	grace := time.NewTimer(c.cfg.StopGrace)
+	defer grace.Stop()
+	exited := func() bool {
+		for _, p := range procs {
+			select {
+			case <-p.done:
+			case <-grace.C:
+				return false
+			case <-ctx.Done():
+				return false
+			}
+		}
+		return true
+	}
+	if !exited() {
+		// Past the grace: everything left is killed.
+		for _, p := range procs {
+			select {
+			case <-p.done:
+			default:
+				_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			}
+		}
+	}
+	var left []string
+	for _, p := range procs {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			left = append(left, p.l.Task.String())
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("local: %s did not exit after SIGKILL: %w", strings.Join(left, ", "), context.Cause(ctx))
+	}
+	return nil
+}
+
+// Close stops every process and the delivery of events.
+func (c *Cluster) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StopGrace+job.DefaultStopTimeout)
+	defer cancel()
+	err := c.StopAll(ctx)
+	c.events.Close()
+	return err
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode() // -1 when killed by a signal
+	}
+	return -1
+}
+
+func describeExit(err error) string {
+	if err == nil {
+		return "exit code 0"
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "killed by signal " + ws.Signal().String()
+		}
+		return "exit code " + strconv.Itoa(ee.ExitCode())
+	}
+	return err.Error()
+}
+
+// lockedWriter serialises writes from several tasks.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
+}
+
+// tailWriter prefixes each line of a task's output, passes it on, and
+// keeps the last lines for diagnostics. It is safe for concurrent use
+// (stdout and stderr share it).
+type tailWriter struct {
+	out    *lockedWriter
+	prefix string
+	mu     sync.Mutex
+	buf    []byte
+	lines  []string
+	keep   int
+}
+
+func newTailWriter(out *lockedWriter, prefix string, keep int) *tailWriter {
+	return &tailWriter{out: out, prefix: prefix, keep: keep}
+}
+
+// maxLine bounds a buffered partial line.
+const maxLine = 64 << 10
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			break
+		}
+		w.emit(w.buf[:i])
+		w.buf = w.buf[i+1:]
+	}
+	if len(w.buf) > maxLine {
+		w.emit(w.buf)
+		w.buf = w.buf[:0]
+	}
+	return len(p), nil
+}
+
+// emit writes one line. w.mu must be held.
+func (w *tailWriter) emit(line []byte) {
+	s := string(line)
+	_, _ = w.out.Write([]byte(w.prefix + s + "\n"))
+	w.lines = append(w.lines, s)
+	if len(w.lines) > w.keep {
+		w.lines = w.lines[len(w.lines)-w.keep:]
+	}
+}
+
+func (w *tailWriter) flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.emit(w.buf)
+		w.buf = nil
+	}
+}
+
+// last returns the kept lines, indented, or a note that there were none.
+func (w *tailWriter) last() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.lines) == 0 {
+		return "    (no output)"
+	}
+	return "    " + strings.Join(w.lines, "\n    ")
+}

@@ -1,0 +1,451 @@
+package job
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// Options are the dependencies of a Job.
+type Options struct {
+	// Log receives the job's own messages; nil discards them.
+	Log *logrus.Entry
+	// Planner cuts the inputs into shards; nil means the job has no
+	// inputs to shard.
+	Planner tracker.Planner
+	// Resolver reaches the output and the checkpoint directory (local or
+	// HDFS) to prepare them before the job and commit the model after;
+	// nil means local paths only.
+	Resolver Resolver
+	// OnStatus, when set, is called about once a second and at every
+	// change of the tasks with the job's status.
+	OnStatus func(tracker.Status)
+	// Listen is where the tracker RPC listens; "" means "127.0.0.1:0".
+	Listen string
+	// Host is the tracker's host as the tasks reach it; "" means the
+	// host it listens on.
+	Host string
+	// Secret is the job secret that every tracker call and every node
+	// must know; "" means a new random one.
+	Secret string
+	// Rerun marks a later attempt of the job's ApplicationMaster: what an
+	// earlier attempt wrote is this job's, so the output is cleared and
+	// the job starts from its newest usable checkpoint, if any.
+	Rerun bool
+	// StopTimeout bounds stopping every task (Cluster.StopAll); 0 means
+	// DefaultStopTimeout.
+	StopTimeout time.Duration
+}
+
+// Job is a job whose directories are prepared and whose tracker serves,
+// ready to Run on a Cluster. Close it when done.
+type Job struct {
+	spec        JobSpec
+	opts        Options
+	log         *logrus.Entry
+	start       time.Time
+	state       *tracker.State
+	svc         *tracker.Service
+	files       *files
+	secret      string
+	trackerAddr string
+}
+
+// New checks everything that can be checked before a task starts (spec,
+// the inputs, which it cuts into shards, the output and checkpoint
+// directories, which it prepares) and serves the tracker RPC for the
+// job's state.
+func New(ctx context.Context, spec JobSpec, opts Options) (*Job, error) {
+	start := time.Now()
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Log == nil {
+		l := logrus.New()
+		l.Out = io.Discard
+		opts.Log = logrus.NewEntry(l)
+	}
+	if opts.Resolver == nil {
+		opts.Resolver = localResolver()
+	}
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:0"
+	}
+	if opts.StopTimeout <= 0 {
+		opts.StopTimeout = DefaultStopTimeout
+	}
+	shards, err := planShards(ctx, spec, opts.Planner)
+	if err != nil {
+		return nil, err
+	}
+	secret := opts.Secret
+	if secret == "" {
+		if secret, err = NewSecret(); err != nil {
+			return nil, err
+		}
+	}
+	j := &Job{spec: spec, opts: opts, log: opts.Log, start: start, secret: secret,
+		state: tracker.NewState(shards, start)}
+	j.files = &files{spec: spec, r: opts.Resolver, log: opts.Log}
+	if err := j.files.prepare(ctx, j.state, opts.Rerun); err != nil {
+		return nil, err
+	}
+	if j.svc, err = tracker.Serve(ctx, opts.Listen, j.state, secret, opts.Log); err != nil {
+		return nil, err
+	}
+	host, port, _ := net.SplitHostPort(j.svc.Addr())
+	if opts.Host != "" {
+		host = opts.Host
+	}
+	j.trackerAddr = net.JoinHostPort(host, port)
+	return j, nil
+}
+
+// NewSecret returns a new random job secret.
+func NewSecret() (string, error) {
+	var b [24]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("job: secret: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// State is the job's durable state, which the tracker serves.
+func (j *Job) State() *tracker.State { return j.state }
+
+// TrackerAddr is the tracker's host:port as the tasks reach it.
+func (j *Job) TrackerAddr() string { return j.trackerAddr }
+
+// Close stops serving the tracker RPC.
+func (j *Job) Close() error { return j.svc.Close() }
+
+// Run runs the job's tasks on c until the job ends, and returns how.
+//
+// The scheduler starts first, the servers and workers once it is placed
+// (DMLC_PS_ROOT_URI is its node). A task that fails is handled by these
+// rules, the only ones of the job:
+//
+//   - A worker that fails is started again (a new attempt) and its
+//     unfinished shards go back to the queue, up to MaxAttempts in all.
+//   - A scheduler or server that fails (within its attempts) takes the
+//     whole job back: every task is stopped, then all start again from the
+//     newest checkpoint whose files verify, the later epochs read anew;
+//     from scratch when the job has no checkpoint directory but no worker
+//     has asked for input yet (nothing is lost); otherwise the job fails
+//     naming the task and the missing checkpoint directory.
+//   - A task that exits with conf.ExitRestartJob asks for the same whole
+//     restart without using up its attempts.
+//   - The whole job starts again at most MaxAttempts-1 times.
+//   - A task past its attempts fails the job, the error naming the task,
+//     how it ended and its last lines.
+//
+// A kill over the tracker RPC (tracker.State.Kill) or the end of ctx
+// stops every task and ends the job Killed. When every task has exited
+// 0 the model is committed (manifest, then _SUCCESS) and the job ends
+// Succeeded. Run always stops every task it started before it returns.
+func (j *Job) Run(ctx context.Context, c Cluster) (Result, error) {
+	r := &run{Job: j, c: c, byLaunch: map[int64]*taskState{}}
+	for _, t := range Tasks(j.spec) {
+		r.tasks = append(r.tasks, &taskState{Task: t})
+	}
+	st, err := r.loop(ctx)
+	res := Result{State: st, Status: j.state.Status(), Restarts: j.files.restarts, ResumedFrom: j.files.from.uri}
+	if st == tracker.Succeeded {
+		res.Output = j.spec.Output
+	}
+	for _, t := range r.tasks {
+		res.Tasks = append(res.Tasks, TaskResult{Role: t.Role, Rank: t.Rank, Attempts: t.attempt + 1, ExitCode: t.code})
+	}
+	// The diagnostic: why the job failed, or what it did.
+	diag := res.Summary()
+	if err != nil {
+		diag = err.Error()
+	}
+	j.state.Finish(st, diag)
+	r.report()
+	res.Wall, res.Status = time.Since(j.start), j.state.Status()
+	return res, err
+}
+
+// taskState is a task as Run sees it.
+type taskState struct {
+	Task
+	attempt int
+	// launch is the current attempt's launch, 0 when none runs.
+	launch int64
+	placed bool
+	done   bool
+	code   int
+}
+
+// run is the state of Job.Run, owned by its goroutine.
+type run struct {
+	*Job
+	c        Cluster
+	tasks    []*taskState
+	byLaunch map[int64]*taskState
+	nextID   int64
+	contract Contract
+	// rootPlaced is set once the current run's scheduler is placed.
+	rootPlaced bool
+}
+
+func (r *run) loop(ctx context.Context) (tracker.JobState, error) {
+	if err := r.begin(ctx); err != nil {
+		return r.fail(ctx, err)
+	}
+	r.report()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case ev := <-r.c.Events():
+			if err := r.onEvent(ctx, ev); err != nil {
+				return r.fail(ctx, err)
+			}
+			r.report()
+			if r.allDone() {
+				if err := r.files.commitModel(ctx, r.state.Status()); err != nil {
+					return tracker.Failed, fmt.Errorf("job: every task exited 0, but the model is not complete: %w", err)
+				}
+				return tracker.Succeeded, nil
+			}
+		case <-ctx.Done():
+			r.stopAll(ctx)
+			return tracker.Killed, fmt.Errorf("job: stopped: %w", context.Cause(ctx))
+		case reason := <-r.state.KillRequests():
+			r.stopAll(ctx)
+			return tracker.Killed, fmt.Errorf("%w: %s", tracker.ErrKillRequested, reason)
+		case <-tick.C:
+			r.report()
+		}
+	}
+}
+
+// fail stops every task and ends the job Failed with err.
+func (r *run) fail(ctx context.Context, err error) (tracker.JobState, error) {
+	r.stopAll(ctx)
+	return tracker.Failed, err
+}
+
+// begin starts a run of the job: the scheduler on a new port, or, for a
+// job without servers, every worker.
+func (r *run) begin(ctx context.Context) error {
+	r.contract = Contract{Spec: r.spec, Cluster: r.c.Name(), Secret: r.secret, TrackerAddr: r.trackerAddr,
+		ResumeFrom: r.files.from.uri, ResumeEpoch: r.files.from.epoch}
+	r.rootPlaced = false
+	if r.spec.NumServers > 0 {
+		port, err := r.c.SchedulerPort(ctx)
+		if err != nil {
+			return fmt.Errorf("job: a port for the scheduler: %w", err)
+		}
+		r.contract.RootPort = port
+		return r.start(ctx, r.tasks[0])
+	}
+	return r.startRest(ctx)
+}
+
+// startRest starts every task that is not the scheduler, not done and
+// not running.
+func (r *run) startRest(ctx context.Context) error {
+	for _, t := range r.tasks {
+		if t.Role != conf.RoleScheduler && !t.done && t.launch == 0 {
+			if err := r.start(ctx, t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// start launches t's current attempt under the current contract.
+func (r *run) start(ctx context.Context, t *taskState) error {
+	r.nextID++
+	id := r.nextID
+	c, task, attempt := r.contract, t.Task, t.attempt
+	l := Launch{ID: id, Task: task, Attempt: attempt, Command: r.spec.Command,
+		Env: func(node string, base []string) []string { return c.Env(task, attempt, node, base) }}
+	if err := r.c.Start(ctx, l); err != nil {
+		t.code = -1
+		return err
+	}
+	t.launch, t.placed = id, false
+	r.byLaunch[id] = t
+	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": attempt}).Debug("task launched")
+	return nil
+}
+
+// onEvent handles one event of the cluster; an error fails the job.
+func (r *run) onEvent(ctx context.Context, ev Event) error {
+	if ev.Kind == Failed {
+		return ev.Err
+	}
+	t := r.byLaunch[ev.ID]
+	if t == nil || t.launch != ev.ID {
+		return nil // a launch stopped before a restart
+	}
+	switch ev.Kind {
+	case Placed:
+		t.placed = true
+		if t.Role == conf.RoleScheduler && !r.rootPlaced {
+			r.rootPlaced = true
+			r.contract.RootHost = ev.Node
+			return r.startRest(ctx)
+		}
+	case Exited:
+		delete(r.byLaunch, ev.ID)
+		t.launch, t.placed = 0, false
+		return r.onExit(ctx, t, ev.Exit)
+	}
+	return nil
+}
+
+// onExit applies the restart rules to t's exit.
+func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
+	t.code = ex.Code
+	if ex.Code == 0 {
+		t.done = true
+		r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Debug("task done")
+		return nil
+	}
+	if t.Role == conf.RoleWorker {
+		r.state.WorkerLost(t.Rank)
+	}
+	if ex.Code == conf.ExitRestartJob {
+		// Not the task's failure: the job's restarts are bounded instead.
+		return r.restartAll(ctx, fmt.Sprintf("%s asked to start the whole job again (%s)", t, ex.Desc))
+	}
+	failed := fmt.Sprintf("%s failed: %s on attempt %d of %d", t, ex.Desc, t.attempt+1, r.spec.MaxAttempts)
+	if t.attempt+1 >= r.spec.MaxAttempts {
+		if ex.Tail != "" {
+			return fmt.Errorf("%s; its last lines:\n%s", failed, ex.Tail)
+		}
+		return errors.New(failed)
+	}
+	t.attempt++
+	if t.Role != conf.RoleWorker {
+		return r.restartAll(ctx, failed)
+	}
+	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt - 1, "exit": ex.Code}).Warn("task failed; restarting it")
+	return r.start(ctx, t)
+}
+
+// restartAll starts every task again, from the newest usable checkpoint
+// (files.restartPoint), once every task of the job has stopped: the job
+// cannot go on after losing its scheduler or a server.
+func (r *run) restartAll(ctx context.Context, failed string) error {
+	p, err := r.files.restartPoint(ctx, failed, !r.state.Status().FirstData.IsZero())
+	if err != nil {
+		return err
+	}
+	r.log.WithFields(logrus.Fields{"cause": failed, "checkpoint": p.uri, "epoch": p.epoch}).Warn("starting the whole job again")
+	if err := r.stopAll(ctx); err != nil {
+		return fmt.Errorf("%s, and the job cannot start again: %w", failed, err)
+	}
+	r.state.Rewind(p.epoch)
+	for _, t := range r.tasks {
+		t.done = false
+	}
+	return r.begin(ctx)
+}
+
+// stopAll stops every task, bounded by StopTimeout even after ctx ended.
+func (r *run) stopAll(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.StopTimeout)
+	defer cancel()
+	err := r.c.StopAll(sctx)
+	for _, t := range r.tasks {
+		if t.launch != 0 {
+			t.code = -1 // killed
+		}
+		t.launch, t.placed = 0, false
+	}
+	clear(r.byLaunch)
+	if err != nil {
+		r.log.WithError(err).Error("tasks not stopped")
+	}
+	return err
+}
+
+func (r *run) allDone() bool {
+	for _, t := range r.tasks {
+		if !t.done {
+			return false
+		}
+	}
+	return true
+}
+
+// report publishes the tasks' counts per role, in the order roles first
+// appear, and calls OnStatus.
+func (r *run) report() {
+	byRole := map[conf.Role]*tracker.RoleStatus{}
+	var order []conf.Role
+	for _, t := range r.tasks {
+		rs := byRole[t.Role]
+		if rs == nil {
+			rs = &tracker.RoleStatus{Role: t.Role}
+			byRole[t.Role] = rs
+			order = append(order, t.Role)
+		}
+		rs.Want++
+		rs.Restarts += t.attempt
+		if t.placed {
+			rs.Running++
+		}
+		if t.done {
+			rs.Succeeded++
+		}
+	}
+	for _, role := range order {
+		r.state.SetRole(*byRole[role])
+	}
+	if r.opts.OnStatus != nil {
+		r.opts.OnStatus(r.state.Status())
+	}
+}
+
+// Summary says what a job that ended did: how many tasks, the records
+// read per epoch, the last metrics and where it started again from.
+func (r Result) Summary() string {
+	st := r.Status
+	s := fmt.Sprintf("all %d tasks exited 0", len(r.Tasks))
+	if r.State != tracker.Succeeded {
+		s = fmt.Sprintf("%d tasks, job %s", len(r.Tasks), r.State)
+	}
+	if len(st.EpochRecords) > 0 {
+		var parts []string
+		for _, e := range slices.Sorted(maps.Keys(st.EpochRecords)) {
+			parts = append(parts, fmt.Sprintf("%d:%d", e, st.EpochRecords[e]))
+		}
+		s += "; records per epoch " + strings.Join(parts, " ")
+	}
+	if len(st.Metrics) > 0 {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(st.Metrics)) {
+			parts = append(parts, fmt.Sprintf("%s=%.6g", k, st.Metrics[k]))
+		}
+		s += fmt.Sprintf("; epoch %d metrics %s", st.MetricsEpoch, strings.Join(parts, " "))
+	}
+	if r.Restarts > 0 {
+		from := "scratch"
+		if r.ResumedFrom != "" {
+			from = "checkpoint " + r.ResumedFrom
+		}
+		s += fmt.Sprintf("; started again %d time(s) from %s", r.Restarts, from)
+	}
+	return s
+}

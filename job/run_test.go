@@ -1,0 +1,531 @@
+package job
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/io/ckpt"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+func quietLog() *logrus.Entry {
+	l := logrus.New()
+	l.Out = io.Discard
+	return logrus.NewEntry(l)
+}
+
+// fake is a Cluster in this process: every launch is placed at once on
+// the node "node-<role>-<rank>", and what happens next is up to the
+// test's script, called at every Start. Run calls it from one goroutine,
+// so it needs no lock.
+type fake struct {
+	t      *testing.T
+	q      *EventQueue
+	script func(f *fake, l Launch)
+	// launches are every Start, in order; running those not ended.
+	launches []Launch
+	running  map[int64]Launch
+	ports    int
+	stopAlls int
+	// startErr, when set, fails a Start.
+	startErr func(l Launch) error
+	// j is the job under test, for scripts that reach its state.
+	j *Job
+}
+
+func newFake(t *testing.T, script func(f *fake, l Launch)) *fake {
+	f := &fake{t: t, q: NewEventQueue(), script: script, running: map[int64]Launch{}}
+	t.Cleanup(f.q.Close)
+	return f
+}
+
+func (f *fake) Name() string { return "fake" }
+
+func (f *fake) SchedulerPort(context.Context) (int, error) {
+	f.ports++
+	return 40000 + f.ports, nil
+}
+
+func nodeOf(t Task) string { return fmt.Sprintf("node-%s-%d", t.Role, t.Rank) }
+
+func (f *fake) Start(_ context.Context, l Launch) error {
+	if f.startErr != nil {
+		if err := f.startErr(l); err != nil {
+			return err
+		}
+	}
+	f.launches = append(f.launches, l)
+	f.running[l.ID] = l
+	f.q.Push(Event{Kind: Placed, ID: l.ID, Node: nodeOf(l.Task)})
+	if f.script != nil {
+		f.script(f, l)
+	}
+	return nil
+}
+
+// exit ends launch l with code.
+func (f *fake) exit(l Launch, code int) {
+	if _, ok := f.running[l.ID]; !ok {
+		f.t.Errorf("exit of %s attempt %d, which does not run", l.Task, l.Attempt)
+		return
+	}
+	delete(f.running, l.ID)
+	f.q.Push(Event{Kind: Exited, ID: l.ID, Exit: Exit{Code: code, Desc: fmt.Sprintf("exit code %d", code),
+		Tail: "    last words of " + l.Task.String()}})
+}
+
+// current is the running launch of task, if any.
+func (f *fake) current(task Task) (Launch, bool) {
+	for _, l := range f.running {
+		if l.Task == task {
+			return l, true
+		}
+	}
+	return Launch{}, false
+}
+
+func (f *fake) StopAll(context.Context) error {
+	f.stopAlls++
+	clear(f.running)
+	return nil
+}
+
+func (f *fake) Events() <-chan Event { return f.q.Out() }
+
+// launchesOf lists the launches of task.
+func (f *fake) launchesOf(task Task) []Launch {
+	var out []Launch
+	for _, l := range f.launches {
+		if l.Task == task {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// envOf returns key in l's environment as placed.
+func envOf(l Launch, key string) string {
+	v := ""
+	for _, kv := range l.Env(nodeOf(l.Task), nil) {
+		if k, val, _ := strings.Cut(kv, "="); k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+var (
+	scheduler = Task{Role: conf.RoleScheduler}
+	server0   = Task{Role: conf.RoleServer}
+	worker0   = Task{Role: conf.RoleWorker}
+	worker1   = Task{Role: conf.RoleWorker, Rank: 1}
+)
+
+// writeFile writes data to path, creating its directory.
+func writeFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// commitCheckpoint writes server 0's file of checkpoint n and commits it
+// through the job's tracker, as a job's worker 0 does.
+func commitCheckpoint(f *fake, dir string, n int) {
+	f.t.Helper()
+	data := []byte(fmt.Sprintf("parameters after epoch %d", n))
+	writeFile(f.t, filepath.Join(ckpt.Path(dir, n), ckpt.ServerFileName(0)), data)
+	sum := sha256.Sum256(data)
+	err := f.j.State().CommitCheckpoint(f.t.Context(), tracker.CheckpointInfo{N: n, Epoch: n, NextEpoch: n,
+		Files: []tracker.CheckpointFile{{Name: ckpt.ServerFileName(0), Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}}})
+	if err != nil {
+		f.t.Errorf("commit checkpoint %d: %v", n, err)
+	}
+}
+
+// TestRunPolicy checks every rule of Job.Run against a fake cluster.
+func TestRunPolicy(t *testing.T) {
+	t.Parallel()
+	type env struct {
+		dir    string // a temporary directory
+		output string
+		ckpt   string
+		cancel context.CancelFunc
+	}
+	// ok ends every launch at once with 0, servers writing their part of
+	// the model first.
+	ok := func(e *env) func(f *fake, l Launch) {
+		return func(f *fake, l Launch) {
+			if l.Task.Role == conf.RoleServer && e.output != "" {
+				writeFile(f.t, filepath.Join(e.output, fmt.Sprintf("part-%05d", l.Task.Rank)), []byte("model"))
+			}
+			f.exit(l, 0)
+		}
+	}
+	// unless runs script for the launches it matches, ok for the others.
+	unless := func(e *env, match func(f *fake, l Launch) bool, script func(f *fake, l Launch)) func(f *fake, l Launch) {
+		return func(f *fake, l Launch) {
+			if match(f, l) {
+				script(f, l)
+				return
+			}
+			ok(e)(f, l)
+		}
+	}
+	// first matches the first launch of task.
+	first := func(task Task) func(f *fake, l Launch) bool {
+		return func(f *fake, l Launch) bool { return l.Task == task && len(f.launchesOf(task)) == 1 }
+	}
+	// every matches every launch of task.
+	every := func(task Task) func(f *fake, l Launch) bool {
+		return func(f *fake, l Launch) bool { return l.Task == task }
+	}
+	exitWith := func(code int) func(f *fake, l Launch) { return func(f *fake, l Launch) { f.exit(l, code) } }
+
+	tests := []struct {
+		name string
+		spec func(e *env) JobSpec
+		// script returns the fake's script.
+		script func(e *env) func(f *fake, l Launch)
+		secret string
+		want   tracker.JobState
+		// wantErr lists what the error says; none means no error.
+		wantErr []string
+		check   func(t *testing.T, e *env, f *fake, res Result, err error)
+	}{
+		{
+			name:   "success commits the model",
+			spec:   func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 1, Output: e.output} },
+			script: ok,
+			want:   tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if _, err := os.Stat(filepath.Join(e.output, "_SUCCESS")); err != nil {
+					t.Errorf("no _SUCCESS: %v", err)
+				}
+				if res.Output != e.output || len(res.Tasks) != 4 || f.stopAlls != 0 {
+					t.Errorf("result %+v, %d StopAll", res, f.stopAlls)
+				}
+				// The scheduler first; the others once it was placed, told
+				// its node.
+				if f.launches[0].Task != scheduler {
+					t.Errorf("first launch %s", f.launches[0].Task)
+				}
+				for _, l := range f.launches[1:] {
+					if got := envOf(l, conf.EnvRootURI); got != nodeOf(scheduler) {
+						t.Errorf("%s: %s=%q, want the scheduler's node", l.Task, conf.EnvRootURI, got)
+					}
+				}
+			},
+		},
+		{
+			name: "no model when a task failed",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 1, Output: e.output} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return unless(e, first(worker1), exitWith(3))
+			},
+			want:    tracker.Failed,
+			wantErr: []string{"worker 1 failed: exit code 3 on attempt 1 of 1; its last lines:\n    last words of worker 1"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if _, err := os.Stat(filepath.Join(e.output, "_SUCCESS")); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("_SUCCESS of a failed job: %v", err)
+				}
+				if res.Output != "" {
+					t.Errorf("a failed job's output %q", res.Output)
+				}
+			},
+		},
+		{
+			name: "worker retried, its shards queued again",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, MaxAttempts: 2} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					st := f.j.State()
+					switch {
+					case l.Task == worker0:
+						// Runs until worker 1 failed.
+					case first(worker1)(f, l):
+						if sh, d, err := st.NextShard(0, 1, 0); err != nil || d != tracker.Given || sh.ID != 0 {
+							f.t.Errorf("worker 1 got shard %+v %v %v, want shard 0", sh, d, err)
+						}
+						f.exit(l, 1)
+					default:
+						// Worker 1 started again: its shard went back to the
+						// queue, and worker 0 takes it.
+						sh, d, err := st.NextShard(0, 0, 0)
+						if err != nil || d != tracker.Given || sh.ID != 0 {
+							f.t.Errorf("worker 0 got shard %+v %v %v after worker 1 failed, want shard 0", sh, d, err)
+						}
+						if err := st.ShardDone(0, sh.ID, 0, 0, 10); err != nil {
+							f.t.Error(err)
+						}
+						w0, _ := f.current(worker0)
+						f.exit(w0, 0)
+						f.exit(l, 0)
+					}
+				}
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				for _, tr := range res.Tasks {
+					want := 1
+					if tr.Rank == 1 {
+						want = 2
+					}
+					if tr.Attempts != want || tr.ExitCode != 0 {
+						t.Errorf("%s %d: %d attempts, exit %d; want %d, 0", tr.Role, tr.Rank, tr.Attempts, tr.ExitCode, want)
+					}
+				}
+				if f.stopAlls != 0 || len(f.launches) != 3 || res.Restarts != 0 {
+					t.Errorf("%d StopAll, %d launches, %d restarts: a worker's failure restarted more than the worker", f.stopAlls, len(f.launches), res.Restarts)
+				}
+				if got := envOf(f.launchesOf(worker1)[1], conf.EnvNumAttempt); got != "1" {
+					t.Errorf("second attempt's %s=%q", conf.EnvNumAttempt, got)
+				}
+			},
+		},
+		{
+			name: "attempts budget",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, MaxAttempts: 3} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return unless(e, every(worker0), exitWith(3))
+			},
+			want:    tracker.Failed,
+			wantErr: []string{"worker 0 failed: exit code 3 on attempt 3 of 3"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if n := len(f.launchesOf(worker0)); n != 3 {
+					t.Errorf("worker 0 launched %d times, want 3", n)
+				}
+			},
+		},
+		{
+			name: "scheduler lost before input: from scratch on a new port",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return unless(e, first(scheduler), exitWith(3))
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				ls := f.launchesOf(scheduler)
+				if len(ls) != 2 || f.stopAlls != 1 || res.Restarts != 1 || res.ResumedFrom != "" {
+					t.Fatalf("%d scheduler launches, %d StopAll, result %+v", len(ls), f.stopAlls, res)
+				}
+				if p0, p1 := envOf(ls[0], conf.EnvRootPort), envOf(ls[1], conf.EnvRootPort); p0 == p1 {
+					t.Errorf("the scheduler started again on the same port %s", p0)
+				}
+				if n := len(f.launchesOf(server0)); n < 1 {
+					t.Errorf("server launched %d times", n)
+				}
+			},
+		},
+		{
+			name: "server lost after input, no checkpoint dir: fails naming the task and the dir",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 3} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					if l.Task == worker0 {
+						f.j.State().Plan() // the worker asks for its input
+						srv, _ := f.current(server0)
+						f.exit(srv, 137)
+					}
+				}
+			},
+			want:    tracker.Failed,
+			wantErr: []string{"server 0 failed: exit code 137", "CheckpointDir"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if n := len(f.launchesOf(scheduler)); n != 1 {
+					t.Errorf("the scheduler launched %d times", n)
+				}
+			},
+		},
+		{
+			name: "server lost after input: the whole job from the newest checkpoint",
+			spec: func(e *env) JobSpec {
+				return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2, CheckpointDir: e.ckpt, Output: e.output}
+			},
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					switch {
+					case first(server0)(f, l):
+						// Runs until it fails.
+					case first(worker0)(f, l):
+						f.j.State().Plan()
+						commitCheckpoint(f, e.ckpt, 1)
+						commitCheckpoint(f, e.ckpt, 2)
+						srv, _ := f.current(server0)
+						f.exit(srv, 1)
+					default:
+						ok(e)(f, l)
+					}
+				}
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				want := "file://" + filepath.Join(e.ckpt, "2")
+				if res.Restarts != 1 || res.ResumedFrom != want || f.stopAlls != 1 {
+					t.Errorf("result %+v with %d StopAll; want 1 restart from %s", res, f.stopAlls, want)
+				}
+				for _, task := range []Task{scheduler, server0, worker0} {
+					ls := f.launchesOf(task)
+					if len(ls) != 2 {
+						t.Errorf("%s launched %d times, want 2", task, len(ls))
+						continue
+					}
+					if got := envOf(ls[1], conf.EnvResumeFrom); got != want {
+						t.Errorf("%s started again from %q, want %q", task, got, want)
+					}
+					if got := envOf(ls[1], conf.EnvResumeEpoch); got != "2" {
+						t.Errorf("%s started again at epoch %q, want 2", task, got)
+					}
+				}
+				if got := envOf(f.launchesOf(server0)[1], conf.EnvNumAttempt); got != "1" {
+					t.Errorf("the failed server's next attempt is %q, want 1", got)
+				}
+				if got := envOf(f.launchesOf(worker0)[1], conf.EnvNumAttempt); got != "0" {
+					t.Errorf("worker 0's attempt after the restart is %q, want 0", got)
+				}
+			},
+		},
+		{
+			name: "exit 75 restarts the job without using up attempts",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 2} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return unless(e, first(worker1), exitWith(conf.ExitRestartJob))
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				ls := f.launchesOf(worker1)
+				if len(ls) != 2 || ls[1].Attempt != 0 || res.Restarts != 1 {
+					t.Fatalf("worker 1 launches %+v, %d restarts; want two of attempt 0 and one restart", ls, res.Restarts)
+				}
+				for _, tr := range res.Tasks {
+					if tr.Attempts != 1 {
+						t.Errorf("%s %d: %d attempts, want 1", tr.Role, tr.Rank, tr.Attempts)
+					}
+				}
+			},
+		},
+		{
+			name: "restarts bounded by MaxAttempts",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return unless(e, every(worker0), exitWith(conf.ExitRestartJob))
+			},
+			want:    tracker.Failed,
+			wantErr: []string{"worker 0 asked to start the whole job again", "started again 1 times already", "MaxAttempts 2"},
+		},
+		{
+			name:   "kill over the tracker RPC",
+			spec:   func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 1} },
+			secret: "s3cret",
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					if l.Task == worker1 {
+						c := tracker.NewClient(f.j.TrackerAddr(), "s3cret")
+						defer c.Close()
+						if err := c.Kill(f.t.Context(), "enough"); err != nil {
+							f.t.Errorf("kill: %v", err)
+						}
+					}
+				}
+			},
+			want:    tracker.Killed,
+			wantErr: []string{"enough"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if !errors.Is(err, tracker.ErrKillRequested) || f.stopAlls != 1 {
+					t.Errorf("error %v, %d StopAll", err, f.stopAlls)
+				}
+				for _, tr := range res.Tasks {
+					if tr.ExitCode != -1 {
+						t.Errorf("%s %d exit code %d, want -1 (stopped)", tr.Role, tr.Rank, tr.ExitCode)
+					}
+				}
+			},
+		},
+		{
+			name: "context cancelled",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 1} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					if l.Task == worker0 {
+						e.cancel()
+					}
+				}
+			},
+			want: tracker.Killed,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if !errors.Is(err, context.Canceled) || f.stopAlls != 1 {
+					t.Errorf("error %v, %d StopAll", err, f.stopAlls)
+				}
+			},
+		},
+		{
+			name: "cluster failure",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, MaxAttempts: 3} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) { f.q.Push(Event{Kind: Failed, Err: errors.New("no containers for you")}) }
+			},
+			want:    tracker.Failed,
+			wantErr: []string{"no containers for you"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if f.stopAlls != 1 {
+					t.Errorf("%d StopAll", f.stopAlls)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			e := &env{dir: dir, output: filepath.Join(dir, "model"), ckpt: filepath.Join(dir, "ckpt")}
+			// A bound, so that a job that never ends fails the test.
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			e.cancel = cancel
+			spec := tt.spec(e)
+			spec.Command, spec.Inputs = []string{"prog"}, []string{"data"}
+			j, err := New(ctx, spec, Options{Log: quietLog(), Secret: tt.secret, Planner: func(context.Context, []string, int64) ([]tracker.Shard, error) {
+				return []tracker.Shard{{URI: "file:///data", Length: 100}}, nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer j.Close()
+			f := newFake(t, tt.script(e))
+			f.j = j
+			res, err := j.Run(ctx, f)
+			if res.State != tt.want {
+				t.Errorf("job %v (%v), want %v", res.State, err, tt.want)
+			}
+			if len(tt.wantErr) == 0 && err != nil && tt.want == tracker.Succeeded {
+				t.Errorf("error %v", err)
+			}
+			for _, w := range tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v, want it to say %q", err, w)
+				}
+			}
+			if st := j.State().Status(); st.State != tt.want {
+				t.Errorf("tracker's state %v, want %v", st.State, tt.want)
+			}
+			if tt.check != nil {
+				tt.check(t, e, f, res, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,208 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// Defaults of a job. A zero field of JobSpec or Options that has a
+// default here means that default.
+const (
+	// DefaultMaxAttempts is how many times a task may run in all, the
+	// first included, when a launcher is not told otherwise.
+	DefaultMaxAttempts = 3
+	// DefaultSplitSize is the target shard size in bytes.
+	DefaultSplitSize = 8 << 20
+	// DefaultCheckpointKeep is how many committed checkpoints are kept.
+	DefaultCheckpointKeep = 3
+	// DefaultStopGrace is how long stopping a task waits after asking it
+	// to end (SIGTERM) before it is killed.
+	DefaultStopGrace = 5 * time.Second
+	// DefaultStopTimeout bounds stopping every task of a job, once the
+	// grace period is over.
+	DefaultStopTimeout = 30 * time.Second
+	// DefaultMemoryMB and DefaultCores size a YARN container whose role's
+	// resources are not given.
+	DefaultMemoryMB = 1024
+	DefaultCores    = 1
+)
+
+// JobSpec describes a job: what to run, how many of each role, and what
+// the job reads and writes. ps-submit builds it from its flags.
+type JobSpec struct {
+	// Name is the job's name; empty means derived from the command.
+	Name string
+	// Command is the program and its arguments, run for every role.
+	Command []string
+	// NumWorkers (at least 1) and NumServers (0: the command runs as
+	// NumWorkers plain workers, with no scheduler).
+	NumWorkers, NumServers int
+	// Env holds KEY=VALUE settings for every role; ServerEnv and
+	// WorkerEnv add to or override them for one role (servers' also go to
+	// the scheduler).
+	Env, ServerEnv, WorkerEnv []string
+	// Files are extra files the command needs in its working directory.
+	Files []string
+	// MaxAttempts is how many times a task may run in all, the first
+	// included; at least 1. The whole job starts again at most
+	// MaxAttempts-1 times.
+	MaxAttempts int
+	// Inputs are paths or globs of the training data, cut into shards.
+	Inputs []string
+	// SplitSize is the target shard size in bytes; 0 means
+	// DefaultSplitSize.
+	SplitSize int64
+	// Output is where servers write the model; empty means no model.
+	Output string
+	// Overwrite lets an existing non-empty Output be replaced, and an
+	// existing CheckpointDir be cleared; without it they are errors.
+	Overwrite bool
+	// Resume continues from the newest committed checkpoint in
+	// CheckpointDir.
+	Resume bool
+	// CheckpointDir and CheckpointInterval configure checkpoints;
+	// CheckpointKeep is how many committed ones are kept (0 means
+	// DefaultCheckpointKeep).
+	CheckpointDir      string
+	CheckpointInterval string
+	CheckpointKeep     int
+	// Resources, for YARN (memory in MB; 0 means DefaultMemoryMB and
+	// DefaultCores).
+	WorkerCores, ServerCores       int
+	WorkerMemoryMB, ServerMemoryMB int
+	Queue                          string
+	// LogLevel is the tasks' log level (logrus level name).
+	LogLevel string
+}
+
+// FieldError is a problem with one field of a JobSpec. Validate's errors
+// are FieldErrors (joined), so that a command line can name its own flag
+// for the field.
+type FieldError struct {
+	// Field is the JobSpec field's name, such as "NumWorkers".
+	Field string
+	// Value is the field's value as shown, such as "0"; empty for none.
+	Value string
+	// Problem says what is wrong: "need at least 1".
+	Problem string
+	// Err is the cause, when there is one.
+	Err error
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+func (e *FieldError) Error() string {
+	if e.Value == "" {
+		return "job: " + e.Field + ": " + e.Problem
+	}
+	return "job: " + e.Field + " " + e.Value + ": " + e.Problem
+}
+
+// Validate reports every problem of s at once, as joined FieldErrors.
+func (s JobSpec) Validate() error {
+	var errs []error
+	bad := func(field, value, problem string) {
+		errs = append(errs, &FieldError{Field: field, Value: value, Problem: problem})
+	}
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		bad("Command", "", "no command to run")
+	}
+	if s.NumWorkers < 1 {
+		bad("NumWorkers", fmt.Sprint(s.NumWorkers), "need at least 1")
+	}
+	if s.NumServers < 0 {
+		bad("NumServers", fmt.Sprint(s.NumServers), "must not be negative")
+	}
+	if s.MaxAttempts < 1 {
+		bad("MaxAttempts", fmt.Sprint(s.MaxAttempts), "need at least 1")
+	}
+	if s.SplitSize < 0 {
+		bad("SplitSize", fmt.Sprint(s.SplitSize), "must not be negative")
+	}
+	if s.CheckpointKeep < 0 {
+		bad("CheckpointKeep", fmt.Sprint(s.CheckpointKeep), "must not be negative")
+	}
+	for _, l := range []struct {
+		field string
+		list  []string
+	}{{"Env", s.Env}, {"ServerEnv", s.ServerEnv}, {"WorkerEnv", s.WorkerEnv}} {
+		for _, kv := range l.list {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+				bad(l.field, fmt.Sprintf("%q", kv), "want KEY=VALUE")
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// splitSize is s's shard size.
+func (s JobSpec) splitSize() int64 {
+	if s.SplitSize == 0 {
+		return DefaultSplitSize
+	}
+	return s.SplitSize
+}
+
+// checkpointKeep is how many committed checkpoints s keeps.
+func (s JobSpec) checkpointKeep() int {
+	if s.CheckpointKeep < 1 {
+		return DefaultCheckpointKeep
+	}
+	return s.CheckpointKeep
+}
+
+// Task is one role and rank of a job. A task runs as one process (or
+// container) at a time; each run is an attempt.
+type Task struct {
+	Role conf.Role
+	// Rank numbers the tasks of a role from 0; the scheduler's is 0.
+	Rank int
+}
+
+func (t Task) String() string { return fmt.Sprintf("%s %d", t.Role, t.Rank) }
+
+// Tasks lists spec's tasks: the scheduler and servers first, then the
+// workers.
+func Tasks(spec JobSpec) []Task {
+	var ts []Task
+	if spec.NumServers > 0 {
+		ts = append(ts, Task{Role: conf.RoleScheduler})
+		for r := 0; r < spec.NumServers; r++ {
+			ts = append(ts, Task{Role: conf.RoleServer, Rank: r})
+		}
+	}
+	for r := 0; r < spec.NumWorkers; r++ {
+		ts = append(ts, Task{Role: conf.RoleWorker, Rank: r})
+	}
+	return ts
+}
+
+// TaskResult is how one task ended.
+type TaskResult struct {
+	Role     conf.Role
+	Rank     int
+	Attempts int
+	// ExitCode of the last attempt; -1 when killed by a signal.
+	ExitCode int
+}
+
+// Result is how a job ended.
+type Result struct {
+	State tracker.JobState
+	Tasks []TaskResult
+	Wall  time.Duration
+	// Output is where the model is (empty without one, or unless the job
+	// succeeded).
+	Output string
+	// Status is the tracker's last snapshot (epochs, metrics).
+	Status tracker.Status
+	// Restarts counts the times the whole job started again; ResumedFrom
+	// is the checkpoint the last run started from ("" for scratch).
+	Restarts    int
+	ResumedFrom string
+}

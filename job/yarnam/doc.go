@@ -1,0 +1,21 @@
+// Package yarnam runs a job's tasks in YARN containers, from inside the
+// job's ApplicationMaster: a job.Cluster, and the ApplicationMaster's
+// lifecycle around it.
+//
+// Run prepares the job and serves its tracker (job.New, advertised on the
+// AM's host), serves the status page (StatusHandler: "/" and
+// "/status.json"), registers with the ResourceManager with that page as
+// the tracking URL, runs the job's supervisor (job.Job.Run) on a Cluster,
+// and always stops every container and unregisters with the job's final
+// status and a diagnostic.
+//
+// The Cluster's allocate loop runs in its own goroutine: it asks for one
+// container per launch (the scheduler at priority 0, servers at 1, workers
+// at 2), starts the command in each container that comes with the
+// launch's environment (DMLC_NODE_HOST the IP address of the container's
+// node, which ps-lite binds with ZeroMQ), and reports each container's
+// end. A task that failed on a node is kept off it when the cluster has
+// others (a container there is released and asked for again, a few times
+// at most). A launch that waits longer than AllocationTimeout, or a
+// failed heartbeat, fails the job.
+package yarnam

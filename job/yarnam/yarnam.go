@@ -1,0 +1,658 @@
+package yarnam
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/tracker"
+	"github.com/spindle-ps/spindle/yarn"
+)
+
+// Options are the dependencies of Run.
+type Options struct {
+	// AM is the registered-to-be connection to the ResourceManager's
+	// scheduler; Run registers, heartbeats and unregisters it, but does
+	// not close it. Required.
+	AM *yarn.AMClient
+	// NM starts and stops containers; nil means yarn.NewNMClient(AM),
+	// closed when Run returns.
+	NM *yarn.NMClient
+	// Log receives the AM's own messages; nil discards them.
+	Log *logrus.Entry
+	// Host is the AM's host name as the containers reach it: the tracker
+	// RPC is advertised at Host:port. Required.
+	Host string
+	// Resources are localized into every task container (the program,
+	// its libraries), keyed by link name.
+	Resources map[string]yarn.LocalResource
+	// Env holds extra KEY=VALUE settings for every task container (for
+	// instance LD_LIBRARY_PATH=./lib); the job's own settings and the
+	// environment contract override them.
+	Env []string
+	// Planner cuts the inputs into shards; nil means the job has no
+	// inputs to shard.
+	Planner tracker.Planner
+	// Resolver reaches the output and checkpoint directories (HDFS); nil
+	// means local paths only.
+	Resolver job.Resolver
+	// Rerun marks a later attempt of the ApplicationMaster (see
+	// job.Options.Rerun).
+	Rerun bool
+	// AllocationTimeout is how long a task may wait for a container
+	// before the job fails; 0 means DefaultAllocationTimeout.
+	AllocationTimeout time.Duration
+	// Heartbeat is the interval of the allocate loop; 0 means
+	// DefaultHeartbeat.
+	Heartbeat time.Duration
+	// RootPort is the port the scheduler's first run listens on
+	// (DMLC_PS_ROOT_PORT); 0 means one picked at random in [20000, 30000).
+	// Later runs pick at random.
+	RootPort int
+	// OnStatus, when set, is called about once a second and at every
+	// change of the containers with the job's status.
+	OnStatus func(tracker.Status)
+	// Secret is the job secret, shared with the client that submitted the
+	// job so that it can ask the tracker for the job's status; "" means a
+	// new random one.
+	Secret string
+}
+
+// Defaults of Options.
+const (
+	DefaultAllocationTimeout = 10 * time.Minute
+	DefaultHeartbeat         = 250 * time.Millisecond
+)
+
+// Priorities at which the AM asks for each role's containers: the
+// scheduler first, then the servers, then the workers.
+const (
+	prioScheduler int32 = 0
+	prioServer    int32 = 1
+	prioWorker    int32 = 2
+)
+
+const (
+	// finishTimeout bounds unregistering and stopping containers at the end.
+	finishTimeout = 30 * time.Second
+	// rpcTimeout bounds one heartbeat to the ResourceManager or one call of
+	// a NodeManager.
+	rpcTimeout = time.Minute
+	// maxNodeRejects bounds how often one attempt of a task turns down a
+	// container on a node where it failed before.
+	maxNodeRejects = 3
+	// maxDiagnostics bounds the part of a container's YARN diagnostics
+	// quoted in the job's diagnostic.
+	maxDiagnostics = 2000
+	// resolveTimeout bounds the lookup of a node's address.
+	resolveTimeout = 10 * time.Second
+)
+
+// Run runs spec from inside a YARN ApplicationMaster container: it
+// prepares the job and serves the tracker RPC on opts.Host (job.New),
+// serves a status page, registers with the ResourceManager (the status
+// page as the tracking URL), and runs the job (job.Job.Run, which holds
+// the restart rules) on a Cluster of containers. Whatever happens it
+// stops every container and unregisters (bounded by 30 s): SUCCEEDED
+// with a summary when every task exited 0 and the model is committed,
+// KILLED for a kill over the tracker RPC or the end of ctx, FAILED
+// otherwise, with a diagnostic naming the cause, which Run's error says
+// too.
+func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error) {
+	start := time.Now()
+	failed := func(err error) (job.Result, error) {
+		return job.Result{State: tracker.Failed, Wall: time.Since(start)}, err
+	}
+	if err := spec.Validate(); err != nil {
+		return failed(err)
+	}
+	if opts.AM == nil || opts.Host == "" {
+		return failed(errors.New("yarnam: Run needs an AM client and the AM's host"))
+	}
+	if opts.Log == nil {
+		l := logrus.New()
+		l.Out = io.Discard
+		opts.Log = logrus.NewEntry(l)
+	}
+	if opts.NM == nil {
+		opts.NM = yarn.NewNMClient(opts.AM)
+		defer opts.NM.Close()
+	}
+	log := opts.Log.WithField("attempt", opts.AM.Attempt())
+	j, err := job.New(ctx, spec, job.Options{Log: log, Planner: opts.Planner, Resolver: opts.Resolver,
+		OnStatus: opts.OnStatus, Listen: ":0", Host: opts.Host, Secret: opts.Secret, Rerun: opts.Rerun,
+		StopTimeout: finishTimeout})
+	if err != nil {
+		return failed(err)
+	}
+	defer j.Close()
+	web, err := serveWeb(":0", spec.Name, j.State(), log)
+	if err != nil {
+		return failed(fmt.Errorf("yarnam: status page: %w", err))
+	}
+	defer web.Close()
+	trackingURL := "http://" + net.JoinHostPort(opts.Host, strconv.Itoa(web.Port())) + "/"
+	_, port, _ := net.SplitHostPort(j.TrackerAddr())
+	trackerPort, _ := strconv.Atoi(port)
+	if _, err := opts.AM.Register(ctx, opts.Host, trackerPort, trackingURL); err != nil {
+		return failed(fmt.Errorf("yarnam: register the application master: %w", err))
+	}
+	c := NewCluster(ctx, spec, opts, log)
+	log.WithFields(logrus.Fields{"tracker": j.TrackerAddr(), "status_url": trackingURL,
+		"allocation_timeout": c.opts.AllocationTimeout.String()}).Info("application master registered")
+
+	res, runErr := j.Run(ctx, c)
+	// Whatever happened, nothing keeps running and the AM unregisters.
+	c.Close()
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
+	defer cancel()
+	final, diag := yarn.FinalSucceeded, res.Summary()
+	switch res.State {
+	case tracker.Failed:
+		final = yarn.FinalFailed
+	case tracker.Killed:
+		final = yarn.FinalKilled
+	}
+	if runErr != nil {
+		diag = runErr.Error()
+	}
+	if err := opts.AM.Finish(fctx, final, diag, ""); err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("yarnam: unregister the application master: %w", err))
+	}
+	res.Wall = time.Since(start)
+	return res, runErr
+}
+
+// Cluster is a job.Cluster of YARN containers, run from the
+// ApplicationMaster: an allocate loop asks the ResourceManager for one
+// container per launch (the scheduler at priority 0, servers at 1,
+// workers at 2; the scheduler's size is a server's), and starts the
+// command in each container that comes with the launch's environment
+// (DMLC_NODE_HOST the IP address of the container's node, which ps-lite
+// binds). A launch of a task that failed on a node prefers another node
+// (best effort: such a container is released and asked for again, at
+// most a few times per launch, and only when the cluster has other
+// nodes). A launch that waits longer than AllocationTimeout for a
+// container fails the cluster (a Failed event), as does a failed
+// heartbeat.
+type Cluster struct {
+	spec job.JobSpec
+	opts Options
+	log  *logrus.Entry
+	ctx  context.Context // the loop's: ends with Close, not with the job's ctx
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	events *job.EventQueue
+	// beat is signalled after every heartbeat, for StopAll.
+	beat chan struct{}
+	// addrs caches the nodes' addresses; the loop's own.
+	addrs map[string]string
+
+	mu       sync.Mutex
+	pending  []*launch // waiting for a container, in Start order
+	starting map[int64]*launch
+	byCont   map[yarn.ContainerID]*launch
+	outst    map[int32]int32 // containers the ResourceManager still owes, per priority
+	releases []yarn.ContainerID
+	bad      map[job.Task]map[yarn.NodeID]bool
+	nodes    int32
+	ndone    int
+	ntasks   int
+	failed   bool
+	ports    int
+}
+
+// launch is a job.Launch in the cluster.
+type launch struct {
+	l       job.Launch
+	prio    int32
+	waiting time.Time // when it began to wait for a container
+	rejects int
+	ct      yarn.Container
+	stopped bool
+}
+
+// NewCluster returns a Cluster whose allocate loop runs until Close.
+// The ApplicationMaster must be registered.
+func NewCluster(ctx context.Context, spec job.JobSpec, opts Options, log *logrus.Entry) *Cluster {
+	if opts.AllocationTimeout <= 0 {
+		opts.AllocationTimeout = DefaultAllocationTimeout
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	if log == nil {
+		log = opts.Log
+	}
+	c := &Cluster{spec: spec, opts: opts, log: log, events: job.NewEventQueue(), beat: make(chan struct{}, 1),
+		addrs: map[string]string{}, starting: map[int64]*launch{}, byCont: map[yarn.ContainerID]*launch{},
+		outst: map[int32]int32{}, bad: map[job.Task]map[yarn.NodeID]bool{}, ntasks: len(job.Tasks(spec))}
+	c.ctx, c.stop = context.WithCancel(context.WithoutCancel(ctx))
+	c.wg.Add(1)
+	go c.loop()
+	return c
+}
+
+// Name is "yarn".
+func (c *Cluster) Name() string { return "yarn" }
+
+// SchedulerPort is Options.RootPort the first time, then a port picked
+// at random in [20000, 30000): YARN gives no way to learn a port a
+// container bound, so it is chosen before the scheduler's container
+// exists; a scheduler that cannot bind it fails and the job starts again
+// on another.
+func (c *Cluster) SchedulerPort(context.Context) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ports++
+	if c.ports == 1 && c.opts.RootPort > 0 {
+		return c.opts.RootPort, nil
+	}
+	return 20000 + rand.IntN(10000), nil
+}
+
+// Events delivers the launches' Placed and Exited events and the
+// cluster's failure.
+func (c *Cluster) Events() <-chan job.Event { return c.events.Out() }
+
+// Start asks for a container for l; the allocate loop starts l in it.
+func (c *Cluster) Start(_ context.Context, l job.Launch) error {
+	prio := prioWorker
+	switch l.Task.Role {
+	case conf.RoleScheduler:
+		prio = prioScheduler
+	case conf.RoleServer:
+		prio = prioServer
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending = append(c.pending, &launch{l: l, prio: prio, waiting: time.Now()})
+	return nil
+}
+
+// StopAll gives up the launches waiting for a container, stops every
+// container, and waits (bounded by ctx) until the ResourceManager
+// reports them complete and every surplus container is released.
+func (c *Cluster) StopAll(ctx context.Context) error {
+	c.mu.Lock()
+	c.pending = nil
+	c.ndone = 0
+	var stop []yarn.Container
+	for _, ln := range c.starting {
+		ln.stopped = true
+	}
+	for _, ln := range c.byCont {
+		if !ln.stopped {
+			ln.stopped = true
+			stop = append(stop, ln.ct)
+		}
+	}
+	c.mu.Unlock()
+	for _, ct := range stop {
+		sctx, cancel := context.WithTimeout(ctx, rpcTimeout)
+		if err := c.opts.NM.StopContainer(sctx, ct); err != nil {
+			c.log.WithError(err).WithField("container", ct.ID.String()).Warn("stop container")
+		}
+		cancel()
+	}
+	for {
+		c.mu.Lock()
+		left := len(c.byCont) + len(c.starting)
+		asks := 0
+		for _, n := range c.outst {
+			asks += int(n)
+		}
+		flushed := left == 0 && asks == 0 && len(c.releases) == 0
+		c.mu.Unlock()
+		if flushed {
+			return nil
+		}
+		select {
+		case <-c.beat:
+		case <-ctx.Done():
+			return fmt.Errorf("yarnam: %d containers not reported complete after being stopped: %w", left, context.Cause(ctx))
+		}
+	}
+}
+
+// Close stops every container (bounded by 30 s), then the allocate
+// loop and the delivery of events.
+func (c *Cluster) Close() {
+	ctx, cancel := context.WithTimeout(c.ctx, finishTimeout)
+	if err := c.StopAll(ctx); err != nil {
+		c.log.WithError(err).Warn("containers not reported complete; the resource manager ends them when the AM unregisters")
+	}
+	cancel()
+	c.stop()
+	c.wg.Wait()
+	c.events.Close()
+}
+
+// loop heartbeats until Close.
+func (c *Cluster) loop() {
+	defer c.wg.Done()
+	tick := time.NewTicker(c.opts.Heartbeat)
+	defer tick.Stop()
+	for {
+		err := c.heartbeat()
+		if err == nil {
+			err = c.checkAllocationTimeout()
+		}
+		if err != nil && c.ctx.Err() == nil {
+			c.mu.Lock()
+			first := !c.failed
+			c.failed = true
+			c.mu.Unlock()
+			if first {
+				c.events.Push(job.Event{Kind: job.Failed, Err: err})
+			}
+		}
+		select {
+		case c.beat <- struct{}{}:
+		default:
+		}
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// heartbeat sends one allocate with the asks that changed and the
+// releases, starts the containers that came and reports the ones that
+// completed.
+func (c *Cluster) heartbeat() error {
+	c.mu.Lock()
+	req := yarn.AllocateRequest{Asks: c.asksLocked(), Releases: c.releases, Progress: c.progressLocked()}
+	c.releases = nil
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(c.ctx, rpcTimeout)
+	resp, err := c.opts.AM.Allocate(ctx, req)
+	cancel()
+	if err != nil {
+		c.mu.Lock()
+		c.releases = append(c.releases, req.Releases...)
+		c.mu.Unlock()
+		return fmt.Errorf("yarnam: heartbeat to the resource manager: %w", err)
+	}
+	c.mu.Lock()
+	c.nodes = resp.NumClusterNodes
+	var place []*launch
+	for _, ct := range resp.Allocated {
+		if c.outst[ct.Priority] > 0 {
+			c.outst[ct.Priority]--
+		}
+		if ln := c.matchLocked(ct); ln != nil {
+			ln.ct = ct
+			c.starting[ln.l.ID] = ln
+			place = append(place, ln)
+		}
+	}
+	c.mu.Unlock()
+	for _, ln := range place {
+		c.place(ln)
+	}
+	// Every completion is taken in: the ResourceManager reports each only
+	// once.
+	c.mu.Lock()
+	for _, s := range resp.Completed {
+		ln := c.byCont[s.ID]
+		if ln == nil {
+			continue // released or surplus
+		}
+		delete(c.byCont, s.ID)
+		if ln.stopped {
+			continue
+		}
+		if s.ExitStatus == yarn.ExitSuccess {
+			c.ndone++
+		} else {
+			c.badNodeLocked(ln)
+		}
+		msg := fmt.Sprintf("%s in container %s on %s", describeExitStatus(s.ExitStatus), s.ID, ln.ct.Node)
+		if d := strings.TrimSpace(s.Diagnostics); d != "" && s.ExitStatus != yarn.ExitSuccess {
+			if len(d) > maxDiagnostics {
+				d = "…" + d[len(d)-maxDiagnostics:]
+			}
+			msg += "; YARN diagnostics: " + d
+		}
+		c.log.WithFields(logrus.Fields{"task": ln.l.Task.String(), "container": s.ID.String(), "exit": s.ExitStatus}).Info("container completed")
+		c.events.Push(job.Event{Kind: job.Exited, ID: ln.l.ID, Exit: job.Exit{Code: int(s.ExitStatus), Desc: msg}})
+	}
+	c.mu.Unlock()
+	if resp.Command != yarn.AMCommandNone {
+		return fmt.Errorf("yarnam: the resource manager ordered AM command %d (resync/shutdown), which this AM does not support", resp.Command)
+	}
+	return nil
+}
+
+// matchLocked gives container ct to the first launch of its priority
+// waiting for one, or releases it (surplus, or on a node where the
+// launch's task failed before). c.mu must be held.
+func (c *Cluster) matchLocked(ct yarn.Container) *launch {
+	for i, ln := range c.pending {
+		if ln.prio != ct.Priority {
+			continue
+		}
+		bad := c.bad[ln.l.Task]
+		if bad[ct.Node] && ln.rejects < maxNodeRejects && c.nodes > int32(len(bad)) {
+			ln.rejects++
+			c.log.WithFields(logrus.Fields{"task": ln.l.Task.String(), "node": ct.Node.String()}).Info("container on a node where the task failed; asking for another")
+			c.releases = append(c.releases, ct.ID)
+			return nil
+		}
+		c.pending = append(c.pending[:i:i], c.pending[i+1:]...)
+		return ln
+	}
+	c.log.WithField("container", ct.ID.String()).Debug("releasing surplus container")
+	c.releases = append(c.releases, ct.ID)
+	return nil
+}
+
+// place starts ln in its container. It runs on the loop's goroutine,
+// without c.mu.
+func (c *Cluster) place(ln *launch) {
+	ct := ln.ct
+	node := c.nodeAddr(ct.Node.Host)
+	lc := yarn.LaunchContext{
+		Commands:       append(shellWords(ln.l.Command), "1><LOG_DIR>/stdout", "2><LOG_DIR>/stderr"),
+		Env:            envMap(ln.l.Env(node, c.opts.Env)),
+		LocalResources: c.opts.Resources,
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, rpcTimeout)
+	err := c.opts.NM.StartContainer(ctx, ct, lc)
+	cancel()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.starting, ln.l.ID)
+	if err != nil {
+		c.releases = append(c.releases, ct.ID)
+		if ln.stopped {
+			return
+		}
+		c.badNodeLocked(ln)
+		c.events.Push(job.Event{Kind: job.Exited, ID: ln.l.ID, Exit: job.Exit{Code: int(yarn.ExitInvalid),
+			Desc: fmt.Sprintf("container %s did not start on %s: %v", ct.ID, ct.Node, err)}})
+		return
+	}
+	c.byCont[ct.ID] = ln
+	if ln.stopped {
+		// Stopped while it started: stop it now; StopAll waits for it.
+		go func() {
+			sctx, cancel := context.WithTimeout(c.ctx, rpcTimeout)
+			defer cancel()
+			_ = c.opts.NM.StopContainer(sctx, ct)
+		}()
+		return
+	}
+	c.log.WithFields(logrus.Fields{"task": ln.l.Task.String(), "attempt": ln.l.Attempt, "container": ct.ID.String(), "node": ct.Node.String()}).Info("task started")
+	c.events.Push(job.Event{Kind: job.Placed, ID: ln.l.ID, Node: node})
+}
+
+func (c *Cluster) badNodeLocked(ln *launch) {
+	bad := c.bad[ln.l.Task]
+	if bad == nil {
+		bad = map[yarn.NodeID]bool{}
+		c.bad[ln.l.Task] = bad
+	}
+	bad[ln.ct.Node] = true
+}
+
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// asksLocked returns an Ask for every priority whose number of waiting
+// launches differs from what the ResourceManager still owes. c.mu must
+// be held.
+func (c *Cluster) asksLocked() []yarn.Ask {
+	want := map[int32]int32{}
+	for _, ln := range c.pending {
+		want[ln.prio]++
+	}
+	var asks []yarn.Ask
+	for _, p := range []int32{prioScheduler, prioServer, prioWorker} {
+		if want[p] == c.outst[p] {
+			continue
+		}
+		asks = append(asks, yarn.Ask{Priority: p, Count: want[p], Resource: c.resource(p)})
+		c.outst[p] = want[p]
+	}
+	return asks
+}
+
+func (c *Cluster) resource(prio int32) yarn.Resource {
+	mem, cores := c.spec.ServerMemoryMB, c.spec.ServerCores
+	if prio == prioWorker {
+		mem, cores = c.spec.WorkerMemoryMB, c.spec.WorkerCores
+	}
+	if mem <= 0 {
+		mem = job.DefaultMemoryMB
+	}
+	if cores <= 0 {
+		cores = job.DefaultCores
+	}
+	return yarn.Resource{MemoryMB: int64(mem), VCores: int32(cores)}
+}
+
+func (c *Cluster) progressLocked() float32 {
+	if c.ntasks == 0 {
+		return 0
+	}
+	return float32(min(c.ndone, c.ntasks)) / float32(c.ntasks)
+}
+
+// checkAllocationTimeout fails when a launch has waited too long for a
+// container.
+func (c *Cluster) checkAllocationTimeout() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	late := false
+	missing := map[conf.Role]int{}
+	for _, ln := range c.pending {
+		missing[ln.l.Task.Role]++
+		if now.Sub(ln.waiting) > c.opts.AllocationTimeout {
+			late = true
+		}
+	}
+	if !late {
+		return nil
+	}
+	var parts []string
+	for _, r := range []conf.Role{conf.RoleScheduler, conf.RoleServer, conf.RoleWorker} {
+		if n := missing[r]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, r))
+		}
+	}
+	return fmt.Errorf("yarnam: containers did not come within %v: still missing %s (cluster of %d nodes)",
+		c.opts.AllocationTimeout, strings.Join(parts, ", "), c.nodes)
+}
+
+// nodeAddr is the IP address of a NodeManager's host as this AM resolves
+// it (the first IPv4 address, else the first), which the containers use
+// to reach each other; the host name itself when it does not resolve
+// (logged), so that the task's own failure names it. It runs on the
+// loop's goroutine.
+func (c *Cluster) nodeAddr(host string) string {
+	if a, ok := c.addrs[host]; ok {
+		return a
+	}
+	addr := host
+	if net.ParseIP(host) == nil {
+		rctx, cancel := context.WithTimeout(c.ctx, resolveTimeout)
+		ips, err := net.DefaultResolver.LookupIPAddr(rctx, host)
+		cancel()
+		switch {
+		case err != nil || len(ips) == 0:
+			c.log.WithError(err).WithField("node", host).Warn("node's address not found; the tasks get its name")
+		default:
+			sort.SliceStable(ips, func(a, b int) bool { return ips[a].IP.To4() != nil && ips[b].IP.To4() == nil })
+			addr = ips[0].IP.String()
+		}
+	}
+	c.addrs[host] = addr
+	return addr
+}
+
+// describeExitStatus names a container's exit status.
+func describeExitStatus(code int32) string {
+	s := "exit status " + strconv.Itoa(int(code))
+	switch code {
+	case yarn.ExitInvalid:
+		return s + " (not set)"
+	case yarn.ExitAborted:
+		return s + " (ABORTED: released, or lost with its node)"
+	case yarn.ExitDisksFailed:
+		return s + " (DISKS_FAILED)"
+	case yarn.ExitPreempted:
+		return s + " (PREEMPTED)"
+	case yarn.ExitKilledExceededVMem:
+		return s + " (KILLED_EXCEEDED_VMEM: over its virtual memory limit)"
+	case yarn.ExitKilledExceededPMem:
+		return s + " (KILLED_EXCEEDED_PMEM: over its memory limit)"
+	case yarn.ExitKilledByAppMaster:
+		return s + " (KILLED_BY_APPMASTER)"
+	case yarn.ExitKilledByResourceManager:
+		return s + " (KILLED_BY_RESOURCEMANAGER)"
+	case yarn.ExitKilledAfterAppCompletion:
+		return s + " (KILLED_AFTER_APP_COMPLETION)"
+	case 137:
+		return s + " (SIGKILL)"
+	case 143:
+		return s + " (SIGTERM)"
+	}
+	return s
+}
+
+// shellWords quotes a command for a NodeManager's launch script, which
+// runs `exec /bin/bash -c "<words joined by spaces>"`: each word is
+// single-quoted for the inner bash, then the characters special inside
+// the outer double quotes are escaped, so the command runs as given.
+func shellWords(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		q := "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		out[i] = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "$", `\$`, "`", "\\`").Replace(q)
+	}
+	return out
+}
