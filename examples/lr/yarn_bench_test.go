@@ -15,9 +15,9 @@ import (
 
 // BenchmarkHadoopTrain runs the same synchronous 2×2 LR job (3 epochs of
 // the generated 200,000 rows, read from HDFS, the model written to HDFS)
-// on YARN (SubmitYARN, as ps-submit --cluster yarn: the ApplicationMaster
+// on YARN (yarnclient.Submit, as ps-submit --cluster yarn: the ApplicationMaster
 // and every task in a container of the mini cluster on this machine) and
-// with the local launcher (RunLocal: the tracker in this process, the
+// with the local launcher (local.Run: the tracker in this process, the
 // tasks as child processes); every op runs both, one after the other. It
 // reports, for each (yarn-…, local-…), the means per job of:
 //

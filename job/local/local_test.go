@@ -204,7 +204,7 @@ func TestRunLocalStopsEverythingWhenInterrupted(t *testing.T) {
 			t.Fatalf("interrupted job: %v %v", res.State, err)
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatal("RunLocal did not return after the interrupt")
+		t.Fatal("Run did not return after the interrupt")
 	}
 	if left := survivors(t, marker); len(left) > 0 {
 		t.Fatalf("processes left behind:\n%s", strings.Join(left, "\n"))
