@@ -8,33 +8,16 @@ import (
 	"path"
 	"strings"
 
+	"github.com/spindle-ps/spindle/io/ckpt"
 	"github.com/spindle-ps/spindle/io/dfs"
 )
 
 // Table is one server's records of one table, as a parameter-server
-// runtime hands them to TableWriter.WriteModel. It is the same type as
-// psnode.TableSnapshot (both are aliases of one unnamed interface type),
-// so that TableWriter implements psnode.ModelWriter without this package
+// runtime hands them to TableWriter.WriteModel: the same type as
+// ckpt.Table and psnode.TableSnapshot (see ckpt.Table), so that
+// TableWriter implements psnode.ModelWriter without this package
 // importing psnode.
-type Table = interface {
-	// Name returns the table's name.
-	Name() string
-	// Elem returns the element type of the table's values: "float32" or
-	// "float64".
-	Elem() string
-	// Width returns the number of values per key.
-	Width() int
-	// StateWidth returns the updater's number of state values per value.
-	StateWidth() int
-	// Len returns the number of records Range yields.
-	Len() int
-	// Range yields every record in ascending key order: the key, its
-	// Width values and its Width*StateWidth updater state values, widened
-	// to float64 (exactly: a float32 table's values convert back without
-	// loss). The slices are reused between records. Range stops when
-	// yield returns false.
-	Range(yield func(key uint64, vals, state []float64) bool)
-}
+type Table = ckpt.Table
 
 // The part formats a TableWriter writes, by the names users give them
 // (ps-lr's --model-format).
