@@ -18,6 +18,7 @@ import (
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/records"
+	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -450,5 +451,21 @@ func TestTablesOptions(t *testing.T) {
 	}
 	if _, err := TablesOptions(conf.Job{Output: filepath.Join(dir, "m")}, res, nil, "yaml"); err == nil {
 		t.Error("model format yaml: no error")
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{errors.New("x"), 1},
+		{fmt.Errorf("epoch 2: %w", psnode.ErrSyncWorkerDied), conf.ExitRestartJob},
+	} {
+		if got := ExitStatus(tc.err); got != tc.want {
+			t.Errorf("ExitStatus(%v) = %d, want %d", tc.err, got, tc.want)
+		}
 	}
 }

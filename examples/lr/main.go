@@ -32,15 +32,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/spindle-ps/spindle/conf"
-	"github.com/spindle-ps/spindle/psnode"
+	"github.com/spindle-ps/spindle/feed"
 )
 
 func main() {
@@ -69,12 +67,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "ps-lr %s: %v\n", cmd, err)
-		if errors.Is(err, psnode.ErrSyncWorkerDied) {
-			// The steps of this epoch cannot be completed: the whole job
-			// must start again from its newest checkpoint.
-			return conf.ExitRestartJob
-		}
-		return 1
 	}
-	return 0
+	// A synchronous worker that cannot complete its epoch's steps exits
+	// with conf.ExitRestartJob: the whole job must start again from its
+	// newest checkpoint.
+	return feed.ExitStatus(err)
 }

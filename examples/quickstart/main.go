@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -35,10 +34,9 @@ func main() {
 	defer stop()
 	if err := run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
-		if errors.Is(err, psnode.ErrSyncWorkerDied) {
-			os.Exit(conf.ExitRestartJob) // the launcher restarts the job from its checkpoint
-		}
-		os.Exit(1)
+		// conf.ExitRestartJob when a synchronous worker died: the
+		// launcher restarts the job from its checkpoint.
+		os.Exit(feed.ExitStatus(err))
 	}
 }
 
