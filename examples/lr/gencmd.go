@@ -1,18 +1,18 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/spindle-ps/spindle/examples/internal/subcmd"
 	"github.com/spindle-ps/spindle/examples/lr/gen"
 )
 
 // errUsage reports a usage error that the flag package already printed.
-var errUsage = errors.New("usage")
+var errUsage = subcmd.ErrUsage
 
 func genMain(args []string, stdout io.Writer) error {
 	cfg := gen.Default()

@@ -32,13 +32,12 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/spindle-ps/spindle/feed"
+	"github.com/spindle-ps/spindle/examples/internal/subcmd"
 )
 
 func main() {
@@ -49,27 +48,9 @@ func main() {
 
 // run dispatches to the subcommands; training is the default.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool), environ []string) int {
-	cmd := "train"
-	if len(args) > 0 && (args[0] == "gen" || args[0] == "eval" || args[0] == "train") {
-		cmd, args = args[0], args[1:]
-	}
-	var err error
-	switch cmd {
-	case "gen":
-		err = genMain(args, stdout)
-	case "eval":
-		err = evalMain(ctx, args, stdout, lookup)
-	default:
-		err = trainMain(ctx, args, stdout, stderr, lookup, environ)
-	}
-	if err == errUsage {
-		return 2
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "ps-lr %s: %v\n", cmd, err)
-	}
-	// A synchronous worker that cannot complete its epoch's steps exits
-	// with conf.ExitRestartJob: the whole job must start again from its
-	// newest checkpoint.
-	return feed.ExitStatus(err)
+	return subcmd.Run("ps-lr", args, stderr, map[string]func([]string) error{
+		"gen":   func(args []string) error { return genMain(args, stdout) },
+		"eval":  func(args []string) error { return evalMain(ctx, args, stdout, lookup) },
+		"train": func(args []string) error { return trainMain(ctx, args, stdout, stderr, lookup, environ) },
+	})
 }
