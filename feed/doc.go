@@ -12,8 +12,10 @@
 // Malformed records are skipped and counted within one budget per
 // worker, across its shards and epochs (Options.MaxBadRecords).
 //
-// ReadAll reads a held-out set into memory, and TablesOptions builds the
-// psnode.TablesOptions of a job from its configuration.
+// ReadAll reads a held-out set into memory, TablesOptions builds the
+// psnode.TablesOptions of a job from its configuration, and ExitStatus
+// says what a worker program exits with (conf.ExitRestartJob when a
+// synchronous worker died, for the launcher to restart the job).
 //
 // A worker's loop:
 //
