@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"io"
@@ -43,30 +42,10 @@ func genMain(args []string, stdout io.Writer) error {
 		name string
 		cfg  gen.Config
 	}{{"train.libsvm", cfg}, {"test.libsvm", cfg.TestSet(*testRows)}} {
-		if err := writeData(filepath.Join(*out, f.name), f.cfg); err != nil {
+		if _, err := gen.WriteFile(filepath.Join(*out, f.name), f.cfg); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintf(stdout, "wrote %s/train.libsvm (%d rows) and test.libsvm (%d rows)\n", *out, cfg.Rows, *testRows)
-	return nil
-}
-
-// writeData writes the rows of c to path.
-func writeData(path string, c gen.Config) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	_, err = gen.Generate(c, bw)
-	if err == nil {
-		err = bw.Flush()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
 	return nil
 }

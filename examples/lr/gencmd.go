@@ -1,19 +1,18 @@
 package main
 
 import (
-	"bufio"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/spindle-ps/spindle/examples/internal/subcmd"
 	"github.com/spindle-ps/spindle/examples/lr/gen"
 )
 
 // errUsage reports a usage error that the flag package already printed.
-var errUsage = errors.New("usage")
+var errUsage = subcmd.ErrUsage
 
 func genMain(args []string, stdout io.Writer) error {
 	cfg := gen.Default()
@@ -37,30 +36,11 @@ func genMain(args []string, stdout io.Writer) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	write := func(name string, c gen.Config) (gen.Stats, error) {
-		p := filepath.Join(*out, name)
-		f, err := os.Create(p)
-		if err != nil {
-			return gen.Stats{}, err
-		}
-		bw := bufio.NewWriterSize(f, 1<<20)
-		st, err := gen.Generate(c, bw)
-		if err == nil {
-			err = bw.Flush()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return st, fmt.Errorf("write %s: %w", p, err)
-		}
-		return st, nil
-	}
-	train, err := write("train.libsvm", cfg)
+	train, err := gen.WriteFile(filepath.Join(*out, "train.libsvm"), cfg)
 	if err != nil {
 		return err
 	}
-	test, err := write("test.libsvm", cfg.TestSet(*testRows))
+	test, err := gen.WriteFile(filepath.Join(*out, "test.libsvm"), cfg.TestSet(*testRows))
 	if err != nil {
 		return err
 	}

@@ -32,15 +32,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/spindle-ps/spindle/conf"
-	"github.com/spindle-ps/spindle/psnode"
+	"github.com/spindle-ps/spindle/examples/internal/subcmd"
 )
 
 func main() {
@@ -51,30 +48,9 @@ func main() {
 
 // run dispatches to the subcommands; training is the default.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool), environ []string) int {
-	cmd := "train"
-	if len(args) > 0 && (args[0] == "gen" || args[0] == "eval" || args[0] == "train") {
-		cmd, args = args[0], args[1:]
-	}
-	var err error
-	switch cmd {
-	case "gen":
-		err = genMain(args, stdout)
-	case "eval":
-		err = evalMain(ctx, args, stdout, lookup)
-	default:
-		err = trainMain(ctx, args, stdout, stderr, lookup, environ)
-	}
-	if err == errUsage {
-		return 2
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "ps-lr %s: %v\n", cmd, err)
-		if errors.Is(err, psnode.ErrSyncWorkerDied) {
-			// The steps of this epoch cannot be completed: the whole job
-			// must start again from its newest checkpoint.
-			return conf.ExitRestartJob
-		}
-		return 1
-	}
-	return 0
+	return subcmd.Run("ps-lr", args, stderr, map[string]func([]string) error{
+		"gen":   func(args []string) error { return genMain(args, stdout) },
+		"eval":  func(args []string) error { return evalMain(ctx, args, stdout, lookup) },
+		"train": func(args []string) error { return trainMain(ctx, args, stdout, stderr, lookup, environ) },
+	})
 }

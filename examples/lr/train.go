@@ -8,20 +8,17 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
-	"github.com/spindle-ps/spindle/io/ckpt"
+	"github.com/spindle-ps/spindle/feed"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/io/records"
-	"github.com/spindle-ps/spindle/io/split"
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/launch"
 	"github.com/spindle-ps/spindle/psnode/store"
@@ -172,23 +169,14 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 	}
 	defer n.Close()
 	// The weights: one table, checkpointed, restored and written by psnode.
-	opts := psnode.TablesOptions{ResumeFrom: cfg.Job.ResumeFrom}
-	if cfg.Job.CheckpointDir != "" || cfg.Job.ResumeFrom != "" {
-		opts.Checkpoints = ckpt.NewTableStore(res, cfg.Job.CheckpointDir)
-	}
-	if cfg.Job.CheckpointDir != "" {
-		opts.CheckpointInterval = cfg.Job.CheckpointInterval
-	}
 	var tc *tracker.Client
 	if cfg.Job.TrackerAddr != "" {
 		tc = tracker.NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret)
 		defer tc.Close()
-		opts.Committer = tc
 	}
-	if cfg.Job.Output != "" {
-		if opts.Model, err = model.NewTableWriter(res, cfg.Job.Output, f.modelFormat); err != nil {
-			return err
-		}
+	opts, err := feed.TablesOptions(cfg.Job, res, tc, f.modelFormat)
+	if err != nil {
+		return err
 	}
 	tables, err := psnode.NewTables(n, opts)
 	if err != nil {
@@ -234,14 +222,11 @@ type worker struct {
 	t       *psnode.Table[float32]
 
 	batch   []lr.Example
-	recs    []records.Example
 	keys    []uint64
 	w, grad []float32
-	shards  int // shards read by this process, for the fault hook
 
 	lossSum  float64
-	bad      int // malformed records skipped so far
-	epochBad int // and in the current epoch
+	epochBad int // malformed records skipped in the current epoch
 	examples int64
 	test     []lr.Example
 	testKeys []uint64
@@ -253,24 +238,32 @@ func (w *worker) train(ctx context.Context) error {
 			return err
 		}
 	}
-	var plan []tracker.Shard
-	if !w.f.async {
-		var err error
-		if plan, err = w.tc.Plan(ctx); err != nil {
-			return err
-		}
+	die, err := feed.DieAfter(w.f.dieAfter, w.n.Rank(), w.attempt)
+	if err != nil {
+		return fmt.Errorf("--die-after: %w", err)
+	}
+	fd, err := feed.New(feed.Options{
+		Tracker: w.tc, Resolver: w.res,
+		Rank: w.n.Rank(), Workers: w.n.NumWorkers(), Attempt: w.attempt,
+		Format: w.f.format, Batch: w.f.batch, MaxBadRecords: w.f.maxBadRecords,
+		Async: w.f.async, AfterShard: die,
+	})
+	if err != nil {
+		return err
 	}
 	// A resumed job starts where its checkpoint left off.
 	for epoch := w.job.ResumeEpoch; epoch < w.f.epochs; epoch++ {
 		w.lossSum, w.examples = 0, 0
-		var err error
-		if w.f.async {
-			err = w.asyncEpoch(ctx, epoch)
-		} else {
-			err = w.syncEpoch(ctx, epoch, plan)
-		}
+		st, err := fd.Epoch(ctx, epoch, w.step)
 		if err != nil {
-			return fmt.Errorf("epoch %d: %w", epoch, err)
+			return err
+		}
+		w.epochBad = st.Bad
+		if !w.f.async {
+			// Returns when every worker is done with the epoch.
+			if err := w.wait(ctx, func() (int32, error) { return w.t.EndEpoch(ctx, epoch) }); err != nil {
+				return fmt.Errorf("epoch %d: %w", epoch, err)
+			}
 		}
 		if err := w.report(ctx, epoch); err != nil {
 			return err
@@ -286,65 +279,6 @@ func (w *worker) train(ctx context.Context) error {
 	return nil
 }
 
-// asyncEpoch takes shards on demand until the tracker says the epoch is
-// done (every shard read, by whichever worker).
-func (w *worker) asyncEpoch(ctx context.Context, epoch int) error {
-	rank := w.n.Rank()
-	for {
-		sh, d, wait, err := w.tc.NextShard(ctx, epoch, rank, w.attempt)
-		if err != nil {
-			return err
-		}
-		switch d {
-		case tracker.EpochDone:
-			return nil
-		case tracker.Wait:
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			case <-t.C:
-			}
-			continue
-		}
-		n, err := w.readShard(ctx, sh, func(batch []lr.Example) error {
-			return w.step(ctx, batch, func() (int32, error) { return w.t.Push(ctx, w.keys, w.grad) })
-		})
-		if err != nil {
-			return err
-		}
-		w.maybeDie()
-		if err := w.tc.ShardDone(ctx, epoch, sh.ID, rank, w.attempt, n); err != nil {
-			return err
-		}
-	}
-}
-
-// syncEpoch reads this worker's share of the plan (shards rank, rank+W,
-// …) in synchronous steps: each step's push completes when every worker's
-// part of it is applied.
-func (w *worker) syncEpoch(ctx context.Context, epoch int, plan []tracker.Shard) error {
-	rank, workers := w.n.Rank(), w.n.NumWorkers()
-	step := 0
-	for i := rank; i < len(plan); i += workers {
-		sh := plan[i]
-		n, err := w.readShard(ctx, sh, func(batch []lr.Example) error {
-			s := step
-			step++
-			return w.step(ctx, batch, func() (int32, error) { return w.t.PushStep(ctx, epoch, s, w.keys, w.grad) })
-		})
-		if err != nil {
-			return err
-		}
-		if err := w.tc.ShardDone(ctx, epoch, sh.ID, rank, w.attempt, n); err != nil {
-			return err
-		}
-	}
-	// Returns when every worker is done with the epoch.
-	return w.wait(ctx, func() (int32, error) { return w.t.EndEpoch(ctx, epoch) })
-}
-
 // wait sends a request and waits for it, at most --request-timeout.
 func (w *worker) wait(ctx context.Context, req func() (int32, error)) error {
 	ts, err := req()
@@ -356,8 +290,11 @@ func (w *worker) wait(ctx context.Context, req func() (int32, error)) error {
 	return err
 }
 
-// step trains on one mini-batch; push sends w.grad for w.keys.
-func (w *worker) step(ctx context.Context, batch []lr.Example, push func() (int32, error)) error {
+// step trains on one mini-batch: in synchronous mode as its step of the
+// epoch, each push complete when every worker's part of it is applied.
+func (w *worker) step(ctx context.Context, b feed.Batch) error {
+	w.batch = toExamples(w.batch, b.Examples)
+	batch := w.batch
 	var err error
 	if w.keys, err = lr.BatchKeys(batch, w.keys); err != nil {
 		return err
@@ -372,120 +309,40 @@ func (w *worker) step(ctx context.Context, batch []lr.Example, push func() (int3
 	}
 	w.lossSum += loss
 	w.examples += int64(len(batch))
+	push := func() (int32, error) { return w.t.PushStep(ctx, b.Epoch, b.Step, w.keys, w.grad) }
+	if w.f.async {
+		push = func() (int32, error) { return w.t.Push(ctx, w.keys, w.grad) }
+	}
 	if err := w.wait(ctx, push); err != nil {
 		return fmt.Errorf("push: %w", err)
 	}
 	return nil
 }
 
-// readShard reads a shard's records in mini-batches and returns how many
-// it read.
-func (w *worker) readShard(ctx context.Context, sh tracker.Shard, fn func([]lr.Example) error) (int64, error) {
-	src, err := split.Open(ctx, w.res, sh.Split(), split.ReaderOptions{})
-	if err != nil {
-		return 0, err
+// toExamples converts records into dst's storage.
+func toExamples(dst []lr.Example, recs []records.Example) []lr.Example {
+	dst = slices.Grow(dst[:0], len(recs))[:len(recs)]
+	for i := range recs {
+		dst[i] = lr.Example(recs[i])
 	}
-	defer src.Close()
-	// The budget of malformed records is this worker's, across its shards.
-	rd, err := records.NewReader(src, records.Options{Format: w.f.format, MaxBadRecords: w.f.maxBadRecords - w.bad})
-	if err != nil {
-		return 0, err
-	}
-	defer func() { w.bad += rd.Bad(); w.epochBad += rd.Bad() }()
-	if len(w.recs) < w.f.batch {
-		w.recs = make([]records.Example, w.f.batch)
-		w.batch = make([]lr.Example, w.f.batch)
-	}
-	var total int64
-	for {
-		n := 0
-		for n < w.f.batch {
-			err := rd.Next(&w.recs[n])
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return total, err
-			}
-			w.batch[n] = lr.Example(w.recs[n])
-			n++
-		}
-		if n == 0 {
-			return total, nil
-		}
-		total += int64(n)
-		if err := fn(w.batch[:n]); err != nil {
-			return total, err
-		}
-		if n < w.f.batch {
-			return total, nil
-		}
-	}
-}
-
-// maybeDie is the --die-after fault hook.
-func (w *worker) maybeDie() {
-	w.shards++
-	rank, n, ok := strings.Cut(w.f.dieAfter, ":")
-	if !ok || w.attempt != 0 || rank != strconv.Itoa(w.n.Rank()) {
-		return
-	}
-	if after, err := strconv.Atoi(n); err == nil && w.shards >= after {
-		_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
-	}
+	return dst
 }
 
 // loadTest reads the held-out file and the keys it needs.
 func (w *worker) loadTest(ctx context.Context) error {
-	var err error
-	if w.test, err = readExamples(ctx, w.res, w.f.test, records.Options{Format: w.f.format, MaxBadRecords: w.f.maxBadRecords}); err != nil {
+	recs, err := feed.ReadAll(ctx, w.res, w.f.test, records.Options{Format: w.f.format, MaxBadRecords: w.f.maxBadRecords})
+	if err != nil {
 		return fmt.Errorf("--test: %w", err)
 	}
+	w.test = toExamples(nil, recs)
 	w.testKeys, err = lr.BatchKeys(w.test, nil)
 	return err
-}
-
-// readExamples reads every record of the files uri names (a path, glob
-// or directory; local or HDFS) into memory.
-func readExamples(ctx context.Context, res *dfs.Resolver, uri string, opts records.Options) ([]lr.Example, error) {
-	splits, err := split.Plan(ctx, res, []string{uri}, 1<<62)
-	if err != nil {
-		return nil, err
-	}
-	var out []lr.Example
-	for _, s := range splits {
-		src, err := split.Open(ctx, res, s, split.ReaderOptions{})
-		if err != nil {
-			return nil, err
-		}
-		rd, err := records.NewReader(src, opts)
-		if err != nil {
-			src.Close()
-			return nil, err
-		}
-		for {
-			var ex records.Example
-			if err := rd.Next(&ex); err != nil {
-				src.Close()
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				return nil, err
-			}
-			out = append(out, lr.Example(ex))
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s holds no records", uri)
-	}
-	return out, nil
 }
 
 // report sends the epoch's metrics; worker 0 evaluates the model on the
 // test set first (after the epoch: every shard's pushes are applied).
 func (w *worker) report(ctx context.Context, epoch int) error {
 	m := map[string]float64{"loss_sum": w.lossSum, "examples_count": float64(w.examples), "bad_records_sum": float64(w.epochBad)}
-	w.epochBad = 0
 	if len(w.test) > 0 {
 		var weights []float32
 		if err := w.wait(ctx, func() (int32, error) { return w.t.Pull(ctx, w.testKeys, &weights) }); err != nil {
@@ -499,4 +356,13 @@ func (w *worker) report(ctx context.Context, epoch int) error {
 		fmt.Fprintf(w.out, "epoch %d: test AUC %.4f, log loss %.4f\n", epoch, auc, logloss)
 	}
 	return w.tc.ReportMetrics(ctx, epoch, w.n.Rank(), m)
+}
+
+// readExamples reads every record of the files uri names into memory.
+func readExamples(ctx context.Context, res *dfs.Resolver, uri string, opts records.Options) ([]lr.Example, error) {
+	recs, err := feed.ReadAll(ctx, res, uri, opts)
+	if err != nil {
+		return nil, err
+	}
+	return toExamples(nil, recs), nil
 }

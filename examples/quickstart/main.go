@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -18,7 +17,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
-	"github.com/spindle-ps/spindle/io/ckpt"
+	"github.com/spindle-ps/spindle/feed"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/psnode"
@@ -35,10 +34,9 @@ func main() {
 	defer stop()
 	if err := run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
-		if errors.Is(err, psnode.ErrSyncWorkerDied) {
-			os.Exit(conf.ExitRestartJob) // the launcher restarts the job from its checkpoint
-		}
-		os.Exit(1)
+		// conf.ExitRestartJob when a synchronous worker died: the
+		// launcher restarts the job from its checkpoint.
+		os.Exit(feed.ExitStatus(err))
 	}
 }
 
@@ -60,19 +58,14 @@ func run(ctx context.Context) error {
 
 	// Where the tables go: checkpoints, the tracker that commits them,
 	// the checkpoint to restore from, the model.
-	opts := psnode.TablesOptions{ResumeFrom: cfg.Job.ResumeFrom}
-	if cfg.Job.CheckpointDir != "" || cfg.Job.ResumeFrom != "" {
-		opts.Checkpoints = ckpt.NewTableStore(res, cfg.Job.CheckpointDir)
-	}
+	var tc *tracker.Client
 	if cfg.Job.TrackerAddr != "" {
-		tc := tracker.NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret)
+		tc = tracker.NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret)
 		defer tc.Close()
-		opts.Committer = tc
 	}
-	if cfg.Job.Output != "" {
-		if opts.Model, err = model.NewTableWriter(res, cfg.Job.Output, model.PartText); err != nil {
-			return err
-		}
+	opts, err := feed.TablesOptions(cfg.Job, res, tc, model.PartText)
+	if err != nil {
+		return err
 	}
 	tables, err := psnode.NewTables(n, opts)
 	if err != nil {

@@ -4,7 +4,8 @@
 //	cmd → submit → job → {tracker, yarn, io, psnode} → conf
 //
 // with examples/* (workers) beside, linking neither YARN nor the job's
-// supervisor nor the command.
+// supervisor nor the command, and reading their data through
+// feed → {tracker, io, psnode, conf}.
 package deps
 
 import (
@@ -146,6 +147,11 @@ var rules = []rule{
 		to:   not(in("conf", "psnode")),
 	},
 	{
+		name: "feed is the workers' data loop: tracker, io, psnode and conf only",
+		from: in("feed"),
+		to:   not(in("tracker", "io", "psnode", "conf", "feed")),
+	},
+	{
 		name: "workers link neither YARN nor the supervisor nor the command",
 		from: in("examples"),
 		to:   in("yarn", "job", "submit", "cmd"),
@@ -200,6 +206,7 @@ func TestRulesCatchWrongArrows(t *testing.T) {
 		"yarn speaks Hadoop's protocols on its own: conf only":                                 {"yarn/libs": {deps: []string{module + "/io/dfs"}}},
 		"io imports only conf (and io)":                                                        {"io/model": {deps: []string{module + "/psnode"}}},
 		"psnode runs anywhere: conf only":                                                      {"psnode/launch": {deps: []string{module + "/tracker"}}},
+		"feed is the workers' data loop: tracker, io, psnode and conf only":                    {"feed": {deps: []string{module + "/job"}}},
 		"workers link neither YARN nor the supervisor nor the command":                         {"examples/lr": {deps: []string{module + "/yarn/internal/hrpc"}}},
 	}
 	for _, r := range rules {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"math/rand"
+	"os"
 	"slices"
 	"strconv"
 
@@ -467,4 +468,25 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	n, err := c.w.Write(p)
 	c.n += int64(n)
 	return n, err
+}
+
+// WriteFile writes the rows of c to the file path, which it creates or
+// truncates.
+func WriteFile(path string, c Config) (Stats, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return Stats{}, err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	st, err := Generate(c, bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return st, fmt.Errorf("write %s: %w", path, err)
+	}
+	return st, nil
 }

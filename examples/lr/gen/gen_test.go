@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -366,5 +368,29 @@ func BenchmarkGenerate(b *testing.B) {
 			b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 			b.ReportMetric(st.PositiveRate(), "positive-rate")
 		})
+	}
+}
+
+func TestWriteFileWritesWhatGenerateWrites(t *testing.T) {
+	c := small(500)
+	var want bytes.Buffer
+	wantSt, err := gen.Generate(c, &want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "train.libsvm")
+	st, err := gen.WriteFile(p, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) || st != wantSt {
+		t.Errorf("WriteFile wrote %d bytes (%+v), Generate %d (%+v)", len(got), st, want.Len(), wantSt)
+	}
+	if _, err := gen.WriteFile(filepath.Join(p, "sub"), c); err == nil || !strings.Contains(err.Error(), p) {
+		t.Errorf("writing under a file: got %v, want an error naming %s", err, p)
 	}
 }

@@ -1,0 +1,40 @@
+// Package feed is the data loop of a worker: it reads the job's input
+// shards, cut into mini-batches, and hands each batch to the model's
+// function with its epoch and step.
+//
+// In synchronous mode a worker reads its share of the tracker's plan
+// (shards rank, rank+W, rank+2W, …, in order) and numbers its batches
+// 0, 1, 2, … in each epoch: step s of every worker makes one synchronous
+// step of the tables. In asynchronous mode it takes shards from the
+// tracker on demand until the epoch is done, whoever reads them. Either
+// way every shard read is reported done to the tracker.
+//
+// Malformed records are skipped and counted within one budget per
+// worker, across its shards and epochs (Options.MaxBadRecords).
+//
+// ReadAll reads a held-out set into memory, TablesOptions builds the
+// psnode.TablesOptions of a job from its configuration, and ExitStatus
+// says what a worker program exits with (conf.ExitRestartJob when a
+// synchronous worker died, for the launcher to restart the job).
+//
+// A worker's loop:
+//
+//	fd, err := feed.New(feed.Options{
+//		Tracker: tc, Resolver: res,
+//		Rank: n.Rank(), Workers: n.NumWorkers(), Attempt: cfg.PS.NumAttempt,
+//		Format: records.FormatLibSVM, Batch: 100, Async: false,
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	for epoch := cfg.Job.ResumeEpoch; epoch < epochs; epoch++ {
+//		st, err := fd.Epoch(ctx, epoch, func(ctx context.Context, b feed.Batch) error {
+//			// pull, compute the gradient of b.Examples, PushStep(ctx, b.Epoch, b.Step, …)
+//			return nil
+//		})
+//		if err != nil {
+//			return err
+//		}
+//		// report st.Records and st.Bad; in synchronous mode, EndEpoch
+//	}
+package feed

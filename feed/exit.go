@@ -1,0 +1,24 @@
+package feed
+
+import (
+	"errors"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/psnode"
+)
+
+// ExitStatus returns the status a worker program exits with after its
+// run returned err: 0 for nil; conf.ExitRestartJob when a synchronous
+// worker died (psnode.ErrSyncWorkerDied: the steps of the epoch cannot be
+// completed, and the launcher starts the whole job again from its newest
+// checkpoint); 1 otherwise.
+func ExitStatus(err error) int {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, psnode.ErrSyncWorkerDied):
+		return conf.ExitRestartJob
+	default:
+		return 1
+	}
+}

@@ -1,0 +1,260 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spindle-ps/spindle/io/records"
+	"github.com/spindle-ps/spindle/io/split"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// Tracker is the part of the tracker's client a Feed uses;
+// *tracker.Client is one.
+type Tracker interface {
+	Plan(ctx context.Context) ([]tracker.Shard, error)
+	NextShard(ctx context.Context, epoch, worker, attempt int) (tracker.Shard, tracker.Dispatch, time.Duration, error)
+	ShardDone(ctx context.Context, epoch int, id int64, worker, attempt int, records int64) error
+}
+
+// Options configure a Feed.
+type Options struct {
+	// Tracker hands out the shards and is told when each is done.
+	Tracker Tracker
+	// Resolver opens the shards' files (a *dfs.Resolver: local and HDFS).
+	Resolver split.Resolver
+	// Rank is this worker's rank, Workers the job's number of workers,
+	// Attempt the worker's attempt (conf.PS.NumAttempt).
+	Rank, Workers, Attempt int
+	// Format is the records' format (records.FormatLibSVM, FormatCSV).
+	Format string
+	// Batch is the number of examples per mini-batch; the last batch of
+	// a shard may hold fewer.
+	Batch int
+	// MaxBadRecords is how many malformed records this worker may skip,
+	// across all its shards and epochs, before failing; 0 fails on the
+	// first.
+	MaxBadRecords int
+	// Async takes shards on demand instead of this worker's share of the
+	// plan.
+	Async bool
+	// AfterShard, if set, is called in asynchronous mode after each shard
+	// is read and before it is reported done, with the number of shards
+	// this Feed has read so far (a hook for fault injection: see DieAfter).
+	AfterShard func(shards int)
+}
+
+// Batch is one mini-batch handed to the model.
+type Batch struct {
+	// Epoch and Step place the batch: in synchronous mode Step counts
+	// this worker's batches in the epoch from 0, the step every worker
+	// pushes with PushStep; in asynchronous mode it counts too but has
+	// no meaning across workers.
+	Epoch, Step int
+	// Examples are valid until the function returns.
+	Examples []records.Example
+}
+
+// Stats are what one epoch read.
+type Stats struct {
+	Records int64 // records read (malformed ones excluded)
+	Bad     int   // malformed records skipped
+	Shards  int   // shards read
+}
+
+// Feed runs a worker's epochs. It is not safe for concurrent use.
+type Feed struct {
+	o      Options
+	plan   []tracker.Shard
+	havePl bool
+	recs   []records.Example
+	bad    int // malformed records skipped so far
+	shards int // shards read so far
+}
+
+// New checks the options and returns a Feed.
+func New(o Options) (*Feed, error) {
+	var errs []error
+	if o.Tracker == nil {
+		errs = append(errs, errors.New("feed: no tracker"))
+	}
+	if o.Resolver == nil {
+		errs = append(errs, errors.New("feed: no resolver"))
+	}
+	if o.Workers < 1 || o.Rank < 0 || o.Rank >= o.Workers {
+		errs = append(errs, fmt.Errorf("feed: rank %d of %d workers", o.Rank, o.Workers))
+	}
+	if o.Batch < 1 {
+		errs = append(errs, fmt.Errorf("feed: batch %d: need at least 1", o.Batch))
+	}
+	if o.MaxBadRecords < 0 {
+		errs = append(errs, fmt.Errorf("feed: max bad records %d: must not be negative", o.MaxBadRecords))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Feed{o: o}, nil
+}
+
+// Bad returns the malformed records skipped in every epoch so far.
+func (f *Feed) Bad() int { return f.bad }
+
+// Epoch reads one epoch and calls fn for each mini-batch, in order. It
+// returns what it read; an error of fn stops it and is returned.
+func (f *Feed) Epoch(ctx context.Context, epoch int, fn func(context.Context, Batch) error) (Stats, error) {
+	var st Stats
+	var err error
+	if f.o.Async {
+		err = f.asyncEpoch(ctx, epoch, fn, &st)
+	} else {
+		err = f.syncEpoch(ctx, epoch, fn, &st)
+	}
+	if err != nil {
+		return st, fmt.Errorf("epoch %d: %w", epoch, err)
+	}
+	return st, nil
+}
+
+// syncEpoch reads this worker's share of the plan, shards rank,
+// rank+W, …, numbering the batches from 0.
+func (f *Feed) syncEpoch(ctx context.Context, epoch int, fn func(context.Context, Batch) error, st *Stats) error {
+	if !f.havePl {
+		plan, err := f.o.Tracker.Plan(ctx)
+		if err != nil {
+			return err
+		}
+		f.plan, f.havePl = plan, true
+	}
+	step := 0
+	for i := f.o.Rank; i < len(f.plan); i += f.o.Workers {
+		sh := f.plan[i]
+		if err := f.shard(ctx, epoch, sh, &step, fn, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// asyncEpoch takes shards on demand until the tracker says the epoch is
+// done (every shard read, by whichever worker).
+func (f *Feed) asyncEpoch(ctx context.Context, epoch int, fn func(context.Context, Batch) error, st *Stats) error {
+	step := 0
+	for {
+		sh, d, wait, err := f.o.Tracker.NextShard(ctx, epoch, f.o.Rank, f.o.Attempt)
+		if err != nil {
+			return err
+		}
+		switch d {
+		case tracker.EpochDone:
+			return nil
+		case tracker.Wait:
+			// The tracker bounds the wait; the context may cut it.
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			case <-t.C:
+			}
+			continue
+		}
+		if err := f.shard(ctx, epoch, sh, &step, fn, st); err != nil {
+			return err
+		}
+	}
+}
+
+// shard reads one shard, calls the AfterShard hook (asynchronous mode)
+// and reports the shard done.
+func (f *Feed) shard(ctx context.Context, epoch int, sh tracker.Shard, step *int, fn func(context.Context, Batch) error, st *Stats) error {
+	n, err := f.read(ctx, epoch, sh, step, fn, st)
+	if err != nil {
+		return fmt.Errorf("shard %d (%s): %w", sh.ID, sh.Split(), err)
+	}
+	f.shards++
+	st.Shards++
+	if f.o.Async && f.o.AfterShard != nil {
+		f.o.AfterShard(f.shards)
+	}
+	if err := f.o.Tracker.ShardDone(ctx, epoch, sh.ID, f.o.Rank, f.o.Attempt, n); err != nil {
+		return fmt.Errorf("shard %d done: %w", sh.ID, err)
+	}
+	return nil
+}
+
+// read reads a shard's records in mini-batches and returns how many it
+// read.
+func (f *Feed) read(ctx context.Context, epoch int, sh tracker.Shard, step *int, fn func(context.Context, Batch) error, st *Stats) (int64, error) {
+	src, err := split.Open(ctx, f.o.Resolver, sh.Split(), split.ReaderOptions{})
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	// The budget of malformed records is this worker's, across its shards.
+	rd, err := records.NewReader(src, records.Options{Format: f.o.Format, MaxBadRecords: f.o.MaxBadRecords - f.bad})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { f.bad += rd.Bad(); st.Bad += rd.Bad() }()
+	if len(f.recs) < f.o.Batch {
+		f.recs = make([]records.Example, f.o.Batch)
+	}
+	var total int64
+	for {
+		n := 0
+		for n < f.o.Batch {
+			err := rd.Next(&f.recs[n])
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return total, err
+			}
+			n++
+		}
+		if n == 0 {
+			return total, nil
+		}
+		total += int64(n)
+		st.Records += int64(n)
+		s := *step
+		*step++
+		if err := fn(ctx, Batch{Epoch: epoch, Step: s, Examples: f.recs[:n]}); err != nil {
+			return total, err
+		}
+		if n < f.o.Batch {
+			return total, nil
+		}
+	}
+}
+
+// DieAfter returns an AfterShard hook for fault-injection tests: spec
+// "RANK:N" makes worker RANK's first attempt (attempt 0) kill itself
+// with SIGKILL once it has read N shards. It returns nil (no hook) when
+// spec is empty or names another worker or attempt, and an error when
+// spec is malformed.
+func DieAfter(spec string, rank, attempt int) (func(shards int), error) {
+	if spec == "" {
+		return nil, nil
+	}
+	r, n, ok := strings.Cut(spec, ":")
+	wr, err1 := strconv.Atoi(r)
+	after, err2 := strconv.Atoi(n)
+	if !ok || err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("die after %q: want RANK:N", spec)
+	}
+	if attempt != 0 || wr != rank {
+		return nil, nil
+	}
+	return func(shards int) {
+		if shards >= after {
+			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
+		}
+	}, nil
+}

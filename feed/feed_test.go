@@ -1,0 +1,471 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/io/records"
+	"github.com/spindle-ps/spindle/psnode"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+func resolver(t *testing.T) *dfs.Resolver {
+	t.Helper()
+	r, err := dfs.DefaultResolver(func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// writeFiles writes files part-0 … part-(len(sizes)-1) under a new
+// directory, file i holding sizes[i] libsvm records whose feature key
+// is 1000·i + j (j-th record), and bad[i] malformed lines after them.
+func writeFiles(t *testing.T, sizes, bad []int) string {
+	t.Helper()
+	dir := t.TempDir()
+	for i, n := range sizes {
+		var b strings.Builder
+		for j := range n {
+			fmt.Fprintf(&b, "%d %d:1\n", j%2, 1000*i+j+1)
+		}
+		if bad != nil {
+			for range bad[i] {
+				b.WriteString("label? 1:1\n")
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("part-%d", i)), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// shards plans the files of dir, one shard each.
+func shards(t *testing.T, res *dfs.Resolver, dir string) []tracker.Shard {
+	t.Helper()
+	sh, err := tracker.InputPlanner(res)(context.Background(), []string{dir}, 1<<40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sh
+}
+
+// fakeTracker serves a fixed plan and records the shards reported done.
+type fakeTracker struct {
+	plan  []tracker.Shard
+	plans int
+	done  []int64
+	recs  []int64
+}
+
+func (f *fakeTracker) Plan(context.Context) ([]tracker.Shard, error) {
+	f.plans++
+	return f.plan, nil
+}
+
+func (f *fakeTracker) NextShard(context.Context, int, int, int) (tracker.Shard, tracker.Dispatch, time.Duration, error) {
+	return tracker.Shard{}, 0, 0, errors.New("fakeTracker: no NextShard in synchronous mode")
+}
+
+func (f *fakeTracker) ShardDone(_ context.Context, _ int, id int64, _, _ int, n int64) error {
+	f.done = append(f.done, id)
+	f.recs = append(f.recs, n)
+	return nil
+}
+
+// key is the file and record index a test record stands for.
+func key(ex records.Example) uint64 { return ex.Keys[0] - 1 }
+
+func TestSyncShareOfThePlan(t *testing.T) {
+	t.Parallel()
+	res := resolver(t)
+	sizes := []int{3, 5, 1, 4, 2}
+	plan := shards(t, res, writeFiles(t, sizes, nil))
+	for _, tc := range []struct {
+		rank, workers, batch int
+		shards               []int64
+		steps                int // batches per epoch
+	}{
+		{0, 1, 2, []int64{0, 1, 2, 3, 4}, 2 + 3 + 1 + 2 + 1},
+		{0, 2, 2, []int64{0, 2, 4}, 2 + 1 + 1},
+		{1, 2, 2, []int64{1, 3}, 3 + 2},
+		{1, 2, 100, []int64{1, 3}, 2},
+		{2, 3, 1, []int64{2}, 1},
+		{4, 5, 3, []int64{4}, 1},
+	} {
+		t.Run(fmt.Sprintf("rank%d-of-%d-batch%d", tc.rank, tc.workers, tc.batch), func(t *testing.T) {
+			ft := &fakeTracker{plan: plan}
+			fd, err := New(Options{Tracker: ft, Resolver: res, Rank: tc.rank, Workers: tc.workers, Format: records.FormatLibSVM, Batch: tc.batch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for epoch := range 2 {
+				var got []uint64
+				step := 0
+				st, err := fd.Epoch(context.Background(), epoch, func(_ context.Context, b Batch) error {
+					if b.Epoch != epoch || b.Step != step {
+						t.Errorf("batch at epoch %d step %d, want %d %d", b.Epoch, b.Step, epoch, step)
+					}
+					if len(b.Examples) == 0 || len(b.Examples) > tc.batch {
+						t.Errorf("batch of %d examples", len(b.Examples))
+					}
+					step++
+					for _, ex := range b.Examples {
+						got = append(got, key(ex))
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var want []uint64
+				for _, id := range tc.shards {
+					for j := range sizes[id] {
+						want = append(want, uint64(1000*int(id)+j))
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("epoch %d read %v, want %v", epoch, got, want)
+				}
+				if step != tc.steps {
+					t.Errorf("epoch %d: %d steps, want %d", epoch, step, tc.steps)
+				}
+				if st.Records != int64(len(want)) || st.Shards != len(tc.shards) || st.Bad != 0 {
+					t.Errorf("epoch %d: stats %+v, want %d records in %d shards", epoch, st, len(want), len(tc.shards))
+				}
+			}
+			if want := append(slices.Clone(tc.shards), tc.shards...); !slices.Equal(ft.done, want) {
+				t.Errorf("shards done %v, want %v", ft.done, want)
+			}
+			if ft.plans != 1 {
+				t.Errorf("asked for the plan %d times, want once", ft.plans)
+			}
+		})
+	}
+}
+
+func TestBadRecordBudgetAcrossShards(t *testing.T) {
+	t.Parallel()
+	res := resolver(t)
+	plan := shards(t, res, writeFiles(t, []int{2, 2, 2}, []int{1, 2, 1}))
+	for _, tc := range []struct {
+		max     int
+		epochs  []int // bad records per epoch that succeeds
+		failIn  int   // the epoch that fails; -1 for none
+		failSh  int64 // and its shard
+		overall int
+	}{
+		{max: 0, failIn: 0, failSh: 0},
+		{max: 3, epochs: nil, failIn: 0, failSh: 2},
+		{max: 4, epochs: []int{4}, failIn: 1, failSh: 0, overall: 4},
+		{max: 8, epochs: []int{4, 4}, failIn: -1, overall: 8},
+	} {
+		t.Run(fmt.Sprint("max", tc.max), func(t *testing.T) {
+			fd, err := New(Options{Tracker: &fakeTracker{plan: plan}, Resolver: res, Workers: 1, Format: records.FormatLibSVM, Batch: 10, MaxBadRecords: tc.max})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nop := func(context.Context, Batch) error { return nil }
+			for epoch := range 2 {
+				st, err := fd.Epoch(context.Background(), epoch, nop)
+				if epoch == tc.failIn {
+					want := fmt.Sprintf("epoch %d: shard %d (", epoch, tc.failSh)
+					if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), plan[tc.failSh].URI) {
+						t.Fatalf("epoch %d: error %v, want one naming %q and %s", epoch, err, want, plan[tc.failSh].URI)
+					}
+					break
+				}
+				if err != nil {
+					t.Fatalf("epoch %d: %v", epoch, err)
+				}
+				if st.Bad != tc.epochs[epoch] || st.Records != 6 {
+					t.Errorf("epoch %d: stats %+v, want %d bad of 6 records", epoch, st, tc.epochs[epoch])
+				}
+			}
+			if fd.Bad() != tc.overall && tc.failIn < 0 {
+				t.Errorf("%d bad records overall, want %d", fd.Bad(), tc.overall)
+			}
+		})
+	}
+}
+
+func quietLog() *logrus.Entry {
+	l := logrus.New()
+	l.Out = io.Discard
+	return logrus.NewEntry(l)
+}
+
+// TestAsyncOverTheTracker runs workers against a real tracker over
+// loopback: every record is read once per epoch, whoever reads it, and
+// every shard is reported done.
+func TestAsyncOverTheTracker(t *testing.T) {
+	t.Parallel()
+	res := resolver(t)
+	sizes := []int{3, 1, 4, 1, 5, 9, 2}
+	plan := shards(t, res, writeFiles(t, sizes, nil))
+	for _, workers := range []int{1, 3} {
+		t.Run(fmt.Sprint(workers, "workers"), func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			st := tracker.NewState(slices.Clone(plan), time.Now())
+			svc, err := tracker.Serve(ctx, "127.0.0.1:0", st, "s", quietLog())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer svc.Close()
+			const epochs = 2
+			var (
+				mu     sync.Mutex
+				seen   = map[[2]int]int{} // (epoch, record) → times read
+				shards = make([]int, workers)
+				hooks  = make([][]int, workers)
+			)
+			var wg sync.WaitGroup
+			errs := make([]error, workers)
+			for rank := range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c := tracker.NewClient(svc.Addr(), "s")
+					defer c.Close()
+					fd, err := New(Options{
+						Tracker: c, Resolver: res, Rank: rank, Workers: workers, Format: records.FormatLibSVM, Batch: 2, Async: true,
+						AfterShard: func(n int) { hooks[rank] = append(hooks[rank], n) },
+					})
+					if err != nil {
+						errs[rank] = err
+						return
+					}
+					for epoch := range epochs {
+						s, err := fd.Epoch(ctx, epoch, func(_ context.Context, b Batch) error {
+							mu.Lock()
+							defer mu.Unlock()
+							for _, ex := range b.Examples {
+								seen[[2]int{b.Epoch, int(key(ex))}]++
+							}
+							return nil
+						})
+						if err != nil {
+							errs[rank] = err
+							return
+						}
+						shards[rank] += s.Shards
+					}
+				}()
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				t.Fatal(err)
+			}
+			total := 0
+			for epoch := range epochs {
+				for i, n := range sizes {
+					for j := range n {
+						if got := seen[[2]int{epoch, 1000*i + j}]; got != 1 {
+							t.Errorf("epoch %d: record %d of file %d read %d times, want once", epoch, j, i, got)
+						}
+						total++
+					}
+				}
+			}
+			if len(seen) != total {
+				t.Errorf("read %d distinct records, want %d", len(seen), total)
+			}
+			all := 0
+			for rank, n := range shards {
+				all += n
+				if want := seq(n); !slices.Equal(hooks[rank], want) {
+					t.Errorf("worker %d: hook saw %v, want %v", rank, hooks[rank], want)
+				}
+			}
+			if all != epochs*len(plan) {
+				t.Errorf("%d shards read, want %d", all, epochs*len(plan))
+			}
+			// The tracker holds every shard done: the next epoch's first
+			// ask gets one, the finished epoch's says it is done.
+			c := tracker.NewClient(svc.Addr(), "s")
+			defer c.Close()
+			if _, d, _, err := c.NextShard(ctx, epochs-1, 0, 0); err != nil || d != tracker.EpochDone {
+				t.Errorf("epoch %d after the workers: %v %v, want EpochDone", epochs-1, d, err)
+			}
+		})
+	}
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i + 1
+	}
+	return out
+}
+
+func TestEpochStopsOnTheModelsError(t *testing.T) {
+	t.Parallel()
+	res := resolver(t)
+	ft := &fakeTracker{plan: shards(t, res, writeFiles(t, []int{4, 4}, nil))}
+	fd, err := New(Options{Tracker: ft, Resolver: res, Workers: 1, Format: records.FormatLibSVM, Batch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	calls := 0
+	_, err = fd.Epoch(context.Background(), 0, func(context.Context, Batch) error { calls++; return boom })
+	if !errors.Is(err, boom) || calls != 1 || len(ft.done) != 0 {
+		t.Errorf("got %v after %d calls, %v done; want boom after 1, none done", err, calls, ft.done)
+	}
+}
+
+func TestNewChecksOptions(t *testing.T) {
+	t.Parallel()
+	res := resolver(t)
+	ok := Options{Tracker: &fakeTracker{}, Resolver: res, Rank: 1, Workers: 2, Batch: 1}
+	for _, tc := range []struct {
+		name string
+		edit func(*Options)
+		want string
+	}{
+		{"tracker", func(o *Options) { o.Tracker = nil }, "no tracker"},
+		{"resolver", func(o *Options) { o.Resolver = nil }, "no resolver"},
+		{"rank", func(o *Options) { o.Rank = 2 }, "rank 2 of 2"},
+		{"workers", func(o *Options) { o.Workers = 0 }, "of 0 workers"},
+		{"batch", func(o *Options) { o.Batch = 0 }, "batch 0"},
+		{"bad", func(o *Options) { o.MaxBadRecords = -1 }, "max bad records -1"},
+	} {
+		o := ok
+		tc.edit(&o)
+		if _, err := New(o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+	if _, err := New(ok); err != nil {
+		t.Errorf("valid options: %v", err)
+	}
+}
+
+func TestDieAfter(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		spec          string
+		rank, attempt int
+		hook          bool
+		err           bool
+	}{
+		{"", 0, 0, false, false},
+		{"1:2", 1, 0, true, false},
+		{"1:2", 0, 0, false, false},
+		{"1:2", 1, 1, false, false},
+		{"1", 1, 0, false, true},
+		{"x:2", 1, 0, false, true},
+		{"1:y", 1, 0, false, true},
+	} {
+		h, err := DieAfter(tc.spec, tc.rank, tc.attempt)
+		if (err != nil) != tc.err || (h != nil) != tc.hook {
+			t.Errorf("DieAfter(%q, %d, %d): hook %v, error %v; want hook %v, error %v", tc.spec, tc.rank, tc.attempt, h != nil, err, tc.hook, tc.err)
+		}
+	}
+}
+
+func TestReadAll(t *testing.T) {
+	t.Parallel()
+	res := resolver(t)
+	dir := writeFiles(t, []int{3, 0, 2}, []int{0, 0, 1})
+	empty := t.TempDir()
+	for _, tc := range []struct {
+		name, uri string
+		bad       int
+		want      []uint64
+		err       string
+	}{
+		{"glob", filepath.Join(dir, "part-[01]"), 0, []uint64{0, 1, 2}, ""},
+		{"file", filepath.Join(dir, "part-0"), 0, []uint64{0, 1, 2}, ""},
+		{"directory", dir, 1, []uint64{0, 1, 2, 2000, 2001}, ""},
+		{"bad record", dir, 0, nil, filepath.Join(dir, "part-2")},
+		{"empty", filepath.Join(dir, "part-1"), 0, nil, "holds no records"},
+		{"empty directory", empty, 0, nil, empty},
+	} {
+		got, err := ReadAll(context.Background(), res, tc.uri, records.Options{Format: records.FormatLibSVM, MaxBadRecords: tc.bad})
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: got %v, want an error with %q", tc.name, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		var keys []uint64
+		for _, ex := range got {
+			keys = append(keys, key(ex))
+		}
+		if !slices.Equal(keys, tc.want) {
+			t.Errorf("%s: read %v, want %v", tc.name, keys, tc.want)
+		}
+	}
+}
+
+func TestTablesOptions(t *testing.T) {
+	t.Parallel()
+	res := resolver(t)
+	dir := t.TempDir()
+	tc := tracker.NewClient("127.0.0.1:1", "s")
+	defer tc.Close()
+	for _, c := range []struct {
+		name                string
+		job                 conf.Job
+		tc                  *tracker.Client
+		ckpt, commit, model bool
+		interval, resume    string
+	}{
+		{name: "nothing", job: conf.Job{CheckpointInterval: "2"}},
+		{name: "checkpoints", job: conf.Job{CheckpointDir: dir, CheckpointInterval: "2"}, tc: tc, ckpt: true, commit: true, interval: "2"},
+		{name: "resume only", job: conf.Job{ResumeFrom: dir + "/3"}, ckpt: true, resume: dir + "/3"},
+		{name: "model", job: conf.Job{Output: filepath.Join(dir, "model")}, model: true},
+	} {
+		o, err := TablesOptions(c.job, res, c.tc, "text")
+		if err != nil {
+			t.Errorf("%s: %v", c.name, err)
+			continue
+		}
+		if (o.Checkpoints != nil) != c.ckpt || (o.Committer != nil) != c.commit || (o.Model != nil) != c.model ||
+			o.CheckpointInterval != c.interval || o.ResumeFrom != c.resume {
+			t.Errorf("%s: got %+v", c.name, o)
+		}
+	}
+	if _, err := TablesOptions(conf.Job{Output: filepath.Join(dir, "m")}, res, nil, "yaml"); err == nil {
+		t.Error("model format yaml: no error")
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{nil, 0},
+		{errors.New("x"), 1},
+		{fmt.Errorf("epoch 2: %w", psnode.ErrSyncWorkerDied), conf.ExitRestartJob},
+	} {
+		if got := ExitStatus(tc.err); got != tc.want {
+			t.Errorf("ExitStatus(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package feed
+
+import (
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/io/ckpt"
+	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/io/model"
+	"github.com/spindle-ps/spindle/psnode"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// TablesOptions builds the options of a job's psnode.Tables from its
+// configuration: checkpoints under job.CheckpointDir (and restore from
+// job.ResumeFrom) through res, tc as the committer, the model written to
+// job.Output in modelFormat (model.PartText or PartBinary).
+//
+// tc may be nil (no tracker: the servers of a job whose workers take no
+// checkpoint); Committer is then left nil, not a nil *tracker.Client in
+// the interface, which psnode would take for a committer.
+func TablesOptions(job conf.Job, res *dfs.Resolver, tc *tracker.Client, modelFormat string) (psnode.TablesOptions, error) {
+	opts := psnode.TablesOptions{ResumeFrom: job.ResumeFrom}
+	if job.CheckpointDir != "" || job.ResumeFrom != "" {
+		opts.Checkpoints = ckpt.NewTableStore(res, job.CheckpointDir)
+	}
+	if job.CheckpointDir != "" {
+		opts.CheckpointInterval = job.CheckpointInterval
+	}
+	if tc != nil {
+		opts.Committer = tc
+	}
+	if job.Output != "" {
+		w, err := model.NewTableWriter(res, job.Output, modelFormat)
+		if err != nil {
+			return opts, err
+		}
+		opts.Model = w
+	}
+	return opts, nil
+}
