@@ -216,10 +216,14 @@ func TestHadoopRunAM(t *testing.T) {
 			want: yarn.FinalFailed, wantDiags: []string{"worker 0 failed", "exit status 3", "container_", "attempt 2 of 2"},
 		},
 		{
+			// Workers as large as the largest container: the NodeManager
+			// that runs the AM cannot hold one besides it, the other holds
+			// one, busy until the job ends, so the second worker never
+			// gets a container.
 			name: "allocation_timeout",
-			spec: small(job.JobSpec{Command: []string{"true"}, NumWorkers: 2, MaxAttempts: 1}),
-			args: []string{"-allocation-timeout", "1ms"},
-			want: yarn.FinalFailed, wantDiags: []string{"containers did not come within 1ms: still missing 2 worker"},
+			spec: job.JobSpec{Command: []string{"sleep", "120"}, NumWorkers: 2, MaxAttempts: 1, WorkerMemoryMB: maxAllocationMB(t, cl.Conf)},
+			args: []string{"-allocation-timeout", "3s"},
+			want: yarn.FinalFailed, wantDiags: []string{"containers did not come within 3s: still missing 1 worker"},
 		},
 		{
 			name: "scheduler_server_workers",
@@ -406,4 +410,16 @@ func markedProcesses(marker string) int {
 		}
 	}
 	return n
+}
+
+// maxAllocationMB returns the largest container the cluster grants
+// (yarn.scheduler.maximum-allocation-mb), which the mini cluster sets to
+// a NodeManager's whole memory.
+func maxAllocationMB(t *testing.T, hc conf.HadoopConf) int {
+	t.Helper()
+	mb, err := strconv.Atoi(hc["yarn.scheduler.maximum-allocation-mb"])
+	if err != nil || mb < 256 {
+		t.Fatalf("yarn.scheduler.maximum-allocation-mb %q in the cluster's configuration: want a number of MB", hc["yarn.scheduler.maximum-allocation-mb"])
+	}
+	return mb
 }
