@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ps/spindle/examples/lr/gen"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
 	"github.com/spindle-ps/spindle/io/dfs"
@@ -69,7 +70,7 @@ func setup(t testing.TB) {
 				return
 			}
 		}
-		setupErr = genMain([]string{"--out", dataDir, "--rows", strconv.Itoa(rows), "--test-rows", "20000"}, io.Discard)
+		setupErr = gen.Main("ps-fm gen", []string{"--out", dataDir, "--rows", strconv.Itoa(rows), "--test-rows", "20000"}, io.Discard)
 	})
 	if setupErr != nil {
 		t.Fatal(setupErr)

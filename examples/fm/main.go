@@ -34,6 +34,7 @@ import (
 	"syscall"
 
 	"github.com/spindle-ps/spindle/examples/internal/subcmd"
+	"github.com/spindle-ps/spindle/examples/lr/gen"
 )
 
 func main() {
@@ -48,7 +49,7 @@ var errUsage = subcmd.ErrUsage
 // run dispatches to the subcommands; training is the default.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool), environ []string) int {
 	return subcmd.Run("ps-fm", args, stderr, map[string]func([]string) error{
-		"gen":   func(args []string) error { return genMain(args, stdout) },
+		"gen":   func(args []string) error { return gen.Main("ps-fm gen", args, stdout) },
 		"eval":  func(args []string) error { return evalMain(ctx, args, stdout, lookup) },
 		"train": func(args []string) error { return trainMain(ctx, args, stdout, stderr, lookup, environ) },
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/examples/lr/gen"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
 	"github.com/spindle-ps/spindle/io/ckpt"
 	"github.com/spindle-ps/spindle/io/dfs"
@@ -51,7 +52,7 @@ func TestMain(m *testing.M) {
 		}
 		dataDir = filepath.Join(dir, "data")
 		var out bytes.Buffer
-		if err := genMain([]string{"--out", dataDir, "--rows", fmt.Sprint(rows), "--test-rows", "20000"}, &out); err != nil {
+		if err := gen.Main("ps-lr gen", []string{"--out", dataDir, "--rows", fmt.Sprint(rows), "--test-rows", "20000"}, &out); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

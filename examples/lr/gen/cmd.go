@@ -1,4 +1,4 @@
-package main
+package gen
 
 import (
 	"flag"
@@ -8,15 +8,15 @@ import (
 	"path/filepath"
 
 	"github.com/spindle-ps/spindle/examples/internal/subcmd"
-	"github.com/spindle-ps/spindle/examples/lr/gen"
 )
 
-// errUsage reports a usage error that the flag package already printed.
-var errUsage = subcmd.ErrUsage
-
-func genMain(args []string, stdout io.Writer) error {
-	cfg := gen.Default()
-	fl := flag.NewFlagSet("ps-lr gen", flag.ContinueOnError)
+// Main is the gen subcommand of the examples (prog is its name in
+// messages, such as "ps-lr gen"): it writes train.libsvm and test.libsvm
+// into --out and reports the true model's test AUC. A usage error has
+// already been printed when Main returns subcmd.ErrUsage.
+func Main(prog string, args []string, stdout io.Writer) error {
+	cfg := Default()
+	fl := flag.NewFlagSet(prog, flag.ContinueOnError)
 	out := fl.String("out", "", "directory for train.libsvm and test.libsvm (required)")
 	testRows := fl.Int("test-rows", 20000, "rows of the held-out test set")
 	fl.IntVar(&cfg.Rows, "rows", cfg.Rows, "rows of the training set")
@@ -24,11 +24,15 @@ func genMain(args []string, stdout io.Writer) error {
 	fl.Int64Var(&cfg.RowSeed, "row-seed", cfg.RowSeed, "seed of the training rows (the test rows derive from it)")
 	fl.IntVar(&cfg.Features, "features", cfg.Features, "size of the feature id space")
 	if err := fl.Parse(args); err != nil {
-		return errUsage
+		return subcmd.ErrUsage
 	}
 	if *out == "" {
-		fmt.Fprintln(fl.Output(), "ps-lr gen: --out is required")
-		return errUsage
+		fmt.Fprintf(fl.Output(), "%s: --out is required\n", prog)
+		return subcmd.ErrUsage
+	}
+	if *testRows < 1 {
+		fmt.Fprintf(fl.Output(), "%s: --test-rows %d: need at least 1\n", prog, *testRows)
+		return subcmd.ErrUsage
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
@@ -36,19 +40,19 @@ func genMain(args []string, stdout io.Writer) error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	train, err := gen.WriteFile(filepath.Join(*out, "train.libsvm"), cfg)
+	train, err := WriteFile(filepath.Join(*out, "train.libsvm"), cfg)
 	if err != nil {
 		return err
 	}
-	test, err := gen.WriteFile(filepath.Join(*out, "test.libsvm"), cfg.TestSet(*testRows))
+	test, err := WriteFile(filepath.Join(*out, "test.libsvm"), cfg.TestSet(*testRows))
 	if err != nil {
 		return err
 	}
-	truth, err := gen.TrueModel(cfg)
+	truth, err := TrueModel(cfg)
 	if err != nil {
 		return err
 	}
-	ex, err := gen.Examples(cfg.TestSet(*testRows))
+	ex, err := Examples(cfg.TestSet(*testRows))
 	if err != nil {
 		return err
 	}
