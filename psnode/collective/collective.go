@@ -79,7 +79,9 @@ func (g *Group) Stats() Stats { return g.stats }
 func AllReduce[T Elem](ctx context.Context, g *Group, buf []T, op Op) error { return errUnimplemented }
 
 // Broadcast copies root's buf to every rank's buf.
-func Broadcast[T Elem](ctx context.Context, g *Group, buf []T, root int) error { return errUnimplemented }
+func Broadcast[T Elem](ctx context.Context, g *Group, buf []T, root int) error {
+	return errUnimplemented
+}
 
 // Reduce leaves the reduction in root's buf.
 func Reduce[T Elem](ctx context.Context, g *Group, buf []T, op Op, root int) error {
