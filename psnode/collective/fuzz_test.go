@@ -30,6 +30,18 @@ func TestDecodeRoundTrip(t *testing.T) {
 	if _, _, err := decode(&transport.Message{Meta: transport.Meta{Body: b.appendTo(nil)}}); err != nil {
 		t.Fatalf("barrier: %v", err)
 	}
+	a := header{kind: kindAbort, seq: 1}
+	am := &transport.Message{
+		Meta: transport.Meta{Body: a.appendTo(nil), DataTypes: []transport.DataType{transport.TypeChar}},
+		Data: [][]byte{[]byte("why")},
+	}
+	if _, d, err := decode(am); err != nil || string(d) != "why" {
+		t.Fatalf("abort: %q, %v", d, err)
+	}
+	am.Data[0] = make([]byte, maxReason+1)
+	if _, _, err := decode(am); err == nil {
+		t.Fatal("abort with a reason over the limit accepted")
+	}
 }
 
 func TestDecodeRejects(t *testing.T) {
