@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +75,17 @@ func childMain() int {
 }
 
 func workerMain(ctx context.Context, n *psnode.Node) error {
+	if dir := os.Getenv("SPINDLE_TEST_CPUPROFILE"); dir != "" {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu-worker%d.pprof", n.Rank())))
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	chunk, _ := strconv.Atoi(os.Getenv("SPINDLE_TEST_CHUNK"))
 	g, err := collective.New(n, collective.Options{ChunkBytes: chunk})
 	if err != nil {
