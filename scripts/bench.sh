@@ -20,6 +20,8 @@ for _ in $(seq 50); do iperf3 -c 127.0.0.1 -p 5299 -t 5 -f m 2>/dev/null | grep 
 
 say "ZeroMQ: raw loop, transport, runtime"
 go test -run='^$' -bench='BenchmarkRaw|BenchmarkTransport|BenchmarkPSNode' $flags ./psnode/transport/zmq/
+say "collectives: AllReduce against a raw ZeroMQ ring"
+go test -run='^$' -bench=BenchmarkAllReduce $flags ./psnode/collective/
 say "parameter table and updaters"
 go test -run='^$' -bench='BenchmarkTable|BenchmarkApply' -benchtime=1x -count=3 ./psnode/store/
 say "slicer and meta codec"
