@@ -43,6 +43,9 @@ const DefaultChunkBytes = 1 << 20
 // binomial tree) instead of the bandwidth-bound ring and chain.
 const SmallBytes = 64 << 10
 
+// maxChunkBytes bounds Options.ChunkBytes.
+const maxChunkBytes = 64 << 20
+
 // maxBuffered bounds the data bytes received from members and not yet
 // consumed by this rank: the rest of the current collective and
 // collectives that members ran ahead into.
@@ -193,8 +196,8 @@ func New(n *psnode.Node, opts Options) (*Group, error) {
 	if g.chunk == 0 {
 		g.chunk = DefaultChunkBytes
 	}
-	if g.chunk < 8 || g.chunk > transport.MaxMetaSize*4 {
-		return nil, fmt.Errorf("collective: chunk of %d bytes: want 8 bytes to 64 MiB", opts.ChunkBytes)
+	if g.chunk < 8 || g.chunk > maxChunkBytes {
+		return nil, fmt.Errorf("collective: chunk of %d bytes: want 8 bytes to %d MiB", opts.ChunkBytes, maxChunkBytes>>20)
 	}
 	appID := opts.App
 	if appID == 0 {
@@ -260,6 +263,8 @@ func (g *Group) fail(err error) {
 	first := g.err == nil
 	if first {
 		g.err = err
+		clear(g.box) // nothing will take them now
+		g.buffered = 0
 	}
 	g.mu.Unlock()
 	if first {

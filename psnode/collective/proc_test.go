@@ -62,7 +62,8 @@ func childMain() int {
 		err = workerMain(ctx, n)
 	}
 	if err == nil {
-		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		// The scheduler waits in this barrier while the workers run.
+		fctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 		err = n.Finalize(fctx)
 		cancel()
 	}
