@@ -48,8 +48,12 @@ const maxChunkBytes = 64 << 20
 
 // maxBuffered bounds the data bytes received from members and not yet
 // consumed by this rank: the rest of the current collective and
-// collectives that members ran ahead into.
-const maxBuffered = 1 << 30
+// collectives that members ran ahead into. Each message counts
+// boxOverhead bytes more, so that the number of messages is bounded too.
+const (
+	maxBuffered = 1 << 30
+	boxOverhead = 64
+)
 
 // Options configures a group. The zero value is the job's workers, every
 // one of them.
@@ -92,6 +96,7 @@ type Group struct {
 	err      error
 	box      map[boxKey]boxed
 	buffered int
+	limit    int    // maxBuffered; smaller in tests
 	doneSeq  uint64 // messages of collectives up to this one are stale
 	cur      header // the running collective, once run has set it
 	notify   chan struct{}
@@ -174,6 +179,7 @@ func New(n *psnode.Node, opts Options) (*Group, error) {
 		closed:    make(chan struct{}),
 		watchDone: make(chan struct{}),
 		box:       make(map[boxKey]boxed),
+		limit:     maxBuffered,
 		notify:    make(chan struct{}, 1),
 	}
 	for i, id := range ids {
@@ -318,8 +324,8 @@ func (g *Group) handle(m *transport.Message) {
 		return
 	}
 	g.box[k] = boxed{h: h, data: data}
-	g.buffered += len(data)
-	over := g.buffered > maxBuffered
+	g.buffered += len(data) + boxOverhead
+	over := g.buffered > g.limit
 	var mismatch error
 	if h.seq == g.cur.seq {
 		mismatch = g.mismatch(from, h, g.cur)
@@ -329,7 +335,7 @@ func (g *Group) handle(m *transport.Message) {
 		g.fail(mismatch)
 	}
 	if over {
-		g.fail(fmt.Errorf("collective: members sent more than %d bytes that this rank has not taken yet (last from %s): collectives called out of step", maxBuffered, g.member(from)))
+		g.fail(fmt.Errorf("collective: members sent more than %d bytes that this rank has not taken yet (last from %s): collectives called out of step", g.limit, g.member(from)))
 	}
 	select {
 	case g.notify <- struct{}{}:
@@ -426,7 +432,7 @@ func (g *Group) run(ctx context.Context, k kind, et elemType, op Op, count int, 
 	for k, b := range g.box {
 		if k.seq <= g.seq {
 			delete(g.box, k)
-			g.buffered -= len(b.data)
+			g.buffered -= len(b.data) + boxOverhead
 		}
 	}
 	g.mu.Unlock()
@@ -501,7 +507,7 @@ func (c *call) recv(from int, step, chunk uint32, want int) ([]byte, error) {
 		b, ok := g.box[k]
 		if ok {
 			delete(g.box, k)
-			g.buffered -= len(b.data)
+			g.buffered -= len(b.data) + boxOverhead
 		}
 		err := g.err
 		g.mu.Unlock()

@@ -42,8 +42,9 @@
 // malformed message fails the group with an error naming its sender;
 // nothing a peer sends makes this package panic. Messages wait, keyed by
 // (sender, number, step, chunk), until the collective asks for them, so
-// arrival order does not matter; at most 1 GiB of them is kept, beyond
-// which the group fails.
+// arrival order does not matter; at most 1 GiB of them is kept (each
+// message counting 64 bytes more than its data), beyond which the group
+// fails.
 //
 // # Algorithms
 //

@@ -88,6 +88,7 @@ func testGroup() *Group {
 		rankOf:  map[int32]int{9: 0, 11: 1},
 		members: []transport.Node{{Role: transport.RoleWorker, ID: 9, Rank: 0, Host: "h0", Port: 1}, {Role: transport.RoleWorker, ID: 11, Rank: 1, Host: "h1", Port: 2}},
 		box:     make(map[boxKey]boxed),
+		limit:   maxBuffered,
 		notify:  make(chan struct{}, 1),
 	}
 	g.failCtx, g.failWith = context.WithCancelCause(context.Background())
@@ -159,5 +160,26 @@ func TestElemsOfMisalignedBytes(t *testing.T) {
 	type myInt int64
 	if elemOf[myInt]() != elemI64 || elemOf[float32]() != elemF32 || elemOf[float64]() != elemF64 {
 		t.Fatal("elemOf names the wrong wire types")
+	}
+}
+
+// TestBufferingIsBounded: a member that sends message after message that
+// nobody takes (here for collectives far ahead) fails the group once they
+// pass the limit, counting each message's overhead, even without data.
+func TestBufferingIsBounded(t *testing.T) {
+	g := testGroup()
+	g.limit = 100 * boxOverhead
+	for i := range 101 {
+		h := header{kind: kindBarrier, seq: 1000, step: uint32(i)}
+		if g.failed() != nil {
+			t.Fatalf("failed after %d empty messages, want after 101", i)
+		}
+		g.handle(&transport.Message{Meta: transport.Meta{Sender: 11, Body: h.appendTo(nil)}})
+	}
+	if err := g.failed(); err == nil || !strings.Contains(err.Error(), "member 1 (worker rank 1") {
+		t.Fatalf("after 101 messages: %v, want an error naming the sender", err)
+	}
+	if len(g.box) != 0 {
+		t.Fatalf("%d messages still kept after the failure", len(g.box))
 	}
 }
