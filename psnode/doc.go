@@ -41,6 +41,11 @@
 // request is answered with an error naming the missing app, so that its
 // sender does not hang.
 //
+// A RawApp sends and receives messages of a protocol of the program's
+// own, neither request/response nor key-value: package psnode/collective
+// builds its collectives (AllReduce and the others, among workers or any
+// nodes) on one, by default app 2^30-2.
+//
 // # Tables
 //
 // A table maps uint64 keys to Width values of type float32 or float64
