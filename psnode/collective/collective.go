@@ -220,10 +220,8 @@ func New(n *psnode.Node, opts Options) (*Group, error) {
 	g.app = app
 	// Deaths before the subscription are in DeadNodes; later ones come
 	// as events.
-	for _, id := range n.DeadNodes() {
-		if r, ok := g.rankOf[id]; ok {
-			g.fail(&MemberError{Rank: r, Node: g.members[r], Reason: "dead when the group was built"})
-		}
+	if err := g.deadMember(); err != nil {
+		g.fail(err)
 	}
 	go g.watch(events, unsub)
 	return g, nil
@@ -260,6 +258,16 @@ func (g *Group) watch(events <-chan psnode.Event, unsub func()) {
 			return
 		}
 	}
+}
+
+// deadMember returns the first member the node knows to be dead, or nil.
+func (g *Group) deadMember() error {
+	for _, id := range g.n.DeadNodes() {
+		if r, ok := g.rankOf[id]; ok {
+			return &MemberError{Rank: r, Node: g.members[r], Reason: "declared dead"}
+		}
+	}
+	return nil
 }
 
 // fail records the group's first error: the running collective and all
@@ -420,6 +428,10 @@ func (g *Group) run(ctx context.Context, k kind, et elemType, op Op, count int, 
 	if err != nil {
 		if gerr := g.failed(); gerr != nil {
 			err = gerr // the cause: a dead member, a bad message
+		} else if dead := g.deadMember(); dead != nil {
+			// The death event is on its way; the node knows already.
+			g.fail(dead)
+			err = g.failed()
 		} else {
 			err = fmt.Errorf("collective: %s: %w", c.h.describe(), err)
 			g.fail(err)
