@@ -13,6 +13,7 @@ import (
 
 	"github.com/pebbe/zmq4"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/collective"
 )
@@ -39,7 +40,7 @@ func BenchmarkAllReduce(b *testing.B) {
 	sizes := []int{1 << 20, 16 << 20, 64 << 20}
 	for _, n := range []int{2, 3, 4} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			j := startJob(b, n, "bench")
+			j := startJob(b, n, "bench", conf.EnvHeartbeatTimeout+"=60")
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			for _, w := range j.workers {

@@ -318,7 +318,13 @@ func (g *Group) handle(m *transport.Message) {
 		return
 	}
 	if h.kind == kindAbort {
-		g.fail(&AbortError{Rank: from, Node: g.members[from], Reason: strings.ToValidUTF8(string(data), "?")})
+		reason := strings.ToValidUTF8(string(data), "?")
+		if h.step == abortDeath && int(h.chunk) < len(g.members) {
+			r := int(h.chunk)
+			g.fail(&MemberError{Rank: r, Node: g.members[r], Reason: "reported by " + g.member(from) + ": " + reason})
+			return
+		}
+		g.fail(&AbortError{Rank: from, Node: g.members[from], Reason: reason})
 		return
 	}
 	g.mu.Lock()
@@ -453,20 +459,28 @@ func (g *Group) run(ctx context.Context, k kind, et elemType, op Op, count int, 
 
 // abort tells the other members, once, that this rank gave up the group
 // because of err, so that they fail now rather than wait for it: unless
-// err came from them (a member died, or gave up first). It tries for at
-// most a second per member.
+// err came from one of them (it gave up first). After a member's death
+// it tells that member too: a process declared dead that is alive after
+// all (starved of CPU, cut off for a while) hears nothing else, since the
+// scheduler tells only the live nodes. It tries for at most a second per
+// member.
 func (g *Group) abort(ctx context.Context, err error) {
-	var dead *MemberError
 	var gaveUp *AbortError
-	if g.aborted || errors.As(err, &dead) || errors.As(err, &gaveUp) || errors.Is(err, psnode.ErrStopped) {
+	if g.aborted || errors.As(err, &gaveUp) || errors.Is(err, psnode.ErrStopped) {
 		return
 	}
 	g.aborted = true
 	reason := err.Error()
+	h := header{kind: kindAbort, elem: elemNone, seq: max(g.seq, 1)}
+	var dead *MemberError
+	if errors.As(err, &dead) {
+		// The others learn whom: their error names the dead member too.
+		h.step, h.chunk = abortDeath, uint32(dead.Rank)
+		reason = dead.Reason
+	}
 	if len(reason) > maxReason {
 		reason = reason[:maxReason]
 	}
-	h := header{kind: kindAbort, elem: elemNone, seq: max(g.seq, 1)}
 	ctx = context.WithoutCancel(ctx)
 	for r, nd := range g.members {
 		if r == g.rank {

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/collective"
 )
@@ -294,6 +295,10 @@ func TestCollectivesAcrossProcesses(t *testing.T) {
 	for _, workers := range []int{2, 3, 4} {
 		t.Run(fmt.Sprintf("N=%d", workers), func(t *testing.T) {
 			j := startJob(t, workers, "suite",
+				// Liveness is not under test here: a long heartbeat
+				// timeout keeps a starved process on a busy machine
+				// from being declared dead.
+				conf.EnvHeartbeatTimeout+"=60",
 				"SPINDLE_TEST_CHUNK=4096",
 				"SPINDLE_TEST_BIG="+strconv.Itoa(bigElems),
 				"SPINDLE_TEST_DIR="+t.TempDir())

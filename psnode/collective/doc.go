@@ -89,7 +89,10 @@
 // one return a *MemberError naming it (group rank, role, rank, node id,
 // host and port), which matches psnode.ErrNodeDead; a job that must go on
 // restarts from its checkpoint, as a synchronous parameter-server job
-// does. Every wait is bounded by the caller's context. A rank whose
+// does. A rank that saw the death passes it on to every member, the dead
+// one included: a process declared dead that is alive after all (starved
+// of CPU, cut off for a while) hears of it so, since the scheduler tells
+// only the live nodes. Every wait is bounded by the caller's context. A rank whose
 // collective fails on its own (its context ended, a bad message, a
 // mismatched collective) tells the others, which fail at once with an
 // *AbortError naming it rather than wait for their deadlines. After any

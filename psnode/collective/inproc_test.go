@@ -22,6 +22,7 @@ import (
 // network.
 
 type memJob struct {
+	net     *mem.Network
 	nodes   []*psnode.Node // scheduler, servers, workers
 	servers []*psnode.Node
 	workers []*psnode.Node
@@ -62,7 +63,7 @@ func startMemJob(t *testing.T, servers, workers int, mod func(*conf.PS)) *memJob
 		}
 		return n
 	}
-	j := &memJob{nodes: []*psnode.Node{mk(conf.RoleScheduler, -1)}}
+	j := &memJob{net: nw, nodes: []*psnode.Node{mk(conf.RoleScheduler, -1)}}
 	for r := range servers {
 		j.servers = append(j.servers, mk(conf.RoleServer, r))
 	}
@@ -293,5 +294,41 @@ func TestGroupOfChosenMembers(t *testing.T) {
 	}
 	if _, err := collective.New(j.workers[0], collective.Options{Members: []int32{transport.WorkerID(0), 99}, App: 9}); err == nil || !strings.Contains(err.Error(), "no node 99") {
 		t.Errorf("New with an unknown member: %v, want an error naming it", err)
+	}
+}
+
+// TestMemberDeclaredDeadHearsOfIt: a worker whose heartbeats stop
+// reaching the scheduler is declared dead while it lives on. The others'
+// collective fails naming it, and it hears of it from them (the
+// scheduler tells only the live nodes): its next collective fails at
+// once, naming itself, instead of waiting for its deadline.
+func TestMemberDeclaredDeadHearsOfIt(t *testing.T) {
+	j := startMemJob(t, 0, 3, nil)
+	gs := groups(t, j.workers, collective.Options{})
+	events, unsub := j.workers[0].Subscribe()
+	defer unsub()
+	j.net.Cut(transport.WorkerID(2), transport.SchedulerID)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errs := each(gs[:2], func(g *collective.Group) error {
+		return collective.AllReduce(ctx, g, make([]float64, 10), collective.Sum)
+	})
+	for r, err := range errs {
+		var me *collective.MemberError
+		if !errors.As(err, &me) || me.Rank != 2 {
+			t.Fatalf("rank %d: %v, want a MemberError naming member 2", r, err)
+		}
+	}
+	for ev := range events {
+		if ev.Kind == psnode.NodeDied && ev.Node.ID == transport.WorkerID(2) {
+			break
+		}
+	}
+	// The others sent it their aborts before they returned: its
+	// AllReduce fails as soon as one is in, long before the deadline.
+	err := collective.AllReduce(ctx, gs[2], make([]float64, 10), collective.Sum)
+	var me *collective.MemberError
+	if !errors.As(err, &me) || me.Rank != 2 || !strings.Contains(err.Error(), "reported by member") {
+		t.Fatalf("the worker declared dead: %v, want a MemberError naming itself, reported by another member", err)
 	}
 }

@@ -49,6 +49,10 @@ const (
 // maxReason bounds the reason text of an abort.
 const maxReason = 1024
 
+// abortDeath in an abort's step says that the sender gave up because
+// the member whose group rank is in chunk died; the reason is the death's.
+const abortDeath = 1
+
 func (k kind) String() string {
 	switch k {
 	case kindAllReduce:
