@@ -280,7 +280,9 @@ func startJob(t testing.TB, workers int, mode string, extra ...string) *job {
 		conf.EnvHeartbeatTimeout + "=" + strconv.FormatFloat(hbTimeout.Seconds(), 'g', -1, 64),
 		conf.EnvJobSecret + "=collective-test",
 		conf.EnvRegisterTimeout + "=60",
-		conf.EnvShutdownTimeout + "=30",
+		// Finalize's barrier (bounded by this) waits while the workers
+		// run the suite or the benchmark.
+		conf.EnvShutdownTimeout + "=900",
 	}, extra...)
 	env := func(role string, task int) []string {
 		e := append([]string{conf.EnvRole + "=" + role}, common...)
