@@ -462,8 +462,7 @@ func (g *Group) run(ctx context.Context, k kind, et elemType, op Op, count int, 
 // err came from one of them (it gave up first). After a member's death
 // it tells that member too: a process declared dead that is alive after
 // all (starved of CPU, cut off for a while) hears nothing else, since the
-// scheduler tells only the live nodes. It tries for at most a second per
-// member.
+// scheduler tells only the live nodes. It tries for at most a second.
 func (g *Group) abort(ctx context.Context, err error) {
 	var gaveUp *AbortError
 	if g.aborted || errors.As(err, &gaveUp) || errors.Is(err, psnode.ErrStopped) {
@@ -481,7 +480,10 @@ func (g *Group) abort(ctx context.Context, err error) {
 	if len(reason) > maxReason {
 		reason = reason[:maxReason]
 	}
-	ctx = context.WithoutCancel(ctx)
+	// The caller's context may be what ended; the aborts get a second
+	// of their own, all of them together.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
 	for r, nd := range g.members {
 		if r == g.rank {
 			continue
@@ -490,12 +492,10 @@ func (g *Group) abort(ctx context.Context, err error) {
 			Meta: transport.Meta{Recver: nd.ID, Body: h.appendTo(nil), DataTypes: []transport.DataType{transport.TypeChar}},
 			Data: [][]byte{[]byte(reason)},
 		}
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		if n, err := g.app.Send(sctx, m); err == nil {
+		if n, err := g.app.Send(ctx, m); err == nil {
 			g.bytesSent.Add(int64(n))
 			g.msgsSent.Add(1)
 		}
-		cancel()
 	}
 }
 
