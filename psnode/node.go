@@ -483,6 +483,13 @@ func (n *Node) groupSize(group int32) int {
 // send stamps m with this node's id and, with resend on, a signature, and
 // hands it to the transport. The message must not be changed afterwards.
 func (n *Node) send(ctx context.Context, m *transport.Message) error {
+	_, err := n.sendCount(ctx, m)
+	return err
+}
+
+// sendCount is send, returning the bytes the transport queued (0 when a
+// failed send is left to the retransmission).
+func (n *Node) sendCount(ctx context.Context, m *transport.Message) (int, error) {
 	n.mu.Lock()
 	m.Meta.Sender = n.me.ID
 	n.stats.Sent++
@@ -493,21 +500,22 @@ func (n *Node) send(ctx context.Context, m *transport.Message) error {
 		ok := n.resend.track(m, n.now())
 		n.resendMu.Unlock()
 		if !ok {
-			return fmt.Errorf("psnode: send to node %d: %d messages await acknowledgement", m.Meta.Recver, maxPending)
+			return 0, fmt.Errorf("psnode: send to node %d: %d messages await acknowledgement", m.Meta.Recver, maxPending)
 		}
 	}
 	if n.cfg.Verbose >= 2 {
 		n.log.WithField("msg", m.String()).Debug("send")
 	}
-	if _, err := n.tr.Send(ctx, m); err != nil {
+	nb, err := n.tr.Send(ctx, m)
+	if err != nil {
 		if n.resend != nil && m.Meta.MsgSig != 0 && !errors.Is(err, transport.ErrUnknownPeer) && !errors.Is(err, transport.ErrClosed) {
 			// The retransmission will try again.
 			n.log.WithError(err).WithField("peer", m.Meta.Recver).Debug("send failed; will resend")
-			return nil
+			return 0, nil
 		}
-		return fmt.Errorf("psnode: send to node %d: %w", m.Meta.Recver, err)
+		return 0, fmt.Errorf("psnode: send to node %d: %w", m.Meta.Recver, err)
 	}
-	return nil
+	return nb, nil
 }
 
 func needsAck(m *transport.Message) bool {
