@@ -225,6 +225,10 @@ func (w *worker) train(ctx context.Context) error {
 			if err := w.checkpoint(ctx, epoch+1); err != nil {
 				return fmt.Errorf("checkpoint after epoch %d: %w", epoch, err)
 			}
+			// Nobody goes on before it is committed.
+			if err := w.comm.bound(ctx, func(ctx context.Context) error { return collective.Barrier(ctx, w.comm.g) }); err != nil {
+				return fmt.Errorf("checkpoint after epoch %d: %w", epoch, err)
+			}
 			lastCkpt = time.Now()
 		}
 	}
