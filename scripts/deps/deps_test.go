@@ -215,7 +215,7 @@ func TestRulesCatchWrongArrows(t *testing.T) {
 		"psnode runs anywhere: conf only":                                                      {"psnode/launch": {deps: []string{module + "/tracker"}}},
 		"feed is the workers' data loop: tracker, io, psnode and conf only":                    {"feed": {deps: []string{module + "/job"}}},
 		"workers link neither YARN nor the supervisor nor the command":                         {"examples/lr": {deps: []string{module + "/yarn/internal/hrpc"}}},
-		"examples/dense trains with collectives: no servers' tables or partitioners":       {"examples/dense/dense": {imports: []string{module + "/psnode/store"}}},
+		"examples/dense trains with collectives: no servers' tables or partitioners":           {"examples/dense/dense": {imports: []string{module + "/psnode/store"}}},
 	}
 	for _, r := range rules {
 		pkgs, ok := wrong[r.name]
