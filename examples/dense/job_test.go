@@ -306,3 +306,28 @@ func TestLostWorkerResumesFromCheckpoint(t *testing.T) {
 		t.Errorf("checkpoint 2's state %s (%v): want the steps of 2 epochs", data, err)
 	}
 }
+
+// TestLostWorkerFailsTheJob: without a checkpoint directory, a worker
+// killed mid-training fails the job at once, naming it, instead of having
+// it started again alone (it could not rejoin its peers' collectives).
+func TestLostWorkerFailsTheJob(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := dfs.DefaultResolver(func(string) (string, bool) { return "", false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	var out lockedBuf
+	spec := job.JobSpec{
+		Name: "dense-lost", Command: append(append([]string{psDense}, flags(dense.ModePlain)...), "--die-after", "1:1"),
+		NumWorkers: 2, Collective: true, MaxAttempts: 2, Inputs: []string{filepath.Join(dataDir, "train.csv")},
+	}
+	start := time.Now()
+	r, err := local.Run(ctx, spec, local.Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(res), Resolver: res})
+	if err == nil || r.State != tracker.Failed || !strings.Contains(err.Error(), "worker 1 failed") || !strings.Contains(err.Error(), "CheckpointDir") {
+		t.Fatalf("job state %v, error %v; want a failure naming worker 1 and the missing checkpoint directory\n%s", r.State, err, out.String())
+	}
+	t.Logf("failed after %v: %v", time.Since(start).Round(time.Millisecond), err)
+}
