@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/transport"
@@ -74,7 +76,8 @@ type Group struct {
 	chunk   int // bytes
 	copy    bool
 
-	seq uint64 // the running (or last) collective's number; caller's goroutine
+	seq     uint64 // the running (or last) collective's number; caller's goroutine
+	aborted bool   // this rank told the others it gave up; caller's goroutine
 
 	failCtx   context.Context // cancelled with the group's first error
 	failWith  context.CancelCauseFunc
@@ -87,6 +90,7 @@ type Group struct {
 	box      map[boxKey]boxed
 	buffered int
 	doneSeq  uint64 // messages of collectives up to this one are stale
+	cur      header // the running collective, once run has set it
 	notify   chan struct{}
 
 	scratch []byte // the receive goroutine's meta buffer
@@ -120,6 +124,20 @@ func (e *MemberError) Error() string {
 
 // Is makes errors.Is(err, psnode.ErrNodeDead) true.
 func (e *MemberError) Is(target error) bool { return target == psnode.ErrNodeDead }
+
+// AbortError reports a member that gave up the group: one of its
+// collectives failed (its context ended, it received bytes it could not
+// use, ...), which leaves the others unable to finish theirs.
+type AbortError struct {
+	Rank   int            // group rank
+	Node   transport.Node // its node entry
+	Reason string         // its error
+}
+
+func (e *AbortError) Error() string {
+	return fmt.Sprintf("collective: member %d of the group, %s rank %d (node %d) on %s, gave up: %s",
+		e.Rank, e.Node.Role, e.Node.Rank, e.Node.ID, e.Node.Addr(), e.Reason)
+}
 
 // New builds the group on a started node (after n.Start). Members that
 // die make pending and later collectives fail with an error naming the
@@ -280,6 +298,10 @@ func (g *Group) handle(m *transport.Message) {
 		g.fail(fmt.Errorf("collective: %s sent a %w", g.member(from), err))
 		return
 	}
+	if h.kind == kindAbort {
+		g.fail(&AbortError{Rank: from, Node: g.members[from], Reason: strings.ToValidUTF8(string(data), "?")})
+		return
+	}
 	g.mu.Lock()
 	if h.seq <= g.doneSeq || g.err != nil {
 		g.mu.Unlock()
@@ -293,7 +315,14 @@ func (g *Group) handle(m *transport.Message) {
 	g.box[k] = boxed{h: h, data: data}
 	g.buffered += len(data)
 	over := g.buffered > maxBuffered
+	var mismatch error
+	if h.seq == g.cur.seq {
+		mismatch = g.mismatch(from, h, g.cur)
+	}
 	g.mu.Unlock()
+	if mismatch != nil {
+		g.fail(mismatch)
+	}
 	if over {
 		g.fail(fmt.Errorf("collective: members sent more than %d bytes that this rank has not taken yet (last from %s): collectives called out of step", maxBuffered, g.member(from)))
 	}
@@ -349,10 +378,28 @@ type call struct {
 // returns that error from then on.
 func (g *Group) run(ctx context.Context, k kind, et elemType, op Op, count int, f func(c *call) error) error {
 	if err := g.failed(); err != nil {
+		g.abort(ctx, err)
 		return err
 	}
 	g.seq++
 	c := &call{g: g, h: header{kind: k, elem: et, op: op, seq: g.seq, count: uint64(count)}}
+	// A member that runs another collective under this number may send
+	// to steps this rank never waits for: compare what came already, and
+	// (in handle) what comes while this one runs.
+	g.mu.Lock()
+	g.cur = c.h
+	var mismatch error
+	for k, b := range g.box {
+		if k.seq == c.h.seq && mismatch == nil {
+			mismatch = g.mismatch(k.from, b.h, c.h)
+		}
+	}
+	g.mu.Unlock()
+	if mismatch != nil {
+		g.fail(mismatch)
+		g.abort(ctx, mismatch)
+		return mismatch
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(g.failCtx, func() { cancel(context.Cause(g.failCtx)) })
@@ -361,10 +408,12 @@ func (g *Group) run(ctx context.Context, k kind, et elemType, op Op, count int, 
 	err := f(c)
 	if err != nil {
 		if gerr := g.failed(); gerr != nil {
-			return gerr // the cause: a dead member, a bad message
+			err = gerr // the cause: a dead member, a bad message
+		} else {
+			err = fmt.Errorf("collective: %s: %w", c.h.describe(), err)
+			g.fail(err)
 		}
-		err = fmt.Errorf("collective: %s: %w", c.h.describe(), err)
-		g.fail(err)
+		g.abort(ctx, err)
 		return err
 	}
 	g.mu.Lock()
@@ -377,6 +426,40 @@ func (g *Group) run(ctx context.Context, k kind, et elemType, op Op, count int, 
 	}
 	g.mu.Unlock()
 	return nil
+}
+
+// abort tells the other members, once, that this rank gave up the group
+// because of err, so that they fail now rather than wait for it: unless
+// err came from them (a member died, or gave up first). It tries for at
+// most a second per member.
+func (g *Group) abort(ctx context.Context, err error) {
+	var dead *MemberError
+	var gaveUp *AbortError
+	if g.aborted || errors.As(err, &dead) || errors.As(err, &gaveUp) || errors.Is(err, psnode.ErrStopped) {
+		return
+	}
+	g.aborted = true
+	reason := err.Error()
+	if len(reason) > maxReason {
+		reason = reason[:maxReason]
+	}
+	h := header{kind: kindAbort, elem: elemNone, seq: max(g.seq, 1)}
+	ctx = context.WithoutCancel(ctx)
+	for r, nd := range g.members {
+		if r == g.rank {
+			continue
+		}
+		m := &transport.Message{
+			Meta: transport.Meta{Recver: nd.ID, Body: h.appendTo(nil), DataTypes: []transport.DataType{transport.TypeChar}},
+			Data: [][]byte{[]byte(reason)},
+		}
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		if n, err := g.app.Send(sctx, m); err == nil {
+			g.bytesSent.Add(int64(n))
+			g.msgsSent.Add(1)
+		}
+		cancel()
+	}
 }
 
 // send sends data (step, chunk) of the collective to group rank to.
@@ -419,9 +502,8 @@ func (c *call) recv(from int, step, chunk uint32, want int) ([]byte, error) {
 		g.mu.Unlock()
 		if ok {
 			h := b.h
-			if h.kind != c.h.kind || h.elem != c.h.elem || h.op != c.h.op || h.count != c.h.count {
-				return nil, fmt.Errorf("%s runs %s where this rank runs %s: members must call the same collectives in the same order",
-					g.member(from), h.describe(), c.h.describe())
+			if err := g.mismatch(from, h, c.h); err != nil {
+				return nil, err
 			}
 			if got := len(b.data) / max(1, h.elem.size()); got != want {
 				return nil, fmt.Errorf("%s sent %d elements in step %d chunk %d, want %d", g.member(from), got, step, chunk, want)
@@ -442,6 +524,16 @@ func (c *call) recv(from int, step, chunk uint32, want int) ([]byte, error) {
 			return nil, psnode.ErrStopped
 		}
 	}
+}
+
+// mismatch compares the header of a message from member from with the
+// collective this rank runs under the same number.
+func (g *Group) mismatch(from int, h, cur header) error {
+	if h.kind == cur.kind && h.elem == cur.elem && h.op == cur.op && h.count == cur.count {
+		return nil
+	}
+	return fmt.Errorf("collective: %s runs %s where this rank runs %s: members must call the same collectives in the same order",
+		g.member(from), h.describe(), cur.describe())
 }
 
 func checkOp(op Op) error {

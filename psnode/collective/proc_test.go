@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"go.uber.org/goleak"
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/psnode"
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SPINDLE_TEST_CHILD") == "collective" {
 		os.Exit(childMain())
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 const (

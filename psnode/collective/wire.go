@@ -40,8 +40,14 @@ const (
 	kindReduceScatter
 	kindAllGather
 	kindBarrier
-	kindMax = kindBarrier
+	// kindAbort tells the other members that this one gave up the
+	// group; its data is the reason, text of at most maxReason bytes.
+	kindAbort
+	kindMax = kindAbort
 )
+
+// maxReason bounds the reason text of an abort.
+const maxReason = 1024
 
 func (k kind) String() string {
 	switch k {
@@ -57,6 +63,8 @@ func (k kind) String() string {
 		return "AllGather"
 	case kindBarrier:
 		return "Barrier"
+	case kindAbort:
+		return "Abort"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -187,7 +195,7 @@ func decode(m *transport.Message) (header, []byte, error) {
 	if h.count > maxCount {
 		return h, nil, fmt.Errorf("%w: %d elements exceed the limit of %d", errMalformed, h.count, uint64(maxCount))
 	}
-	if (h.elem == elemNone) != (h.kind == kindBarrier) {
+	if (h.elem == elemNone) != (h.kind == kindBarrier || h.kind == kindAbort) {
 		return h, nil, fmt.Errorf("%w: %s with element type %s", errMalformed, h.kind, h.elem)
 	}
 	switch len(m.Data) {
@@ -199,6 +207,12 @@ func decode(m *transport.Message) (header, []byte, error) {
 	case 1:
 	default:
 		return h, nil, fmt.Errorf("%w: %d data frames, want at most 1", errMalformed, len(m.Data))
+	}
+	if h.kind == kindAbort {
+		if len(m.Meta.DataTypes) != 1 || m.Meta.DataTypes[0] != transport.TypeChar || len(m.Data[0]) > maxReason {
+			return h, nil, fmt.Errorf("%w: abort reason of %d bytes, types %v", errMalformed, len(m.Data[0]), m.Meta.DataTypes)
+		}
+		return h, m.Data[0], nil
 	}
 	if h.elem == elemNone {
 		return h, nil, fmt.Errorf("%w: data in a %s", errMalformed, h.kind)
