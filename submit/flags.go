@@ -224,8 +224,10 @@ func writeHelp(w io.Writer) error {
 servers and --num-workers workers, on this machine (--cluster local) or on
 a YARN cluster (--cluster yarn). Every task gets the ps-lite environment
 (DMLC_ROLE, DMLC_NUM_WORKER, DMLC_PS_ROOT_URI, ...), so ps-lite programs
-run unchanged. Flags take one dash or two; the command follows -- or
-starts at the first argument that is not a flag.
+run unchanged. With -s 0 the job has no servers, but its workers still
+meet at the scheduler (collectives); without -s the command runs as
+plain workers, with no scheduler. Flags take one dash or two; the command
+follows -- or starts at the first argument that is not a flag.
 
 '%[1]s status ID' prints a YARN application's state, final status,
 progress, tracking URL and diagnostics; '%[1]s kill ID' kills it and waits
