@@ -22,10 +22,12 @@
 //
 // Run holds the job's only copy of the restart rules: a failed worker is
 // started again (its shards go back to the queue) up to MaxAttempts; a
-// failed scheduler or server, or a task that exits with
-// conf.ExitRestartJob, takes every task back to the newest usable
-// checkpoint (from scratch when no worker has asked for input yet), or
-// fails the job naming the task when there is no checkpoint directory;
+// failed scheduler or server, a failed worker of a Collective job (a job
+// without servers whose workers meet at a scheduler to run collectives),
+// or a task that exits with conf.ExitRestartJob, takes every task back
+// to the newest usable checkpoint (from scratch when no worker has asked
+// for input yet), or fails the job naming the task when there is no
+// checkpoint directory;
 // the whole job starts again at most MaxAttempts-1 times. A kill over the
 // tracker RPC or the end of ctx stops every task. The model is committed
 // (manifest, then _SUCCESS) only once every task has exited 0.

@@ -44,7 +44,7 @@ func (c Contract) Env(t Task, attempt int, node string, base []string) []string 
 	if strings.EqualFold(spec.LogLevel, "debug") && !hasKey(env, conf.EnvVerbose) {
 		env = append(env, conf.EnvVerbose+"=1")
 	}
-	if spec.NumServers == 0 {
+	if !spec.hasScheduler() {
 		// No parameter servers: plain workers, without a scheduler.
 		env = append(env,
 			conf.EnvRole+"="+string(conf.RoleWorker),

@@ -18,6 +18,8 @@ func TestContractEnv(t *testing.T) {
 		ResumeFrom: "hdfs:///ck/4", ResumeEpoch: 4}
 	plain := spec
 	plain.NumServers = 0
+	coll := plain
+	coll.Collective = true
 	tests := []struct {
 		name    string
 		c       Contract
@@ -37,6 +39,13 @@ func TestContractEnv(t *testing.T) {
 		{"plain worker", Contract{Spec: plain, Cluster: "local", Secret: "s4"}, Task{Role: conf.RoleWorker}, 1, "127.0.0.1", map[string]string{
 			conf.EnvRole: "worker", conf.EnvNumServer: "0", conf.EnvTaskID: "0", conf.EnvNumAttempt: "1", conf.EnvJobCluster: "local",
 			conf.EnvJobSecret: "s4", conf.EnvNodeHost: "127.0.0.1", conf.EnvRootURI: ""}},
+		{"collective worker", Contract{Spec: coll, Cluster: "yarn", Secret: "s5", RootHost: "10.0.0.7", RootPort: 4242},
+			Task{Role: conf.RoleWorker, Rank: 1}, 0, "10.1.2.4", map[string]string{
+				conf.EnvRole: "worker", conf.EnvNumServer: "0", conf.EnvNumWorker: "2", conf.EnvTaskID: "1",
+				conf.EnvRootURI: "10.0.0.7", conf.EnvRootPort: "4242", conf.EnvJobSecret: "s5"}},
+		{"collective scheduler", Contract{Spec: coll, Cluster: "yarn", Secret: "s5", RootPort: 4242},
+			Task{Role: conf.RoleScheduler}, 0, "10.1.1.2", map[string]string{
+				conf.EnvRole: "scheduler", conf.EnvNumServer: "0", conf.EnvRootURI: "10.1.1.2", conf.EnvRootPort: "4242"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,5 +96,9 @@ func TestValidateNamesFields(t *testing.T) {
 	}
 	if err := (JobSpec{Command: []string{"x"}, NumWorkers: 1, MaxAttempts: 1}).Validate(); err != nil {
 		t.Errorf("a valid spec: %v", err)
+	}
+	err = JobSpec{Command: []string{"x"}, NumWorkers: 1, NumServers: 2, Collective: true, MaxAttempts: 1}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "Collective: only for a job without servers") {
+		t.Errorf("a collective job with servers: %v", err)
 	}
 }

@@ -116,7 +116,7 @@ func (f *files) latest(ctx context.Context, required bool) (resumePoint, error) 
 	if err != nil && (required || !errors.Is(err, ckpt.ErrNoCheckpoint)) {
 		return resumePoint{}, fmt.Errorf("no usable checkpoint in %s: %w", f.spec.CheckpointDir, err)
 	}
-	if err == nil && m.Servers != f.spec.NumServers {
+	if want := f.spec.checkpointWriters(); err == nil && m.Servers != want {
 		return resumePoint{}, fmt.Errorf("checkpoint %d in %s was written by %d servers; this job has %d",
 			m.N, f.spec.CheckpointDir, m.Servers, f.spec.NumServers)
 	}
@@ -142,7 +142,7 @@ func (f *files) latest(ctx context.Context, required bool) (resumePoint, error) 
 func (f *files) commitCheckpoint(ctx context.Context, c tracker.CheckpointInfo) error {
 	m := ckpt.Manifest{
 		Format: ckpt.ManifestFormat, N: c.N, Epoch: c.Epoch, NextEpoch: c.NextEpoch,
-		Servers: f.spec.NumServers, Partitioner: c.Partitioner, MaxKey: c.MaxKey,
+		Servers: f.spec.checkpointWriters(), Partitioner: c.Partitioner, MaxKey: c.MaxKey,
 		Created: time.Now().UTC(), Job: f.spec.Name,
 	}
 	for _, cf := range c.Files {
@@ -179,6 +179,9 @@ func (f *files) restartPoint(ctx context.Context, lost string, trained bool) (re
 		f.restarts++
 		f.from = resumePoint{}
 		return resumePoint{}, nil
+	}
+	if f.ckptFS == nil && f.spec.Collective {
+		return resumePoint{}, fmt.Errorf("%s: the workers of a collective job cannot go on without it, and this job has no CheckpointDir to start again from (set CheckpointDir and CheckpointInterval to survive the loss of a worker)", lost)
 	}
 	if f.ckptFS == nil {
 		return resumePoint{}, fmt.Errorf("%s: a parameter-server job cannot go on without it, and this job has no CheckpointDir to start again from (set CheckpointDir and CheckpointInterval to survive the loss of a server)", lost)

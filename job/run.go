@@ -140,7 +140,8 @@ func (j *Job) Close() error { return j.svc.Close() }
 //
 //   - A worker that fails is started again (a new attempt) and its
 //     unfinished shards go back to the queue, up to MaxAttempts in all.
-//   - A scheduler or server that fails (within its attempts) takes the
+//   - A scheduler or server that fails (within its attempts), or a worker
+//     of a Collective job, whose peers cannot go on without it, takes the
 //     whole job back: every task is stopped, then all start again from the
 //     newest checkpoint whose files verify, the later epochs read anew;
 //     from scratch when the job has no checkpoint directory but no worker
@@ -242,12 +243,12 @@ func (r *run) fail(ctx context.Context, err error) (tracker.JobState, error) {
 }
 
 // begin starts a run of the job: the scheduler on a new port, or, for a
-// job without servers, every worker.
+// job without a scheduler, every worker.
 func (r *run) begin(ctx context.Context) error {
 	r.contract = Contract{Spec: r.spec, Cluster: r.c.Name(), Secret: r.secret, TrackerAddr: r.trackerAddr,
 		ResumeFrom: r.files.from.uri, ResumeEpoch: r.files.from.epoch}
 	r.rootPlaced = false
-	if r.spec.NumServers > 0 {
+	if r.spec.hasScheduler() {
 		port, err := r.c.SchedulerPort(ctx)
 		if err != nil {
 			return fmt.Errorf("job: a port for the scheduler: %w", err)
@@ -336,7 +337,9 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 		return errors.New(failed)
 	}
 	t.attempt++
-	if t.Role != conf.RoleWorker {
+	if t.Role != conf.RoleWorker || r.spec.Collective {
+		// The others cannot go on without it: a server's parameters, or
+		// a member of the workers' collectives, are gone.
 		return r.restartAll(ctx, failed)
 	}
 	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt - 1, "exit": ex.Code}).Warn("task failed; restarting it")

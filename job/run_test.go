@@ -401,6 +401,68 @@ func TestRunPolicy(t *testing.T) {
 			},
 		},
 		{
+			name: "collective: a lost worker takes the whole job back to its checkpoint",
+			spec: func(e *env) JobSpec {
+				return JobSpec{NumWorkers: 2, Collective: true, MaxAttempts: 2, CheckpointDir: e.ckpt}
+			},
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					switch {
+					case first(scheduler)(f, l), first(worker0)(f, l):
+						// Run until stopped.
+					case first(worker1)(f, l):
+						f.j.State().Plan()
+						commitCheckpoint(f, e.ckpt, 1)
+						f.exit(l, 137)
+					default:
+						ok(e)(f, l)
+					}
+				}
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				want := "file://" + filepath.Join(e.ckpt, "1")
+				if res.Restarts != 1 || res.ResumedFrom != want || f.stopAlls != 1 {
+					t.Errorf("result %+v with %d StopAll; want 1 restart from %s", res, f.stopAlls, want)
+				}
+				for _, task := range []Task{scheduler, worker0, worker1} {
+					ls := f.launchesOf(task)
+					if len(ls) != 2 {
+						t.Errorf("%s launched %d times, want 2", task, len(ls))
+						continue
+					}
+					if got := envOf(ls[1], conf.EnvResumeFrom); got != want {
+						t.Errorf("%s started again from %q, want %q", task, got, want)
+					}
+					if got := envOf(ls[0], conf.EnvNumServer); got != "0" {
+						t.Errorf("%s: %s=%q, want 0", task, conf.EnvNumServer, got)
+					}
+				}
+				if root := envOf(f.launchesOf(worker0)[0], conf.EnvRootPort); root == "" {
+					t.Error("a worker of a collective job was not told the scheduler's port")
+				}
+			},
+		},
+		{
+			name: "collective: a lost worker without a checkpoint dir fails the job",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, Collective: true, MaxAttempts: 3} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					if first(worker1)(f, l) {
+						f.j.State().Plan()
+						f.exit(l, 1)
+					}
+				}
+			},
+			want:    tracker.Failed,
+			wantErr: []string{"worker 1 failed: exit code 1", "collective job", "CheckpointDir"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if n := len(f.launchesOf(worker1)); n != 1 {
+					t.Errorf("worker 1 launched %d times, want 1", n)
+				}
+			},
+		},
+		{
 			name: "exit 75 restarts the job without using up attempts",
 			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 2} },
 			script: func(e *env) func(f *fake, l Launch) {

@@ -40,8 +40,17 @@ type JobSpec struct {
 	// Command is the program and its arguments, run for every role.
 	Command []string
 	// NumWorkers (at least 1) and NumServers (0: the command runs as
-	// NumWorkers plain workers, with no scheduler).
+	// NumWorkers plain workers, with no scheduler, unless Collective).
 	NumWorkers, NumServers int
+	// Collective makes a job without servers (NumServers 0) a psnode job
+	// all the same: the scheduler starts first and gives the workers
+	// their rendezvous (registration, the node table, barriers,
+	// heartbeats), with the environment contract of a job with servers
+	// and DMLC_NUM_SERVER=0, so that they can run collectives. Its
+	// workers depend on each other: a worker that fails takes the whole
+	// job back to its newest checkpoint, as a server does in a job with
+	// servers. It needs NumServers 0.
+	Collective bool
 	// Env holds KEY=VALUE settings for every role; ServerEnv and
 	// WorkerEnv add to or override them for one role (servers' also go to
 	// the scheduler).
@@ -118,6 +127,9 @@ func (s JobSpec) Validate() error {
 	if s.NumServers < 0 {
 		bad("NumServers", fmt.Sprint(s.NumServers), "must not be negative")
 	}
+	if s.Collective && s.NumServers > 0 {
+		bad("Collective", "", fmt.Sprintf("only for a job without servers, and this one has %d", s.NumServers))
+	}
 	if s.MaxAttempts < 1 {
 		bad("MaxAttempts", fmt.Sprint(s.MaxAttempts), "need at least 1")
 	}
@@ -138,6 +150,20 @@ func (s JobSpec) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hasScheduler reports whether s's job runs a scheduler: with servers,
+// or without them when Collective.
+func (s JobSpec) hasScheduler() bool { return s.NumServers > 0 || s.Collective }
+
+// checkpointWriters is the number of tasks that write a checkpoint's
+// files, which its manifest records as its servers: the servers, or in a
+// collective job the one worker (rank 0) that writes them.
+func (s JobSpec) checkpointWriters() int {
+	if s.NumServers == 0 {
+		return 1
+	}
+	return s.NumServers
 }
 
 // splitSize is s's shard size.
@@ -170,7 +196,7 @@ func (t Task) String() string { return fmt.Sprintf("%s %d", t.Role, t.Rank) }
 // workers.
 func Tasks(spec JobSpec) []Task {
 	var ts []Task
-	if spec.NumServers > 0 {
+	if spec.hasScheduler() {
 		ts = append(ts, Task{Role: conf.RoleScheduler})
 		for r := 0; r < spec.NumServers; r++ {
 			ts = append(ts, Task{Role: conf.RoleServer, Rank: r})

@@ -951,3 +951,50 @@ func TestRecoveredNodeIsKnownBeforeItSends(t *testing.T) {
 		t.Fatalf("the replacement's first push: %v", err)
 	}
 }
+
+// TestStartWithoutServers: a job without servers (a collective job) still
+// meets at the scheduler: the workers register, learn each other, hold
+// barriers, and hear of a worker's death within the heartbeat timeout.
+func TestStartWithoutServers(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, 0, 3, 7, nil)
+	for i, w := range c.workers {
+		nodes := w.Nodes()
+		if len(nodes) != 4 {
+			t.Fatalf("worker %d knows %d nodes, want the scheduler and 3 workers: %v", i, len(nodes), nodes)
+		}
+		for _, nd := range nodes {
+			if nd.Role == transport.RoleServer {
+				t.Errorf("worker %d knows a server: %v", i, nd)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(c.workers))
+	for i, w := range c.workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = w.Barrier(ctxT(t, 10*time.Second), transport.WorkerGroup)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatalf("workers' barrier: %v", err)
+	}
+	events, stop := c.workers[0].Subscribe()
+	defer stop()
+	dead := c.workers[2].ID()
+	_ = c.workers[2].Close()
+	ctx := ctxT(t, 10*time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.Kind == psnode.NodeDied && ev.Node.ID == dead {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("worker 0 did not hear of worker 2's death: dead nodes %v", c.workers[0].DeadNodes())
+		}
+	}
+}

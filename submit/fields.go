@@ -11,6 +11,7 @@ var fieldFlags = map[string]string{
 	"Command":            "command",
 	"NumWorkers":         "--num-workers",
 	"NumServers":         "--num-servers",
+	"Collective":         "--num-servers 0",
 	"Env":                "--env",
 	"ServerEnv":          "--server-env",
 	"WorkerEnv":          "--worker-env",

@@ -48,6 +48,9 @@ const examples = `Examples:
   ps-submit --cluster yarn --num-workers 50 --num-servers 10 --worker-memory 4g --queue ml \
     --input 'hdfs:///logs/2026-11-*/*.libsvm' --output hdfs:///models/ctr -- ./ps-lr --epochs 5
 
+  # Dense data-parallel training with collectives: no servers, 4 workers.
+  ps-submit --cluster local -n 4 -s 0 --input data/train.csv --output /tmp/dense -- ./ps-dense --mode zero
+
   # An existing ps-lite (C++) program, unchanged, with connection logs.
   DMLC_SUBMIT_CLUSTER=local ps-submit -n 4 -s 2 --env PS_VERBOSE=1 ./test_kv_app 1000
 
@@ -69,7 +72,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 
 	fs.StringVar(&o.Cluster, "cluster", o.Cluster, "run the job on `local|yarn`: this machine or a YARN cluster (default $"+envSubmitCluster+", else local)")
 	o.intVar(fs, &o.NumWorkers, "num-workers", "`N` worker processes, at least 1 (required)")
-	o.intVar(fs, &o.NumServers, "num-servers", "`N` server processes; with 0 the command runs as plain workers, without a scheduler")
+	o.intVar(fs, &o.NumServers, "num-servers", "`N` server processes, and a scheduler; 0 (given) for a job without servers whose workers still meet at the scheduler, for collectives (ps-dense); not given: plain workers, without a scheduler")
 	fs.StringVar(&o.JobName, "jobname", o.JobName, "job `NAME` (default spindle:<base name of the command>)")
 	o.intVar(fs, &o.MaxAttempts, "max-attempts", "run each task at most `N` times in all, the first attempt included")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level of ps-submit and of the tasks, one of `debug|info|warn|error` in any case")
@@ -221,8 +224,10 @@ func writeHelp(w io.Writer) error {
 servers and --num-workers workers, on this machine (--cluster local) or on
 a YARN cluster (--cluster yarn). Every task gets the ps-lite environment
 (DMLC_ROLE, DMLC_NUM_WORKER, DMLC_PS_ROOT_URI, ...), so ps-lite programs
-run unchanged. Flags take one dash or two; the command follows -- or
-starts at the first argument that is not a flag.
+run unchanged. With -s 0 the job has no servers, but its workers still
+meet at the scheduler (collectives); without -s the command runs as
+plain workers, with no scheduler. Flags take one dash or two; the command
+follows -- or starts at the first argument that is not a flag.
 
 '%[1]s status ID' prints a YARN application's state, final status,
 progress, tracking URL and diagnostics; '%[1]s kill ID' kills it and waits

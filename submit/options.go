@@ -50,8 +50,10 @@ type Options struct {
 	// when the flag is not given, else ClusterLocal.
 	Cluster string
 	// NumWorkers (--num-workers, -n) is required and at least 1.
-	// NumServers (--num-servers, -s) defaults to 0: the command then runs
-	// as NumWorkers plain workers, with no scheduler.
+	// NumServers (--num-servers, -s) defaults to 0. Given, even as 0, it
+	// makes a psnode job with a scheduler (0: a collective job,
+	// job.JobSpec.Collective); not given, the command runs as NumWorkers
+	// plain workers, with no scheduler.
 	NumWorkers, NumServers int
 	// WorkerCores and ServerCores (--worker-cores, --server-cores) are
 	// cores per process on YARN; default 1.
@@ -378,6 +380,7 @@ func (o *Options) JobSpec() job.JobSpec {
 		Command:            o.Command,
 		NumWorkers:         o.NumWorkers,
 		NumServers:         o.NumServers,
+		Collective:         o.NumServers == 0 && o.given["num-servers"],
 		Env:                o.Env,
 		ServerEnv:          o.ServerEnv,
 		WorkerEnv:          o.WorkerEnv,

@@ -288,7 +288,11 @@ func (o *Options) writeJob(w *bufio.Writer) {
 	opt("cluster", o.Cluster)
 	opt("command", shellJoin(o.Command))
 	opt("num-workers", strconv.Itoa(o.NumWorkers))
-	opt("num-servers", strconv.Itoa(o.NumServers))
+	servers := strconv.Itoa(o.NumServers)
+	if o.JobSpec().Collective {
+		servers += " (collective: the workers meet at a scheduler)"
+	}
+	opt("num-servers", servers)
 	opt("max-attempts", strconv.Itoa(o.MaxAttempts))
 	opt("log-level", o.LogLevel)
 	list("input", o.Inputs, false)

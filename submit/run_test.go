@@ -328,9 +328,12 @@ func TestEndToEndLocalJob(t *testing.T) {
 		wantErr    []string
 		notWantOut []string
 	}{
-		{"plain workers", []string{"-n", "2", "-s", "0", "--", "/bin/sh", "-c", "echo hello $DMLC_TASK_ID"}, 0,
+		{"plain workers", []string{"-n", "2", "--", "/bin/sh", "-c", "echo hello $DMLC_TASK_ID"}, 0,
 			[]string{"[worker 0] hello 0\n", "[worker 1] hello 1\n"},
 			[]string{"job spindle:sh SUCCEEDED after ", "  exit codes  workers 0 0\n"}, []string{"scheduler"}},
+		{"no servers, a scheduler", []string{"-n", "2", "-s", "0", "--", "/bin/sh", "-c", "echo role $DMLC_ROLE $DMLC_NUM_SERVER $DMLC_NUM_WORKER"}, 0,
+			[]string{"[scheduler 0] role scheduler 0 2\n", "[worker 0] role worker 0 2\n", "[worker 1] role worker 0 2\n"},
+			[]string{"  exit codes  scheduler 0 · workers 0 0\n"}, []string{"server"}},
 		{"scheduler, servers and workers", []string{"-n", "2", "-s", "1", "/bin/sh", "-c", "echo role $DMLC_ROLE $DMLC_NUM_SERVER $DMLC_NUM_WORKER"}, 0,
 			[]string{"[scheduler 0] role scheduler 1 2\n", "[server 0] role server 1 2\n", "[worker 1] role worker 1 2\n"},
 			[]string{"  exit codes  scheduler 0 · servers 0 · workers 0 0\n"}, nil},

@@ -186,10 +186,12 @@ func validName(s string) bool {
 //
 // When dir holds a TablesFile (a model written by TableWriter), every
 // table it lists must have a part from each server, in the table's
-// directory. Otherwise the model is one table of text parts directly in
-// dir; a job without servers must then have written at least part-00000
-// (its workers write the parts, as many as they like, numbered from 0
-// without gaps).
+// directory; with no servers (a collective job, whose workers write the
+// model), parts numbered from 0 without gaps, at least part-00000.
+// Otherwise the model is one table of text parts directly in dir; a job
+// without servers must then have written at least part-00000 (its
+// workers write the parts, as many as they like, numbered from 0 without
+// gaps).
 func Commit(ctx context.Context, fsys FS, dir string, servers int, m Manifest) error {
 	m.Format, m.Parts, m.Tables, m.Created = Format, nil, nil, time.Now().UTC()
 	data, err := fsys.ReadFile(ctx, joinURI(dir, TablesFile), maxManifest)
@@ -208,6 +210,21 @@ func Commit(ctx context.Context, fsys FS, dir string, servers int, m Manifest) e
 		for i := range m.Tables {
 			t := &m.Tables[i]
 			t.Parts = nil
+			if servers == 0 {
+				// Written by workers: parts numbered from 0 without gaps.
+				for {
+					p := joinURI(joinURI(dir, t.Dir), PartName(len(t.Parts)))
+					n, err := fsys.Size(ctx, p)
+					if err != nil {
+						if len(t.Parts) == 0 {
+							missing = append(missing, fmt.Errorf("%s: %w", p, err))
+						}
+						break
+					}
+					t.Parts = append(t.Parts, ManifestPart{Name: PartName(len(t.Parts)), Bytes: n})
+				}
+				continue
+			}
 			for r := 0; r < servers; r++ {
 				p := joinURI(joinURI(dir, t.Dir), PartName(r))
 				n, err := fsys.Size(ctx, p)

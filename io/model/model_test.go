@@ -240,3 +240,45 @@ func TestDecodePartErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestCommitTablesWithoutServers: a collective job's workers write the
+// parts of its tables; Commit lists the parts numbered from 0 and refuses
+// a table without part-00000.
+func TestCommitTablesWithoutServers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "model")
+	w, _ := NewTableWriter(resolver(), dir, PartText)
+	tables := []Table{
+		&memTable{name: "a", elem: "float64", width: 1, keys: []uint64{0}, vals: [][]float64{{1}}},
+		&memTable{name: "b", elem: "float64", width: 2, keys: []uint64{3}, vals: [][]float64{{1, 2}}},
+	}
+	if err := w.WriteModel(ctx, 0, tables); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "b", PartName(0))); err != nil {
+		t.Fatal(err)
+	}
+	err := Commit(ctx, LocalFS{}, dir, 0, Manifest{})
+	if err == nil || !strings.Contains(err.Error(), filepath.Join("b", PartName(0))) {
+		t.Fatalf("commit without table b's part-00000: %v", err)
+	}
+	if err := w.WriteModel(ctx, 0, tables); err != nil {
+		t.Fatal(err)
+	}
+	if err := Commit(ctx, LocalFS{}, dir, 0, Manifest{}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadManifest(ctx, resolver(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mt := range m.Tables {
+		if len(mt.Parts) != 1 || mt.Parts[0].Name != PartName(0) {
+			t.Errorf("table %s: parts %+v, want part-00000 alone", mt.Name, mt.Parts)
+		}
+	}
+	if got := readAll[float64](t, dir, "b"); got != "3:[1 2] " {
+		t.Errorf("table b reads %q", got)
+	}
+}

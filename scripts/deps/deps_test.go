@@ -5,7 +5,8 @@
 //
 // with examples/* (workers) beside, linking neither YARN nor the job's
 // supervisor nor the command, and reading their data through
-// feed → {tracker, io, psnode, conf}.
+// feed → {tracker, io, psnode, conf}; examples/dense trains with
+// psnode/collective alone, without the servers' tables.
 package deps
 
 import (
@@ -152,6 +153,12 @@ var rules = []rule{
 		to:   not(in("tracker", "io", "psnode", "conf", "feed")),
 	},
 	{
+		name:   "examples/dense trains with collectives: no servers' tables or partitioners",
+		from:   in("examples/dense"),
+		to:     in("psnode/store", "psnode/partition"),
+		direct: true,
+	},
+	{
 		name: "workers link neither YARN nor the supervisor nor the command",
 		from: in("examples"),
 		to:   in("yarn", "job", "submit", "cmd"),
@@ -208,6 +215,7 @@ func TestRulesCatchWrongArrows(t *testing.T) {
 		"psnode runs anywhere: conf only":                                                      {"psnode/launch": {deps: []string{module + "/tracker"}}},
 		"feed is the workers' data loop: tracker, io, psnode and conf only":                    {"feed": {deps: []string{module + "/job"}}},
 		"workers link neither YARN nor the supervisor nor the command":                         {"examples/lr": {deps: []string{module + "/yarn/internal/hrpc"}}},
+		"examples/dense trains with collectives: no servers' tables or partitioners":           {"examples/dense/dense": {imports: []string{module + "/psnode/store"}}},
 	}
 	for _, r := range rules {
 		pkgs, ok := wrong[r.name]

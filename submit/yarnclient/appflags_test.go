@@ -43,7 +43,7 @@ func TestHadoopSubmitYARNApplicationFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rm.Close() })
-	cmd := exec.CommandContext(ctx, bin, "--cluster", "yarn", "-n", "1", "-s", "0", "--jobname", "spindle-flags",
+	cmd := exec.CommandContext(ctx, bin, "--cluster", "yarn", "-n", "1", "--jobname", "spindle-flags",
 		"--worker-memory", "128m", "--am-memory", "256m", "--am-cores", "1", "--max-app-attempts", "1",
 		"--priority", "2", "--tags", "Spindle-Flags,nightly", "--allocation-timeout", "2m",
 		"--", "/bin/sh", "-c", "echo ok")

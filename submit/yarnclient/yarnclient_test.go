@@ -136,7 +136,7 @@ func TestHadoopSubmitYARN(t *testing.T) {
 	t.Run("three_workers", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
-		cmd, out := run(t, ctx, append(append([]string{"--cluster", "yarn", "-n", "3", "-s", "0", "--jobname", "spindle-test"}, small...),
+		cmd, out := run(t, ctx, append(append([]string{"--cluster", "yarn", "-n", "3", "--jobname", "spindle-test"}, small...),
 			"--", "/bin/sh", "-c", "echo task $DMLC_TASK_ID")...)
 		err := cmd.Run()
 		t.Logf("ps-submit:\n%s", out)
@@ -287,7 +287,7 @@ func TestHadoopSubmitYARN(t *testing.T) {
 	// id it printed on its standard output.
 	submitDetached := func(t *testing.T, ctx context.Context, args ...string) yarn.ApplicationID {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, bin, append(append([]string{"--cluster", "yarn", "--detach", "-n", "1", "-s", "0"}, small...), args...)...)
+		cmd := exec.CommandContext(ctx, bin, append(append([]string{"--cluster", "yarn", "--detach", "-n", "1"}, small...), args...)...)
 		cmd.Dir = t.TempDir()
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
