@@ -26,6 +26,14 @@ const (
 	// DefaultStopTimeout bounds stopping every task of a job, once the
 	// grace period is over.
 	DefaultStopTimeout = 30 * time.Second
+	// MaxLostLaunches bounds how often one task may be started again
+	// after the cluster took its launch away (Exit.Lost: preempted, or
+	// lost with its node) without using up one of its attempts; past it,
+	// such a loss counts as a failure.
+	MaxLostLaunches = 10
+	// DefaultBlacklistAfter is ps-submit's default for
+	// JobSpec.BlacklistAfter.
+	DefaultBlacklistAfter = 3
 	// DefaultMemoryMB and DefaultCores size a YARN container whose role's
 	// resources are not given.
 	DefaultMemoryMB = 1024
@@ -48,10 +56,19 @@ type JobSpec struct {
 	Env, ServerEnv, WorkerEnv []string
 	// Files are extra files the command needs in its working directory.
 	Files []string
+	// Archives are tar.gz (.tar.gz, .tgz) and zip files unpacked into the
+	// command's working directory, each into a directory named as the
+	// archive's base name (the name of a link to it on YARN).
+	Archives []string
 	// MaxAttempts is how many times a task may run in all, the first
 	// included; at least 1. The whole job starts again at most
 	// MaxAttempts-1 times.
 	MaxAttempts int
+	// BlacklistAfter is how many launches may fail on one node before the
+	// job stops using the node (on YARN: the application's blacklist); 0
+	// means never. Launches the cluster took away (Exit.Lost) do not
+	// count.
+	BlacklistAfter int
 	// Inputs are paths or globs of the training data, cut into shards.
 	Inputs []string
 	// SplitSize is the target shard size in bytes; 0 means
@@ -120,6 +137,9 @@ func (s JobSpec) Validate() error {
 	}
 	if s.MaxAttempts < 1 {
 		bad("MaxAttempts", fmt.Sprint(s.MaxAttempts), "need at least 1")
+	}
+	if s.BlacklistAfter < 0 {
+		bad("BlacklistAfter", fmt.Sprint(s.BlacklistAfter), "must not be negative (0 means never)")
 	}
 	if s.SplitSize < 0 {
 		bad("SplitSize", fmt.Sprint(s.SplitSize), "must not be negative")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -79,6 +80,18 @@ type Status struct {
 	// the plan), right before it read and trained its first batch; zero
 	// until then.
 	FirstData time.Time
+	// BadNodes are the nodes the job stopped using because its tasks
+	// failed there repeatedly, in the order blacklisted.
+	BadNodes []BadNode
+}
+
+// BadNode is a node the job stopped using (its cluster's blacklist).
+type BadNode struct {
+	// Node is the cluster's name of the node (a YARN NodeManager's
+	// host:port).
+	Node string `json:"node"`
+	// Failures is how many launches had failed there.
+	Failures int `json:"failures"`
 }
 
 // State is a job's durable state: the shards of every epoch and who reads
@@ -98,6 +111,7 @@ type State struct {
 	started time.Time
 	// firstData is Status.FirstData.
 	firstData time.Time
+	badNodes  []BadNode
 	killReq   chan string
 	commit    func(context.Context, CheckpointInfo) error
 }
@@ -350,6 +364,13 @@ func (s *State) SetRole(r RoleStatus) {
 	s.roles[r.Role] = &cp
 }
 
+// AddBadNode records a node the job stopped using (Status.BadNodes).
+func (s *State) AddBadNode(n BadNode) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.badNodes = append(s.badNodes, n)
+}
+
 // Finish records the job's end state and a diagnostic. Only the first
 // call counts.
 func (s *State) Finish(st JobState, diag string) {
@@ -402,5 +423,6 @@ func (s *State) Status() Status {
 	for _, name := range s.order {
 		st.Roles = append(st.Roles, *s.roles[name])
 	}
+	st.BadNodes = slices.Clone(s.badNodes)
 	return st
 }
