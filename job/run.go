@@ -503,6 +503,9 @@ func (r Result) Summary() string {
 		}
 		s += fmt.Sprintf("; epoch %d metrics %s", st.MetricsEpoch, strings.Join(parts, " "))
 	}
+	for _, n := range st.BadNodes {
+		s += fmt.Sprintf("; node %s blacklisted after %d failed launches", n.Node, n.Failures)
+	}
 	if r.Restarts > 0 {
 		from := "scratch"
 		if r.ResumedFrom != "" {
