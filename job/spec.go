@@ -56,9 +56,11 @@ type JobSpec struct {
 	Env, ServerEnv, WorkerEnv []string
 	// Files are extra files the command needs in its working directory.
 	Files []string
-	// Archives are tar.gz (.tar.gz, .tgz) and zip files unpacked into the
-	// command's working directory, each into a directory named as the
-	// archive's base name (the name of a link to it on YARN).
+	// Archives are tar.gz (.tar.gz, .tgz) and zip files, each unpacked
+	// into a directory of the command's working directory: "PATH#NAME"
+	// into NAME, "PATH" into the base name without its extension (see
+	// ArchiveName). On YARN the NodeManager unpacks them (LocalResource
+	// type ARCHIVE); locally the launcher does.
 	Archives []string
 	// MaxAttempts is how many times a task may run in all, the first
 	// included; at least 1. The whole job starts again at most
@@ -140,6 +142,17 @@ func (s JobSpec) Validate() error {
 	}
 	if s.BlacklistAfter < 0 {
 		bad("BlacklistAfter", fmt.Sprint(s.BlacklistAfter), "must not be negative (0 means never)")
+	}
+	names := map[string]bool{}
+	for _, a := range s.Archives {
+		_, name, err := ArchiveName(a)
+		switch {
+		case err != nil:
+			errs = append(errs, &FieldError{Field: "Archives", Value: fmt.Sprintf("%q", a), Problem: "want a .tar.gz, .tgz or .zip file, optionally #NAME (a directory name)", Err: err})
+		case names[name]:
+			bad("Archives", fmt.Sprintf("%q", a), fmt.Sprintf("another archive unpacks into %q too", name))
+		}
+		names[name] = true
 	}
 	if s.SplitSize < 0 {
 		bad("SplitSize", fmt.Sprint(s.SplitSize), "must not be negative")

@@ -24,7 +24,6 @@ import (
 	"github.com/spindle-ps/spindle/job/yarnam"
 	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
-	"github.com/spindle-ps/spindle/yarn/libs"
 )
 
 // Options are the dependencies of Submit.
@@ -388,60 +387,37 @@ func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec job.JobSpe
 	if allocTimeout > 0 {
 		jc.AllocationTimeout = allocTimeout.String()
 	}
-	jc.Spec.Command = append([]string(nil), spec.Command...)
 	if err := fsys.MkdirAll(ctx, dir+"/"+amLibDir, 0o700); err != nil {
 		return nil, fmt.Errorf("yarnclient: staging directory: %w", err)
 	}
 	put := func(local, name string) (yarn.LocalResource, error) {
+		if d := path.Dir(name); d != "." && d != amLibDir {
+			if err := fsys.MkdirAll(ctx, dir+"/"+d, 0o700); err != nil {
+				return yarn.LocalResource{}, fmt.Errorf("yarnclient: staging directory: %w", err)
+			}
+		}
 		r, err := upload(ctx, fsys, local, dir+"/"+name)
 		if err != nil {
 			return r, fmt.Errorf("yarnclient: stage %s: %w", local, err)
 		}
 		return r, nil
 	}
-	amRes := map[string]yarn.LocalResource{}
-	var err error
-	if amRes[amBinaryName], err = put(self, amBinaryName); err != nil {
+	items, cmd, err := stagePlan(spec, self, lookup)
+	if err != nil {
 		return nil, err
 	}
-	binaries := []string{self}
-	// A name without a slash is looked up in the nodes' PATH.
-	if exe := spec.Command[0]; strings.Contains(exe, "/") && isRegularFile(exe) && !isSystemPath(exe) {
-		name := filepath.Base(exe)
-		if name == amBinaryName || name == amJobFile || name == amLibDir {
-			return nil, fmt.Errorf("yarnclient: the command's executable may not be named %q", name)
-		}
-		if jc.Resources[name], err = put(exe, name); err != nil {
-			return nil, err
-		}
-		jc.Spec.Command[0] = "./" + name
-		binaries = append(binaries, exe)
-	}
-	for _, f := range spec.Files {
-		name := filepath.Base(f)
-		if _, dup := jc.Resources[name]; dup || name == amBinaryName || name == amJobFile || name == amLibDir {
-			return nil, fmt.Errorf("yarnclient: --files %s: a file named %q is already shipped", f, name)
-		}
-		if jc.Resources[name], err = put(f, name); err != nil {
-			return nil, err
-		}
-	}
-	ldPath, _ := lookup("LD_LIBRARY_PATH")
-	var all []libs.Lib
-	for _, b := range binaries {
-		ls, err := libs.Resolve(b, libs.Options{LDLibraryPath: ldPath})
-		if errors.Is(err, libs.ErrNotELF) {
-			continue // a script: nothing to ship
-		}
+	jc.Spec.Command = cmd
+	amRes := map[string]yarn.LocalResource{}
+	for _, it := range items {
+		r, err := put(it.Local, it.staged())
 		if err != nil {
-			return nil, fmt.Errorf("yarnclient: shared libraries of %s: %w", b, err)
-		}
-		all = append(all, ls...)
-	}
-	for _, l := range libs.Ship(all) {
-		name := amLibDir + "/" + l.Name
-		if jc.Resources[name], err = put(l.Path, name); err != nil {
 			return nil, err
+		}
+		r.Archive = it.Archive
+		if it.AMOnly {
+			amRes[it.Name] = r
+		} else {
+			jc.Resources[it.Name] = r
 		}
 	}
 	for k, v := range hc {
