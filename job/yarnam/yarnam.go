@@ -500,7 +500,7 @@ func (c *Cluster) place(ln *launch) {
 	ct := ln.ct
 	node := c.nodeAddr(ct.Node.Host)
 	lc := yarn.LaunchContext{
-		Commands:       append(shellWords(ln.l.Command), "1><LOG_DIR>/stdout", "2><LOG_DIR>/stderr"),
+		Commands:       containerCommand(ln.l.Command),
 		Env:            envMap(ln.l.Env(node, c.opts.Env)),
 		LocalResources: c.opts.Resources,
 	}
@@ -574,10 +574,13 @@ func (c *Cluster) asksLocked() []yarn.Ask {
 	return asks
 }
 
-func (c *Cluster) resource(prio int32) yarn.Resource {
-	mem, cores := c.spec.ServerMemoryMB, c.spec.ServerCores
+func (c *Cluster) resource(prio int32) yarn.Resource { return taskResource(c.spec, prio) }
+
+// taskResource is the size of spec's containers at priority prio.
+func taskResource(spec job.JobSpec, prio int32) yarn.Resource {
+	mem, cores := spec.ServerMemoryMB, spec.ServerCores
 	if prio == prioWorker {
-		mem, cores = c.spec.WorkerMemoryMB, c.spec.WorkerCores
+		mem, cores = spec.WorkerMemoryMB, spec.WorkerCores
 	}
 	if mem <= 0 {
 		mem = job.DefaultMemoryMB

@@ -153,21 +153,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 		l.Out = io.Discard
 		opts.Log = logrus.NewEntry(l)
 	}
-	if opts.AMMemoryMB <= 0 {
-		opts.AMMemoryMB = 512
-	}
-	if opts.AMCores <= 0 {
-		opts.AMCores = 1
-	}
-	if opts.AMMaxAttempts <= 0 {
-		opts.AMMaxAttempts = 1
-	}
-	if opts.Poll <= 0 {
-		opts.Poll = 500 * time.Millisecond
-	}
-	if opts.KillTimeout <= 0 {
-		opts.KillTimeout = 30 * time.Second
-	}
+	opts = withDefaults(opts)
 	lookup := opts.Lookup
 	if lookup == nil {
 		lookup = func(string) (string, bool) { return "", false }
@@ -228,17 +214,13 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	}
 	log.WithField("staging", fsys.URI(dir)).Debug("files staged")
 
-	name := spec.Name
-	if name == "" {
-		name = path.Base(spec.Command[0])
-	}
 	err = rm.Submit(ctx, yarn.Submission{
 		ID:             app.ID,
-		Name:           name,
+		Name:           appName(spec),
 		Type:           ApplicationType,
 		Queue:          spec.Queue,
-		Command:        []string{"./" + amBinaryName, AMMode, amJobFile, "1><LOG_DIR>/stdout", "2><LOG_DIR>/stderr"},
-		Env:            map[string]string{"LD_LIBRARY_PATH": "./" + amLibDir, conf.EnvHadoopUserName: user},
+		Command:        amCommand(),
+		Env:            amEnv(user),
 		LocalResources: amRes,
 		Resource:       yarn.Resource{MemoryMB: int64(opts.AMMemoryMB), VCores: int32(opts.AMCores)},
 		MaxAttempts:    int32(opts.AMMaxAttempts),
@@ -567,7 +549,7 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		Log:               log,
 		Host:              host,
 		Resources:         jc.Resources,
-		Env:               []string{"LD_LIBRARY_PATH=./" + amLibDir},
+		Env:               taskEnv(),
 		Planner:           tracker.InputPlanner(resolver),
 		Resolver:          resolver,
 		Rerun:             amAttemptNumber(am.Attempt()) > 1,
@@ -688,5 +670,30 @@ func Kill(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, poll t
 
 // stagingURI is where Submit stages application id's files.
 func stagingURI(user string, id yarn.ApplicationID) string {
-	return "hdfs:///user/" + user + "/.spindle/" + id.String()
+	return stagingDirName(user, id.String())
+}
+
+// stagingDirName is the staging directory of user's application id.
+func stagingDirName(user, id string) string {
+	return "hdfs:///user/" + user + "/.spindle/" + id
+}
+
+// withDefaults fills in the defaults of opts' zero fields.
+func withDefaults(opts Options) Options {
+	if opts.AMMemoryMB <= 0 {
+		opts.AMMemoryMB = 512
+	}
+	if opts.AMCores <= 0 {
+		opts.AMCores = 1
+	}
+	if opts.AMMaxAttempts <= 0 {
+		opts.AMMaxAttempts = 1
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 500 * time.Millisecond
+	}
+	if opts.KillTimeout <= 0 {
+		opts.KillTimeout = 30 * time.Second
+	}
+	return opts
 }
