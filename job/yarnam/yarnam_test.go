@@ -346,7 +346,10 @@ func TestHadoopRunAM(t *testing.T) {
 			name: "allocation_timeout",
 			spec: job.JobSpec{Command: []string{"sleep", "120"}, NumWorkers: 2, MaxAttempts: 1, WorkerMemoryMB: maxAllocationMB(t, cl.Conf)},
 			args: []string{"-allocation-timeout", "3s"},
-			want: yarn.FinalFailed, wantDiags: []string{"containers did not come within 3s: still missing 1 worker"},
+			// Both workers miss out when other tests' containers fill the
+			// free NodeManager meanwhile (the Hadoop stage runs packages in
+			// parallel), so the count is not checked.
+			want: yarn.FinalFailed, wantDiags: []string{"containers did not come within 3s: still missing ", " worker (cluster of "},
 		},
 		{
 			name: "bad_node_blacklisted",
