@@ -89,7 +89,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 	fs.Var((*listValue)(&o.ServerEnv), "server-env", "set `KEY=VALUE` for the servers and the scheduler only; repeatable")
 	fs.Var((*listValue)(&o.WorkerEnv), "worker-env", "set `KEY=VALUE` for the workers only; repeatable")
 	fs.Var((*listValue)(&o.Files), "files", "a local `FILE` the command needs (it must exist); repeatable")
-	fs.Var((*listValue)(&o.Archives), "archives", "a local .tar.gz, .tgz or .zip `ARCHIVE[#NAME]` unpacked into the directory NAME (default: its base name without the extension) of the tasks' working directory; repeatable")
+	fs.Var((*listValue)(&o.Archives), "archives", "a local `ARCHIVE[#NAME]` (.tar.gz, .tgz or .zip) unpacked into the directory NAME (default: its base name without the extension) of the tasks' working directory; repeatable")
 
 	o.intVar(fs, &o.WorkerCores, "worker-cores", "`N` cores per worker")
 	fs.StringVar(&o.WorkerMemory, "worker-memory", o.WorkerMemory, "`SIZE` of each worker's memory: 512m, 2g, or a number of MB")
