@@ -324,6 +324,9 @@ func (r *run) onEvent(ctx context.Context, ev Event) error {
 		if t.node == "" {
 			t.node = ev.Node
 		}
+		if t.Role == conf.RoleWorker {
+			r.state.SetWorkerHost(t.Rank, ev.Node)
+		}
 		if t.Role == conf.RoleScheduler && !r.rootPlaced {
 			r.rootPlaced = true
 			r.contract.RootHost = ev.Node
@@ -502,6 +505,9 @@ func (r Result) Summary() string {
 			parts = append(parts, fmt.Sprintf("%s=%.6g", k, st.Metrics[k]))
 		}
 		s += fmt.Sprintf("; epoch %d metrics %s", st.MetricsEpoch, strings.Join(parts, " "))
+	}
+	if share, ok := st.NodeLocalShare(); ok {
+		s += fmt.Sprintf("; node-local shards %d of %d (%.0f%%)", st.LocalGiven, st.LocatedGiven, 100*share)
 	}
 	for _, n := range st.BadNodes {
 		s += fmt.Sprintf("; node %s blacklisted after %d failed launches", n.Node, n.Failures)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/job/local"
@@ -207,6 +208,10 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 	planner := o.Planner
 	if planner == nil {
 		planner = tracker.InputPlanner(resolver)
+		if h, err := conf.LoadHadoop(o.LookupEnv); err == nil {
+			// Workers get the shards stored on their host first.
+			planner = tracker.WithLocations(planner, dfs.NewLocator(h.Conf, h.User).Blocks)
+		}
 	}
 	res, err := o.runLocal(ctx, spec, local.Options{
 		Environ:  o.Environ,

@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,15 +52,15 @@ func WithLocations(p Planner, locate BlockLocator) Planner {
 				}
 				blocks[sh.URI] = bl
 			}
-			sh.Hosts = shardHosts(bl, sh.Start, sh.Length)
+			sh.Hosts, sh.Racks = shardHosts(bl, sh.Start, sh.Length)
 		}
 		return shards, nil
 	}
 }
 
 // shardHosts returns the hosts that store the most bytes of [start,
-// start+length) among blocks.
-func shardHosts(blocks []dfs.BlockLocation, start, length int64) []string {
+// start+length) among blocks, and the racks of every block in the range.
+func shardHosts(blocks []dfs.BlockLocation, start, length int64) (hosts, racks []string) {
 	end := start + length
 	bytes := map[string]int64{}
 	var order []string
@@ -67,6 +68,11 @@ func shardHosts(blocks []dfs.BlockLocation, start, length int64) []string {
 		lo, hi := max(start, b.Offset), min(end, b.Offset+b.Length)
 		if hi <= lo {
 			continue
+		}
+		for _, r := range b.Racks {
+			if !slices.Contains(racks, r) {
+				racks = append(racks, r)
+			}
 		}
 		for _, h := range b.Hosts {
 			if _, seen := bytes[h]; !seen {
@@ -79,11 +85,10 @@ func shardHosts(blocks []dfs.BlockLocation, start, length int64) []string {
 	for _, n := range bytes {
 		most = max(most, n)
 	}
-	var out []string
 	for _, h := range order {
 		if bytes[h] == most {
-			out = append(out, h)
+			hosts = append(hosts, h)
 		}
 	}
-	return out
+	return hosts, racks
 }

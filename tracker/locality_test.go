@@ -13,21 +13,22 @@ import (
 func TestShardHosts(t *testing.T) {
 	t.Parallel()
 	blocks := []dfs.BlockLocation{
-		{Offset: 0, Length: 100, Hosts: []string{"a", "10.0.0.1", "b"}},
-		{Offset: 100, Length: 100, Hosts: []string{"b", "c"}},
+		{Offset: 0, Length: 100, Hosts: []string{"a", "10.0.0.1", "b"}, Racks: []string{"/r1"}},
+		{Offset: 100, Length: 100, Hosts: []string{"b", "c"}, Racks: []string{"/r1", "/r2"}},
 	}
 	tests := []struct {
 		start, length int64
-		want          []string
+		want, racks   []string
 	}{
-		{0, 100, []string{"a", "10.0.0.1", "b"}},
-		{50, 100, []string{"b"}}, // b holds 100 bytes, a and c 50
-		{150, 50, []string{"b", "c"}},
-		{300, 10, nil},
+		{0, 100, []string{"a", "10.0.0.1", "b"}, []string{"/r1"}},
+		{50, 100, []string{"b"}, []string{"/r1", "/r2"}}, // b holds 100 bytes, a and c 50
+		{150, 50, []string{"b", "c"}, []string{"/r1", "/r2"}},
+		{300, 10, nil, nil},
 	}
 	for _, tt := range tests {
-		if got := shardHosts(blocks, tt.start, tt.length); !slices.Equal(got, tt.want) {
-			t.Errorf("shardHosts(%d+%d) = %v, want %v", tt.start, tt.length, got, tt.want)
+		got, racks := shardHosts(blocks, tt.start, tt.length)
+		if !slices.Equal(got, tt.want) || !slices.Equal(racks, tt.racks) {
+			t.Errorf("shardHosts(%d+%d) = %v %v, want %v %v", tt.start, tt.length, got, racks, tt.want, tt.racks)
 		}
 	}
 }

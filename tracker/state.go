@@ -27,8 +27,10 @@ type Shard struct {
 	Compressed bool
 	// Hosts are the hosts (names and addresses) that store most of the
 	// shard's bytes, when known (WithLocations); a worker on one of them
-	// reads it node-locally.
+	// reads it node-locally. Racks are the racks of the DataNodes that
+	// store its bytes.
 	Hosts []string
+	Racks []string
 }
 
 // Dispatch says what NextShard handed out.

@@ -2,9 +2,12 @@ package yarnam
 
 import (
 	"fmt"
+	"slices"
+	"sort"
 	"time"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
@@ -146,4 +149,50 @@ func (c *Cluster) avoidLocked(ln *launch, node yarn.NodeID) bool {
 	}
 	bad := c.bad[ln.l.Task]
 	return c.blacklist[node] || bad[node] && c.nodes > int32(len(bad))
+}
+
+// maxPlaces bounds the hosts a worker ask names.
+const maxPlaces = 20
+
+// inputPlaces returns the hosts that store the most shards (at most
+// maxPlaces) and their racks, for the workers' asks.
+func inputPlaces(shards []tracker.Shard) (hosts, racks []string) {
+	count := map[string]int{}
+	var order []string
+	for _, sh := range shards {
+		for _, h := range sh.Hosts {
+			if count[h] == 0 {
+				order = append(order, h)
+			}
+			count[h]++
+		}
+		for _, r := range sh.Racks {
+			if !slices.Contains(racks, r) && len(racks) < maxPlaces {
+				racks = append(racks, r)
+			}
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool { return count[order[a]] > count[order[b]] })
+	return order[:min(len(order), maxPlaces)], racks
+}
+
+// SetInputPlaces makes the workers' asks name the hosts and racks that
+// store the input, so that the scheduler prefers them (relaxing to any
+// node after its locality delay).
+func (c *Cluster) SetInputPlaces(hosts, racks []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hosts, c.racks = hosts, racks
+}
+
+// placeAsksLocked returns the asks by host and rack for count workers.
+// c.mu must be held.
+func (c *Cluster) placeAsksLocked(count int32) []yarn.Ask {
+	var asks []yarn.Ask
+	for _, places := range [][]string{c.hosts, c.racks} {
+		for _, p := range places {
+			asks = append(asks, yarn.Ask{Priority: prioWorker, Count: count, Resource: c.resource(prioWorker), Place: p})
+		}
+	}
+	return asks
 }

@@ -153,6 +153,7 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 		return failed(fmt.Errorf("yarnam: register the application master: %w", err))
 	}
 	c := NewCluster(ctx, spec, opts, log)
+	c.SetInputPlaces(inputPlaces(j.State().Shards()))
 	log.WithFields(logrus.Fields{"tracker": j.TrackerAddr(), "status_url": trackingURL,
 		"allocation_timeout": c.opts.AllocationTimeout.String()}).Info("application master registered")
 
@@ -220,11 +221,13 @@ type Cluster struct {
 	// still to come; held are those that came for them (gang.go).
 	reserve map[int32]int32
 	held    []yarn.Container
-	nodes   int32
-	ndone   int
-	ntasks  int
-	failed  bool
-	ports   int
+	// hosts and racks store the input; the workers' asks name them.
+	hosts, racks []string
+	nodes        int32
+	ndone        int
+	ntasks       int
+	failed       bool
+	ports        int
 }
 
 // launch is a job.Launch in the cluster.
@@ -569,6 +572,9 @@ func (c *Cluster) asksLocked() []yarn.Ask {
 			continue
 		}
 		asks = append(asks, yarn.Ask{Priority: p, Count: want[p], Resource: c.resource(p)})
+		if p == prioWorker {
+			asks = append(asks, c.placeAsksLocked(want[p])...)
+		}
 		c.outst[p] = want[p]
 	}
 	return asks

@@ -22,6 +22,7 @@ import (
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
 	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
@@ -565,4 +566,36 @@ func maxAllocationMB(t *testing.T, hc conf.HadoopConf) int {
 		t.Fatalf("yarn.scheduler.maximum-allocation-mb %q in the cluster's configuration: want a number of MB", hc["yarn.scheduler.maximum-allocation-mb"])
 	}
 	return mb
+}
+
+// TestPlaceAsks: the workers' asks name the hosts storing the most
+// shards and their racks, beside the ask anywhere, with the same count.
+func TestPlaceAsks(t *testing.T) {
+	t.Parallel()
+	hosts, racks := inputPlaces([]tracker.Shard{
+		{Hosts: []string{"b", "10.0.0.2"}, Racks: []string{"/r1"}},
+		{Hosts: []string{"a"}, Racks: []string{"/r1"}},
+		{Hosts: []string{"b"}, Racks: []string{"/r2"}},
+		{},
+	})
+	if !slices.Equal(hosts, []string{"b", "10.0.0.2", "a"}) || !slices.Equal(racks, []string{"/r1", "/r2"}) {
+		t.Fatalf("places %v %v", hosts, racks)
+	}
+	c := testCluster(job.JobSpec{NumWorkers: 2, WorkerMemoryMB: 256})
+	c.SetInputPlaces([]string{"b"}, []string{"/r1"})
+	for i := int64(1); i <= 2; i++ {
+		if err := c.Start(t.Context(), job.Launch{ID: i, Task: job.Task{Role: conf.RoleWorker, Rank: int(i - 1)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]int32{}
+	for _, a := range c.asksLocked() {
+		if a.Priority != prioWorker || a.Resource.MemoryMB != 256 || a.StrictLocality {
+			t.Errorf("ask %+v", a)
+		}
+		got[a.Place] = a.Count
+	}
+	if want := map[string]int32{"": 2, "b": 2, "/r1": 2}; !maps.Equal(got, want) {
+		t.Errorf("asks %v, want %v", got, want)
+	}
 }

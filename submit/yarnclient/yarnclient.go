@@ -268,6 +268,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 			}
 			if tr := m.Training; tr != nil {
 				res.Status.EpochRecords, res.Status.Metrics, res.Status.MetricsEpoch = tr.EpochRecords, tr.Metrics, tr.MetricsEpoch
+				res.Status.LocatedGiven, res.Status.LocalGiven = tr.LocatedShards, tr.NodeLocalShards
 			}
 		}
 		return res, nil
@@ -550,7 +551,7 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		Host:              host,
 		Resources:         jc.Resources,
 		Env:               taskEnv(),
-		Planner:           tracker.InputPlanner(resolver),
+		Planner:           tracker.WithLocations(tracker.InputPlanner(resolver), dfs.NewLocator(hc, user).Blocks),
 		Resolver:          resolver,
 		Rerun:             amAttemptNumber(am.Attempt()) > 1,
 		Secret:            jc.Secret,
