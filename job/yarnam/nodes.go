@@ -30,8 +30,8 @@ func lostExit(code int32) bool {
 //
 // YARN's blacklist names a node by its host, or by host:port where the
 // ResourceManager includes ports in node names; the AM sends host:port
-// when it has seen more than one NodeManager on the host (as on a test
-// cluster, which then includes ports), the host otherwise.
+// when Options.NodeNamesWithPort says so or it has seen more than one
+// NodeManager on the host, the host otherwise.
 func (c *Cluster) BlacklistNode(node string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -54,7 +54,7 @@ func (c *Cluster) BlacklistNode(node string) bool {
 	c.blacklist[id] = true
 	name := id.Host
 	for n := range c.seen {
-		if n.Host == id.Host && n != id {
+		if n.Host == id.Host && n != id || c.opts.NodeNamesWithPort {
 			name = id.String()
 		}
 	}

@@ -68,6 +68,11 @@ type Options struct {
 	// job so that it can ask the tracker for the job's status; "" means a
 	// new random one.
 	Secret string
+	// NodeNamesWithPort says that the ResourceManager names nodes
+	// host:port (yarn.scheduler.include-port-in-node-name), as the
+	// blacklist must name them; otherwise a node is named by its host,
+	// unless the AM has seen another NodeManager on the same host.
+	NodeNamesWithPort bool
 }
 
 // Defaults of Options.

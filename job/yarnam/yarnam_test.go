@@ -297,6 +297,8 @@ func TestHadoopRunAM(t *testing.T) {
 		check func(t *testing.T, stdout map[string]string)
 		// checkDiag looks at the application's diagnostics.
 		checkDiag func(t *testing.T, diag string)
+		// checkAMLog looks at the ApplicationMaster's stderr.
+		checkAMLog func(t *testing.T, log string)
 	}{
 		{
 			name: "three_workers",
@@ -363,6 +365,14 @@ func TestHadoopRunAM(t *testing.T) {
 				}
 				if want := ":" + port + " blacklisted"; !strings.Contains(diag, want) {
 					t.Errorf("diagnostics %q do not name the bad node (%q)", diag, want)
+				}
+			},
+			checkAMLog: func(t *testing.T, log string) {
+				// The mini cluster names nodes host:port, and so must the
+				// blacklist request for YARN to apply it.
+				port, _ := os.Readlink(claim)
+				if want := `blacklist_name="localhost:` + port + `"`; !strings.Contains(log, want) {
+					t.Errorf("the AM's log does not show %s:\n%s", want, log)
 				}
 			},
 		},
@@ -435,6 +445,18 @@ func TestHadoopRunAM(t *testing.T) {
 			}
 			if tt.checkDiag != nil {
 				tt.checkDiag(t, r.Diagnostics)
+			}
+			if tt.checkAMLog != nil {
+				found := false
+				for c, s := range hadooptest.ContainerFiles(t, app.ID.String(), "stderr") {
+					if strings.HasSuffix(c, "_000001") {
+						found = true
+						tt.checkAMLog(t, s)
+					}
+				}
+				if !found && os.Getenv("SPINDLE_MINICLUSTER_DIR") != "" {
+					t.Errorf("no stderr of the ApplicationMaster's container")
+				}
 			}
 			stdout := hadooptest.ContainerFiles(t, app.ID.String(), "stdout")
 			if tt.check != nil {

@@ -96,7 +96,7 @@ const (
 // not see the cluster's configuration: how to reach the
 // ResourceManager's scheduler and HDFS. The node's own configuration,
 // when there is one, wins.
-var amConfKeys = []string{"yarn.resourcemanager.", "fs.defaultFS", "dfs.nameservices", "dfs.ha.namenodes.",
+var amConfKeys = []string{"yarn.resourcemanager.", "yarn.scheduler.include-port-in-node-name", "fs.defaultFS", "dfs.nameservices", "dfs.ha.namenodes.",
 	"dfs.namenode.rpc-address", "dfs.client.", "hadoop.security.authentication"}
 
 // amJobConfig is job.json: what the ApplicationMaster needs to run the job.
@@ -556,6 +556,7 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		Rerun:             amAttemptNumber(am.Attempt()) > 1,
 		Secret:            jc.Secret,
 		AllocationTimeout: allocTimeout,
+		NodeNamesWithPort: strings.EqualFold(strings.TrimSpace(hc.GetDefault("yarn.scheduler.include-port-in-node-name", "false")), "true"),
 	})
 	log.WithFields(logrus.Fields{"state": res.State, "tasks": fmt.Sprintf("%+v", res.Tasks)}).Info("job ended")
 	if jc.Staging != "" {
