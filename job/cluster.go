@@ -71,6 +71,10 @@ type Event struct {
 	ID int64
 	// Node is where the launch was placed (Placed).
 	Node string
+	// NodeID is the cluster's own name of that node (Placed), which a
+	// NodeBlacklister takes: a YARN NodeManager's host:port, several of
+	// which may share one address. "" means Node.
+	NodeID string
 	// Exit is how the launch ended (Exited).
 	Exit Exit
 	// Err is why the cluster failed (Failed).
@@ -86,7 +90,22 @@ type Exit struct {
 	// Desc says how it ended, for diagnostics: "exit code 3", "killed by
 	// signal killed", "exit status 3 in container c on node n".
 	Desc string
+	// Lost marks a launch the cluster took away (YARN preempted it, or
+	// lost it with its node or disks) rather than one that failed on its
+	// own: it does not use up one of the task's attempts (at most
+	// MaxLostLaunches times per task) and does not count against the node.
+	Lost bool
 	// Tail holds the launch's last lines of output or the cluster's
 	// diagnostics, indented, for the job's error; empty when none.
 	Tail string
+}
+
+// NodeBlacklister is a Cluster that can stop placing launches on a node.
+// Run blacklists a node once JobSpec.BlacklistAfter launches failed
+// there.
+type NodeBlacklister interface {
+	// BlacklistNode stops placing launches on node (an Event.NodeID, or
+	// its Node) and reports whether it did; a cluster may refuse, for
+	// instance when no other node would be left. It must not block.
+	BlacklistNode(node string) bool
 }

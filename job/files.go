@@ -203,7 +203,8 @@ func (f *files) commitModel(ctx context.Context, st tracker.Status) error {
 		return nil
 	}
 	tr := &model.Training{EpochRecords: st.EpochRecords, Metrics: st.Metrics, MetricsEpoch: st.MetricsEpoch,
-		ResumedFrom: f.from.uri, Restarts: f.restarts, Started: st.Started, FirstData: st.FirstData}
+		ResumedFrom: f.from.uri, Restarts: f.restarts, Started: st.Started, FirstData: st.FirstData,
+		LocatedShards: st.LocatedGiven, NodeLocalShards: st.LocalGiven}
 	return model.Commit(ctx, model.ResolverFS{R: f.r}, f.spec.Output, f.spec.NumServers, model.Manifest{Job: f.spec.Name, Training: tr})
 }
 

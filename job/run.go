@@ -149,6 +149,13 @@ func (j *Job) Close() error { return j.svc.Close() }
 //     naming the task and the missing checkpoint directory.
 //   - A task that exits with conf.ExitRestartJob asks for the same whole
 //     restart without using up its attempts.
+//   - A launch the cluster took away (Exit.Lost: preempted, lost with its
+//     node) starts again without using up an attempt, at most
+//     MaxLostLaunches times per task (a scheduler's or server's still
+//     takes the whole job back, within the job's restarts).
+//   - A node where JobSpec.BlacklistAfter launches failed is given to the
+//     cluster's blacklist (NodeBlacklister) and shown in the status
+//     (tracker.Status.BadNodes).
 //   - The whole job starts again at most MaxAttempts-1 times.
 //   - A task past its attempts fails the job, the error naming the task,
 //     how it ended and its last lines.
@@ -158,7 +165,7 @@ func (j *Job) Close() error { return j.svc.Close() }
 // 0 the model is committed (manifest, then _SUCCESS) and the job ends
 // Succeeded. Run always stops every task it started before it returns.
 func (j *Job) Run(ctx context.Context, c Cluster) (Result, error) {
-	r := &run{Job: j, c: c, byLaunch: map[int64]*taskState{}}
+	r := &run{Job: j, c: c, byLaunch: map[int64]*taskState{}, nodeFails: map[string]int{}, blacklisted: map[string]bool{}}
 	for _, t := range Tasks(j.spec) {
 		r.tasks = append(r.tasks, &taskState{Task: t})
 	}
@@ -190,7 +197,16 @@ type taskState struct {
 	placed bool
 	done   bool
 	code   int
+	// lost counts the launches the cluster took away (Exit.Lost), which
+	// are attempts that do not count against MaxAttempts.
+	lost int
+	// node is where the current launch was placed (Event.NodeID).
+	node string
 }
+
+// failures is how many of t's attempts so far count against MaxAttempts,
+// the current one included.
+func (t *taskState) failures() int { return t.attempt - t.lost + 1 }
 
 // run is the state of Job.Run, owned by its goroutine.
 type run struct {
@@ -202,6 +218,10 @@ type run struct {
 	contract Contract
 	// rootPlaced is set once the current run's scheduler is placed.
 	rootPlaced bool
+	// nodeFails counts the failed launches per node (Event.NodeID);
+	// blacklisted holds the nodes given to the cluster's blacklist.
+	nodeFails   map[string]int
+	blacklisted map[string]bool
 }
 
 func (r *run) loop(ctx context.Context) (tracker.JobState, error) {
@@ -301,6 +321,13 @@ func (r *run) onEvent(ctx context.Context, ev Event) error {
 	switch ev.Kind {
 	case Placed:
 		t.placed = true
+		t.node = ev.NodeID
+		if t.node == "" {
+			t.node = ev.Node
+		}
+		if t.Role == conf.RoleWorker {
+			r.state.SetWorkerHost(t.Rank, ev.Node)
+		}
 		if t.Role == conf.RoleScheduler && !r.rootPlaced {
 			r.rootPlaced = true
 			r.contract.RootHost = ev.Node
@@ -329,8 +356,21 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 		// Not the task's failure: the job's restarts are bounded instead.
 		return r.restartAll(ctx, fmt.Sprintf("%s asked to start the whole job again (%s)", t, ex.Desc))
 	}
-	failed := fmt.Sprintf("%s failed: %s on attempt %d of %d", t, ex.Desc, t.attempt+1, r.spec.MaxAttempts)
-	if t.attempt+1 >= r.spec.MaxAttempts {
+	if ex.Lost && t.lost < MaxLostLaunches {
+		// The cluster's doing, not the task's: a new launch that does
+		// not use up an attempt.
+		t.lost++
+		t.attempt++
+		lost := fmt.Sprintf("%s lost: %s (%d of %d such losses allowed)", t, ex.Desc, t.lost, MaxLostLaunches)
+		if t.Role != conf.RoleWorker {
+			return r.restartAll(ctx, lost)
+		}
+		r.log.WithFields(logrus.Fields{"task": t.String(), "lost": t.lost, "exit": ex.Code}).Warn("task's container taken away; starting it again without using up an attempt")
+		return r.start(ctx, t)
+	}
+	r.nodeFailed(t.node)
+	failed := fmt.Sprintf("%s failed: %s on attempt %d of %d", t, ex.Desc, t.failures(), r.spec.MaxAttempts)
+	if t.failures() >= r.spec.MaxAttempts {
 		if ex.Tail != "" {
 			return fmt.Errorf("%s; its last lines:\n%s", failed, ex.Tail)
 		}
@@ -344,6 +384,32 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	}
 	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt - 1, "exit": ex.Code}).Warn("task failed; restarting it")
 	return r.start(ctx, t)
+}
+
+// nodeFailed counts a failed launch on node and, at the job's
+// BlacklistAfter, asks the cluster (when it is a NodeBlacklister) to stop
+// using the node.
+func (r *run) nodeFailed(node string) {
+	if node == "" || r.spec.BlacklistAfter <= 0 || r.blacklisted[node] {
+		return
+	}
+	r.nodeFails[node]++
+	n := r.nodeFails[node]
+	if n < r.spec.BlacklistAfter {
+		return
+	}
+	bl, ok := r.c.(NodeBlacklister)
+	if !ok {
+		return
+	}
+	log := r.log.WithFields(logrus.Fields{"node": node, "failures": n})
+	if !bl.BlacklistNode(node) {
+		log.Warn("node failed launches repeatedly, but the cluster keeps it (no other node left)")
+		return
+	}
+	r.blacklisted[node] = true
+	r.state.AddBadNode(tracker.BadNode{Node: node, Failures: n})
+	log.Warn("node blacklisted: launches failed there repeatedly")
 }
 
 // restartAll starts every task again, from the newest usable checkpoint
@@ -442,6 +508,12 @@ func (r Result) Summary() string {
 			parts = append(parts, fmt.Sprintf("%s=%.6g", k, st.Metrics[k]))
 		}
 		s += fmt.Sprintf("; epoch %d metrics %s", st.MetricsEpoch, strings.Join(parts, " "))
+	}
+	if share, ok := st.NodeLocalShare(); ok {
+		s += fmt.Sprintf("; node-local shards %d of %d (%.0f%%)", st.LocalGiven, st.LocatedGiven, 100*share)
+	}
+	for _, n := range st.BadNodes {
+		s += fmt.Sprintf("; node %s blacklisted after %d failed launches", n.Node, n.Failures)
 	}
 	if r.Restarts > 0 {
 		from := "scratch"

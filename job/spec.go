@@ -26,6 +26,14 @@ const (
 	// DefaultStopTimeout bounds stopping every task of a job, once the
 	// grace period is over.
 	DefaultStopTimeout = 30 * time.Second
+	// MaxLostLaunches bounds how often one task may be started again
+	// after the cluster took its launch away (Exit.Lost: preempted, or
+	// lost with its node) without using up one of its attempts; past it,
+	// such a loss counts as a failure.
+	MaxLostLaunches = 10
+	// DefaultBlacklistAfter is ps-submit's default for
+	// JobSpec.BlacklistAfter.
+	DefaultBlacklistAfter = 3
 	// DefaultMemoryMB and DefaultCores size a YARN container whose role's
 	// resources are not given.
 	DefaultMemoryMB = 1024
@@ -57,10 +65,21 @@ type JobSpec struct {
 	Env, ServerEnv, WorkerEnv []string
 	// Files are extra files the command needs in its working directory.
 	Files []string
+	// Archives are tar.gz (.tar.gz, .tgz) and zip files, each unpacked
+	// into a directory of the command's working directory: "PATH#NAME"
+	// into NAME, "PATH" into the base name without its extension (see
+	// ArchiveName). On YARN the NodeManager unpacks them (LocalResource
+	// type ARCHIVE); locally the launcher does.
+	Archives []string
 	// MaxAttempts is how many times a task may run in all, the first
 	// included; at least 1. The whole job starts again at most
 	// MaxAttempts-1 times.
 	MaxAttempts int
+	// BlacklistAfter is how many launches may fail on one node before the
+	// job stops using the node (on YARN: the application's blacklist); 0
+	// means never. Launches the cluster took away (Exit.Lost) do not
+	// count.
+	BlacklistAfter int
 	// Inputs are paths or globs of the training data, cut into shards.
 	Inputs []string
 	// SplitSize is the target shard size in bytes; 0 means
@@ -132,6 +151,20 @@ func (s JobSpec) Validate() error {
 	}
 	if s.MaxAttempts < 1 {
 		bad("MaxAttempts", fmt.Sprint(s.MaxAttempts), "need at least 1")
+	}
+	if s.BlacklistAfter < 0 {
+		bad("BlacklistAfter", fmt.Sprint(s.BlacklistAfter), "must not be negative (0 means never)")
+	}
+	names := map[string]bool{}
+	for _, a := range s.Archives {
+		_, name, err := ArchiveName(a)
+		switch {
+		case err != nil:
+			errs = append(errs, &FieldError{Field: "Archives", Value: fmt.Sprintf("%q", a), Problem: "want a .tar.gz, .tgz or .zip file, optionally #NAME (a directory name)", Err: err})
+		case names[name]:
+			bad("Archives", fmt.Sprintf("%q", a), fmt.Sprintf("another archive unpacks into %q too", name))
+		}
+		names[name] = true
 	}
 	if s.SplitSize < 0 {
 		bad("SplitSize", fmt.Sprint(s.SplitSize), "must not be negative")

@@ -24,7 +24,8 @@
 #   SPINDLE_MINICLUSTER_DIR             state dir: conf/, data/, logs, pid, build cache [<repo>/.minicluster]
 #   SPINDLE_MINICLUSTER_HADOOP_VERSION  Hadoop version from Maven Central [3.4.2]
 #   SPINDLE_MINICLUSTER_NODEMANAGERS    number of NodeManagers [2]
-#   SPINDLE_MINICLUSTER_DATANODES       number of DataNodes [1]
+#   SPINDLE_MINICLUSTER_DATANODES       number of DataNodes [2] (two, like the NodeManagers, so that tests
+#                                       can place a file's blocks on one of them; each costs ~40 MiB of heap)
 #   SPINDLE_MINICLUSTER_NM_MEMORY_MB    memory each NodeManager advertises [8192]
 #   SPINDLE_MINICLUSTER_NM_VCORES       vcores each NodeManager advertises [8]
 #   SPINDLE_MINICLUSTER_MIN_ALLOCATION_MB  yarn.scheduler.minimum-allocation-mb [64]
@@ -48,7 +49,7 @@ MAIN_CLASS=org.spindle.minicluster.MiniCluster
 
 HADOOP_VERSION="${SPINDLE_MINICLUSTER_HADOOP_VERSION:-3.4.2}"
 NODEMANAGERS="${SPINDLE_MINICLUSTER_NODEMANAGERS:-2}"
-DATANODES="${SPINDLE_MINICLUSTER_DATANODES:-1}"
+DATANODES="${SPINDLE_MINICLUSTER_DATANODES:-2}"
 NM_MEMORY_MB="${SPINDLE_MINICLUSTER_NM_MEMORY_MB:-8192}"
 NM_VCORES="${SPINDLE_MINICLUSTER_NM_VCORES:-8}"
 MIN_ALLOCATION_MB="${SPINDLE_MINICLUSTER_MIN_ALLOCATION_MB:-64}"

@@ -16,6 +16,8 @@ var fieldFlags = map[string]string{
 	"ServerEnv":          "--server-env",
 	"WorkerEnv":          "--worker-env",
 	"Files":              "--files",
+	"Archives":           "--archives",
+	"BlacklistAfter":     "--blacklist-after",
 	"MaxAttempts":        "--max-attempts",
 	"Inputs":             "--input",
 	"SplitSize":          "--split-size",

@@ -33,9 +33,9 @@ var helpGroups = []struct {
 }{
 	{"Job", []string{"cluster", "num-workers", "num-servers", "jobname", "max-attempts", "log-level"}},
 	{"Data", []string{"input", "split-size", "output", "overwrite", "checkpoint-dir", "checkpoint-interval", "checkpoint-keep", "resume"}},
-	{"Environment of the tasks", []string{"env", "server-env", "worker-env", "files"}},
+	{"Environment of the tasks", []string{"env", "server-env", "worker-env", "files", "archives"}},
 	{"Resources (YARN)", []string{"worker-cores", "worker-memory", "server-cores", "server-memory", "queue"}},
-	{"Application (YARN)", []string{"am-memory", "am-cores", "max-app-attempts", "priority", "tags", "allocation-timeout"}},
+	{"Application (YARN)", []string{"am-memory", "am-cores", "max-app-attempts", "priority", "tags", "allocation-timeout", "blacklist-after"}},
 	{"Other", []string{"detach", "dry-run", "help"}},
 }
 
@@ -59,8 +59,10 @@ const examples = `Examples:
   ps-submit status application_1700000000000_0001
   ps-submit kill application_1700000000000_0001
 
-  # What would run, without running it.
+  # What would run, without running it: locally, or on YARN (containers,
+  # their launch contexts and the files that would be staged).
   ps-submit --dry-run -n 2 -s 1 -- ./ps-lr
+  ps-submit --dry-run --cluster yarn -n 2 -s 1 --archives dict.tar.gz -- ./ps-lr
 `
 
 // flagSet defines every flag on o's fields. The current values of the
@@ -90,6 +92,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 	fs.Var((*listValue)(&o.ServerEnv), "server-env", "set `KEY=VALUE` for the servers and the scheduler only; repeatable")
 	fs.Var((*listValue)(&o.WorkerEnv), "worker-env", "set `KEY=VALUE` for the workers only; repeatable")
 	fs.Var((*listValue)(&o.Files), "files", "a local `FILE` the command needs (it must exist); repeatable")
+	fs.Var((*listValue)(&o.Archives), "archives", "a local `ARCHIVE[#NAME]` (.tar.gz, .tgz or .zip) unpacked into the directory NAME (default: its base name without the extension) of the tasks' working directory; repeatable")
 
 	o.intVar(fs, &o.WorkerCores, "worker-cores", "`N` cores per worker")
 	fs.StringVar(&o.WorkerMemory, "worker-memory", o.WorkerMemory, "`SIZE` of each worker's memory: 512m, 2g, or a number of MB")
@@ -102,10 +105,11 @@ func (o *Options) flagSet() *flag.FlagSet {
 	o.intVar(fs, &o.MaxAppAttempts, "max-app-attempts", "let YARN start the ApplicationMaster at most `N` times; a new attempt starts every task again, from the newest checkpoint when there is one")
 	o.intVar(fs, &o.Priority, "priority", "YARN application priority `N` (higher runs first, where the scheduler uses priorities)")
 	fs.StringVar(&o.Tags, "tags", o.Tags, "YARN application tags `TAG[,TAG...]`, at most 10 of at most 100 ASCII characters")
-	fs.StringVar(&o.AllocationTimeout, "allocation-timeout", o.AllocationTimeout, "fail the job when a task waits longer than `DURATION` for a container (30s, 10m)")
+	fs.StringVar(&o.AllocationTimeout, "allocation-timeout", o.AllocationTimeout, "fail the job when a task waits longer than `DURATION` for a container (30s, 10m); the tasks wait this long plus 2m for each other to start")
+	o.intVar(fs, &o.BlacklistAfter, "blacklist-after", "after `N` failed launches on one node, add it to the application's YARN blacklist (0: never); preempted or lost containers do not count")
 
 	fs.BoolVar(&o.Detach, "detach", o.Detach, "with --cluster yarn: print the application's id and exit once it is submitted; follow it with '"+progName+" status'")
-	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "print the resolved job and the tasks it would start, then exit")
+	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "print the resolved job and the tasks it would start, then exit; with --cluster yarn also the application, every container's resources, command, environment and local resources, and the files that would be staged, with nothing submitted or staged")
 	fs.BoolVar(&o.Help, "help", o.Help, "print this help and exit")
 
 	for short, long := range aliases {

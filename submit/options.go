@@ -96,6 +96,14 @@ type Options struct {
 	Env, ServerEnv, WorkerEnv []string
 	// Files (--files) are local files the command needs; each must exist.
 	Files []string
+	// Archives (--archives) are local .tar.gz, .tgz or .zip files, as
+	// PATH or PATH#NAME, each unpacked into a directory of the tasks'
+	// working directory (job.JobSpec.Archives); each must exist.
+	Archives []string
+	// BlacklistAfter (--blacklist-after) is how many launches may fail on
+	// one node before the job stops using it (YARN's blacklist); 0 means
+	// never; default 3.
+	BlacklistAfter int
 	// MaxAttempts (--max-attempts) is how many times each task may run in
 	// all, the first attempt included; default 3.
 	MaxAttempts int
@@ -206,6 +214,7 @@ func NewOptions(streams Streams, lookup func(string) (string, bool), environ []s
 		AllocationTimeout: "10m",
 		LogLevel:          "info",
 		MaxAttempts:       job.DefaultMaxAttempts,
+		BlacklistAfter:    job.DefaultBlacklistAfter,
 		CheckpointKeep:    job.DefaultCheckpointKeep,
 		SplitSize:         "8m",
 		Streams:           streams,
@@ -292,6 +301,7 @@ func (o *Options) Validate() error {
 		{"num-workers", o.NumWorkers, 1}, {"num-servers", o.NumServers, 0}, {"max-attempts", o.MaxAttempts, 1},
 		{"worker-cores", o.WorkerCores, 1}, {"server-cores", o.ServerCores, 1},
 		{"am-cores", o.AMCores, 1}, {"max-app-attempts", o.MaxAppAttempts, 1}, {"priority", o.Priority, 0},
+		{"blacklist-after", o.BlacklistAfter, 0},
 	} {
 		switch {
 		case o.badInts[c.name] != nil:
@@ -341,6 +351,18 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--files %q: %w", f, err))
 		}
 	}
+	for _, a := range o.Archives {
+		local, _, err := job.ArchiveName(a)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--archives %q: want a .tar.gz, .tgz or .zip file, optionally #NAME (a directory name)", a))
+			continue
+		}
+		if _, err := os.Stat(local); errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("--archives %q: no such file", local))
+		} else if err != nil {
+			errs = append(errs, fmt.Errorf("--archives %q: %w", local, err))
+		}
+	}
 	for _, in := range o.Inputs {
 		if strings.TrimSpace(in) == "" {
 			errs = append(errs, errors.New("--input: empty path"))
@@ -385,6 +407,8 @@ func (o *Options) JobSpec() job.JobSpec {
 		ServerEnv:          o.ServerEnv,
 		WorkerEnv:          o.WorkerEnv,
 		Files:              o.Files,
+		Archives:           o.Archives,
+		BlacklistAfter:     o.BlacklistAfter,
 		MaxAttempts:        o.MaxAttempts,
 		Inputs:             o.Inputs,
 		SplitSize:          o.SplitSizeBytes,

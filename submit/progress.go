@@ -307,6 +307,9 @@ func writeSummary(w io.Writer, name string, res job.Result) error {
 	if m := formatMetrics(res.Status.Metrics); m != "" {
 		fmt.Fprintf(bw, "  metrics     %s (epoch %d)\n", m, res.Status.MetricsEpoch)
 	}
+	if share, ok := res.Status.NodeLocalShare(); ok {
+		fmt.Fprintf(bw, "  locality    %d of %d shards read on a host that stores them (%.0f%%)\n", res.Status.LocalGiven, res.Status.LocatedGiven, 100*share)
+	}
 	return bw.Flush()
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/job/local"
@@ -19,10 +20,6 @@ import (
 	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
 )
-
-// errYARNUnsupported is the answer of --dry-run to --cluster yarn, whose
-// tasks are planned by the ApplicationMaster in the cluster.
-var errYARNUnsupported = errors.New("--cluster yarn is not supported yet by this build with --dry-run; the tasks are planned in the cluster")
 
 // Main is ps-submit: it parses args, runs the job and returns the exit
 // status: 0 if the job succeeded (or for --help and --dry-run), 1 if it
@@ -211,6 +208,10 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 	planner := o.Planner
 	if planner == nil {
 		planner = tracker.InputPlanner(resolver)
+		if h, err := conf.LoadHadoop(o.LookupEnv); err == nil {
+			// Workers get the shards stored on their host first.
+			planner = tracker.WithLocations(planner, dfs.NewLocator(h.Conf, h.User).Blocks)
+		}
 	}
 	res, err := o.runLocal(ctx, spec, local.Options{
 		Environ:  o.Environ,
@@ -250,7 +251,7 @@ func (o *Options) dryRun() error {
 			writePlan(bw, plan)
 		}
 	case ClusterYARN:
-		err = errYARNUnsupported
+		err = o.dryRunYARN(bw)
 	default:
 		err = fmt.Errorf("--cluster %q: want %s or %s", o.Cluster, ClusterLocal, ClusterYARN)
 	}
@@ -307,6 +308,7 @@ func (o *Options) writeJob(w *bufio.Writer) {
 	list("server-env", o.ServerEnv, true)
 	list("worker-env", o.WorkerEnv, true)
 	list("files", o.Files, false)
+	list("archives", o.Archives, false)
 	opt("worker-cores", strconv.Itoa(o.WorkerCores))
 	opt("worker-memory", fmt.Sprintf("%d MB", o.WorkerMemoryMB))
 	opt("server-cores", strconv.Itoa(o.ServerCores))
@@ -318,6 +320,7 @@ func (o *Options) writeJob(w *bufio.Writer) {
 	opt("priority", strconv.Itoa(o.Priority))
 	opt("tags", strings.Join(o.TagList, ","))
 	opt("allocation-timeout", o.AllocationTimeoutDuration.String())
+	opt("blacklist-after", strconv.Itoa(o.BlacklistAfter))
 	opt("detach", strconv.FormatBool(o.Detach))
 }
 

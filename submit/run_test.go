@@ -171,11 +171,44 @@ worker 0
 	}
 }
 
-func TestYARNDryRunIsRefused(t *testing.T) {
+// TestYARNDryRun: a dry run on YARN names the application, every
+// container and every file that would be staged, redacts secrets, and
+// needs no cluster.
+func TestYARNDryRun(t *testing.T) {
 	t.Parallel()
-	code, _, stderr := runMain(t, nil, []string{"--cluster", "yarn", "--dry-run", "-n", "1", "./prog"}, noRun(t))
-	if code != 1 || !strings.Contains(stderr, "--cluster yarn is not supported yet by this build with --dry-run") {
-		t.Errorf("exit status %d, stderr %q; want 1 and the dry-run refusal", code, stderr)
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "prog")
+	extra := filepath.Join(dir, "extra.txt")
+	arch := filepath.Join(dir, "dict.tar.gz")
+	for p, body := range map[string]string{prog: "#!/bin/sh\necho hi\n", extra: "x", arch: "not unpacked by a dry run"} {
+		if err := os.WriteFile(p, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := "tok-value-9"
+	code, stdout, stderr := runMain(t, nil, []string{"--cluster", "yarn", "--dry-run", "-n", "2", "-s", "1",
+		"--files", extra, "--archives", arch + "#words", "--env", "API_TOKEN=" + secret, "--allocation-timeout", "1m",
+		"--", prog, "a b"}, noRun(t))
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"YARN application spindle:prog", "staging  hdfs:///user/",
+		"container application-master: 512 MB, 1 vcores", "command  ./ps-submit am job.json",
+		"container scheduler 0: priority 0, 1024 MB", "container server 0: priority 1", "container worker 0: priority 2", "container worker 1: priority 2",
+		"command  './prog' 'a b' 1><LOG_DIR>/stdout", "resource prog\n", "resource extra.txt\n", "resource words\n",
+		"words                    ARCHIVE  25 bytes", "extra.txt                FILE     1 bytes",
+		"env      API_TOKEN=<redacted>\n", "env      SPINDLE_JOB_SECRET=<redacted>\n",
+		"env      DMLC_PS_ROOT_URI=<scheduler-node>\n", "env      DMLC_PS_ROOT_PORT=<scheduler-port>\n",
+		"env      SPINDLE_REGISTER_TIMEOUT=180\n", "env      LD_LIBRARY_PATH=./lib\n",
+		"job.json", "(written at submission)",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout+stderr, secret) {
+		t.Errorf("dry run shows the secret:\n%s", stdout)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,6 +25,12 @@ type Shard struct {
 	// marks a gzip file, read whole by one shard.
 	FileSize   int64
 	Compressed bool
+	// Hosts are the hosts (names and addresses) that store most of the
+	// shard's bytes, when known (WithLocations); a worker on one of them
+	// reads it node-locally. Racks are the racks of the DataNodes that
+	// store its bytes.
+	Hosts []string
+	Racks []string
 }
 
 // Dispatch says what NextShard handed out.
@@ -79,6 +86,31 @@ type Status struct {
 	// the plan), right before it read and trained its first batch; zero
 	// until then.
 	FirstData time.Time
+	// BadNodes are the nodes the job stopped using because its tasks
+	// failed there repeatedly, in the order blacklisted.
+	BadNodes []BadNode
+	// LocatedGiven counts the shards with known hosts handed to a worker
+	// whose host is known; LocalGiven those of them the worker's host
+	// stores (node-local).
+	LocatedGiven, LocalGiven int
+}
+
+// NodeLocalShare is the share of node-local shards among those handed
+// out whose locality is known, and false when none is.
+func (st Status) NodeLocalShare() (float64, bool) {
+	if st.LocatedGiven == 0 {
+		return 0, false
+	}
+	return float64(st.LocalGiven) / float64(st.LocatedGiven), true
+}
+
+// BadNode is a node the job stopped using (its cluster's blacklist).
+type BadNode struct {
+	// Node is the cluster's name of the node (a YARN NodeManager's
+	// host:port).
+	Node string `json:"node"`
+	// Failures is how many launches had failed there.
+	Failures int `json:"failures"`
 }
 
 // State is a job's durable state: the shards of every epoch and who reads
@@ -98,8 +130,13 @@ type State struct {
 	started time.Time
 	// firstData is Status.FirstData.
 	firstData time.Time
-	killReq   chan string
-	commit    func(context.Context, CheckpointInfo) error
+	badNodes  []BadNode
+	// hosts are the workers' hosts (SetWorkerHost); located and local
+	// count the hand-outs (Status.LocatedGiven, LocalGiven).
+	hosts          map[int]string
+	located, local int
+	killReq        chan string
+	commit         func(context.Context, CheckpointInfo) error
 }
 
 type epochState struct {
@@ -129,6 +166,7 @@ func NewState(shards []Shard, now time.Time) *State {
 		state:   Running,
 		started: now,
 		killReq: make(chan string, 1),
+		hosts:   make(map[int]string),
 	}
 	for i := range s.shards {
 		s.shards[i].ID = int64(i)
@@ -205,6 +243,9 @@ func (s *State) NextShard(epoch, worker, attempt int) (Shard, Dispatch, error) {
 	}
 	ep := s.epochLocked(epoch)
 	if len(ep.queue) > 0 {
+		// The pick swaps places with the head, which then leaves.
+		k := s.pickLocked(ep.queue, worker)
+		ep.queue[0], ep.queue[k] = ep.queue[k], ep.queue[0]
 		i := ep.queue[0]
 		ep.queue = ep.queue[1:]
 		ep.owner[i] = worker
@@ -214,6 +255,41 @@ func (s *State) NextShard(epoch, worker, attempt int) (Shard, Dispatch, error) {
 		return Shard{}, EpochDone, nil
 	}
 	return Shard{}, Wait, nil
+}
+
+// maxLocalScan bounds how far into the queue NextShard looks for a shard
+// stored on the worker's host.
+const maxLocalScan = 4096
+
+// pickLocked returns the index in queue of the shard to give worker: the
+// first one stored on its host, within maxLocalScan, else the first. It
+// counts node-local hand-outs. s.mu must be held.
+func (s *State) pickLocked(queue []int, worker int) int {
+	host := s.hosts[worker]
+	pick := 0
+	if host != "" {
+		for k, i := range queue[:min(len(queue), maxLocalScan)] {
+			if slices.Contains(s.shards[i].Hosts, host) {
+				pick = k
+				break
+			}
+		}
+		if sh := s.shards[queue[pick]]; len(sh.Hosts) > 0 {
+			s.located++
+			if slices.Contains(sh.Hosts, host) {
+				s.local++
+			}
+		}
+	}
+	return pick
+}
+
+// SetWorkerHost records the host (name or address) worker runs on, so
+// that NextShard prefers shards stored there.
+func (s *State) SetWorkerHost(worker int, host string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hosts[worker] = host
 }
 
 // ShardDone records that worker read shard id of epoch, with records
@@ -350,6 +426,13 @@ func (s *State) SetRole(r RoleStatus) {
 	s.roles[r.Role] = &cp
 }
 
+// AddBadNode records a node the job stopped using (Status.BadNodes).
+func (s *State) AddBadNode(n BadNode) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.badNodes = append(s.badNodes, n)
+}
+
 // Finish records the job's end state and a diagnostic. Only the first
 // call counts.
 func (s *State) Finish(st JobState, diag string) {
@@ -402,5 +485,7 @@ func (s *State) Status() Status {
 	for _, name := range s.order {
 		st.Roles = append(st.Roles, *s.roles[name])
 	}
+	st.BadNodes = slices.Clone(s.badNodes)
+	st.LocatedGiven, st.LocalGiven = s.located, s.local
 	return st
 }

@@ -145,3 +145,54 @@ func TestAskValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestAllocateRequestPlacesAndBlacklist encodes asks by place and a
+// blacklist change and reads them back with Hadoop's field numbers.
+func TestAllocateRequestPlacesAndBlacklist(t *testing.T) {
+	t.Parallel()
+	r := AllocateRequest{
+		Asks: []Ask{
+			{Priority: 2, Count: 3, Resource: Resource{128, 1}},
+			{Priority: 2, Count: 2, Resource: Resource{128, 1}, Place: "dn1"},
+			{Priority: 2, Count: 1, Resource: Resource{128, 1}, Place: "/default-rack", StrictLocality: true},
+		},
+		BlacklistAdd:    []string{"nm1:45627"},
+		BlacklistRemove: []string{"nm2"},
+	}
+	req, err := allocateRequestProto(r, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The blacklist request is field 3, additions 1 and removals 2.
+	var bl []byte
+	for len(b) > 0 {
+		n, typ, l := protowire.ConsumeTag(b)
+		if l < 0 {
+			t.Fatalf("bad tag in %x", b)
+		}
+		b = b[l:]
+		m := protowire.ConsumeFieldValue(n, typ, b)
+		if n == 3 {
+			bl, _ = protowire.ConsumeBytes(b)
+		}
+		b = b[m:]
+	}
+	want := field(field(nil, 1, []byte("nm1:45627")), 2, []byte("nm2"))
+	if !bytes.Equal(bl, want) {
+		t.Errorf("blacklist_request = %x, want %x", bl, want)
+	}
+	names := map[string]bool{}
+	for _, a := range req.GetAsk() {
+		names[a.GetResourceName()] = a.GetRelaxLocality()
+	}
+	if len(names) != 3 || !names["*"] || !names["dn1"] || names["/default-rack"] {
+		t.Errorf("resource names and relax_locality = %v", names)
+	}
+	if empty, _ := allocateRequestProto(AllocateRequest{}, 0); empty.BlacklistRequest != nil {
+		t.Errorf("an empty request carries a blacklist request")
+	}
+}

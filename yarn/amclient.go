@@ -61,10 +61,24 @@ type RegisterResponse struct {
 // wants (its original count minus the containers already received), and a
 // Count of 0 cancels the request. An Allocate without Asks leaves the
 // outstanding requests as they are.
+//
+// An Ask with a Place names a host or a rack instead: it replaces the
+// outstanding request for that place at its priority. A locality-aware
+// request sends, at one priority, an Ask per host and per rack wanted and
+// an Ask anywhere (Place "") whose Count is the total; the scheduler
+// then prefers the named places, and falls back to others (after its
+// locality delay) unless the anywhere Ask is missing or StrictLocality is
+// set on the place's Ask.
 type Ask struct {
 	Priority int32
 	Count    int32
 	Resource Resource
+	// Place is a host name or a rack ("/default-rack"); "" means anywhere
+	// ("*").
+	Place string
+	// StrictLocality turns off relax_locality: the scheduler allocates
+	// only at Place.
+	StrictLocality bool
 }
 
 // AllocateRequest is one heartbeat to the scheduler.
@@ -74,6 +88,15 @@ type AllocateRequest struct {
 	Releases []ContainerID
 	// Progress is the application's progress, 0..1.
 	Progress float32
+	// BlacklistAdd and BlacklistRemove change the application's blacklist
+	// (ResourceBlacklistRequestProto): the scheduler allocates none of its
+	// containers on a blacklisted place, a node's name or a rack. A node's
+	// name is its host, or host:port when the ResourceManager includes
+	// ports in node names (yarn.scheduler.include-port-in-node-name, as
+	// clusters with several NodeManagers per host do). The blacklist holds
+	// until removed; send each change once.
+	BlacklistAdd    []string
+	BlacklistRemove []string
 }
 
 // AMCommand is an order from the ResourceManager in an allocate response.
@@ -256,21 +279,9 @@ func (c *AMClient) Register(ctx context.Context, host string, rpcPort int, track
 // The client keeps the response id the protocol requires and the NMTokens
 // that arrive, and reconnects with a rolled-over AMRMToken.
 func (c *AMClient) Allocate(ctx context.Context, r AllocateRequest) (AllocateResponse, error) {
-	req := &pb.AllocateRequestProto{ResponseId: proto.Int32(c.lastResponseID), Progress: proto.Float32(r.Progress)}
-	for _, a := range r.Asks {
-		if a.Count < 0 || a.Resource.MemoryMB <= 0 || a.Resource.VCores <= 0 {
-			return AllocateResponse{}, fmt.Errorf("yarn: allocate: invalid ask %+v", a)
-		}
-		req.Ask = append(req.Ask, &pb.ResourceRequestProto{
-			Priority:      &pb.PriorityProto{Priority: proto.Int32(a.Priority)},
-			ResourceName:  proto.String("*"),
-			Capability:    &pb.ResourceProto{Memory: proto.Int64(a.Resource.MemoryMB), VirtualCores: proto.Int32(a.Resource.VCores)},
-			NumContainers: proto.Int32(a.Count),
-			RelaxLocality: proto.Bool(true),
-		})
-	}
-	for _, id := range r.Releases {
-		req.Release = append(req.Release, containerIDProto(id))
+	req, err := allocateRequestProto(r, c.lastResponseID)
+	if err != nil {
+		return AllocateResponse{}, err
 	}
 	resp := &pb.AllocateResponseProto{}
 	if err := c.call(ctx, "allocate", req, resp); err != nil {
@@ -395,4 +406,32 @@ func containerStatusFromProto(p *pb.ContainerStatusProto) ContainerStatus {
 		ExitStatus:  p.GetExitStatus(),
 		Diagnostics: p.GetDiagnostics(),
 	}
+}
+
+// allocateRequestProto encodes r as the heartbeat after responseID.
+func allocateRequestProto(r AllocateRequest, responseID int32) (*pb.AllocateRequestProto, error) {
+	req := &pb.AllocateRequestProto{ResponseId: proto.Int32(responseID), Progress: proto.Float32(r.Progress)}
+	for _, a := range r.Asks {
+		if a.Count < 0 || a.Resource.MemoryMB <= 0 || a.Resource.VCores <= 0 {
+			return nil, fmt.Errorf("yarn: allocate: invalid ask %+v", a)
+		}
+		place := a.Place
+		if place == "" {
+			place = "*"
+		}
+		req.Ask = append(req.Ask, &pb.ResourceRequestProto{
+			Priority:      &pb.PriorityProto{Priority: proto.Int32(a.Priority)},
+			ResourceName:  proto.String(place),
+			Capability:    &pb.ResourceProto{Memory: proto.Int64(a.Resource.MemoryMB), VirtualCores: proto.Int32(a.Resource.VCores)},
+			NumContainers: proto.Int32(a.Count),
+			RelaxLocality: proto.Bool(!a.StrictLocality),
+		})
+	}
+	if len(r.BlacklistAdd) > 0 || len(r.BlacklistRemove) > 0 {
+		req.BlacklistRequest = &pb.ResourceBlacklistRequestProto{BlacklistAdditions: r.BlacklistAdd, BlacklistRemovals: r.BlacklistRemove}
+	}
+	for _, id := range r.Releases {
+		req.Release = append(req.Release, containerIDProto(id))
+	}
+	return req, nil
 }

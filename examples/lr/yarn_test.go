@@ -267,7 +267,17 @@ func TestHadoopYARNWorkerKilled(t *testing.T) {
 		if !strings.Contains(log, `task="worker 1"`) || !strings.Contains(log, "task failed; restarting it") {
 			t.Errorf("the AM's log does not show worker 1 started again:\n%s", log)
 		}
-		checkEveryRecordOnce(t, manifest(t, c, out), 2)
+		tr := manifest(t, c, out)
+		checkEveryRecordOnce(t, tr, 2)
+		// Shards handed out on demand go by locality. Every node of the
+		// mini cluster runs on this host, so each is stored on its
+		// worker's host.
+		if tr.LocatedShards == 0 || tr.NodeLocalShards != tr.LocatedShards {
+			t.Errorf("manifest: %d of %d shards node-local, want all of at least one", tr.NodeLocalShards, tr.LocatedShards)
+		}
+		if r.res.Status.LocatedGiven != tr.LocatedShards {
+			t.Errorf("ps-submit's summary counts %d located shards, the manifest %d", r.res.Status.LocatedGiven, tr.LocatedShards)
+		}
 	})
 	t.Run("sync_with_checkpoints", func(t *testing.T) {
 		s := lrSpec(dir, "sync-worker-killed")

@@ -96,6 +96,11 @@ type Training struct {
 	// first asked it for input, about to train its first batch.
 	Started   time.Time `json:"started"`
 	FirstData time.Time `json:"first_data,omitzero"`
+	// LocatedShards counts the shards with known hosts handed to workers
+	// whose host was known, NodeLocalShards those read on a host that
+	// stores them; both 0 when the input's locations were not known.
+	LocatedShards   int `json:"located_shards,omitempty"`
+	NodeLocalShards int `json:"node_local_shards,omitempty"`
 }
 
 // ManifestPart is one part file of a model.

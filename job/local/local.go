@@ -45,6 +45,10 @@ type Options struct {
 	// StopGrace is how long stopping children waits after SIGTERM before
 	// SIGKILL; 0 means job.DefaultStopGrace.
 	StopGrace time.Duration
+	// Dir is the children's working directory, where spec's archives are
+	// unpacked (each into a new directory, removed when Run returns); ""
+	// means this process's.
+	Dir string
 }
 
 // Run runs spec on this machine: the tracker service in this process,
@@ -59,7 +63,22 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 		return job.Result{State: tracker.Failed, Wall: time.Since(start)}, err
 	}
 	defer j.Close()
-	c := New(Config{Environ: opts.Environ, Stdout: opts.Stdout, Log: opts.Log, StopGrace: opts.StopGrace})
+	if len(spec.Archives) > 0 {
+		dir := opts.Dir
+		if dir == "" {
+			dir = "."
+		}
+		cleanup, err := unpackArchives(ctx, spec.Archives, dir)
+		if err != nil {
+			return job.Result{State: tracker.Failed, Wall: time.Since(start)}, err
+		}
+		defer func() {
+			if err := cleanup(); err != nil && opts.Log != nil {
+				opts.Log.WithError(err).Warn("could not remove the unpacked archives")
+			}
+		}()
+	}
+	c := New(Config{Environ: opts.Environ, Stdout: opts.Stdout, Log: opts.Log, StopGrace: opts.StopGrace, Dir: opts.Dir})
 	defer c.Close()
 	return j.Run(ctx, c)
 }
@@ -86,6 +105,8 @@ type Config struct {
 	// TailLines is how many of a child's last lines its exit carries;
 	// 0 means 20.
 	TailLines int
+	// Dir is the children's working directory; "" means this process's.
+	Dir string
 }
 
 // Cluster is a job.Cluster of child processes of this one. Each child
@@ -151,6 +172,7 @@ func (c *Cluster) Start(ctx context.Context, l job.Launch) error {
 		return errors.New("local: no command")
 	}
 	cmd := exec.Command(l.Command[0], l.Command[1:]...)
+	cmd.Dir = c.cfg.Dir
 	cmd.Env = l.Env(Node, c.cfg.Environ)
 	// Its own process group, so that the whole group can be stopped; and
 	// death with the launcher.

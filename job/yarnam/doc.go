@@ -18,4 +18,20 @@
 // others (a container there is released and asked for again, a few times
 // at most). A launch that waits longer than AllocationTimeout, or a
 // failed heartbeat, fails the job.
+//
+// Operating on a shared cluster (gang.go, nodes.go, plan.go):
+//
+//   - Gang start: the scheduler's launch also asks for every server's and
+//     worker's container, which are held until their launches come; the
+//     tasks' registration timeout is RegisterTimeout(AllocationTimeout),
+//     so no task gives up on the others while the AM still allocates.
+//   - Locality: the workers' asks name the hosts and racks that store the
+//     input (SetInputPlaces, from the shards' hosts), relaxing to any node.
+//   - Bad nodes: BlacklistNode (job.NodeBlacklister) adds a node to the
+//     application's blacklist in the next allocate call; containers YARN
+//     took away (preempted, lost with their node or disks, killed by the
+//     ResourceManager) end as job.Exit.Lost, which keeps the task's
+//     attempts.
+//   - PlanLaunches describes every task's container without a cluster,
+//     for ps-submit --dry-run.
 package yarnam

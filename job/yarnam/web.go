@@ -29,6 +29,12 @@ type WebStatus struct {
 	Roles        []WebRoleStatus    `json:"roles"`
 	Diagnostics  string             `json:"diagnostics,omitempty"`
 	Started      time.Time          `json:"started"`
+	// BadNodes are the nodes given to YARN's blacklist for the job.
+	BadNodes []tracker.BadNode `json:"blacklisted_nodes,omitempty"`
+	// LocatedShards and NodeLocalShards count the shards handed out
+	// whose hosts were known, and those read on a host that stores them.
+	LocatedShards   int `json:"located_shards"`
+	NodeLocalShards int `json:"node_local_shards"`
 }
 
 // WebRoleStatus is one role's containers in WebStatus.
@@ -42,7 +48,8 @@ type WebRoleStatus struct {
 
 func webStatus(name string, st tracker.Status) WebStatus {
 	w := WebStatus{Name: name, State: st.State, Epoch: st.Epoch, ShardsDone: st.ShardsDone, ShardsTotal: st.ShardsTotal,
-		Metrics: st.Metrics, MetricsEpoch: st.MetricsEpoch, Roles: []WebRoleStatus{}, Diagnostics: st.Diagnostics, Started: st.Started}
+		Metrics: st.Metrics, MetricsEpoch: st.MetricsEpoch, Roles: []WebRoleStatus{}, Diagnostics: st.Diagnostics, Started: st.Started, BadNodes: st.BadNodes,
+		LocatedShards: st.LocatedGiven, NodeLocalShards: st.LocalGiven}
 	for _, r := range st.Roles {
 		w.Roles = append(w.Roles, WebRoleStatus(r))
 	}

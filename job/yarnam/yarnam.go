@@ -68,6 +68,11 @@ type Options struct {
 	// job so that it can ask the tracker for the job's status; "" means a
 	// new random one.
 	Secret string
+	// NodeNamesWithPort says that the ResourceManager names nodes
+	// host:port (yarn.scheduler.include-port-in-node-name), as the
+	// blacklist must name them; otherwise a node is named by its host,
+	// unless the AM has seen another NodeManager on the same host.
+	NodeNamesWithPort bool
 }
 
 // Defaults of Options.
@@ -131,6 +136,9 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 		defer opts.NM.Close()
 	}
 	log := opts.Log.WithField("attempt", opts.AM.Attempt())
+	// No task's registration wait may expire while the AM still waits for
+	// the containers of the gang (gang.go); a setting of the job's own wins.
+	opts.Env = append([]string{registerTimeoutEnv(opts.AllocationTimeout)}, opts.Env...)
 	j, err := job.New(ctx, spec, job.Options{Log: log, Planner: opts.Planner, Resolver: opts.Resolver,
 		OnStatus: opts.OnStatus, Listen: ":0", Host: opts.Host, Secret: opts.Secret, Rerun: opts.Rerun,
 		StopTimeout: finishTimeout})
@@ -150,6 +158,7 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 		return failed(fmt.Errorf("yarnam: register the application master: %w", err))
 	}
 	c := NewCluster(ctx, spec, opts, log)
+	c.SetInputPlaces(inputPlaces(j.State().Shards()))
 	log.WithFields(logrus.Fields{"tracker": j.TrackerAddr(), "status_url": trackingURL,
 		"allocation_timeout": c.opts.AllocationTimeout.String()}).Info("application master registered")
 
@@ -208,11 +217,22 @@ type Cluster struct {
 	outst    map[int32]int32 // containers the ResourceManager still owes, per priority
 	releases []yarn.ContainerID
 	bad      map[job.Task]map[yarn.NodeID]bool
-	nodes    int32
-	ndone    int
-	ntasks   int
-	failed   bool
-	ports    int
+	// seen are the nodes containers came on; blacklist the nodes given
+	// to YARN's blacklist, blAdd those not yet sent (nodes.go).
+	seen      map[yarn.NodeID]bool
+	blacklist map[yarn.NodeID]bool
+	blAdd     []string
+	// reserve counts, per priority, the containers asked for launches
+	// still to come; held are those that came for them (gang.go).
+	reserve map[int32]int32
+	held    []yarn.Container
+	// hosts and racks store the input; the workers' asks name them.
+	hosts, racks []string
+	nodes        int32
+	ndone        int
+	ntasks       int
+	failed       bool
+	ports        int
 }
 
 // launch is a job.Launch in the cluster.
@@ -239,7 +259,8 @@ func NewCluster(ctx context.Context, spec job.JobSpec, opts Options, log *logrus
 	}
 	c := &Cluster{spec: spec, opts: opts, log: log, events: job.NewEventQueue(), beat: make(chan struct{}, 1),
 		addrs: map[string]string{}, starting: map[int64]*launch{}, byCont: map[yarn.ContainerID]*launch{},
-		outst: map[int32]int32{}, bad: map[job.Task]map[yarn.NodeID]bool{}, ntasks: len(job.Tasks(spec))}
+		outst: map[int32]int32{}, bad: map[job.Task]map[yarn.NodeID]bool{}, ntasks: len(job.Tasks(spec)),
+		seen: map[yarn.NodeID]bool{}, blacklist: map[yarn.NodeID]bool{}, reserve: map[int32]int32{}}
 	c.ctx, c.stop = context.WithCancel(context.WithoutCancel(ctx))
 	c.wg.Add(1)
 	go c.loop()
@@ -279,6 +300,10 @@ func (c *Cluster) Start(_ context.Context, l job.Launch) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.takeReservedLocked(prio)
+	if prio == prioScheduler {
+		c.reserveGangLocked()
+	}
 	c.pending = append(c.pending, &launch{l: l, prio: prio, waiting: time.Now()})
 	return nil
 }
@@ -289,6 +314,7 @@ func (c *Cluster) Start(_ context.Context, l job.Launch) error {
 func (c *Cluster) StopAll(ctx context.Context) error {
 	c.mu.Lock()
 	c.pending = nil
+	c.releaseHeldLocked()
 	c.ndone = 0
 	var stop []yarn.Container
 	for _, ln := range c.starting {
@@ -377,8 +403,14 @@ func (c *Cluster) loop() {
 // completed.
 func (c *Cluster) heartbeat() error {
 	c.mu.Lock()
-	req := yarn.AllocateRequest{Asks: c.asksLocked(), Releases: c.releases, Progress: c.progressLocked()}
-	c.releases = nil
+	place := c.matchHeldLocked()
+	c.mu.Unlock()
+	for _, ln := range place {
+		c.place(ln)
+	}
+	c.mu.Lock()
+	req := yarn.AllocateRequest{Asks: c.asksLocked(), Releases: c.releases, Progress: c.progressLocked(), BlacklistAdd: c.blAdd}
+	c.releases, c.blAdd = nil, nil
 	c.mu.Unlock()
 	ctx, cancel := context.WithTimeout(c.ctx, rpcTimeout)
 	resp, err := c.opts.AM.Allocate(ctx, req)
@@ -386,13 +418,15 @@ func (c *Cluster) heartbeat() error {
 	if err != nil {
 		c.mu.Lock()
 		c.releases = append(c.releases, req.Releases...)
+		c.blAdd = append(c.blAdd, req.BlacklistAdd...)
 		c.mu.Unlock()
 		return fmt.Errorf("yarnam: heartbeat to the resource manager: %w", err)
 	}
 	c.mu.Lock()
 	c.nodes = resp.NumClusterNodes
-	var place []*launch
+	place = place[:0]
 	for _, ct := range resp.Allocated {
+		c.seen[ct.Node] = true
 		if c.outst[ct.Priority] > 0 {
 			c.outst[ct.Priority]--
 		}
@@ -418,9 +452,11 @@ func (c *Cluster) heartbeat() error {
 		if ln.stopped {
 			continue
 		}
-		if s.ExitStatus == yarn.ExitSuccess {
+		lost := lostExit(s.ExitStatus)
+		switch {
+		case s.ExitStatus == yarn.ExitSuccess:
 			c.ndone++
-		} else {
+		case !lost:
 			c.badNodeLocked(ln)
 		}
 		msg := fmt.Sprintf("%s in container %s on %s", describeExitStatus(s.ExitStatus), s.ID, ln.ct.Node)
@@ -431,7 +467,7 @@ func (c *Cluster) heartbeat() error {
 			msg += "; YARN diagnostics: " + d
 		}
 		c.log.WithFields(logrus.Fields{"task": ln.l.Task.String(), "container": s.ID.String(), "exit": s.ExitStatus}).Info("container completed")
-		c.events.Push(job.Event{Kind: job.Exited, ID: ln.l.ID, Exit: job.Exit{Code: int(s.ExitStatus), Desc: msg}})
+		c.events.Push(job.Event{Kind: job.Exited, ID: ln.l.ID, Exit: job.Exit{Code: int(s.ExitStatus), Desc: msg, Lost: lost}})
 	}
 	c.mu.Unlock()
 	if resp.Command != yarn.AMCommandNone {
@@ -441,22 +477,25 @@ func (c *Cluster) heartbeat() error {
 }
 
 // matchLocked gives container ct to the first launch of its priority
-// waiting for one, or releases it (surplus, or on a node where the
-// launch's task failed before). c.mu must be held.
+// waiting for one, holds it for a launch still to come (gang.go), or
+// releases it (surplus, or on a node blacklisted or where the launch's
+// task failed before). c.mu must be held.
 func (c *Cluster) matchLocked(ct yarn.Container) *launch {
 	for i, ln := range c.pending {
 		if ln.prio != ct.Priority {
 			continue
 		}
-		bad := c.bad[ln.l.Task]
-		if bad[ct.Node] && ln.rejects < maxNodeRejects && c.nodes > int32(len(bad)) {
+		if c.avoidLocked(ln, ct.Node) {
 			ln.rejects++
-			c.log.WithFields(logrus.Fields{"task": ln.l.Task.String(), "node": ct.Node.String()}).Info("container on a node where the task failed; asking for another")
+			c.log.WithFields(logrus.Fields{"task": ln.l.Task.String(), "node": ct.Node.String()}).Info("container on a node blacklisted or where the task failed; asking for another")
 			c.releases = append(c.releases, ct.ID)
 			return nil
 		}
 		c.pending = append(c.pending[:i:i], c.pending[i+1:]...)
 		return ln
+	}
+	if c.holdLocked(ct) {
+		return nil
 	}
 	c.log.WithField("container", ct.ID.String()).Debug("releasing surplus container")
 	c.releases = append(c.releases, ct.ID)
@@ -469,7 +508,7 @@ func (c *Cluster) place(ln *launch) {
 	ct := ln.ct
 	node := c.nodeAddr(ct.Node.Host)
 	lc := yarn.LaunchContext{
-		Commands:       append(shellWords(ln.l.Command), "1><LOG_DIR>/stdout", "2><LOG_DIR>/stderr"),
+		Commands:       containerCommand(ln.l.Command),
 		Env:            envMap(ln.l.Env(node, c.opts.Env)),
 		LocalResources: c.opts.Resources,
 	}
@@ -500,7 +539,7 @@ func (c *Cluster) place(ln *launch) {
 		return
 	}
 	c.log.WithFields(logrus.Fields{"task": ln.l.Task.String(), "attempt": ln.l.Attempt, "container": ct.ID.String(), "node": ct.Node.String()}).Info("task started")
-	c.events.Push(job.Event{Kind: job.Placed, ID: ln.l.ID, Node: node})
+	c.events.Push(job.Event{Kind: job.Placed, ID: ln.l.ID, Node: node, NodeID: ct.Node.String()})
 }
 
 func (c *Cluster) badNodeLocked(ln *launch) {
@@ -529,21 +568,30 @@ func (c *Cluster) asksLocked() []yarn.Ask {
 	for _, ln := range c.pending {
 		want[ln.prio]++
 	}
+	for p, n := range c.reserve {
+		want[p] += max(0, n-c.countHeldLocked(p))
+	}
 	var asks []yarn.Ask
 	for _, p := range []int32{prioScheduler, prioServer, prioWorker} {
 		if want[p] == c.outst[p] {
 			continue
 		}
 		asks = append(asks, yarn.Ask{Priority: p, Count: want[p], Resource: c.resource(p)})
+		if p == prioWorker {
+			asks = append(asks, c.placeAsksLocked(want[p])...)
+		}
 		c.outst[p] = want[p]
 	}
 	return asks
 }
 
-func (c *Cluster) resource(prio int32) yarn.Resource {
-	mem, cores := c.spec.ServerMemoryMB, c.spec.ServerCores
+func (c *Cluster) resource(prio int32) yarn.Resource { return taskResource(c.spec, prio) }
+
+// taskResource is the size of spec's containers at priority prio.
+func taskResource(spec job.JobSpec, prio int32) yarn.Resource {
+	mem, cores := spec.ServerMemoryMB, spec.ServerCores
 	if prio == prioWorker {
-		mem, cores = c.spec.WorkerMemoryMB, c.spec.WorkerCores
+		mem, cores = spec.WorkerMemoryMB, spec.WorkerCores
 	}
 	if mem <= 0 {
 		mem = job.DefaultMemoryMB

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
 	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
@@ -86,39 +89,153 @@ func TestDescribeExitStatus(t *testing.T) {
 // TestAsks checks that the asks follow the launches waiting for a
 // container, per priority, with each role's resources, and are sent only
 // when they change.
+// testCluster is a Cluster without its allocate loop, for the tests of
+// its bookkeeping.
+func testCluster(spec job.JobSpec) *Cluster {
+	return &Cluster{spec: spec, outst: map[int32]int32{}, log: quietLog(), starting: map[int64]*launch{},
+		byCont: map[yarn.ContainerID]*launch{}, bad: map[job.Task]map[yarn.NodeID]bool{}, seen: map[yarn.NodeID]bool{},
+		blacklist: map[yarn.NodeID]bool{}, reserve: map[int32]int32{}, nodes: 2}
+}
+
+// TestAsks: the scheduler's launch asks for the whole gang at once;
+// containers that come before their launches are held for them, and
+// surplus ones released.
 func TestAsks(t *testing.T) {
 	t.Parallel()
-	c := &Cluster{spec: job.JobSpec{NumWorkers: 2, NumServers: 1, WorkerMemoryMB: 256, ServerMemoryMB: 512}, outst: map[int32]int32{}, log: quietLog()}
+	c := testCluster(job.JobSpec{NumWorkers: 2, NumServers: 1, WorkerMemoryMB: 256, ServerMemoryMB: 512})
+	id := int64(0)
 	add := func(role conf.Role, rank int) {
-		if err := c.Start(t.Context(), job.Launch{Task: job.Task{Role: role, Rank: rank}}); err != nil {
+		id++
+		if err := c.Start(t.Context(), job.Launch{ID: id, Task: job.Task{Role: role, Rank: rank}}); err != nil {
 			t.Fatal(err)
 		}
 	}
+	byPrio := func(asks []yarn.Ask) map[int32]int32 {
+		m := map[int32]int32{}
+		for _, a := range asks {
+			m[a.Priority] = a.Count
+			if want := c.resource(a.Priority); a.Resource != want {
+				t.Errorf("ask %+v, want resource %+v", a, want)
+			}
+		}
+		return m
+	}
 	add(conf.RoleScheduler, 0)
-	got := c.asksLocked()
-	if len(got) != 1 || got[0].Priority != prioScheduler || got[0].Count != 1 || got[0].Resource.MemoryMB != 512 {
-		t.Fatalf("first asks = %+v, want one scheduler container", got)
+	got := byPrio(c.asksLocked())
+	if want := map[int32]int32{prioScheduler: 1, prioServer: 1, prioWorker: 2}; !maps.Equal(got, want) {
+		t.Fatalf("first asks %v, want the whole gang %v", got, want)
 	}
 	if again := c.asksLocked(); len(again) != 0 {
 		t.Fatalf("unchanged asks sent again: %+v", again)
 	}
-	// The scheduler's container came.
+	// The scheduler's container and a worker's came.
 	if ln := c.matchLocked(yarn.Container{Priority: prioScheduler}); ln == nil || ln.l.Task.Role != conf.RoleScheduler {
 		t.Fatalf("scheduler's container matched %+v", ln)
 	}
 	c.outst[prioScheduler] = 0
+	wct := yarn.Container{Priority: prioWorker, ID: yarn.ContainerID{ID: 3}, Node: yarn.NodeID{Host: "nm", Port: 1}}
+	if ln := c.matchLocked(wct); ln != nil || len(c.held) != 1 || len(c.releases) != 0 {
+		t.Fatalf("early worker container matched %+v, held %v, released %v", ln, c.held, c.releases)
+	}
+	c.outst[prioWorker] = 1
+	if got := c.asksLocked(); len(got) != 0 {
+		t.Fatalf("asks changed while the held container stands for a launch to come: %+v", got)
+	}
+	// The scheduler is placed: the rest start, the held container goes to
+	// worker 0, and nothing new is asked for.
 	add(conf.RoleServer, 0)
 	add(conf.RoleWorker, 0)
 	add(conf.RoleWorker, 1)
-	got = c.asksLocked()
-	sort.Slice(got, func(a, b int) bool { return got[a].Priority < got[b].Priority })
-	if len(got) != 2 || got[0].Priority != prioServer || got[0].Count != 1 || got[1].Priority != prioWorker ||
-		got[1].Count != 2 || got[1].Resource.MemoryMB != 256 {
-		t.Fatalf("asks after the scheduler came = %+v", got)
+	place := c.matchHeldLocked()
+	if len(place) != 1 || place[0].l.Task != (job.Task{Role: conf.RoleWorker}) || place[0].ct.ID != wct.ID {
+		t.Fatalf("held container placed %+v", place)
+	}
+	if got := c.asksLocked(); len(got) != 0 {
+		t.Fatalf("asks after the rest started = %+v, want none", got)
 	}
 	// A surplus container is released.
 	if ln := c.matchLocked(yarn.Container{Priority: prioScheduler, ID: yarn.ContainerID{ID: 7}}); ln != nil || len(c.releases) != 1 {
 		t.Fatalf("surplus container matched %+v, releases %v", ln, c.releases)
+	}
+	// StopAll's bookkeeping gives back what is held.
+	c.held = append(c.held, yarn.Container{Priority: prioWorker, ID: yarn.ContainerID{ID: 9}})
+	c.releaseHeldLocked()
+	if len(c.held) != 0 || len(c.reserve) != 0 || len(c.releases) != 2 {
+		t.Errorf("after release: held %v reserve %v releases %v", c.held, c.reserve, c.releases)
+	}
+}
+
+// TestBlacklistNode: a node is named to YARN by host, or by host:port when
+// another NodeManager shares its host; containers that still come on it
+// are turned down; the last node is never blacklisted.
+func TestBlacklistNode(t *testing.T) {
+	t.Parallel()
+	c := testCluster(job.JobSpec{NumWorkers: 1})
+	a, b, other := yarn.NodeID{Host: "h", Port: 1}, yarn.NodeID{Host: "h", Port: 2}, yarn.NodeID{Host: "g", Port: 3}
+	c.seen[a], c.seen[other] = true, true
+	c.nodes = 3
+	if c.BlacklistNode("nowhere:9") {
+		t.Errorf("blacklisted a node without containers")
+	}
+	if !c.BlacklistNode(other.String()) || !slices.Equal(c.blAdd, []string{"g"}) {
+		t.Fatalf("blacklist of a host's only NodeManager sent %v, want [g]", c.blAdd)
+	}
+	c.seen[b] = true
+	if !c.BlacklistNode(a.String()) {
+		t.Fatal("second node refused")
+	}
+	if !slices.Equal(c.blAdd, []string{"g", "h:1"}) {
+		t.Fatalf("blacklist sent %v, want [g h:1]", c.blAdd)
+	}
+	if c.BlacklistNode(b.String()) {
+		t.Errorf("blacklisted the last node")
+	}
+	if got := c.Blacklisted(); !slices.Equal(got, []string{"g:3", "h:1"}) {
+		t.Errorf("Blacklisted() = %v", got)
+	}
+	if err := c.Start(t.Context(), job.Launch{ID: 1, Task: job.Task{Role: conf.RoleWorker}}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < maxNodeRejects; i++ {
+		if ln := c.matchLocked(yarn.Container{Priority: prioWorker, Node: a}); ln != nil {
+			t.Fatalf("container on a blacklisted node taken (reject %d)", i)
+		}
+	}
+	if ln := c.matchLocked(yarn.Container{Priority: prioWorker, Node: a}); ln == nil {
+		t.Errorf("container refused past maxNodeRejects")
+	}
+}
+
+// TestLostExit names the exit statuses of containers YARN took away.
+func TestLostExit(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int32{yarn.ExitAborted, yarn.ExitDisksFailed, yarn.ExitPreempted, yarn.ExitKilledByResourceManager} {
+		if !lostExit(code) {
+			t.Errorf("exit status %d not taken as lost", code)
+		}
+	}
+	for _, code := range []int32{0, 1, 137, yarn.ExitKilledExceededPMem, yarn.ExitKilledByAppMaster, yarn.ExitInvalid} {
+		if lostExit(code) {
+			t.Errorf("exit status %d taken as lost", code)
+		}
+	}
+}
+
+// TestRegisterTimeout: the tasks wait for registration longer than the AM
+// waits for a container.
+func TestRegisterTimeout(t *testing.T) {
+	t.Parallel()
+	for _, a := range []time.Duration{0, time.Second, time.Hour} {
+		eff := a
+		if eff == 0 {
+			eff = DefaultAllocationTimeout
+		}
+		if got := RegisterTimeout(a); got <= eff {
+			t.Errorf("RegisterTimeout(%v) = %v, not above the allocation timeout", a, got)
+		}
+	}
+	if got, want := registerTimeoutEnv(3*time.Second), "SPINDLE_REGISTER_TIMEOUT=123"; got != want {
+		t.Errorf("registerTimeoutEnv = %q, want %q", got, want)
 	}
 }
 
@@ -165,6 +282,11 @@ func TestHadoopRunAM(t *testing.T) {
 		return s
 	}
 	rootRE := regexp.MustCompile(`^(scheduler|server|worker) (\S+):(\d+)$`)
+	// The first task to run claims its NodeManager (the NodeManagers share
+	// this host and its file system) as the bad one, where every task
+	// fails.
+	claim := filepath.Join(t.TempDir(), "bad-node")
+	badNode := `ln -s "$NM_PORT" ` + claim + ` 2>/dev/null; if [ "$(readlink ` + claim + `)" = "$NM_PORT" ]; then echo "failing on NodeManager port $NM_PORT" >&2; exit 5; fi; echo ok`
 	tests := []struct {
 		name      string
 		spec      job.JobSpec
@@ -173,6 +295,10 @@ func TestHadoopRunAM(t *testing.T) {
 		wantDiags []string
 		// check looks at the containers' stdout, keyed by container id.
 		check func(t *testing.T, stdout map[string]string)
+		// checkDiag looks at the application's diagnostics.
+		checkDiag func(t *testing.T, diag string)
+		// checkAMLog looks at the ApplicationMaster's stderr.
+		checkAMLog func(t *testing.T, log string)
 	}{
 		{
 			name: "three_workers",
@@ -223,7 +349,32 @@ func TestHadoopRunAM(t *testing.T) {
 			name: "allocation_timeout",
 			spec: job.JobSpec{Command: []string{"sleep", "120"}, NumWorkers: 2, MaxAttempts: 1, WorkerMemoryMB: maxAllocationMB(t, cl.Conf)},
 			args: []string{"-allocation-timeout", "3s"},
-			want: yarn.FinalFailed, wantDiags: []string{"containers did not come within 3s: still missing 1 worker"},
+			// Both workers miss out when other tests' containers fill the
+			// free NodeManager meanwhile (the Hadoop stage runs packages in
+			// parallel), so the count is not checked.
+			want: yarn.FinalFailed, wantDiags: []string{"containers did not come within 3s: still missing ", " worker (cluster of "},
+		},
+		{
+			name: "bad_node_blacklisted",
+			spec: small(job.JobSpec{Command: []string{"/bin/sh", "-c", badNode}, NumWorkers: 3, MaxAttempts: 3, BlacklistAfter: 1}),
+			want: yarn.FinalSucceeded, wantDiags: []string{"all 3 tasks exited 0", "blacklisted after 1 failed launches"},
+			checkDiag: func(t *testing.T, diag string) {
+				port, err := os.Readlink(claim)
+				if err != nil {
+					t.Fatalf("no task claimed a node: %v", err)
+				}
+				if want := ":" + port + " blacklisted"; !strings.Contains(diag, want) {
+					t.Errorf("diagnostics %q do not name the bad node (%q)", diag, want)
+				}
+			},
+			checkAMLog: func(t *testing.T, log string) {
+				// The mini cluster names nodes host:port, and so must the
+				// blacklist request for YARN to apply it.
+				port, _ := os.Readlink(claim)
+				if want := `blacklist_name="localhost:` + port + `"`; !strings.Contains(log, want) {
+					t.Errorf("the AM's log does not show %s:\n%s", want, log)
+				}
+			},
 		},
 		{
 			name: "scheduler_server_workers",
@@ -290,6 +441,21 @@ func TestHadoopRunAM(t *testing.T) {
 			for _, d := range tt.wantDiags {
 				if !strings.Contains(r.Diagnostics, d) {
 					t.Errorf("diagnostics %q do not contain %q", r.Diagnostics, d)
+				}
+			}
+			if tt.checkDiag != nil {
+				tt.checkDiag(t, r.Diagnostics)
+			}
+			if tt.checkAMLog != nil {
+				found := false
+				for c, s := range hadooptest.ContainerFiles(t, app.ID.String(), "stderr") {
+					if strings.HasSuffix(c, "_000001") {
+						found = true
+						tt.checkAMLog(t, s)
+					}
+				}
+				if !found && os.Getenv("SPINDLE_MINICLUSTER_DIR") != "" {
+					t.Errorf("no stderr of the ApplicationMaster's container")
 				}
 			}
 			stdout := hadooptest.ContainerFiles(t, app.ID.String(), "stdout")
@@ -422,4 +588,36 @@ func maxAllocationMB(t *testing.T, hc conf.HadoopConf) int {
 		t.Fatalf("yarn.scheduler.maximum-allocation-mb %q in the cluster's configuration: want a number of MB", hc["yarn.scheduler.maximum-allocation-mb"])
 	}
 	return mb
+}
+
+// TestPlaceAsks: the workers' asks name the hosts storing the most
+// shards and their racks, beside the ask anywhere, with the same count.
+func TestPlaceAsks(t *testing.T) {
+	t.Parallel()
+	hosts, racks := inputPlaces([]tracker.Shard{
+		{Hosts: []string{"b", "10.0.0.2"}, Racks: []string{"/r1"}},
+		{Hosts: []string{"a"}, Racks: []string{"/r1"}},
+		{Hosts: []string{"b"}, Racks: []string{"/r2"}},
+		{},
+	})
+	if !slices.Equal(hosts, []string{"b", "10.0.0.2", "a"}) || !slices.Equal(racks, []string{"/r1", "/r2"}) {
+		t.Fatalf("places %v %v", hosts, racks)
+	}
+	c := testCluster(job.JobSpec{NumWorkers: 2, WorkerMemoryMB: 256})
+	c.SetInputPlaces([]string{"b"}, []string{"/r1"})
+	for i := int64(1); i <= 2; i++ {
+		if err := c.Start(t.Context(), job.Launch{ID: i, Task: job.Task{Role: conf.RoleWorker, Rank: int(i - 1)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]int32{}
+	for _, a := range c.asksLocked() {
+		if a.Priority != prioWorker || a.Resource.MemoryMB != 256 || a.StrictLocality {
+			t.Errorf("ask %+v", a)
+		}
+		got[a.Place] = a.Count
+	}
+	if want := map[string]int32{"": 2, "b": 2, "/r1": 2}; !maps.Equal(got, want) {
+		t.Errorf("asks %v, want %v", got, want)
+	}
 }

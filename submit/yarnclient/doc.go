@@ -12,6 +12,11 @@
 // application. AMMain reads job.json, connects to the ResourceManager's
 // scheduler with the attempt's token and runs the job with yarnam.Run.
 //
+// Plan is Submit's dry run: the application, the ApplicationMaster's
+// container, the files that would be staged (stagePlan, shared with
+// Submit; archives are staged under archives/ and localized as ARCHIVE)
+// and every task's container, without contacting the cluster.
+//
 // Every entry point finds the Hadoop configuration and user with
 // conf.LoadHadoop.
 package yarnclient

@@ -24,7 +24,6 @@ import (
 	"github.com/spindle-ps/spindle/job/yarnam"
 	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
-	"github.com/spindle-ps/spindle/yarn/libs"
 )
 
 // Options are the dependencies of Submit.
@@ -97,7 +96,7 @@ const (
 // not see the cluster's configuration: how to reach the
 // ResourceManager's scheduler and HDFS. The node's own configuration,
 // when there is one, wins.
-var amConfKeys = []string{"yarn.resourcemanager.", "fs.defaultFS", "dfs.nameservices", "dfs.ha.namenodes.",
+var amConfKeys = []string{"yarn.resourcemanager.", "yarn.scheduler.include-port-in-node-name", "fs.defaultFS", "dfs.nameservices", "dfs.ha.namenodes.",
 	"dfs.namenode.rpc-address", "dfs.client.", "hadoop.security.authentication"}
 
 // amJobConfig is job.json: what the ApplicationMaster needs to run the job.
@@ -154,21 +153,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 		l.Out = io.Discard
 		opts.Log = logrus.NewEntry(l)
 	}
-	if opts.AMMemoryMB <= 0 {
-		opts.AMMemoryMB = 512
-	}
-	if opts.AMCores <= 0 {
-		opts.AMCores = 1
-	}
-	if opts.AMMaxAttempts <= 0 {
-		opts.AMMaxAttempts = 1
-	}
-	if opts.Poll <= 0 {
-		opts.Poll = 500 * time.Millisecond
-	}
-	if opts.KillTimeout <= 0 {
-		opts.KillTimeout = 30 * time.Second
-	}
+	opts = withDefaults(opts)
 	lookup := opts.Lookup
 	if lookup == nil {
 		lookup = func(string) (string, bool) { return "", false }
@@ -229,17 +214,13 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	}
 	log.WithField("staging", fsys.URI(dir)).Debug("files staged")
 
-	name := spec.Name
-	if name == "" {
-		name = path.Base(spec.Command[0])
-	}
 	err = rm.Submit(ctx, yarn.Submission{
 		ID:             app.ID,
-		Name:           name,
+		Name:           appName(spec),
 		Type:           ApplicationType,
 		Queue:          spec.Queue,
-		Command:        []string{"./" + amBinaryName, AMMode, amJobFile, "1><LOG_DIR>/stdout", "2><LOG_DIR>/stderr"},
-		Env:            map[string]string{"LD_LIBRARY_PATH": "./" + amLibDir, conf.EnvHadoopUserName: user},
+		Command:        amCommand(),
+		Env:            amEnv(user),
 		LocalResources: amRes,
 		Resource:       yarn.Resource{MemoryMB: int64(opts.AMMemoryMB), VCores: int32(opts.AMCores)},
 		MaxAttempts:    int32(opts.AMMaxAttempts),
@@ -287,6 +268,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 			}
 			if tr := m.Training; tr != nil {
 				res.Status.EpochRecords, res.Status.Metrics, res.Status.MetricsEpoch = tr.EpochRecords, tr.Metrics, tr.MetricsEpoch
+				res.Status.LocatedGiven, res.Status.LocalGiven = tr.LocatedShards, tr.NodeLocalShards
 			}
 		}
 		return res, nil
@@ -388,60 +370,37 @@ func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec job.JobSpe
 	if allocTimeout > 0 {
 		jc.AllocationTimeout = allocTimeout.String()
 	}
-	jc.Spec.Command = append([]string(nil), spec.Command...)
 	if err := fsys.MkdirAll(ctx, dir+"/"+amLibDir, 0o700); err != nil {
 		return nil, fmt.Errorf("yarnclient: staging directory: %w", err)
 	}
 	put := func(local, name string) (yarn.LocalResource, error) {
+		if d := path.Dir(name); d != "." && d != amLibDir {
+			if err := fsys.MkdirAll(ctx, dir+"/"+d, 0o700); err != nil {
+				return yarn.LocalResource{}, fmt.Errorf("yarnclient: staging directory: %w", err)
+			}
+		}
 		r, err := upload(ctx, fsys, local, dir+"/"+name)
 		if err != nil {
 			return r, fmt.Errorf("yarnclient: stage %s: %w", local, err)
 		}
 		return r, nil
 	}
-	amRes := map[string]yarn.LocalResource{}
-	var err error
-	if amRes[amBinaryName], err = put(self, amBinaryName); err != nil {
+	items, cmd, err := stagePlan(spec, self, lookup)
+	if err != nil {
 		return nil, err
 	}
-	binaries := []string{self}
-	// A name without a slash is looked up in the nodes' PATH.
-	if exe := spec.Command[0]; strings.Contains(exe, "/") && isRegularFile(exe) && !isSystemPath(exe) {
-		name := filepath.Base(exe)
-		if name == amBinaryName || name == amJobFile || name == amLibDir {
-			return nil, fmt.Errorf("yarnclient: the command's executable may not be named %q", name)
-		}
-		if jc.Resources[name], err = put(exe, name); err != nil {
-			return nil, err
-		}
-		jc.Spec.Command[0] = "./" + name
-		binaries = append(binaries, exe)
-	}
-	for _, f := range spec.Files {
-		name := filepath.Base(f)
-		if _, dup := jc.Resources[name]; dup || name == amBinaryName || name == amJobFile || name == amLibDir {
-			return nil, fmt.Errorf("yarnclient: --files %s: a file named %q is already shipped", f, name)
-		}
-		if jc.Resources[name], err = put(f, name); err != nil {
-			return nil, err
-		}
-	}
-	ldPath, _ := lookup("LD_LIBRARY_PATH")
-	var all []libs.Lib
-	for _, b := range binaries {
-		ls, err := libs.Resolve(b, libs.Options{LDLibraryPath: ldPath})
-		if errors.Is(err, libs.ErrNotELF) {
-			continue // a script: nothing to ship
-		}
+	jc.Spec.Command = cmd
+	amRes := map[string]yarn.LocalResource{}
+	for _, it := range items {
+		r, err := put(it.Local, it.staged())
 		if err != nil {
-			return nil, fmt.Errorf("yarnclient: shared libraries of %s: %w", b, err)
-		}
-		all = append(all, ls...)
-	}
-	for _, l := range libs.Ship(all) {
-		name := amLibDir + "/" + l.Name
-		if jc.Resources[name], err = put(l.Path, name); err != nil {
 			return nil, err
+		}
+		r.Archive = it.Archive
+		if it.AMOnly {
+			amRes[it.Name] = r
+		} else {
+			jc.Resources[it.Name] = r
 		}
 	}
 	for k, v := range hc {
@@ -591,12 +550,13 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		Log:               log,
 		Host:              host,
 		Resources:         jc.Resources,
-		Env:               []string{"LD_LIBRARY_PATH=./" + amLibDir},
-		Planner:           tracker.InputPlanner(resolver),
+		Env:               taskEnv(),
+		Planner:           tracker.WithLocations(tracker.InputPlanner(resolver), dfs.NewLocator(hc, user).Blocks),
 		Resolver:          resolver,
 		Rerun:             amAttemptNumber(am.Attempt()) > 1,
 		Secret:            jc.Secret,
 		AllocationTimeout: allocTimeout,
+		NodeNamesWithPort: strings.EqualFold(strings.TrimSpace(hc.GetDefault("yarn.scheduler.include-port-in-node-name", "false")), "true"),
 	})
 	log.WithFields(logrus.Fields{"state": res.State, "tasks": fmt.Sprintf("%+v", res.Tasks)}).Info("job ended")
 	if jc.Staging != "" {
@@ -712,5 +672,30 @@ func Kill(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, poll t
 
 // stagingURI is where Submit stages application id's files.
 func stagingURI(user string, id yarn.ApplicationID) string {
-	return "hdfs:///user/" + user + "/.spindle/" + id.String()
+	return stagingDirName(user, id.String())
+}
+
+// stagingDirName is the staging directory of user's application id.
+func stagingDirName(user, id string) string {
+	return "hdfs:///user/" + user + "/.spindle/" + id
+}
+
+// withDefaults fills in the defaults of opts' zero fields.
+func withDefaults(opts Options) Options {
+	if opts.AMMemoryMB <= 0 {
+		opts.AMMemoryMB = 512
+	}
+	if opts.AMCores <= 0 {
+		opts.AMCores = 1
+	}
+	if opts.AMMaxAttempts <= 0 {
+		opts.AMMaxAttempts = 1
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 500 * time.Millisecond
+	}
+	if opts.KillTimeout <= 0 {
+		opts.KillTimeout = 30 * time.Second
+	}
+	return opts
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -62,6 +63,7 @@ func run(ctx context.Context, log *logrus.Entry, allocTimeout time.Duration) err
 		Log:               log,
 		Host:              host,
 		AllocationTimeout: allocTimeout,
+		NodeNamesWithPort: strings.EqualFold(h.Conf.GetDefault("yarn.scheduler.include-port-in-node-name", "false"), "true"),
 	})
 	log.WithFields(logrus.Fields{"state": res.State, "tasks": fmt.Sprintf("%+v", res.Tasks)}).Info("job ended")
 	return err

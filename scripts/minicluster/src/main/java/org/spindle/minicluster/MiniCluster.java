@@ -191,6 +191,9 @@ public final class MiniCluster {
     conf.set("yarn.scheduler.capacity.root.default.acl_administer_queue", "*");
     conf.set("yarn.scheduler.capacity.maximum-am-resource-percent", "0.5");
     conf.setInt("yarn.scheduler.capacity.node-locality-delay", -1);
+    // Every NodeManager runs on this one host: node names carry the port, so that an
+    // application's blacklist (and a resource request) can name one NodeManager.
+    conf.setBoolean("yarn.scheduler.include-port-in-node-name", true);
 
     for (String kv : overrides) {
       int eq = kv.indexOf('=');
