@@ -71,7 +71,7 @@
     });
     draw("chart-speed", series.map(function (s) { return s.label; }).join(","), {
       series: series,
-      axes: [{}, { label: "examples/s" }]
+      axes: [{}, { label: "examples/s", size: 70 }]
     }, data);
   }
 
