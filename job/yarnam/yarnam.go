@@ -17,6 +17,7 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/web"
 	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
 )
@@ -68,6 +69,15 @@ type Options struct {
 	// job so that it can ask the tracker for the job's status; "" means a
 	// new random one.
 	Secret string
+	// LogDir, when set, is the URI of a directory (reached through
+	// Resolver) into which the standard output and error of every
+	// container that ended are copied from its NodeManager, named by
+	// job.LogName, before the AM unregisters: where "ps-submit logs"
+	// finds them once the application is over.
+	LogDir string
+	// User is the user the NodeManagers' web services are asked as
+	// (user.name) for the containers' logs; "" asks anonymously.
+	User string
 }
 
 // Defaults of Options.
@@ -138,12 +148,12 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 		return failed(err)
 	}
 	defer j.Close()
-	web, err := serveWeb(":0", spec.Name, j.State(), log)
+	page, err := web.Serve(":0", web.Options{Name: spec.Name, State: j.State(), Logs: nmLogs(opts.User)}, log)
 	if err != nil {
-		return failed(fmt.Errorf("yarnam: status page: %w", err))
+		return failed(fmt.Errorf("yarnam: %w", err))
 	}
-	defer web.Close()
-	trackingURL := "http://" + net.JoinHostPort(opts.Host, strconv.Itoa(web.Port())) + "/"
+	defer page.Close()
+	trackingURL := "http://" + net.JoinHostPort(opts.Host, strconv.Itoa(page.Port())) + "/"
 	_, port, _ := net.SplitHostPort(j.TrackerAddr())
 	trackerPort, _ := strconv.Atoi(port)
 	if _, err := opts.AM.Register(ctx, opts.Host, trackerPort, trackingURL); err != nil {
@@ -198,6 +208,8 @@ type Cluster struct {
 	events *job.EventQueue
 	// beat is signalled after every heartbeat, for StopAll.
 	beat chan struct{}
+	// copies are the copies of ended containers' logs under way.
+	copies sync.WaitGroup
 	// addrs caches the nodes' addresses; the loop's own.
 	addrs map[string]string
 
@@ -338,6 +350,7 @@ func (c *Cluster) Close() {
 	cancel()
 	c.stop()
 	c.wg.Wait()
+	c.copies.Wait()
 	c.events.Close()
 }
 
@@ -415,6 +428,7 @@ func (c *Cluster) heartbeat() error {
 			continue // released or surplus
 		}
 		delete(c.byCont, s.ID)
+		c.copyLogsLocked(ln)
 		if ln.stopped {
 			continue
 		}
@@ -500,7 +514,7 @@ func (c *Cluster) place(ln *launch) {
 		return
 	}
 	c.log.WithFields(logrus.Fields{"task": ln.l.Task.String(), "attempt": ln.l.Attempt, "container": ct.ID.String(), "node": ct.Node.String()}).Info("task started")
-	c.events.Push(job.Event{Kind: job.Placed, ID: ln.l.ID, Node: node})
+	c.events.Push(job.Event{Kind: job.Placed, ID: ln.l.ID, Node: node, Container: ct.ID.String(), Logs: ct.NodeHTTPAddress})
 }
 
 func (c *Cluster) badNodeLocked(ln *launch) {
