@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -35,7 +36,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return yarnclient.AMMain(ctx, args[1:], stderr, lookup)
 	}
 	if isAppCommand(args) {
-		return runAppCommand(ctx, args, stdout, stderr, lookup)
+		if args[0] == cmdKill {
+			return runAppCommand(ctx, args, stdout, stderr, lookup)
+		}
+		return runJobCommand(ctx, args, stdout, stderr, lookup)
 	}
 	o := NewOptions(Streams{In: stdin, Out: stdout, Err: stderr}, lookup, environ, opts...)
 	err := o.Complete(args)
@@ -212,6 +216,11 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 	if planner == nil {
 		planner = tracker.InputPlanner(resolver)
 	}
+	jobsDir := o.JobsDir
+	if jobsDir == "" {
+		jobsDir = defaultJobsDir(o.LookupEnv)
+	}
+	id := newLocalJobID(o.now())
 	res, err := o.runLocal(ctx, spec, local.Options{
 		Environ:  o.Environ,
 		Stdout:   stdout,
@@ -219,6 +228,11 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 		Planner:  planner,
 		Resolver: resolver,
 		OnStatus: p.update,
+		Dir:      filepath.Join(jobsDir, id),
+		OnStart: func(info local.Info) {
+			fmt.Fprintf(p.around(o.Err), "%s: job %s: status page %s; output of every task in %s ('%s logs %s', '%s status %s')\n",
+				progName, id, info.URL, filepath.Join(info.Dir, local.LogsDir), progName, id, progName, id)
+		},
 	})
 	p.finish()
 	if err != nil {
@@ -315,6 +329,7 @@ func (o *Options) writeJob(w *bufio.Writer) {
 	opt("tags", strings.Join(o.TagList, ","))
 	opt("allocation-timeout", o.AllocationTimeoutDuration.String())
 	opt("detach", strconv.FormatBool(o.Detach))
+	opt("jobs-dir", o.JobsDir)
 }
 
 // writePlan writes each task: role, rank, command and the environment the

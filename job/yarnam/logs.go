@@ -2,6 +2,7 @@ package yarnam
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -51,6 +52,30 @@ func (c *Cluster) copyLogsLocked(ln *launch) {
 			}
 		}
 	}()
+}
+
+// StatusFile is the name of the job's final status (web.Status, JSON) in
+// Options.LogDir.
+const StatusFile = "status.json"
+
+// writeFinalStatus keeps st in dir's StatusFile, for "ps-submit status"
+// once the application is over.
+func writeFinalStatus(ctx context.Context, r job.Resolver, dir string, st web.Status) error {
+	fsys, p, err := r.Resolve(ctx, dir)
+	if err != nil {
+		return err
+	}
+	if err := fsys.MkdirAll(ctx, p, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	return dfs.WriteAtomic(ctx, fsys, path.Join(p, StatusFile), func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	})
 }
 
 // copyLog copies one log file of ln's container.

@@ -168,6 +168,12 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 	c.Close()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
+	if opts.LogDir != "" && opts.Resolver != nil {
+		page.Handler().Sample()
+		if err := writeFinalStatus(fctx, opts.Resolver, opts.LogDir, page.Handler().Status()); err != nil {
+			log.WithError(err).Warn("final status not kept")
+		}
+	}
 	final, diag := yarn.FinalSucceeded, res.Summary()
 	switch res.State {
 	case tracker.Failed:
