@@ -9,9 +9,9 @@
 //
 // Each worker reads epochs until it has read N (default 3) and, with
 // --until, FILE exists; it reads each shard for --pace (default 50ms),
-// reports records (1000 + 100·rank per shard), and after every epoch
-// reports loss_sum and examples_count (the loss falls by epoch) and,
-// worker 0 only, test_auc (it rises). It prints "worker R epoch E shard
+// reports records (1000 + 100·rank per shard), and after every epoch in
+// which it read something reports loss_sum and examples_count (the loss
+// falls by epoch) and, worker 0 always, test_auc (it rises). It prints "worker R epoch E shard
 // S" on its standard output for each shard and "worker R: done after N
 // epochs" on its standard error at the end. With --fail-worker R, worker
 // R's first attempt exits 3 after its first epoch, so that the launcher
@@ -77,13 +77,17 @@ func run(ctx context.Context, args []string) int {
 			fmt.Fprintf(os.Stderr, "trainsim: worker %d epoch %d: %v\n", rank, e, err)
 			return 1
 		}
+		// A restarted worker finds its first epochs read already: it has
+		// nothing to report of them.
 		m := map[string]float64{"loss_sum": float64(n) * 0.7 / float64(e+1), "examples_count": float64(n)}
 		if rank == 0 {
 			m["test_auc"] = 0.9 - 0.3/float64(e+1)
 		}
-		if err := tc.ReportMetrics(cctx, e, rank, m); err != nil {
-			fmt.Fprintf(os.Stderr, "trainsim: worker %d: report metrics: %v\n", rank, err)
-			return 1
+		if n > 0 || rank == 0 {
+			if err := tc.ReportMetrics(cctx, e, rank, m); err != nil {
+				fmt.Fprintf(os.Stderr, "trainsim: worker %d: report metrics: %v\n", rank, err)
+				return 1
+			}
 		}
 		done++
 		if rank == *failWorker && attempt == 0 {
