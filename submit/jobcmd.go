@@ -263,6 +263,23 @@ func writeJobStatus(w io.Writer, st *web.Status) {
 	if n := len(st.Epochs); n > 0 {
 		e := st.Epochs[n-1]
 		item("metrics", fmt.Sprintf("epoch %d: %s", e.Epoch, formatMetrics(e.Metrics)))
+		// The newest loss and AUC, which may come from an earlier epoch
+		// while the workers still report the last one.
+		var parts []string
+		for _, m := range []struct {
+			name string
+			get  func(web.EpochPoint) *float64
+		}{{"loss", func(e web.EpochPoint) *float64 { return e.Loss }}, {"AUC", func(e web.EpochPoint) *float64 { return e.AUC }}} {
+			for i := n - 1; i >= 0; i-- {
+				if v := m.get(st.Epochs[i]); v != nil {
+					parts = append(parts, fmt.Sprintf("%s %s (epoch %d)", m.name, formatNumber(*v), st.Epochs[i].Epoch))
+					break
+				}
+			}
+		}
+		if len(parts) > 0 {
+			item("loss, AUC", strings.Join(parts, ", "))
+		}
 	} else {
 		item("metrics", "(none yet)")
 	}
@@ -292,7 +309,11 @@ func writeJobStatus(w io.Writer, st *web.Status) {
 			if where != "" {
 				where += " / "
 			}
-			where += t.Exit
+			exit, _, _ := strings.Cut(t.Exit, "\n")
+			if i := strings.Index(exit, "; YARN diagnostics:"); i >= 0 {
+				exit = exit[:i]
+			}
+			where += exit
 		}
 		fmt.Fprintf(w, "    %-12s %-10s %7d %8d  %-16s %s\n", t.Task, t.State, t.Attempt, t.Restarts, t.Node, where)
 	}

@@ -123,7 +123,7 @@ func TestLogsAndStatusOfALocalJob(t *testing.T) {
 		t.Errorf("logs --task worker:0: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 	}
 	code, out, errOut = cmd("status", id, "--jobs-dir", jobs)
-	for _, want := range []string{"local job " + id, "state          RUNNING", "metrics        epoch ", "loss=", "auc=", "worker 0 ", "worker 1 ",
+	for _, want := range []string{"local job " + id, "state          RUNNING", "metrics        epoch ", "loss=", "  loss, AUC      loss ", ", AUC 0.", "worker 0 ", "worker 1 ",
 		"    worker 1     running          1        1  127.0.0.1        exit code 3"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("status: exit %d, stderr %q, stdout lacks %q:\n%s", code, errOut, want, out)

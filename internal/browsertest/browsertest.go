@@ -7,8 +7,10 @@ package browsertest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -99,3 +101,45 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// Figure returns the data-series and data-points attributes of the
+// element with id in dom (the status page's chart figures); ok is false
+// when it is not there or lacks them.
+func Figure(dom, id string) (series string, points int, ok bool) {
+	m := regexp.MustCompile(`<figure id="` + regexp.QuoteMeta(id) + `"[^>]*>`).FindString(dom)
+	s := regexp.MustCompile(`data-series="([^"]*)"`).FindStringSubmatch(m)
+	p := regexp.MustCompile(`data-points="(\d+)"`).FindStringSubmatch(m)
+	if m == "" || s == nil || p == nil {
+		return "", 0, false
+	}
+	n, _ := strconv.Atoi(p[1])
+	return s[1], n, true
+}
+
+// Drawn returns how many times the status page in dom drew its data (its
+// body's data-drawn attribute).
+func Drawn(dom string) int {
+	m := regexp.MustCompile(`<body[^>]*data-drawn="(\d+)"`).FindStringSubmatch(dom)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// LoadDrawn loads the status page at url until it has drawn its data at
+// least once, three tries at most (a busy machine may need more than one
+// budget), and returns its DOM.
+func (b *Browser) LoadDrawn(ctx context.Context, url string) (string, error) {
+	var dom string
+	for try := 0; try < 3; try++ {
+		var err error
+		if dom, err = b.DOM(ctx, url); err != nil {
+			return dom, err
+		}
+		if Drawn(dom) > 0 {
+			return dom, nil
+		}
+	}
+	return dom, fmt.Errorf("browsertest: the page at %s never drew its data:\n%s", url, dom)
+}

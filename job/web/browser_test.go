@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -33,45 +32,21 @@ var screenshot = flag.String("screenshot", "", "save the running local job's pag
 // figure returns the attributes of the chart figure id in dom.
 func figure(t *testing.T, dom, id string) (series string, points int) {
 	t.Helper()
-	m := regexp.MustCompile(`<figure id="` + id + `"[^>]*>`).FindString(dom)
-	if m == "" {
-		t.Fatalf("no figure %s in the page", id)
+	s, n, ok := browsertest.Figure(dom, id)
+	if !ok {
+		t.Fatalf("no figure %s with data-series and data-points in the page:\n%s", id, dom)
 	}
-	s := regexp.MustCompile(`data-series="([^"]*)"`).FindStringSubmatch(m)
-	p := regexp.MustCompile(`data-points="(\d+)"`).FindStringSubmatch(m)
-	if s == nil || p == nil {
-		t.Fatalf("figure %s without data-series or data-points: %s", id, m)
-	}
-	n, _ := strconv.Atoi(p[1])
-	return s[1], n
+	return s, n
 }
 
-// drawn returns the number of times the page drew its data.
-func drawn(dom string) int {
-	m := regexp.MustCompile(`<body[^>]*data-drawn="(\d+)"`).FindStringSubmatch(dom)
-	if m == nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(m[1])
-	return n
-}
-
-// loadDrawn loads url until the page has drawn its data at least once,
-// a few tries at most (a busy machine may need more than one budget).
+// loadDrawn loads url until the page has drawn its data.
 func loadDrawn(t *testing.T, ctx context.Context, b *browsertest.Browser, url string) string {
 	t.Helper()
-	var dom string
-	for try := 0; try < 3; try++ {
-		var err error
-		if dom, err = b.DOM(ctx, url); err != nil {
-			t.Fatal(err)
-		}
-		if drawn(dom) > 0 {
-			return dom
-		}
+	dom, err := b.LoadDrawn(ctx, url)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("the page at %s never drew its data:\n%s", url, dom)
-	return ""
+	return dom
 }
 
 // TestStatusPageWithoutData: a job that has no task placed and no
