@@ -14,8 +14,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"time"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/job/local"
@@ -48,6 +52,44 @@ func newLocalJobID(now time.Time) string {
 	_, _ = rand.Read(b[:])
 	return "local-" + now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b[:])
 }
+
+// keepLocalJobs is how many ended local jobs' directories are kept.
+const keepLocalJobs = 50
+
+// pruneLocalJobs removes the directories of ended local jobs under
+// jobsDir but the newest keep (by their id's time): those whose status
+// file says they ended. A failure is logged; a job still running, or a
+// directory it does not recognise, is left alone.
+func pruneLocalJobs(jobsDir string, keep int, log *logrus.Entry) {
+	ents, err := os.ReadDir(jobsDir)
+	if err != nil {
+		return
+	}
+	var ended []string
+	for _, e := range ents {
+		if !e.IsDir() || !localJobIDRE.MatchString(e.Name()) {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(jobsDir, e.Name(), local.StatusFile))
+		var st struct {
+			State tracker.JobState `json:"state"`
+		}
+		if err != nil || json.Unmarshal(b, &st) != nil || st.State == tracker.Running || st.State == "" {
+			continue
+		}
+		ended = append(ended, e.Name())
+	}
+	sort.Strings(ended) // ids sort by their start
+	for len(ended) > keep {
+		if err := os.RemoveAll(filepath.Join(jobsDir, ended[0])); err != nil {
+			log.WithError(err).Warn("old local job's directory not removed")
+		}
+		ended = ended[1:]
+	}
+}
+
+// localJobIDRE matches the ids newLocalJobID makes.
+var localJobIDRE = regexp.MustCompile(`^local-\d{8}-\d{6}-[0-9a-f]{4}$`)
 
 // jobCommand is "ps-submit status|logs JOB [flags]".
 type jobCommand struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
 )
 
 // lockedBuffer is a bytes.Buffer safe for concurrent use.
@@ -176,5 +179,39 @@ func TestLogsAndStatusOfALocalJob(t *testing.T) {
 	}
 	if code, _, errOut = cmd("logs", "local-20000101-000000-0000", "--jobs-dir", jobs); code != 1 || !strings.Contains(errOut, "no local job local-20000101-000000-0000") {
 		t.Errorf("logs of an unknown job: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestPruneLocalJobsKeepsTheNewestAndTheRunning(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	mk := func(id, state string) {
+		d := filepath.Join(dir, id)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if state != "" {
+			if err := os.WriteFile(filepath.Join(d, "status.json"), []byte(`{"state":"`+state+`"}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mk("local-20260101-000000-0001", "SUCCEEDED")
+	mk("local-20260101-000000-0002", "RUNNING")
+	mk("local-20260102-000000-0003", "FAILED")
+	mk("local-20260103-000000-0004", "KILLED")
+	mk("local-20260104-000000-0005", "")
+	mk("mine", "SUCCEEDED")
+	l := logrus.New()
+	l.Out = io.Discard
+	pruneLocalJobs(dir, 1, logrus.NewEntry(l))
+	var left []string
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		left = append(left, e.Name())
+	}
+	want := "local-20260101-000000-0002 local-20260103-000000-0004 local-20260104-000000-0005 mine"
+	if got := strings.Join(left, " "); got != want {
+		t.Errorf("left %s, want %s", got, want)
 	}
 }

@@ -221,6 +221,7 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 		jobsDir = defaultJobsDir(o.LookupEnv)
 	}
 	id := newLocalJobID(o.now())
+	pruneLocalJobs(jobsDir, keepLocalJobs, log)
 	res, err := o.runLocal(ctx, spec, local.Options{
 		Environ:  o.Environ,
 		Stdout:   stdout,
