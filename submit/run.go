@@ -171,8 +171,7 @@ func (o *Options) runYARNJob(ctx context.Context) error {
 	if err != nil {
 		writeLines(o.Err, progName+": ", withFlags(err))
 		if app != (yarn.ApplicationID{}) {
-			fmt.Fprintf(o.Err, "%s: the containers' logs: yarn logs -applicationId %s (with log aggregation), or on each NodeManager under its yarn.nodemanager.log-dirs/%s/<container>/\n",
-				progName, app, app)
+			fmt.Fprintf(o.Err, "%s: the tasks' output: %s logs %s [--task worker:0]\n", progName, progName, app)
 		}
 	}
 	_ = writeSummary(o.Err, spec.Name, res)

@@ -96,7 +96,8 @@
       cell(tr, t.restarts, "num");
       cell(tr, t.node);
       cell(tr, t.container);
-      cell(tr, t.exit);
+      var exit = cell(tr, (t.exit || "").split("\n")[0]);
+      if (t.exit) { exit.title = t.exit; }
       var td = cell(tr, "");
       if (t.logs_at) {
         ["stdout", "stderr"].forEach(function (s, i) {
