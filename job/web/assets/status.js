@@ -119,7 +119,8 @@
     Object.keys(st.metrics || {}).sort().forEach(function (k) {
       var tr = document.createElement("tr");
       cell(tr, k);
-      cell(tr, st.metrics[k], "num");
+      var v = st.metrics[k];
+      cell(tr, typeof v === "number" ? String(parseFloat(v.toPrecision(6))) : v, "num");
       rows.appendChild(tr);
     });
     body.replaceChildren(rows);
