@@ -42,6 +42,10 @@ type Launch struct {
 	Task Task
 	// Attempt numbers the task's attempts from 0 (DMLC_NUM_ATTEMPT).
 	Attempt int
+	// Seq numbers the task's launches from 0, the restarts of the whole
+	// job included (which do not use up attempts): a launch's log files
+	// are named by it.
+	Seq int
 	// Command is the program and its arguments.
 	Command []string
 	// Env returns the launch's environment once the cluster has placed
@@ -75,6 +79,11 @@ type Event struct {
 	// NodeBlacklister takes: a YARN NodeManager's host:port, several of
 	// which may share one address. "" means Node.
 	NodeID string
+	// Container is the launch's YARN container id and Logs where its
+	// output can be read (a directory, a NodeManager's web address), when
+	// the cluster knows (Placed).
+	Container string
+	Logs      string
 	// Exit is how the launch ended (Exited).
 	Exit Exit
 	// Err is why the cluster failed (Failed).

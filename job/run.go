@@ -167,7 +167,7 @@ func (j *Job) Close() error { return j.svc.Close() }
 func (j *Job) Run(ctx context.Context, c Cluster) (Result, error) {
 	r := &run{Job: j, c: c, byLaunch: map[int64]*taskState{}, nodeFails: map[string]int{}, blacklisted: map[string]bool{}}
 	for _, t := range Tasks(j.spec) {
-		r.tasks = append(r.tasks, &taskState{Task: t})
+		r.tasks = append(r.tasks, &taskState{Task: t, state: "pending"})
 	}
 	st, err := r.loop(ctx)
 	res := Result{State: st, Status: j.state.Status(), Restarts: j.files.restarts, ResumedFrom: j.files.from.uri}
@@ -200,8 +200,14 @@ type taskState struct {
 	// lost counts the launches the cluster took away (Exit.Lost), which
 	// are attempts that do not count against MaxAttempts.
 	lost int
-	// node is where the current launch was placed (Event.NodeID).
-	node string
+	// launches counts the task's launches; state, node, container, logs
+	// and exit are what the status shows of it (tracker.TaskStatus). node
+	// is where the current launch was placed: the cluster's own name of
+	// it (Event.NodeID, which a NodeBlacklister takes), or its host.
+	launches             int
+	state                string
+	node, container, log string
+	exit                 string
 }
 
 // failures is how many of t's attempts so far count against MaxAttempts,
@@ -297,13 +303,15 @@ func (r *run) start(ctx context.Context, t *taskState) error {
 	r.nextID++
 	id := r.nextID
 	c, task, attempt := r.contract, t.Task, t.attempt
-	l := Launch{ID: id, Task: task, Attempt: attempt, Command: r.spec.Command,
+	l := Launch{ID: id, Task: task, Attempt: attempt, Seq: t.launches, Command: r.spec.Command,
 		Env: func(node string, base []string) []string { return c.Env(task, attempt, node, base) }}
 	if err := r.c.Start(ctx, l); err != nil {
 		t.code = -1
 		return err
 	}
 	t.launch, t.placed = id, false
+	t.launches++
+	t.state, t.node, t.container, t.log = "waiting", "", "", ""
 	r.byLaunch[id] = t
 	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": attempt}).Debug("task launched")
 	return nil
@@ -321,6 +329,7 @@ func (r *run) onEvent(ctx context.Context, ev Event) error {
 	switch ev.Kind {
 	case Placed:
 		t.placed = true
+		t.state, t.container, t.log = "running", ev.Container, ev.Logs
 		t.node = ev.NodeID
 		if t.node == "" {
 			t.node = ev.Node
@@ -344,7 +353,9 @@ func (r *run) onEvent(ctx context.Context, ev Event) error {
 // onExit applies the restart rules to t's exit.
 func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	t.code = ex.Code
+	t.exit, t.state = ex.Desc, "failed"
 	if ex.Code == 0 {
+		t.state = "succeeded"
 		t.done = true
 		r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Debug("task done")
 		return nil
@@ -439,6 +450,7 @@ func (r *run) stopAll(ctx context.Context) error {
 	for _, t := range r.tasks {
 		if t.launch != 0 {
 			t.code = -1 // killed
+			t.state = "stopped"
 		}
 		t.launch, t.placed = 0, false
 	}
@@ -482,6 +494,12 @@ func (r *run) report() {
 	for _, role := range order {
 		r.state.SetRole(*byRole[role])
 	}
+	tasks := make([]tracker.TaskStatus, len(r.tasks))
+	for i, t := range r.tasks {
+		tasks[i] = tracker.TaskStatus{Task: t.String(), Role: t.Role, Rank: t.Rank, State: t.state, Attempt: t.attempt,
+			Launches: t.launches, Node: t.node, Container: t.container, Logs: t.log, Exit: t.exit}
+	}
+	r.state.SetTasks(tasks, r.files.restarts)
 	if r.opts.OnStatus != nil {
 		r.opts.OnStatus(r.state.Status())
 	}

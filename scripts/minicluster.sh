@@ -31,8 +31,8 @@
 #   SPINDLE_MINICLUSTER_MIN_ALLOCATION_MB  yarn.scheduler.minimum-allocation-mb [64]
 #   SPINDLE_MINICLUSTER_HEARTBEAT_MS    NodeManager heartbeat interval [100]
 #   SPINDLE_MINICLUSTER_LOG_AGGREGATION  aggregate container logs into HDFS /tmp/logs (for `yarn logs`) [true]
-#   SPINDLE_MINICLUSTER_NM_WEB          NodeManager web servers; turning them on breaks the ResourceManager's
-#                                       web UI/REST API (one JVM shares Guice's servlet filter) [false]
+#   SPINDLE_MINICLUSTER_NM_WEB          NodeManager web servers, which serve the containers' logs; each YARN
+#                                       web server gets its own web app (see separateWebApps) [true]
 #   SPINDLE_MINICLUSTER_HEAP            -Xmx of the cluster JVM [1g]
 #   SPINDLE_MINICLUSTER_START_TIMEOUT   seconds `start` waits for readiness [300]
 #   SPINDLE_MINICLUSTER_STOP_TIMEOUT    seconds `stop` waits before SIGKILL [60]
@@ -55,7 +55,7 @@ NM_VCORES="${SPINDLE_MINICLUSTER_NM_VCORES:-8}"
 MIN_ALLOCATION_MB="${SPINDLE_MINICLUSTER_MIN_ALLOCATION_MB:-64}"
 HEARTBEAT_MS="${SPINDLE_MINICLUSTER_HEARTBEAT_MS:-100}"
 LOG_AGGREGATION="${SPINDLE_MINICLUSTER_LOG_AGGREGATION:-true}"
-NM_WEB="${SPINDLE_MINICLUSTER_NM_WEB:-false}"
+NM_WEB="${SPINDLE_MINICLUSTER_NM_WEB:-true}"
 HEAP="${SPINDLE_MINICLUSTER_HEAP:-1g}"
 START_TIMEOUT="${SPINDLE_MINICLUSTER_START_TIMEOUT:-300}"
 STOP_TIMEOUT="${SPINDLE_MINICLUSTER_STOP_TIMEOUT:-60}"
@@ -488,6 +488,8 @@ cmd_env() {
     echo "export SPINDLE_MINICLUSTER_FS=$(shell_quote "$(ready_value fs_default_fs)")"
     echo "export SPINDLE_MINICLUSTER_RM=$(shell_quote "$(ready_value rm_address)")"
     echo "export SPINDLE_MINICLUSTER_RM_SCHEDULER=$(shell_quote "$(ready_value rm_scheduler_address)")"
+    # The ResourceManager's web server: its UI, REST API and the applications' web proxy (/proxy/).
+    echo "export SPINDLE_MINICLUSTER_RM_WEB=$(shell_quote "$(ready_value rm_webapp_address)")"
   else
     say "warning: the cluster is not running; start it with scripts/minicluster.sh start"
   fi

@@ -9,6 +9,10 @@ cd "$(dirname "$0")/.."
 . scripts/lib.sh
 
 need_debs libzmq3-dev pkg-config gcc git
+# Headless Chromium for the status page's browser tests (internal/browsertest),
+# which fail rather than skip without it under CI=true or SPINDLE_TEST_BROWSER=required.
+need_debs chromium
+export SPINDLE_TEST_BROWSER=required
 need_go
 say "downloading Go modules"
 go mod download

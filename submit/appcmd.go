@@ -26,7 +26,7 @@ const killTimeout = time.Minute
 // isAppCommand reports whether args start with a subcommand; a job's
 // command of the same name is given after --.
 func isAppCommand(args []string) bool {
-	return len(args) > 0 && (args[0] == cmdStatus || args[0] == cmdKill)
+	return len(args) > 0 && (args[0] == cmdStatus || args[0] == cmdKill || args[0] == cmdLogs)
 }
 
 // parseAppCommand parses "status|kill APPLICATION_ID" (args without the
@@ -58,15 +58,36 @@ func parseAppCommand(cmd string, args []string) (id yarn.ApplicationID, help boo
 }
 
 // appCommandUsage is the help of the subcommands.
-const appCommandUsage = `Usage: %[1]s status APPLICATION_ID
+const appCommandUsage = `Usage: %[1]s status JOB [--jobs-dir DIR]
+       %[1]s logs JOB [--task ROLE:RANK] [--follow] [--jobs-dir DIR]
        %[1]s kill APPLICATION_ID
 
-status prints the YARN application's state, final status, progress,
-tracking URL and diagnostics; kill kills it and waits (up to %[2]v) until
-YARN reports it ended, then removes its staging directory. The Hadoop
-configuration is found as with --cluster yarn ($HADOOP_CONF_DIR, ...).
-Exit status: 0 on success, 1 if the application is unknown or the
-request failed, 2 on a usage error.
+JOB is a YARN application id (application_<cluster timestamp>_<number>)
+or a local job's id (local-<date>-<time>-<hex>, printed when it starts)
+or directory.
+
+status prints the job's own progress: state, epoch and shards, the last
+epoch's metrics (loss, AUC), each worker's examples per second, and every
+task's state, attempt, restarts, node, container and last exit; for a
+YARN application first the ResourceManager's report (state, final status,
+progress, tracking URL, diagnostics). It reads the job's status page
+while the job runs, and what the job kept once it is over.
+
+logs prints the standard output and error of the latest launch of every
+task, or of one (--task worker:0, server:1, scheduler); --follow (-f)
+keeps printing what they add until the job ends. On YARN the output is
+read from the NodeManagers' web services while the application runs and,
+once it is over, from hdfs:///user/<user>/.spindle/logs/<application id>/,
+where the ApplicationMaster copies every container's output when it ends
+(no yarn command, no JVM needed). A local job keeps it in its directory's
+logs/ (--jobs-dir, default $HOME/.spindle/jobs/<id>/logs).
+
+kill kills a YARN application and waits (up to %[2]v) until YARN
+reports it ended, then removes its staging directory.
+
+The Hadoop configuration is found as with --cluster yarn
+($HADOOP_CONF_DIR, ...). Exit status: 0 on success, 1 if the job is
+unknown or the request failed, 2 on a usage error.
 `
 
 // runAppCommand runs "ps-submit status|kill ..." and returns the exit

@@ -45,10 +45,14 @@ func TestAppCommandUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"status"}, "status: missing the application id"},
+		{[]string{"status"}, "status: missing the job"},
+		{[]string{"logs"}, "logs: missing the job"},
+		{[]string{"logs", "x", "--task", "mapper:1"}, `logs: --task: task "mapper:1"`},
+		{[]string{"logs", "x", "--task"}, "logs: flag --task needs a value"},
+		{[]string{"status", "x", "--follow"}, "status: unknown flag --follow"},
 		{[]string{"kill"}, "kill: missing the application id"},
 		{[]string{"kill", "12"}, `kill: "12" is not an application id`},
-		{[]string{"status", "a", "b"}, "status: want one application id, got 2"},
+		{[]string{"status", "a", "b"}, "status: want one job, got 2"},
 	} {
 		code, stdout, stderr := runMain(t, nil, tt.args, noRun(t))
 		if code != 2 || stdout != "" || !strings.Contains(stderr, tt.want) || !strings.Contains(stderr, "--help") {
@@ -59,9 +63,10 @@ func TestAppCommandUsageErrors(t *testing.T) {
 
 func TestAppCommandHelp(t *testing.T) {
 	t.Parallel()
-	for _, cmd := range []string{"status", "kill"} {
+	for _, cmd := range []string{"status", "kill", "logs"} {
 		code, stdout, stderr := runMain(t, nil, []string{cmd, "--help"}, noRun(t))
-		if code != 0 || stderr != "" || !strings.Contains(stdout, "ps-submit status APPLICATION_ID") || !strings.Contains(stdout, "ps-submit kill APPLICATION_ID") {
+		if code != 0 || stderr != "" || !strings.Contains(stdout, "ps-submit status JOB") || !strings.Contains(stdout, "ps-submit kill APPLICATION_ID") ||
+			!strings.Contains(stdout, "ps-submit logs JOB [--task ROLE:RANK] [--follow]") {
 			t.Errorf("%s --help: exit %d, stdout %q, stderr %q", cmd, code, stdout, stderr)
 		}
 	}
@@ -70,7 +75,7 @@ func TestAppCommandHelp(t *testing.T) {
 func TestHelpMentionsSubcommandsAndDetach(t *testing.T) {
 	t.Parallel()
 	code, stdout, _ := runMain(t, nil, []string{"--help"}, noRun(t))
-	for _, w := range []string{"ps-submit status APPLICATION_ID", "ps-submit kill APPLICATION_ID", "--detach"} {
+	for _, w := range []string{"ps-submit status JOB", "ps-submit logs JOB [--task ROLE:RANK] [--follow]", "ps-submit kill APPLICATION_ID", "--detach", "--jobs-dir"} {
 		if code != 0 || !strings.Contains(stdout, w) {
 			t.Errorf("--help: exit %d, output lacks %q", code, w)
 		}

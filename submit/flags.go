@@ -36,7 +36,7 @@ var helpGroups = []struct {
 	{"Environment of the tasks", []string{"env", "server-env", "worker-env", "files", "archives"}},
 	{"Resources (YARN)", []string{"worker-cores", "worker-memory", "server-cores", "server-memory", "queue"}},
 	{"Application (YARN)", []string{"am-memory", "am-cores", "max-app-attempts", "priority", "tags", "allocation-timeout", "blacklist-after"}},
-	{"Other", []string{"detach", "dry-run", "help"}},
+	{"Other", []string{"detach", "jobs-dir", "dry-run", "help"}},
 }
 
 // examples close the help text.
@@ -57,6 +57,7 @@ const examples = `Examples:
   # Submit to YARN without waiting; then follow or stop it.
   ps-submit --cluster yarn --detach -n 4 -s 2 -- ./ps-lr
   ps-submit status application_1700000000000_0001
+  ps-submit logs application_1700000000000_0001 --task worker:0 --follow
   ps-submit kill application_1700000000000_0001
 
   # What would run, without running it: locally, or on YARN (containers,
@@ -109,6 +110,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 	o.intVar(fs, &o.BlacklistAfter, "blacklist-after", "after `N` failed launches on one node, add it to the application's YARN blacklist (0: never); preempted or lost containers do not count")
 
 	fs.BoolVar(&o.Detach, "detach", o.Detach, "with --cluster yarn: print the application's id and exit once it is submitted; follow it with '"+progName+" status'")
+	fs.StringVar(&o.JobsDir, "jobs-dir", o.JobsDir, "with --cluster local: keep the job's directory (each task's output, its status) under `DIR` (default $HOME/.spindle/jobs)")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "print the resolved job and the tasks it would start, then exit; with --cluster yarn also the application, every container's resources, command, environment and local resources, and the files that would be staged, with nothing submitted or staged")
 	fs.BoolVar(&o.Help, "help", o.Help, "print this help and exit")
 
@@ -221,7 +223,8 @@ func writeHelp(w io.Writer) error {
 	}
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, `Usage: %[1]s [flags] [--] command [arg...]
-       %[1]s status APPLICATION_ID
+       %[1]s status JOB
+       %[1]s logs JOB [--task ROLE:RANK] [--follow]
        %[1]s kill APPLICATION_ID
 
 %[1]s runs command as a parameter-server job: a scheduler, --num-servers
@@ -233,10 +236,14 @@ meet at the scheduler (collectives); without -s the command runs as
 plain workers, with no scheduler. Flags take one dash or two; the command
 follows -- or starts at the first argument that is not a flag.
 
-'%[1]s status ID' prints a YARN application's state, final status,
-progress, tracking URL and diagnostics; '%[1]s kill ID' kills it and waits
-until YARN reports it ended. Both find the Hadoop configuration as
---cluster yarn does ($HADOOP_CONF_DIR, ...).
+'%[1]s status JOB' prints a job's progress and metrics (epoch, loss, AUC,
+examples/s, tasks and attempts) and, on YARN, the application's report;
+'%[1]s logs JOB' prints the output of its tasks (--task worker:0 for one,
+--follow to keep printing); JOB is a YARN application id or the id of a
+local job, printed when it starts with the address of its status page.
+'%[1]s kill ID' kills a YARN application and waits until YARN reports it
+ended. '%[1]s status --help' says more. They find the Hadoop
+configuration as --cluster yarn does ($HADOOP_CONF_DIR, ...).
 
 Exit status: 0 if the job succeeded, 1 if it failed, 2 on a usage error.
 `, progName)

@@ -134,6 +134,9 @@ type Options struct {
 	// Detach (--detach) returns once the YARN application is submitted,
 	// after printing its id, instead of following it.
 	Detach bool
+	// JobsDir (--jobs-dir) is where local jobs keep their directories
+	// (output of every task, status); "" means $HOME/.spindle/jobs.
+	JobsDir string
 	// Command is the program to run and its arguments: what follows "--",
 	// or the arguments from the first one that is not a flag.
 	Command []string

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,7 +33,10 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return yarnclient.AMMain(ctx, args[1:], stderr, lookup)
 	}
 	if isAppCommand(args) {
-		return runAppCommand(ctx, args, stdout, stderr, lookup)
+		if args[0] == cmdKill {
+			return runAppCommand(ctx, args, stdout, stderr, lookup)
+		}
+		return runJobCommand(ctx, args, stdout, stderr, lookup)
 	}
 	o := NewOptions(Streams{In: stdin, Out: stdout, Err: stderr}, lookup, environ, opts...)
 	err := o.Complete(args)
@@ -164,8 +168,7 @@ func (o *Options) runYARNJob(ctx context.Context) error {
 	if err != nil {
 		writeLines(o.Err, progName+": ", withFlags(err))
 		if app != (yarn.ApplicationID{}) {
-			fmt.Fprintf(o.Err, "%s: the containers' logs: yarn logs -applicationId %s (with log aggregation), or on each NodeManager under its yarn.nodemanager.log-dirs/%s/<container>/\n",
-				progName, app, app)
+			fmt.Fprintf(o.Err, "%s: the tasks' output: %s logs %s [--task worker:0]\n", progName, progName, app)
 		}
 	}
 	_ = writeSummary(o.Err, spec.Name, res)
@@ -213,6 +216,12 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 			planner = tracker.WithLocations(planner, dfs.NewLocator(h.Conf, h.User).Blocks)
 		}
 	}
+	jobsDir := o.JobsDir
+	if jobsDir == "" {
+		jobsDir = defaultJobsDir(o.LookupEnv)
+	}
+	id := newLocalJobID(o.now())
+	pruneLocalJobs(jobsDir, keepLocalJobs, log)
 	res, err := o.runLocal(ctx, spec, local.Options{
 		Environ:  o.Environ,
 		Stdout:   stdout,
@@ -220,6 +229,11 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 		Planner:  planner,
 		Resolver: resolver,
 		OnStatus: p.update,
+		Dir:      filepath.Join(jobsDir, id),
+		OnStart: func(info local.Info) {
+			fmt.Fprintf(p.around(o.Err), "%s: job %s: status page %s; output of every task in %s ('%s logs %s', '%s status %s')\n",
+				progName, id, info.URL, filepath.Join(info.Dir, local.LogsDir), progName, id, progName, id)
+		},
 	})
 	p.finish()
 	if err != nil {
@@ -322,6 +336,7 @@ func (o *Options) writeJob(w *bufio.Writer) {
 	opt("allocation-timeout", o.AllocationTimeoutDuration.String())
 	opt("blacklist-after", strconv.Itoa(o.BlacklistAfter))
 	opt("detach", strconv.FormatBool(o.Detach))
+	opt("jobs-dir", o.JobsDir)
 }
 
 // writePlan writes each task: role, rank, command and the environment the

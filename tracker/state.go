@@ -93,6 +93,18 @@ type Status struct {
 	// whose host is known; LocalGiven those of them the worker's host
 	// stores (node-local).
 	LocatedGiven, LocalGiven int
+	// EpochMetrics holds every epoch's aggregated metrics (Metrics is the
+	// newest of them), and MetricsAt when each epoch's last report came.
+	EpochMetrics map[int]map[string]float64
+	MetricsAt    map[int]time.Time
+	// WorkerRecords counts, per worker rank, the records of the shards it
+	// read, every epoch and run of the job included (a shard counted once
+	// per epoch): its growth over time is the worker's speed.
+	WorkerRecords map[int]int64
+	// Tasks is every task's state, in the order SetTasks gave them;
+	// Failovers counts the times the whole job started again.
+	Tasks     []TaskStatus
+	Failovers int
 }
 
 // NodeLocalShare is the share of node-local shards among those handed
@@ -113,6 +125,33 @@ type BadNode struct {
 	Failures int `json:"failures"`
 }
 
+// TaskStatus is one task as the launcher sees it.
+type TaskStatus struct {
+	// Task names it ("worker 0"); Role and Rank are its parts.
+	Task string
+	Role conf.Role
+	Rank int
+	// State is "pending" (not started yet), "waiting" (for a container),
+	// "running", "succeeded",
+	// "failed" (and started again, or the job failed) or "stopped".
+	State string
+	// Attempt is the current attempt's number (DMLC_NUM_ATTEMPT), from 0;
+	// Launches counts the task's starts, the restarts of the whole job
+	// included, so Launches-1 is how often it was started again.
+	Attempt  int
+	Launches int
+	// Node is where the current or last launch runs or ran; Container is
+	// its YARN container id ("" locally).
+	Node      string
+	Container string
+	// Logs locates the current or last launch's output: a directory on
+	// this machine for a local job, the NodeManager's web address for a
+	// YARN container ("host:port").
+	Logs string
+	// Exit says how the last launch that ended did ("" while none has).
+	Exit string
+}
+
 // State is a job's durable state: the shards of every epoch and who reads
 // them, the metrics workers report, the processes' status. It does no
 // I/O; the tracker service and the launchers drive it. It is safe for
@@ -123,11 +162,17 @@ type State struct {
 	epochs  map[int]*epochState
 	attempt map[int]int // worker rank → latest attempt seen
 	metrics map[int]map[int]map[string]float64
-	roles   map[conf.Role]*RoleStatus
-	order   []conf.Role
-	state   JobState
-	diag    string
-	started time.Time
+	// metricsAt is when each epoch's latest metrics came.
+	metricsAt map[int]time.Time
+	// workerRecords counts each worker's records (Status.WorkerRecords).
+	workerRecords map[int]int64
+	tasks         []TaskStatus
+	failovers     int
+	roles         map[conf.Role]*RoleStatus
+	order         []conf.Role
+	state         JobState
+	diag          string
+	started       time.Time
 	// firstData is Status.FirstData.
 	firstData time.Time
 	badNodes  []BadNode
@@ -158,15 +203,17 @@ const maxEpoch = 1 << 20
 // NewState returns the state of a job over shards, started at now.
 func NewState(shards []Shard, now time.Time) *State {
 	s := &State{
-		shards:  shards,
-		epochs:  make(map[int]*epochState),
-		attempt: make(map[int]int),
-		metrics: make(map[int]map[int]map[string]float64),
-		roles:   make(map[conf.Role]*RoleStatus),
-		state:   Running,
-		started: now,
-		killReq: make(chan string, 1),
-		hosts:   make(map[int]string),
+		shards:        shards,
+		epochs:        make(map[int]*epochState),
+		attempt:       make(map[int]int),
+		metrics:       make(map[int]map[int]map[string]float64),
+		metricsAt:     make(map[int]time.Time),
+		workerRecords: make(map[int]int64),
+		roles:         make(map[conf.Role]*RoleStatus),
+		state:         Running,
+		started:       now,
+		killReq:       make(chan string, 1),
+		hosts:         make(map[int]string),
 	}
 	for i := range s.shards {
 		s.shards[i].ID = int64(i)
@@ -317,6 +364,7 @@ func (s *State) ShardDone(epoch int, id int64, worker, attempt int, records int6
 	ep.owner[id] = -1
 	ep.ndone++
 	ep.records += records
+	s.workerRecords[worker] += records
 	// A shard requeued after its reader was presumed dead is done now.
 	for i, q := range ep.queue {
 		if int64(q) == id {
@@ -365,6 +413,7 @@ func (s *State) Rewind(epoch int) {
 	for e := range s.metrics {
 		if e >= epoch {
 			delete(s.metrics, e)
+			delete(s.metricsAt, e)
 		}
 	}
 }
@@ -391,6 +440,7 @@ func (s *State) ReportMetrics(epoch, worker int, m map[string]float64) error {
 		cp[k] = v
 	}
 	byWorker[worker] = cp
+	s.metricsAt[epoch] = time.Now()
 	return nil
 }
 
@@ -433,6 +483,16 @@ func (s *State) AddBadNode(n BadNode) {
 	s.badNodes = append(s.badNodes, n)
 }
 
+// SetTasks sets every task's state and the number of times the whole job
+// started again (Status.Tasks, Status.Failovers). The State keeps its own
+// copy.
+func (s *State) SetTasks(tasks []TaskStatus, failovers int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tasks = append(s.tasks[:0], tasks...)
+	s.failovers = failovers
+}
+
 // Finish records the job's end state and a diagnostic. Only the first
 // call counts.
 func (s *State) Finish(st JobState, diag string) {
@@ -463,13 +523,24 @@ func (s *State) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Status{
-		State:        s.state,
-		ShardsTotal:  len(s.shards),
-		Diagnostics:  s.diag,
-		EpochRecords: make(map[int]int64, len(s.epochs)),
-		Started:      s.started,
-		FirstData:    s.firstData,
-		MetricsEpoch: -1,
+		State:         s.state,
+		ShardsTotal:   len(s.shards),
+		Diagnostics:   s.diag,
+		EpochRecords:  make(map[int]int64, len(s.epochs)),
+		Started:       s.started,
+		FirstData:     s.firstData,
+		MetricsEpoch:  -1,
+		EpochMetrics:  make(map[int]map[string]float64, len(s.metrics)),
+		MetricsAt:     make(map[int]time.Time, len(s.metricsAt)),
+		WorkerRecords: make(map[int]int64, len(s.workerRecords)),
+		Tasks:         append([]TaskStatus(nil), s.tasks...),
+		Failovers:     s.failovers,
+	}
+	for w, n := range s.workerRecords {
+		st.WorkerRecords[w] = n
+	}
+	for e, t := range s.metricsAt {
+		st.MetricsAt[e] = t
 	}
 	for e, ep := range s.epochs {
 		st.EpochRecords[e] = ep.records
@@ -478,8 +549,10 @@ func (s *State) Status() Status {
 		}
 	}
 	for e, m := range s.metrics {
+		agg := aggregate(m)
+		st.EpochMetrics[e] = agg
 		if e > st.MetricsEpoch {
-			st.MetricsEpoch, st.Metrics = e, aggregate(m)
+			st.MetricsEpoch, st.Metrics = e, agg
 		}
 	}
 	for _, name := range s.order {

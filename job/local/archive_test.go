@@ -250,7 +250,7 @@ func TestRunLocalArchives(t *testing.T) {
 	var out syncBuffer
 	spec := job.JobSpec{Command: []string{"/bin/sh", "-c", "cat dict/words.txt; echo; cat cfg/sub/c.txt; echo"}, NumWorkers: 2, MaxAttempts: 1,
 		Archives: []string{tgz, zp + "#cfg"}}
-	res, err := Run(ctx, spec, Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Dir: work})
+	res, err := Run(ctx, spec, Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), WorkDir: work})
 	if err != nil || res.State != tracker.Succeeded {
 		t.Fatalf("job %v: %v\n%s", res.State, err, out.String())
 	}
@@ -265,7 +265,7 @@ func TestRunLocalArchives(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(work, "dict"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Run(ctx, spec, Options{Environ: os.Environ(), Log: quietLog(), Dir: work})
+	_, err = Run(ctx, spec, Options{Environ: os.Environ(), Log: quietLog(), WorkDir: work})
 	if err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Errorf("an existing directory: err = %v", err)
 	}

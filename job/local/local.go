@@ -3,11 +3,14 @@ package local
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +20,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/web"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -45,11 +49,46 @@ type Options struct {
 	// StopGrace is how long stopping children waits after SIGTERM before
 	// SIGKILL; 0 means job.DefaultStopGrace.
 	StopGrace time.Duration
-	// Dir is the children's working directory, where spec's archives are
+	// WorkDir is the children's working directory, where spec's archives are
 	// unpacked (each into a new directory, removed when Run returns); ""
 	// means this process's.
+	WorkDir string
+	// Dir, when set, is the job's directory, created if needed: every
+	// launch's output is kept in Dir/logs (job.LogName), the status page's
+	// address in Dir/job.json, and the job's status (web.Status) in
+	// Dir/status.json, rewritten every few seconds and at the end.
 	Dir string
+	// StatusAddr is where the status page listens; "" means a free port
+	// of 127.0.0.1.
+	StatusAddr string
+	// OnStart, when set, is called once the job's tracker and status page
+	// serve, with where the page is and the job's directory.
+	OnStart func(Info)
 }
+
+// Info says where a running local job can be watched.
+type Info struct {
+	// ID is the job's id: its directory's base name ("" without one).
+	ID string `json:"id"`
+	// Name is the job's name.
+	Name string `json:"name"`
+	// URL is the status page's address ("http://127.0.0.1:port/").
+	URL string `json:"status_url"`
+	// Dir is the job's directory ("" without one); its output files are
+	// under Dir/logs.
+	Dir string `json:"dir"`
+	// PID is ps-submit's process id.
+	PID int `json:"pid"`
+	// Started is when the job started.
+	Started time.Time `json:"started"`
+}
+
+// Files in a local job's directory.
+const (
+	InfoFile   = "job.json"
+	StatusFile = "status.json"
+	LogsDir    = "logs"
+)
 
 // Run runs spec on this machine: the tracker service in this process,
 // and the scheduler, servers and workers as child processes of the
@@ -57,20 +96,43 @@ type Options struct {
 // restart rules. No child outlives Run.
 func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error) {
 	start := time.Now()
-	j, err := job.New(ctx, spec, job.Options{Log: opts.Log, Planner: opts.Planner, Resolver: opts.Resolver,
-		OnStatus: opts.OnStatus, Listen: Node + ":0"})
-	if err != nil {
+	failed := func(err error) (job.Result, error) {
 		return job.Result{State: tracker.Failed, Wall: time.Since(start)}, err
+	}
+	logDir := ""
+	if opts.Dir != "" {
+		logDir = filepath.Join(opts.Dir, LogsDir)
+		if err := os.MkdirAll(logDir, 0o755); err != nil {
+			return failed(fmt.Errorf("local: the job's directory: %w", err))
+		}
+	}
+	// The status file follows the job's status, at most every few
+	// seconds; the page is known only once the job's state is.
+	var page *web.Server
+	var lastWrite time.Time
+	onStatus := func(st tracker.Status) {
+		if opts.OnStatus != nil {
+			opts.OnStatus(st)
+		}
+		if page != nil && opts.Dir != "" && time.Since(lastWrite) >= statusFileEvery {
+			lastWrite = time.Now()
+			writeStatus(opts.Dir, page.Handler().Status(), opts.Log)
+		}
+	}
+	j, err := job.New(ctx, spec, job.Options{Log: opts.Log, Planner: opts.Planner, Resolver: opts.Resolver,
+		OnStatus: onStatus, Listen: Node + ":0"})
+	if err != nil {
+		return failed(err)
 	}
 	defer j.Close()
 	if len(spec.Archives) > 0 {
-		dir := opts.Dir
+		dir := opts.WorkDir
 		if dir == "" {
 			dir = "."
 		}
 		cleanup, err := unpackArchives(ctx, spec.Archives, dir)
 		if err != nil {
-			return job.Result{State: tracker.Failed, Wall: time.Since(start)}, err
+			return failed(err)
 		}
 		defer func() {
 			if err := cleanup(); err != nil && opts.Log != nil {
@@ -78,9 +140,67 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 			}
 		}()
 	}
-	c := New(Config{Environ: opts.Environ, Stdout: opts.Stdout, Log: opts.Log, StopGrace: opts.StopGrace, Dir: opts.Dir})
+	addr := opts.StatusAddr
+	if addr == "" {
+		addr = Node + ":0"
+	}
+	page, err = web.Serve(addr, web.Options{Name: spec.Name, State: j.State(), Logs: openLog}, opts.Log)
+	if err != nil {
+		return failed(err)
+	}
+	defer page.Close()
+	host, _, _ := net.SplitHostPort(addr)
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = Node
+	}
+	info := Info{Name: spec.Name, URL: "http://" + net.JoinHostPort(host, strconv.Itoa(page.Port())) + "/",
+		Dir: opts.Dir, PID: os.Getpid(), Started: start}
+	if opts.Dir != "" {
+		info.ID = filepath.Base(opts.Dir)
+		if err := writeJSON(filepath.Join(opts.Dir, InfoFile), info); err != nil {
+			return failed(fmt.Errorf("local: the job's directory: %w", err))
+		}
+	}
+	if opts.OnStart != nil {
+		opts.OnStart(info)
+	}
+	c := New(Config{Environ: opts.Environ, Stdout: opts.Stdout, Log: opts.Log, StopGrace: opts.StopGrace, Dir: opts.WorkDir, LogDir: logDir})
 	defer c.Close()
-	return j.Run(ctx, c)
+	res, err := j.Run(ctx, c)
+	if opts.Dir != "" {
+		page.Handler().Sample()
+		writeStatus(opts.Dir, page.Handler().Status(), opts.Log)
+	}
+	return res, err
+}
+
+// statusFileEvery bounds how often Run rewrites the status file.
+const statusFileEvery = 2 * time.Second
+
+// openLog opens a local launch's output file (web.LogOpener).
+func openLog(_ context.Context, t tracker.TaskStatus, stream string) (io.ReadCloser, error) {
+	return os.Open(filepath.Join(t.Logs, job.LogName(job.Task{Role: t.Role, Rank: t.Rank}, max(t.Launches-1, 0), stream)))
+}
+
+// writeStatus writes st to dir's status file; a failure is logged.
+func writeStatus(dir string, st web.Status, log *logrus.Entry) {
+	if err := writeJSON(filepath.Join(dir, StatusFile), st); err != nil && log != nil {
+		log.WithError(err).Warn("status file not written")
+	}
+}
+
+// writeJSON writes v to path through a temporary file and a rename, so
+// that a reader never sees half of it.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 // Plan returns the processes Run would start for spec, with placeholders
@@ -107,6 +227,9 @@ type Config struct {
 	TailLines int
 	// Dir is the children's working directory; "" means this process's.
 	Dir string
+	// LogDir, when set, is an existing directory where each launch's
+	// standard output and error are kept, in files named by job.LogName.
+	LogDir string
 }
 
 // Cluster is a job.Cluster of child processes of this one. Each child
@@ -183,18 +306,37 @@ func (c *Cluster) Start(ctx context.Context, l job.Launch) error {
 	}
 	p := &proc{l: l, cmd: cmd, tail: newTailWriter(c.out, prefix, c.cfg.TailLines), done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.tail, p.tail
+	var files []*os.File
+	closeFiles := func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}
+	if c.cfg.LogDir != "" {
+		for _, stream := range job.Streams {
+			f, err := os.OpenFile(filepath.Join(c.cfg.LogDir, job.LogName(l.Task, l.Seq, stream)), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+			if err != nil {
+				closeFiles()
+				return fmt.Errorf("local: output file of %s: %w", l.Task, err)
+			}
+			files = append(files, f)
+		}
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(files[0], p.tail), io.MultiWriter(files[1], p.tail)
+	}
 	// A grandchild that keeps the output pipe open must not keep Wait
 	// from returning.
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
+		closeFiles()
 		return fmt.Errorf("local: start %s: %s: %w", l.Task, l.Command[0], err)
 	}
 	c.mu.Lock()
 	c.procs[l.ID] = p
 	c.mu.Unlock()
-	c.events.Push(job.Event{Kind: job.Placed, ID: l.ID, Node: Node})
+	c.events.Push(job.Event{Kind: job.Placed, ID: l.ID, Node: Node, Logs: c.cfg.LogDir})
 	go func() {
 		err := cmd.Wait()
+		closeFiles()
 		p.tail.flush()
 		// Whatever it started in its group goes too.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)

@@ -3,8 +3,8 @@
 // lifecycle around it.
 //
 // Run prepares the job and serves its tracker (job.New, advertised on the
-// AM's host), serves the status page (StatusHandler: "/" and
-// "/status.json"), registers with the ResourceManager with that page as
+// AM's host), serves the status page (package job/web, each task's
+// output read from its NodeManager's web services), registers with the ResourceManager with that page as
 // the tracking URL, runs the job's supervisor (job.Job.Run) on a Cluster,
 // and always stops every container and unregisters with the job's final
 // status and a diagnostic.
@@ -34,4 +34,10 @@
 //     attempts.
 //   - PlanLaunches describes every task's container without a cluster,
 //     for ps-submit --dry-run.
+//
+// When Options.LogDir is set, the standard output and error of every
+// container that ended are copied from its NodeManager into that
+// directory (job.LogName) before the AM unregisters, while the
+// NodeManagers still serve them: that is where they are read once the
+// application is over, with or without YARN's log aggregation.
 package yarnam

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"regexp"
@@ -16,77 +15,10 @@ import (
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
 	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/web"
 	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
 )
-
-func TestStatusHandler(t *testing.T) {
-	t.Parallel()
-	st := tracker.NewState([]tracker.Shard{{ID: 0}, {ID: 1}}, time.Date(2026, 11, 21, 10, 0, 0, 0, time.UTC))
-	st.SetRole(tracker.RoleStatus{Role: conf.RoleScheduler, Want: 1, Running: 1})
-	st.SetRole(tracker.RoleStatus{Role: conf.RoleWorker, Want: 3, Running: 2, Restarts: 1, Succeeded: 1})
-	if err := st.ReportMetrics(0, 0, map[string]float64{"loss": 0.25}); err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(StatusHandler("spindle:<lr>", st))
-	defer srv.Close()
-	get := func(path string) (*http.Response, string) {
-		t.Helper()
-		resp, err := http.Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp, string(b)
-	}
-
-	resp, body := get("/status.json")
-	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-		t.Fatalf("status.json: %s %q", resp.Status, resp.Header.Get("Content-Type"))
-	}
-	var ws WebStatus
-	if err := json.Unmarshal([]byte(body), &ws); err != nil {
-		t.Fatalf("status.json %q: %v", body, err)
-	}
-	if ws.Name != "spindle:<lr>" || ws.State != tracker.Running || ws.ShardsTotal != 2 || ws.Metrics["loss"] != 0.25 {
-		t.Errorf("status.json = %+v", ws)
-	}
-	wantRoles := []WebRoleStatus{{Role: conf.RoleScheduler, Want: 1, Running: 1}, {Role: conf.RoleWorker, Want: 3, Running: 2, Restarts: 1, Succeeded: 1}}
-	if len(ws.Roles) != 2 || ws.Roles[0] != wantRoles[0] || ws.Roles[1] != wantRoles[1] {
-		t.Errorf("roles = %+v, want %+v", ws.Roles, wantRoles)
-	}
-	for _, k := range []string{`"shards_done"`, `"roles"`, `"want"`, `"restarts"`} {
-		if !strings.Contains(body, k) {
-			t.Errorf("status.json has no %s: %s", k, body)
-		}
-	}
-	if strings.Contains(strings.ToLower(body), "secret") {
-		t.Errorf("status.json mentions a secret: %s", body)
-	}
-
-	resp, body = get("/")
-	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
-		t.Fatalf("/: %s %q", resp.Status, resp.Header.Get("Content-Type"))
-	}
-	for _, want := range []string{`<meta http-equiv="refresh"`, "spindle:&lt;lr&gt;", "RUNNING", "<td>worker</td><td>3</td><td>2</td><td>1</td><td>1</td>",
-		"0 of 2 shards", "loss", "status.json"} {
-		if !strings.Contains(body, want) {
-			t.Errorf("page has no %q:\n%s", want, body)
-		}
-	}
-
-	st.Finish(tracker.Failed, "worker 0 failed")
-	if _, body = get("/status.json"); !strings.Contains(body, `"FAILED"`) || !strings.Contains(body, "worker 0 failed") {
-		t.Errorf("status.json after the end = %s", body)
-	}
-	if resp, _ = get("/nothing"); resp.StatusCode != http.StatusNotFound {
-		t.Errorf("/nothing: %s, want 404", resp.Status)
-	}
-}
 
 // submitAMJob submits the test ApplicationMaster bin running spec.
 func submitAMJob(ctx context.Context, t *testing.T, rm *yarn.RMClient, bin, name string, spec job.JobSpec, sub yarn.Submission) yarn.ApplicationID {
@@ -138,29 +70,29 @@ func TestHadoopAMStatusPage(t *testing.T) {
 		MaxAttempts: 1, WorkerMemoryMB: 128, ServerMemoryMB: 128}
 	id := submitAMJob(ctx, t, rm, bin, "spindle-amjob-web", spec, yarn.Submission{})
 	client := &http.Client{Timeout: 5 * time.Second}
-	fetch := func(u string) (WebStatus, error) {
+	fetch := func(u string) (web.Status, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 		if err != nil {
-			return WebStatus{}, err
+			return web.Status{}, err
 		}
 		// Skips the proxy's warning page for users other than the owner.
 		req.AddCookie(&http.Cookie{Name: "checked_" + id.String(), Value: "true"})
 		resp, err := client.Do(req)
 		if err != nil {
-			return WebStatus{}, err
+			return web.Status{}, err
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		var ws WebStatus
+		var ws web.Status
 		if resp.StatusCode != 200 {
 			return ws, &httpError{resp.Status, string(b)}
 		}
 		return ws, json.Unmarshal(b, &ws)
 	}
-	want := map[conf.Role]WebRoleStatus{conf.RoleScheduler: {conf.RoleScheduler, 1, 1, 0, 0}, conf.RoleServer: {conf.RoleServer, 1, 1, 0, 0}, conf.RoleWorker: {conf.RoleWorker, 2, 2, 0, 0}}
+	want := map[conf.Role]web.RoleStatus{conf.RoleScheduler: {Role: conf.RoleScheduler, Want: 1, Running: 1}, conf.RoleServer: {Role: conf.RoleServer, Want: 1, Running: 1}, conf.RoleWorker: {Role: conf.RoleWorker, Want: 2, Running: 2}}
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
-	var last WebStatus
+	var last web.Status
 	var lastErr error
 	via := ""
 	for ok := false; !ok; {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/web"
 	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
 )
@@ -73,6 +74,15 @@ type Options struct {
 	// blacklist must name them; otherwise a node is named by its host,
 	// unless the AM has seen another NodeManager on the same host.
 	NodeNamesWithPort bool
+	// LogDir, when set, is the URI of a directory (reached through
+	// Resolver) into which the standard output and error of every
+	// container that ended are copied from its NodeManager, named by
+	// job.LogName, before the AM unregisters: where "ps-submit logs"
+	// finds them once the application is over.
+	LogDir string
+	// User is the user the NodeManagers' web services are asked as
+	// (user.name) for the containers' logs; "" asks anonymously.
+	User string
 }
 
 // Defaults of Options.
@@ -146,12 +156,12 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 		return failed(err)
 	}
 	defer j.Close()
-	web, err := serveWeb(":0", spec.Name, j.State(), log)
+	page, err := web.Serve(":0", web.Options{Name: spec.Name, State: j.State(), Logs: nmLogs(opts.User)}, log)
 	if err != nil {
-		return failed(fmt.Errorf("yarnam: status page: %w", err))
+		return failed(fmt.Errorf("yarnam: %w", err))
 	}
-	defer web.Close()
-	trackingURL := "http://" + net.JoinHostPort(opts.Host, strconv.Itoa(web.Port())) + "/"
+	defer page.Close()
+	trackingURL := "http://" + net.JoinHostPort(opts.Host, strconv.Itoa(page.Port())) + "/"
 	_, port, _ := net.SplitHostPort(j.TrackerAddr())
 	trackerPort, _ := strconv.Atoi(port)
 	if _, err := opts.AM.Register(ctx, opts.Host, trackerPort, trackingURL); err != nil {
@@ -167,6 +177,12 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 	c.Close()
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finishTimeout)
 	defer cancel()
+	if opts.LogDir != "" && opts.Resolver != nil {
+		page.Handler().Sample()
+		if err := writeFinalStatus(fctx, opts.Resolver, opts.LogDir, page.Handler().Status()); err != nil {
+			log.WithError(err).Warn("final status not kept")
+		}
+	}
 	final, diag := yarn.FinalSucceeded, res.Summary()
 	switch res.State {
 	case tracker.Failed:
@@ -207,6 +223,8 @@ type Cluster struct {
 	events *job.EventQueue
 	// beat is signalled after every heartbeat, for StopAll.
 	beat chan struct{}
+	// copies are the copies of ended containers' logs under way.
+	copies sync.WaitGroup
 	// addrs caches the nodes' addresses; the loop's own.
 	addrs map[string]string
 
@@ -364,6 +382,7 @@ func (c *Cluster) Close() {
 	cancel()
 	c.stop()
 	c.wg.Wait()
+	c.copies.Wait()
 	c.events.Close()
 }
 
@@ -449,6 +468,7 @@ func (c *Cluster) heartbeat() error {
 			continue // released or surplus
 		}
 		delete(c.byCont, s.ID)
+		c.copyLogsLocked(ln)
 		if ln.stopped {
 			continue
 		}
@@ -539,7 +559,7 @@ func (c *Cluster) place(ln *launch) {
 		return
 	}
 	c.log.WithFields(logrus.Fields{"task": ln.l.Task.String(), "attempt": ln.l.Attempt, "container": ct.ID.String(), "node": ct.Node.String()}).Info("task started")
-	c.events.Push(job.Event{Kind: job.Placed, ID: ln.l.ID, Node: node, NodeID: ct.Node.String()})
+	c.events.Push(job.Event{Kind: job.Placed, ID: ln.l.ID, Node: node, NodeID: ct.Node.String(), Container: ct.ID.String(), Logs: ct.NodeHTTPAddress})
 }
 
 func (c *Cluster) badNodeLocked(ln *launch) {

@@ -545,7 +545,13 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 	if host == "" {
 		host, _ = os.Hostname()
 	}
+	logDir := ""
+	if app, ok := applicationOfAttempt(am.Attempt()); ok {
+		logDir = LogsURI(user, app)
+	}
 	res, err := yarnam.Run(ctx, jc.Spec, yarnam.Options{
+		LogDir:            logDir,
+		User:              user,
 		AM:                am,
 		Log:               log,
 		Host:              host,
@@ -668,6 +674,26 @@ func Kill(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, poll t
 		return r, already, fmt.Errorf("yarnclient: remove the staging directory of %s: %w", id, err)
 	}
 	return r, already, nil
+}
+
+// LogsURI is where the ApplicationMaster of application id keeps the
+// standard output and error of every container that ended, named by
+// job.LogName: "ps-submit logs" reads them there once the application
+// is over.
+func LogsURI(user string, id yarn.ApplicationID) string {
+	return "hdfs:///user/" + user + "/.spindle/logs/" + id.String()
+}
+
+// applicationOfAttempt is the application of an attempt id
+// ("appattempt_<cluster>_<app>_<attempt>").
+func applicationOfAttempt(attempt string) (yarn.ApplicationID, bool) {
+	rest, ok := strings.CutPrefix(attempt, "appattempt_")
+	i := strings.LastIndexByte(rest, '_')
+	if !ok || i < 0 {
+		return yarn.ApplicationID{}, false
+	}
+	id, err := yarn.ParseApplicationID("application_" + rest[:i])
+	return id, err == nil
 }
 
 // stagingURI is where Submit stages application id's files.

@@ -275,7 +275,7 @@ func TestHadoopSubmitYARN(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() == 0 {
 			t.Fatalf("ps-submit: %v, want a non-zero exit status", err)
 		}
-		for _, w := range []string{"worker 0 failed", "exit status 3", "FAILED", "yarn logs -applicationId application_"} {
+		for _, w := range []string{"worker 0 failed", "exit status 3", "FAILED", "ps-submit logs application_"} {
 			if !strings.Contains(out.String(), w) {
 				t.Errorf("ps-submit's output does not contain %q", w)
 			}

@@ -105,13 +105,17 @@ public final class MiniCluster {
 
       long t1 = System.nanoTime();
       log("starting YARN (1 ResourceManager, " + nodeManagers + " NodeManager(s))");
-      // Off by default: the YARN web apps share Guice's JVM-wide GuiceFilter, so with NodeManager
-      // web servers on, every YARN web port (the ResourceManager's too) serves the last
-      // NodeManager's web app and the ResourceManager's REST API (/ws/v1/cluster) is gone.
-      yarn = new MiniYARNCluster("spindle", nodeManagers, 1, 1, boolProp("nm.web", false));
+      // The NodeManagers' web servers serve the containers' logs (/ws/v1/node/containerlogs).
+      // In one JVM the YARN web apps would share Guice's JVM-wide GuiceFilter pipeline (every
+      // YARN web port serving the last web app started); separateWebApps gives each its own.
+      boolean nmWeb = boolProp("nm.web", true);
+      yarn = new MiniYARNCluster("spindle", nodeManagers, 1, 1, nmWeb);
       yarn.init(new YarnConfiguration(conf));
       yarn.start();
       ResourceManager rm = waitForYarn(nodeManagers, intProp("start.timeout.ms", 120_000));
+      if (nmWeb) {
+        separateWebApps(rm, nodeManagers);
+      }
       log("YARN up at " + rm.getConfig().get(YarnConfiguration.RM_ADDRESS) + " after " + ms(t1) + " ms");
 
       Map<String, String> ready = describe(rm, nodeManagers);
@@ -240,6 +244,55 @@ public final class MiniCluster {
       }
       Thread.sleep(50);
     }
+  }
+
+  /**
+   * Makes each YARN web server (the ResourceManager's and every NodeManager's) run its own web
+   * app. Hadoop registers Guice's filter by class name, and such a GuiceFilter dispatches through
+   * a JVM-wide pipeline that the last web app built replaces; each WebApp keeps a GuiceFilter made
+   * by its own injector, which dispatches through that web app's pipeline. This puts that filter
+   * in place of the shared one in each server.
+   */
+  private static void separateWebApps(ResourceManager rm, int nodeManagers) throws Exception {
+    List<org.apache.hadoop.yarn.webapp.WebApp> apps = new ArrayList<>();
+    java.lang.reflect.Field rmApp = ResourceManager.class.getDeclaredField("webApp");
+    rmApp.setAccessible(true);
+    apps.add((org.apache.hadoop.yarn.webapp.WebApp) rmApp.get(rm));
+    java.lang.reflect.Field nmApp =
+        org.apache.hadoop.yarn.server.nodemanager.webapp.WebServer.class.getDeclaredField("webApp");
+    nmApp.setAccessible(true);
+    for (int i = 0; i < nodeManagers; i++) {
+      for (org.apache.hadoop.service.Service s : yarn.getNodeManager(i).getServices()) {
+        if (s instanceof org.apache.hadoop.yarn.server.nodemanager.webapp.WebServer) {
+          apps.add((org.apache.hadoop.yarn.webapp.WebApp) nmApp.get(s));
+        }
+      }
+    }
+    java.lang.reflect.Field guice = org.apache.hadoop.yarn.webapp.WebApp.class.getDeclaredField("guiceFilter");
+    guice.setAccessible(true);
+    java.lang.reflect.Field context = org.apache.hadoop.http.HttpServer2.class.getDeclaredField("webAppContext");
+    context.setAccessible(true);
+    // FilterHolder.initialize() initializes its instance only when it has none in use.
+    java.lang.reflect.Field inUse = org.eclipse.jetty.servlet.FilterHolder.class.getDeclaredField("_filter");
+    inUse.setAccessible(true);
+    for (org.apache.hadoop.yarn.webapp.WebApp app : apps) {
+      if (app == null || app.httpServer() == null) {
+        continue;
+      }
+      javax.servlet.Filter own = (javax.servlet.Filter) guice.get(app);
+      org.eclipse.jetty.webapp.WebAppContext ctx =
+          (org.eclipse.jetty.webapp.WebAppContext) context.get(app.httpServer());
+      org.eclipse.jetty.servlet.FilterHolder holder = ctx.getServletHandler().getFilter("guice");
+      if (own == null || holder == null) {
+        throw new IOException("web app " + app.name() + ": no Guice filter to replace");
+      }
+      synchronized (holder) {
+        inUse.set(holder, null);
+        holder.setFilter(own);
+        holder.initialize();
+      }
+    }
+    log("gave " + apps.size() + " YARN web servers their own web apps");
   }
 
   /** The addresses a client needs, as ordered key/value pairs. */
