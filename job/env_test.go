@@ -18,6 +18,8 @@ func TestContractEnv(t *testing.T) {
 		ResumeFrom: "hdfs:///ck/4", ResumeEpoch: 4}
 	plain := spec
 	plain.NumServers = 0
+	insecure := spec
+	insecure.Insecure = true
 	tests := []struct {
 		name    string
 		c       Contract
@@ -37,6 +39,10 @@ func TestContractEnv(t *testing.T) {
 		{"plain worker", Contract{Spec: plain, Cluster: "local", Secret: "s4"}, Task{Role: conf.RoleWorker}, 1, "127.0.0.1", map[string]string{
 			conf.EnvRole: "worker", conf.EnvNumServer: "0", conf.EnvTaskID: "0", conf.EnvNumAttempt: "1", conf.EnvJobCluster: "local",
 			conf.EnvJobSecret: "s4", conf.EnvNodeHost: "127.0.0.1", conf.EnvRootURI: ""}},
+		{"keys file", Contract{Spec: insecure, Cluster: "local", Secret: "s5", KeysFile: "/k/f"}, Task{Role: conf.RoleServer}, 0, "127.0.0.1", map[string]string{
+			conf.EnvJobKeys: "/k/f", conf.EnvJobSecret: "", conf.EnvInsecure: "1"}},
+		{"plain worker keys file", Contract{Spec: plain, Cluster: "local", Secret: "s6", KeysFile: "f"}, Task{Role: conf.RoleWorker}, 0, "127.0.0.1", map[string]string{
+			conf.EnvJobKeys: "f", conf.EnvJobSecret: "", conf.EnvInsecure: ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,10 +73,13 @@ func TestPlanRedactsTheSecret(t *testing.T) {
 	}
 	for _, p := range plan {
 		env := strings.Join(p.Env, "\n")
-		for _, want := range []string{conf.EnvJobSecret + "=" + Redacted, conf.EnvRootPort + "=<scheduler-port>"} {
+		for _, want := range []string{conf.EnvJobKeys + "=" + PlanKeysFile, conf.EnvRootPort + "=<scheduler-port>"} {
 			if !strings.Contains(env, want) {
 				t.Errorf("%s %d: env lacks %s:\n%s", p.Role, p.Rank, want, env)
 			}
+		}
+		if strings.Contains(env, conf.EnvJobSecret) {
+			t.Errorf("%s %d: env has %s:\n%s", p.Role, p.Rank, conf.EnvJobSecret, env)
 		}
 	}
 }

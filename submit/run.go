@@ -315,6 +315,7 @@ func (o *Options) writeJob(w *bufio.Writer) {
 	opt("tags", strings.Join(o.TagList, ","))
 	opt("allocation-timeout", o.AllocationTimeoutDuration.String())
 	opt("detach", strconv.FormatBool(o.Detach))
+	opt("insecure", strconv.FormatBool(o.Insecure))
 }
 
 // writePlan writes each task: role, rank, command and the environment the
