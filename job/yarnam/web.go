@@ -112,14 +112,19 @@ type webServer struct {
 	done chan struct{}
 }
 
-// serveWeb listens on addr and serves the job's status page.
-func serveWeb(addr, name string, st *tracker.State, log *logrus.Entry) (*webServer, error) {
+// serveWeb listens on addr and serves the job's status page behind
+// filter (nil for none).
+func serveWeb(addr, name string, st *tracker.State, log *logrus.Entry, filter func(http.Handler) http.Handler) (*webServer, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	h := StatusHandler(name, st)
+	if filter != nil {
+		h = filter(h)
+	}
 	w := &webServer{ln: ln, done: make(chan struct{}),
-		srv: &http.Server{Handler: StatusHandler(name, st), ReadHeaderTimeout: 10 * time.Second}}
+		srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
 	go func() {
 		defer close(w.done)
 		if err := w.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -16,7 +16,9 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/jobkeys"
 	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/webauth"
 	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
 )
@@ -66,8 +68,20 @@ type Options struct {
 	OnStatus func(tracker.Status)
 	// Secret is the job secret, shared with the client that submitted the
 	// job so that it can ask the tracker for the job's status; "" means a
-	// new random one.
+	// new random one. Ignored when Keys is set.
 	Secret string
+	// Keys are the job's keys (job.Options.Keys), shared with the client;
+	// nil means new ones with Secret.
+	Keys *jobkeys.Keys
+	// WebProxy, when set, serves the status page only through the
+	// ResourceManager's web proxy (webauth.Proxy), as YARN's AmIpFilter
+	// does; nil serves it to anyone who reaches it (a warning is logged).
+	WebProxy *webauth.ProxyOptions
+	// KeysFile is the path of the job's keys file in a task container,
+	// which Resources ship (a private resource, jobkeys.FileName); ""
+	// means a file the AM writes on its own host, which only containers
+	// on that host can read.
+	KeysFile string
 }
 
 // Defaults of Options.
@@ -133,12 +147,13 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 	log := opts.Log.WithField("attempt", opts.AM.Attempt())
 	j, err := job.New(ctx, spec, job.Options{Log: log, Planner: opts.Planner, Resolver: opts.Resolver,
 		OnStatus: opts.OnStatus, Listen: ":0", Host: opts.Host, Secret: opts.Secret, Rerun: opts.Rerun,
+		Keys: opts.Keys, KeysFile: opts.KeysFile,
 		StopTimeout: finishTimeout})
 	if err != nil {
 		return failed(err)
 	}
 	defer j.Close()
-	web, err := serveWeb(":0", spec.Name, j.State(), log)
+	web, err := serveWeb(":0", spec.Name, j.State(), log, webFilter(opts.WebProxy, log))
 	if err != nil {
 		return failed(fmt.Errorf("yarnam: status page: %w", err))
 	}
