@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/spindle-ps/spindle/internal/jobkeys"
 )
 
 // ExitRestartJob is the exit status by which a task asks its launcher to
@@ -184,7 +182,7 @@ func FromEnv(c Config, lookup Lookup) (Config, error) {
 	str(EnvJobSecret, &p.JobSecret)
 	str(EnvJobKeys, &p.JobKeys)
 	if p.JobKeys != "" {
-		k, err := jobkeys.ReadFile(p.JobKeys)
+		k, err := ReadJobKeys(p.JobKeys)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvJobKeys, p.JobKeys, err))
 		} else {

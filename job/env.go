@@ -19,7 +19,7 @@ type Contract struct {
 	// SPINDLE_JOB_SECRET).
 	Secret string
 	// KeysFile is the path of the job's keys file as the tasks see it
-	// (SPINDLE_JOB_KEYS; see package internal/jobkeys).
+	// (SPINDLE_JOB_KEYS; see conf.JobKeys).
 	KeysFile string
 	// TrackerAddr is the tracker RPC's host:port.
 	TrackerAddr string

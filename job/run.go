@@ -18,7 +18,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
-	"github.com/spindle-ps/spindle/internal/jobkeys"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -46,7 +45,7 @@ type Options struct {
 	Secret string
 	// Keys are the job's keys (the secret and the tracker's TLS
 	// certificate and key); nil means new ones, with Secret.
-	Keys *jobkeys.Keys
+	Keys *conf.JobKeys
 	// KeysFile is the path of the job's keys file as the tasks see it,
 	// which the launcher provides (the YARN launcher ships it to each
 	// container); "" means Job writes one, mode 0600, in a new private
@@ -72,7 +71,7 @@ type Job struct {
 	svc         *tracker.Service
 	files       *files
 	secret      string
-	keys        *jobkeys.Keys
+	keys        *conf.JobKeys
 	keysFile    string
 	keysDir     string // the directory of a keys file Job wrote; "" for none
 	trackerAddr string
@@ -110,7 +109,7 @@ func New(ctx context.Context, spec JobSpec, opts Options) (*Job, error) {
 	}
 	keys := opts.Keys
 	if keys == nil {
-		if keys, err = jobkeys.New(opts.Secret, keysValidity); err != nil {
+		if keys, err = conf.NewJobKeys(opts.Secret, keysValidity); err != nil {
 			return nil, fmt.Errorf("job: %w", err)
 		}
 	}
@@ -164,7 +163,7 @@ func (j *Job) Close() error {
 }
 
 // Keys are the job's keys.
-func (j *Job) Keys() *jobkeys.Keys { return j.keys }
+func (j *Job) Keys() *conf.JobKeys { return j.keys }
 
 // KeysFile is the path of the job's keys file as the tasks see it.
 func (j *Job) KeysFile() string { return j.keysFile }
@@ -176,8 +175,8 @@ func (j *Job) writeKeys() error {
 	if err != nil {
 		return fmt.Errorf("job: a directory for the keys file: %w", err)
 	}
-	path := filepath.Join(dir, jobkeys.FileName)
-	if err := jobkeys.WriteFile(path, j.keys.ForTasks()); err != nil {
+	path := filepath.Join(dir, conf.JobKeysFile)
+	if err := conf.WriteJobKeys(path, j.keys.ForTasks()); err != nil {
 		_ = os.RemoveAll(dir)
 		return fmt.Errorf("job: %w", err)
 	}

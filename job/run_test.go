@@ -17,7 +17,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
-	"github.com/spindle-ps/spindle/internal/jobkeys"
 	"github.com/spindle-ps/spindle/io/ckpt"
 	"github.com/spindle-ps/spindle/tracker"
 )
@@ -549,7 +548,7 @@ func TestKeysFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := j.KeysFile()
-	k, err := jobkeys.ReadFile(path)
+	k, err := conf.ReadJobKeys(path)
 	if err != nil {
 		j.Close()
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"github.com/apache/thrift/lib/go/thrift"
 
 	"github.com/spindle-ps/spindle/conf"
-	"github.com/spindle-ps/spindle/internal/jobkeys"
 
 	"github.com/spindle-ps/spindle/tracker/internal/rpc/trackerrpc"
 )
@@ -70,7 +69,7 @@ func ConfigClient(cfg conf.Config) (*Client, error) {
 	if len(cfg.Job.TrackerCert) == 0 {
 		return NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret), nil
 	}
-	tc, err := jobkeys.ClientTLS(cfg.Job.TrackerCert)
+	tc, err := conf.TrackerClientTLS(cfg.Job.TrackerCert)
 	if err != nil {
 		return nil, fmt.Errorf("tracker: %w", err)
 	}

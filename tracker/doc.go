@@ -17,7 +17,7 @@
 // Serve exposes a State over the tracker RPC, an Apache Thrift service
 // (IDL in internal/rpc, compact protocol, framed, bounded frames) whose
 // every call carries the job secret, over TLS with the job's own
-// certificate (WithTLS; internal/jobkeys makes it), which clients trust
+// certificate (WithTLS; conf.NewJobKeys makes it), which clients trust
 // alone; Client is its caller, which reconnects with backoff until the
 // call's context ends (ConfigClient for a task):
 //

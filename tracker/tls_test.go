@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/spindle-ps/spindle/conf"
-	"github.com/spindle-ps/spindle/internal/jobkeys"
 )
 
 // TestServiceOverTLS: the job's clients call the tracker over TLS; a
@@ -17,11 +16,11 @@ func TestServiceOverTLS(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	keys, err := jobkeys.New("", time.Hour)
+	keys, err := conf.NewJobKeys("", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := jobkeys.New("", time.Hour)
+	other, err := conf.NewJobKeys("", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
-	"github.com/spindle-ps/spindle/internal/jobkeys"
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/job/webauth"
 	"github.com/spindle-ps/spindle/tracker"
@@ -72,13 +71,13 @@ type Options struct {
 	Secret string
 	// Keys are the job's keys (job.Options.Keys), shared with the client;
 	// nil means new ones with Secret.
-	Keys *jobkeys.Keys
+	Keys *conf.JobKeys
 	// WebProxy, when set, serves the status page only through the
 	// ResourceManager's web proxy (webauth.Proxy), as YARN's AmIpFilter
 	// does; nil serves it to anyone who reaches it (a warning is logged).
 	WebProxy *webauth.ProxyOptions
 	// KeysFile is the path of the job's keys file in a task container,
-	// which Resources ship (a private resource, jobkeys.FileName); ""
+	// which Resources ship (a private resource, conf.JobKeysFile); ""
 	// means a file the AM writes on its own host, which only containers
 	// on that host can read.
 	KeysFile string

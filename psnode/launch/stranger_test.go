@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spindle-ps/spindle/conf"
-	"github.com/spindle-ps/spindle/internal/jobkeys"
 )
 
 // TestStrangerProcessRefused runs a job (scheduler, server, worker as
@@ -22,12 +21,12 @@ func TestStrangerProcessRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts five processes")
 	}
-	keys, err := jobkeys.New("", time.Hour)
+	keys, err := conf.NewJobKeys("", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	keysFile := filepath.Join(t.TempDir(), jobkeys.FileName)
-	if err := jobkeys.WriteFile(keysFile, keys.ForTasks()); err != nil {
+	keysFile := filepath.Join(t.TempDir(), conf.JobKeysFile)
+	if err := conf.WriteJobKeys(keysFile, keys.ForTasks()); err != nil {
 		t.Fatal(err)
 	}
 	common := []string{

@@ -18,7 +18,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
-	"github.com/spindle-ps/spindle/internal/jobkeys"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/job"
@@ -115,8 +114,8 @@ type amJobConfig struct {
 	// and key), known to the client so that it can ask for the job's
 	// status. job.json lives in the staging directory, which only the
 	// user may read (0700). The tasks get the secret and the certificate
-	// in the keys file (jobkeys.FileName), a private resource.
-	Keys *jobkeys.Keys `json:"keys,omitempty"`
+	// in the keys file (conf.JobKeysFile), a private resource.
+	Keys *conf.JobKeys `json:"keys,omitempty"`
 	// Staging is the URI of the staging directory, which the AM removes
 	// when the job ends.
 	Staging string `json:"staging,omitempty"`
@@ -223,7 +222,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 			err = errors.Join(err, fmt.Errorf("yarnclient: remove the staging directory: %w", rerr))
 		}
 	}()
-	keys, err := jobkeys.New("", keysValidity)
+	keys, err := conf.NewJobKeys("", keysValidity)
 	if err != nil {
 		return res, err
 	}
@@ -300,7 +299,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 
 // follow polls id's report until it is terminal, or kills it when ctx
 // ends; it returns the last report.
-func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts Options, keys *jobkeys.Keys) (yarn.ApplicationReport, error) {
+func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts Options, keys *conf.JobKeys) (yarn.ApplicationReport, error) {
 	ctls, err := keys.ClientTLS()
 	if err != nil {
 		return yarn.ApplicationReport{}, err
@@ -390,7 +389,7 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 // stage uploads the application's files into dir of fsys and returns the
 // AM's local resources and job.json's content.
 func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec job.JobSpec, self string,
-	lookup conf.Lookup, hc conf.HadoopConf, keys *jobkeys.Keys, allocTimeout time.Duration) (map[string]yarn.LocalResource, error) {
+	lookup conf.Lookup, hc conf.HadoopConf, keys *conf.JobKeys, allocTimeout time.Duration) (map[string]yarn.LocalResource, error) {
 	jc := amJobConfig{Spec: spec, Resources: map[string]yarn.LocalResource{}, Hadoop: map[string]string{},
 		Keys: keys, Staging: fsys.URI(dir)}
 	if allocTimeout > 0 {
@@ -418,15 +417,15 @@ func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec job.JobSpe
 		return nil, err
 	}
 	defer os.RemoveAll(kdir)
-	if err := jobkeys.WriteFile(filepath.Join(kdir, jobkeys.FileName), keys.ForTasks()); err != nil {
+	if err := conf.WriteJobKeys(filepath.Join(kdir, conf.JobKeysFile), keys.ForTasks()); err != nil {
 		return nil, err
 	}
-	kr, err := put(filepath.Join(kdir, jobkeys.FileName), jobkeys.FileName)
+	kr, err := put(filepath.Join(kdir, conf.JobKeysFile), conf.JobKeysFile)
 	if err != nil {
 		return nil, err
 	}
 	kr.Visibility = "PRIVATE"
-	jc.Resources[jobkeys.FileName] = kr
+	jc.Resources[conf.JobKeysFile] = kr
 	binaries := []string{self}
 	// A name without a slash is looked up in the nodes' PATH.
 	if exe := spec.Command[0]; strings.Contains(exe, "/") && isRegularFile(exe) && !isSystemPath(exe) {
@@ -670,8 +669,8 @@ const keysValidity = 366 * 24 * time.Hour
 // keysFileFor is the keys file's path in a task container: the shipped
 // resource, or "" (yarnam's default) for a job.json without one.
 func keysFileFor(jc amJobConfig) string {
-	if _, ok := jc.Resources[jobkeys.FileName]; ok {
-		return jobkeys.FileName
+	if _, ok := jc.Resources[conf.JobKeysFile]; ok {
+		return conf.JobKeysFile
 	}
 	return ""
 }
