@@ -37,6 +37,9 @@ type Job struct {
 	// TrackerAddr is the tracker's host:port (SPINDLE_TRACKER_ADDR);
 	// calls to it carry PS.JobSecret.
 	TrackerAddr string
+	// TrackerCert is the tracker's TLS certificate (PEM), the only one
+	// its clients trust; read from the keys file (PS.JobKeys).
+	TrackerCert []byte
 	// Output is where servers write the model (SPINDLE_OUTPUT): a local
 	// path or a URI such as hdfs:///models/m.
 	Output string
@@ -148,10 +151,23 @@ type PS struct {
 	// JobCluster names the launcher (DMLC_JOB_CLUSTER): "local" or "yarn".
 	JobCluster string
 
-	// JobSecret is the job's shared secret (SPINDLE_JOB_SECRET). Every
-	// node proves it knows it when it registers; the scheduler refuses a
-	// node that cannot. Empty disables the check (a warning is logged).
+	// JobSecret is the job's shared secret. Every node proves it knows it
+	// when it registers; the scheduler refuses a node that cannot. The
+	// nodes derive their ZeroMQ CURVE keys from it. Empty disables the
+	// check and CURVE (a warning is logged). Launchers hand it over in
+	// the keys file (JobKeys); SPINDLE_JOB_SECRET, which puts it in the
+	// environment, is read too, for programs started by hand.
 	JobSecret string
+
+	// JobKeys is the path of the job's keys file (SPINDLE_JOB_KEYS),
+	// readable only by the task's user: FromEnv reads the secret and the
+	// tracker's certificate (Job.TrackerCert) from it.
+	JobKeys string
+
+	// Insecure turns ZeroMQ CURVE off (SPINDLE_INSECURE=1, ps-submit
+	// --insecure): node traffic is then plain and unauthenticated, for
+	// benchmarking. Registration still needs the secret.
+	Insecure bool
 
 	// RegisterTimeout bounds how long start-up (registration and the first
 	// barrier) may take (SPINDLE_REGISTER_TIMEOUT, seconds). Default 120 s.

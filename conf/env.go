@@ -47,6 +47,8 @@ const (
 	EnvVanType           = "DMLC_PS_VAN_TYPE"
 
 	EnvJobSecret          = "SPINDLE_JOB_SECRET"
+	EnvJobKeys            = "SPINDLE_JOB_KEYS"
+	EnvInsecure           = "SPINDLE_INSECURE"
 	EnvJobName            = "SPINDLE_JOB_NAME"
 	EnvTrackerAddr        = "SPINDLE_TRACKER_ADDR"
 	EnvOutput             = "SPINDLE_OUTPUT"
@@ -178,6 +180,16 @@ func FromEnv(c Config, lookup Lookup) (Config, error) {
 	integer(EnvNumAttempt, &p.NumAttempt)
 	str(EnvJobCluster, &p.JobCluster)
 	str(EnvJobSecret, &p.JobSecret)
+	str(EnvJobKeys, &p.JobKeys)
+	if p.JobKeys != "" {
+		k, err := ReadJobKeys(p.JobKeys)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", EnvJobKeys, p.JobKeys, err))
+		} else {
+			p.JobSecret, c.Job.TrackerCert = k.Secret, []byte(k.CertPEM)
+		}
+	}
+	boolean(EnvInsecure, &p.Insecure)
 	duration(EnvRegisterTimeout, time.Second, &p.RegisterTimeout)
 	duration(EnvShutdownTimeout, time.Second, &p.ShutdownTimeout)
 	str(EnvJobName, &c.Job.Name)
@@ -334,8 +346,13 @@ func (p PS) Environ() []string {
 	if p.JobCluster != "" {
 		add(EnvJobCluster, p.JobCluster)
 	}
-	if p.JobSecret != "" {
+	if p.JobKeys != "" {
+		add(EnvJobKeys, p.JobKeys)
+	} else if p.JobSecret != "" {
 		add(EnvJobSecret, p.JobSecret)
+	}
+	if p.Insecure {
+		add(EnvInsecure, "1")
 	}
 	if p.RegisterTimeout != d.RegisterTimeout {
 		add(EnvRegisterTimeout, strconv.FormatFloat(p.RegisterTimeout.Seconds(), 'g', -1, 64))

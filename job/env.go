@@ -14,8 +14,13 @@ type Contract struct {
 	Spec JobSpec
 	// Cluster is DMLC_JOB_CLUSTER: "local" or "yarn".
 	Cluster string
-	// Secret is the job secret (SPINDLE_JOB_SECRET).
+	// Secret is the job secret. It reaches the tasks in the keys file,
+	// never in the environment, unless KeysFile is empty (then
+	// SPINDLE_JOB_SECRET).
 	Secret string
+	// KeysFile is the path of the job's keys file as the tasks see it
+	// (SPINDLE_JOB_KEYS; see conf.JobKeys).
+	KeysFile string
 	// TrackerAddr is the tracker RPC's host:port.
 	TrackerAddr string
 	// RootHost and RootPort locate the scheduler (DMLC_PS_ROOT_URI,
@@ -55,8 +60,15 @@ func (c Contract) Env(t Task, attempt int, node string, base []string) []string 
 			conf.EnvNumAttempt+"="+strconv.Itoa(attempt),
 			conf.EnvJobCluster+"="+c.Cluster,
 			conf.EnvNodeHost+"="+node,
-			conf.EnvJobSecret+"="+c.Secret,
 		)
+		if c.KeysFile != "" {
+			env = append(env, conf.EnvJobKeys+"="+c.KeysFile)
+		} else {
+			env = append(env, conf.EnvJobSecret+"="+c.Secret)
+		}
+		if spec.Insecure {
+			env = append(env, conf.EnvInsecure+"=1")
+		}
 	} else {
 		p := conf.Default().PS
 		p.Role = t.Role
@@ -71,7 +83,7 @@ func (c Contract) Env(t Task, attempt int, node string, base []string) []string 
 		}
 		p.NumAttempt = attempt
 		p.JobCluster = c.Cluster
-		p.JobSecret = c.Secret
+		p.JobSecret, p.JobKeys, p.Insecure = c.Secret, c.KeysFile, spec.Insecure
 		env = append(env, p.Environ()...)
 	}
 	job := conf.Job{
@@ -98,6 +110,9 @@ func hasKey(env []string, key string) bool {
 // Redacted stands for secrets in plans and logs.
 const Redacted = "<redacted>"
 
+// PlanKeysFile stands for the keys file's path in plans.
+const PlanKeysFile = "<job-keys-file>"
+
 // TaskPlan is one task as a launcher would start it: for --dry-run.
 type TaskPlan struct {
 	Role    conf.Role
@@ -116,7 +131,7 @@ func Plan(spec JobSpec, cluster, node string) ([]TaskPlan, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	c := Contract{Spec: spec, Cluster: cluster, Secret: Redacted, RootHost: node, RootPort: -1,
+	c := Contract{Spec: spec, Cluster: cluster, Secret: Redacted, KeysFile: PlanKeysFile, RootHost: node, RootPort: -1,
 		TrackerAddr: node + ":<tracker-port>"}
 	var out []TaskPlan
 	for _, t := range Tasks(spec) {

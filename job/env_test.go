@@ -20,6 +20,8 @@ func TestContractEnv(t *testing.T) {
 	plain.NumServers = 0
 	coll := plain
 	coll.Collective = true
+	insecure := spec
+	insecure.Insecure = true
 	tests := []struct {
 		name    string
 		c       Contract
@@ -46,6 +48,10 @@ func TestContractEnv(t *testing.T) {
 		{"collective scheduler", Contract{Spec: coll, Cluster: "yarn", Secret: "s5", RootPort: 4242},
 			Task{Role: conf.RoleScheduler}, 0, "10.1.1.2", map[string]string{
 				conf.EnvRole: "scheduler", conf.EnvNumServer: "0", conf.EnvRootURI: "10.1.1.2", conf.EnvRootPort: "4242"}},
+		{"keys file", Contract{Spec: insecure, Cluster: "local", Secret: "s5", KeysFile: "/k/f"}, Task{Role: conf.RoleServer}, 0, "127.0.0.1", map[string]string{
+			conf.EnvJobKeys: "/k/f", conf.EnvJobSecret: "", conf.EnvInsecure: "1"}},
+		{"plain worker keys file", Contract{Spec: plain, Cluster: "local", Secret: "s6", KeysFile: "f"}, Task{Role: conf.RoleWorker}, 0, "127.0.0.1", map[string]string{
+			conf.EnvJobKeys: "f", conf.EnvJobSecret: "", conf.EnvInsecure: ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,10 +82,13 @@ func TestPlanRedactsTheSecret(t *testing.T) {
 	}
 	for _, p := range plan {
 		env := strings.Join(p.Env, "\n")
-		for _, want := range []string{conf.EnvJobSecret + "=" + Redacted, conf.EnvRootPort + "=<scheduler-port>"} {
+		for _, want := range []string{conf.EnvJobKeys + "=" + PlanKeysFile, conf.EnvRootPort + "=<scheduler-port>"} {
 			if !strings.Contains(env, want) {
 				t.Errorf("%s %d: env lacks %s:\n%s", p.Role, p.Rank, want, env)
 			}
+		}
+		if strings.Contains(env, conf.EnvJobSecret) {
+			t.Errorf("%s %d: env has %s:\n%s", p.Role, p.Rank, conf.EnvJobSecret, env)
 		}
 	}
 }

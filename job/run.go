@@ -9,6 +9,8 @@ import (
 	"io"
 	"maps"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -39,8 +41,16 @@ type Options struct {
 	// host it listens on.
 	Host string
 	// Secret is the job secret that every tracker call and every node
-	// must know; "" means a new random one.
+	// must know; "" means a new random one. Ignored when Keys is set.
 	Secret string
+	// Keys are the job's keys (the secret and the tracker's TLS
+	// certificate and key); nil means new ones, with Secret.
+	Keys *conf.JobKeys
+	// KeysFile is the path of the job's keys file as the tasks see it,
+	// which the launcher provides (the YARN launcher ships it to each
+	// container); "" means Job writes one, mode 0600, in a new private
+	// directory, and removes it at Close.
+	KeysFile string
 	// Rerun marks a later attempt of the job's ApplicationMaster: what an
 	// earlier attempt wrote is this job's, so the output is cleared and
 	// the job starts from its newest usable checkpoint, if any.
@@ -61,8 +71,14 @@ type Job struct {
 	svc         *tracker.Service
 	files       *files
 	secret      string
+	keys        *conf.JobKeys
+	keysFile    string
+	keysDir     string // the directory of a keys file Job wrote; "" for none
 	trackerAddr string
 }
+
+// keysValidity is how long a job's tracker certificate is valid.
+const keysValidity = 366 * 24 * time.Hour
 
 // New checks everything that can be checked before a task starts (spec,
 // the inputs, which it cuts into shards, the output and checkpoint
@@ -91,19 +107,29 @@ func New(ctx context.Context, spec JobSpec, opts Options) (*Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	secret := opts.Secret
-	if secret == "" {
-		if secret, err = NewSecret(); err != nil {
-			return nil, err
+	keys := opts.Keys
+	if keys == nil {
+		if keys, err = conf.NewJobKeys(opts.Secret, keysValidity); err != nil {
+			return nil, fmt.Errorf("job: %w", err)
 		}
 	}
-	j := &Job{spec: spec, opts: opts, log: opts.Log, start: start, secret: secret,
-		state: tracker.NewState(shards, start)}
+	stls, err := keys.ServerTLS()
+	if err != nil {
+		return nil, fmt.Errorf("job: %w", err)
+	}
+	j := &Job{spec: spec, opts: opts, log: opts.Log, start: start, secret: keys.Secret, keys: keys,
+		keysFile: opts.KeysFile, state: tracker.NewState(shards, start)}
 	j.files = &files{spec: spec, r: opts.Resolver, log: opts.Log}
 	if err := j.files.prepare(ctx, j.state, opts.Rerun); err != nil {
 		return nil, err
 	}
-	if j.svc, err = tracker.Serve(ctx, opts.Listen, j.state, secret, opts.Log); err != nil {
+	if j.keysFile == "" {
+		if err := j.writeKeys(); err != nil {
+			return nil, err
+		}
+	}
+	if j.svc, err = tracker.Serve(ctx, opts.Listen, j.state, keys.Secret, opts.Log, tracker.WithTLS(stls)); err != nil {
+		j.removeKeys()
 		return nil, err
 	}
 	host, port, _ := net.SplitHostPort(j.svc.Addr())
@@ -129,8 +155,43 @@ func (j *Job) State() *tracker.State { return j.state }
 // TrackerAddr is the tracker's host:port as the tasks reach it.
 func (j *Job) TrackerAddr() string { return j.trackerAddr }
 
-// Close stops serving the tracker RPC.
-func (j *Job) Close() error { return j.svc.Close() }
+// Close stops serving the tracker RPC and removes the keys file it wrote.
+func (j *Job) Close() error {
+	err := j.svc.Close()
+	j.removeKeys()
+	return err
+}
+
+// Keys are the job's keys.
+func (j *Job) Keys() *conf.JobKeys { return j.keys }
+
+// KeysFile is the path of the job's keys file as the tasks see it.
+func (j *Job) KeysFile() string { return j.keysFile }
+
+// writeKeys writes the tasks' keys file (without the tracker's private
+// key), mode 0600, in a new directory of mode 0700.
+func (j *Job) writeKeys() error {
+	dir, err := os.MkdirTemp("", "spindle-job-")
+	if err != nil {
+		return fmt.Errorf("job: a directory for the keys file: %w", err)
+	}
+	path := filepath.Join(dir, conf.JobKeysFile)
+	if err := conf.WriteJobKeys(path, j.keys.ForTasks()); err != nil {
+		_ = os.RemoveAll(dir)
+		return fmt.Errorf("job: %w", err)
+	}
+	j.keysDir, j.keysFile = dir, path
+	return nil
+}
+
+func (j *Job) removeKeys() {
+	if j.keysDir != "" {
+		if err := os.RemoveAll(j.keysDir); err != nil {
+			j.log.WithError(err).Warn("could not remove the job's keys file")
+		}
+		j.keysDir = ""
+	}
+}
 
 // Run runs the job's tasks on c until the job ends, and returns how.
 //
@@ -271,7 +332,7 @@ func (r *run) fail(ctx context.Context, err error) (tracker.JobState, error) {
 // begin starts a run of the job: the scheduler on a new port, or, for a
 // job without a scheduler, every worker.
 func (r *run) begin(ctx context.Context) error {
-	r.contract = Contract{Spec: r.spec, Cluster: r.c.Name(), Secret: r.secret, TrackerAddr: r.trackerAddr,
+	r.contract = Contract{Spec: r.spec, Cluster: r.c.Name(), Secret: r.secret, KeysFile: r.keysFile, TrackerAddr: r.trackerAddr,
 		ResumeFrom: r.files.from.uri, ResumeEpoch: r.files.from.epoch}
 	r.rootPlaced = false
 	if r.spec.hasScheduler() {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -497,7 +498,12 @@ func TestRunPolicy(t *testing.T) {
 			script: func(e *env) func(f *fake, l Launch) {
 				return func(f *fake, l Launch) {
 					if l.Task == worker1 {
-						c := tracker.NewClient(f.j.TrackerAddr(), "s3cret")
+						ctls, err := f.j.Keys().ClientTLS()
+						if err != nil {
+							f.t.Error(err)
+							return
+						}
+						c := tracker.NewClient(f.j.TrackerAddr(), "s3cret", tracker.WithTLS(ctls))
 						defer c.Close()
 						if err := c.Kill(f.t.Context(), "enough"); err != nil {
 							f.t.Errorf("kill: %v", err)
@@ -589,5 +595,33 @@ func TestRunPolicy(t *testing.T) {
 				tt.check(t, e, f, res, err)
 			}
 		})
+	}
+}
+
+// TestKeysFile checks that New writes the tasks' keys file, readable by
+// the user only and without the tracker's private key, and that Close
+// removes it.
+func TestKeysFile(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	j, err := New(ctx, JobSpec{Command: []string{"x"}, NumWorkers: 1, NumServers: 1, MaxAttempts: 1}, Options{Log: quietLog(), Secret: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := j.KeysFile()
+	k, err := conf.ReadJobKeys(path)
+	if err != nil {
+		j.Close()
+		t.Fatal(err)
+	}
+	if k.Secret != "s3cret" || k.KeyPEM != "" || k.CertPEM != j.Keys().CertPEM {
+		t.Errorf("keys file holds %+v", k)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("keys file after Close: %v", err)
 	}
 }

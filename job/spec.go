@@ -106,6 +106,10 @@ type JobSpec struct {
 	Queue                          string
 	// LogLevel is the tasks' log level (logrus level name).
 	LogLevel string
+	// Insecure turns ZeroMQ CURVE off between the nodes (ps-submit
+	// --insecure, SPINDLE_INSECURE): node traffic is then plain and
+	// unauthenticated. For benchmarking only.
+	Insecure bool
 }
 
 // FieldError is a problem with one field of a JobSpec. Validate's errors

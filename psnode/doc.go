@@ -135,7 +135,13 @@
 // Every node proves it knows the job secret with an HMAC over its
 // registration, and the scheduler signs the node table it sends back. The
 // scheduler refuses a node that cannot prove it, and nodes ignore messages
-// from senders that are not in the table.
+// from senders that are not in the table. Under launch (package
+// psnode/launch), every ZeroMQ connection also uses CURVE with keys
+// derived from the secret (zmq.Options.Curve): a process without the
+// secret can neither connect to a node nor read its traffic. The secret
+// reaches a task in its keys file (SPINDLE_JOB_KEYS, mode 0600), not in
+// its environment; SPINDLE_INSECURE=1 (ps-submit --insecure) turns CURVE
+// off, for benchmarking.
 //
 // # Shutdown
 //

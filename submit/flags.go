@@ -36,7 +36,7 @@ var helpGroups = []struct {
 	{"Environment of the tasks", []string{"env", "server-env", "worker-env", "files", "archives"}},
 	{"Resources (YARN)", []string{"worker-cores", "worker-memory", "server-cores", "server-memory", "queue"}},
 	{"Application (YARN)", []string{"am-memory", "am-cores", "max-app-attempts", "priority", "tags", "allocation-timeout", "blacklist-after"}},
-	{"Other", []string{"detach", "jobs-dir", "dry-run", "help"}},
+	{"Other", []string{"detach", "jobs-dir", "dry-run", "insecure", "help"}},
 }
 
 // examples close the help text.
@@ -112,6 +112,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 	fs.BoolVar(&o.Detach, "detach", o.Detach, "with --cluster yarn: print the application's id and exit once it is submitted; follow it with '"+progName+" status'")
 	fs.StringVar(&o.JobsDir, "jobs-dir", o.JobsDir, "with --cluster local: keep the job's directory (each task's output, its status) under `DIR` (default $HOME/.spindle/jobs)")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "print the resolved job and the tasks it would start, then exit; with --cluster yarn also the application, every container's resources, command, environment and local resources, and the files that would be staged, with nothing submitted or staged")
+	fs.BoolVar(&o.Insecure, "insecure", o.Insecure, "turn off ZeroMQ CURVE between the nodes: plain, unauthenticated node traffic, for benchmarking only")
 	fs.BoolVar(&o.Help, "help", o.Help, "print this help and exit")
 
 	for short, long := range aliases {

@@ -193,6 +193,7 @@ func localJobStatus(ctx context.Context, dir string) (info local.Info, st *web.S
 		sctx, cancel := context.WithTimeout(ctx, localStatusTimeout)
 		defer cancel()
 		if req, err := http.NewRequestWithContext(sctx, http.MethodGet, info.URL+"status.json", nil); err == nil {
+			req.Header.Set("Authorization", "Bearer "+info.Token)
 			if resp, err := http.DefaultClient.Do(req); err == nil {
 				var s web.Status
 				derr := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&s)
@@ -276,7 +277,7 @@ func runJobCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 		fmt.Fprintf(bw, "local job %s\n", info.ID)
 		fmt.Fprintf(bw, "  %-14s %s\n", "name", info.Name)
 		fmt.Fprintf(bw, "  %-14s %s\n", "directory", dir)
-		page := info.URL
+		page := info.PageURL()
 		if !live {
 			page += " (not answering: the job is over)"
 		}

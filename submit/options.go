@@ -129,6 +129,10 @@ type Options struct {
 	// DryRun (--dry-run) prints the resolved job and the tasks it would
 	// start instead of starting them.
 	DryRun bool
+
+	// Insecure (--insecure) turns ZeroMQ CURVE off between the job's
+	// nodes (job.JobSpec.Insecure), for benchmarking.
+	Insecure bool
 	// Help (--help, -h) asks for the help text.
 	Help bool
 	// Detach (--detach) returns once the YARN application is submitted,
@@ -427,6 +431,7 @@ func (o *Options) JobSpec() job.JobSpec {
 		ServerMemoryMB:     o.ServerMemoryMB,
 		Queue:              o.Queue,
 		LogLevel:           o.LogLevel,
+		Insecure:           o.Insecure,
 	}
 }
 

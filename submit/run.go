@@ -232,7 +232,7 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 		Dir:      filepath.Join(jobsDir, id),
 		OnStart: func(info local.Info) {
 			fmt.Fprintf(p.around(o.Err), "%s: job %s: status page %s; output of every task in %s ('%s logs %s', '%s status %s')\n",
-				progName, id, info.URL, filepath.Join(info.Dir, local.LogsDir), progName, id, progName, id)
+				progName, id, info.PageURL(), filepath.Join(info.Dir, local.LogsDir), progName, id, progName, id)
 		},
 	})
 	p.finish()
@@ -337,6 +337,7 @@ func (o *Options) writeJob(w *bufio.Writer) {
 	opt("blacklist-after", strconv.Itoa(o.BlacklistAfter))
 	opt("detach", strconv.FormatBool(o.Detach))
 	opt("jobs-dir", o.JobsDir)
+	opt("insecure", strconv.FormatBool(o.Insecure))
 }
 
 // writePlan writes each task: role, rank, command and the environment the

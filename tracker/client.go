@@ -2,6 +2,8 @@ package tracker
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"sync"
@@ -9,11 +11,26 @@ import (
 
 	"github.com/apache/thrift/lib/go/thrift"
 
+	"github.com/spindle-ps/spindle/conf"
+
 	"github.com/spindle-ps/spindle/tracker/internal/rpc/trackerrpc"
 )
 
 // ErrUnauthorized is returned when the tracker refuses the job secret.
 var ErrUnauthorized = errors.New("tracker: wrong job secret")
+
+// ErrUntrusted is returned when the tracker's TLS certificate is not the
+// job's.
+var ErrUntrusted = errors.New("tracker: certificate not the job's")
+
+// isUntrusted reports whether err is a failed verification of the
+// tracker's certificate, which no retry mends.
+func isUntrusted(err error) bool {
+	var ve *tls.CertificateVerificationError
+	var ue x509.UnknownAuthorityError
+	var he x509.HostnameError
+	return errors.As(err, &ve) || errors.As(err, &ue) || errors.As(err, &he)
+}
 
 // RemoteError is a request the tracker refused as invalid.
 type RemoteError struct{ Message string }
@@ -27,6 +44,7 @@ func (e *RemoteError) Error() string { return "tracker: " + e.Message }
 type Client struct {
 	addr   string
 	secret string
+	tls    *tls.Config
 
 	mu    sync.Mutex
 	trans thrift.TTransport
@@ -34,8 +52,29 @@ type Client struct {
 }
 
 // NewClient returns a client of the tracker at addr ("host:port") using
-// the job secret. It connects on first use.
-func NewClient(addr, secret string) *Client { return &Client{addr: addr, secret: secret} }
+// the job secret. It connects on first use: over TLS with WithTLS.
+func NewClient(addr, secret string, opts ...Option) *Client {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	return &Client{addr: addr, secret: secret, tls: o.tls}
+}
+
+// ConfigClient returns a client of the job's tracker as a task sees it
+// (cfg.Job.TrackerAddr, cfg.PS.JobSecret), over TLS trusting only
+// cfg.Job.TrackerCert when the job has one, as every job started by
+// ps-submit has.
+func ConfigClient(cfg conf.Config) (*Client, error) {
+	if len(cfg.Job.TrackerCert) == 0 {
+		return NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret), nil
+	}
+	tc, err := conf.TrackerClientTLS(cfg.Job.TrackerCert)
+	if err != nil {
+		return nil, fmt.Errorf("tracker: %w", err)
+	}
+	return NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret, WithTLS(tc)), nil
+}
 
 // Close closes the connection.
 func (c *Client) Close() error {
@@ -63,7 +102,13 @@ func (c *Client) connectLocked(ctx context.Context) error {
 			cfg.ConnectTimeout = max(t, time.Millisecond)
 		}
 	}
-	sock := thrift.NewTSocketConf(c.addr, cfg)
+	var sock thrift.TTransport
+	if c.tls != nil {
+		cfg.TLSConfig = c.tls
+		sock = thrift.NewTSSLSocketConf(c.addr, cfg)
+	} else {
+		sock = thrift.NewTSocketConf(c.addr, cfg)
+	}
 	trans := thrift.NewTFramedTransportConf(sock, cfg)
 	if err := trans.Open(); err != nil {
 		return err
@@ -88,6 +133,8 @@ func (c *Client) call(ctx context.Context, what string, f func(rpc *trackerrpc.T
 			return fmt.Errorf("tracker %s: %s: %w", c.addr, what, ErrUnauthorized)
 		case errors.As(err, &te):
 			return fmt.Errorf("tracker %s: %s: %w", c.addr, what, &RemoteError{Message: te.Message})
+		case isUntrusted(err):
+			return fmt.Errorf("tracker %s: %s: %w: %v", c.addr, what, ErrUntrusted, err)
 		}
 		t := time.NewTimer(backoff)
 		select {

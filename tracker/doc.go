@@ -16,8 +16,10 @@
 //
 // Serve exposes a State over the tracker RPC, an Apache Thrift service
 // (IDL in internal/rpc, compact protocol, framed, bounded frames) whose
-// every call carries the job secret; Client is its caller, which
-// reconnects with backoff until the call's context ends:
+// every call carries the job secret, over TLS with the job's own
+// certificate (WithTLS; conf.NewJobKeys makes it), which clients trust
+// alone; Client is its caller, which reconnects with backoff until the
+// call's context ends (ConfigClient for a task):
 //
 //	nextShard / shardDone      workers, asynchronous mode
 //	plan                       workers, synchronous mode (shard s·W+w in step s)

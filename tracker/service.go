@@ -3,6 +3,7 @@ package tracker
 import (
 	"context"
 	"crypto/subtle"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -49,13 +50,36 @@ type Service struct {
 	wg     sync.WaitGroup
 }
 
+// Option configures Serve or NewClient.
+type Option func(*options)
+
+type options struct {
+	tls *tls.Config
+}
+
+// WithTLS serves the RPC over TLS with cfg (Serve), or calls it over TLS
+// trusting what cfg trusts (NewClient). A TLS service refuses plain
+// connections, and a TLS client a service whose certificate cfg does
+// not trust.
+func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
+
+// handshakeTimeout bounds a TLS handshake with a caller.
+const handshakeTimeout = 10 * time.Second
+
 // Serve starts serving state on addr ("host:port", port 0 for any) and
 // returns at once; Addr tells where. Close stops it.
-func Serve(ctx context.Context, addr string, state *State, secret string, log *logrus.Entry) (*Service, error) {
+func Serve(ctx context.Context, addr string, state *State, secret string, log *logrus.Entry, opts ...Option) (*Service, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("tracker: listen on %s: %w", addr, err)
+	}
+	if o.tls != nil {
+		ln = tls.NewListener(ln, o.tls)
 	}
 	s := &Service{state: state, secret: []byte(secret), log: log, ln: ln, ctx: context.WithoutCancel(ctx), conns: make(map[net.Conn]struct{})}
 	s.wg.Add(1)
@@ -96,6 +120,15 @@ func (s *Service) serveConn(c net.Conn, proc thrift.TProcessor) {
 		s.mu.Unlock()
 		c.Close()
 	}()
+	if tc, ok := c.(*tls.Conn); ok {
+		hctx, cancel := context.WithTimeout(s.ctx, handshakeTimeout)
+		err := tc.HandshakeContext(hctx)
+		cancel()
+		if err != nil {
+			s.log.WithError(err).WithField("peer", c.RemoteAddr().String()).Warn("tracker connection refused: TLS handshake failed")
+			return
+		}
+	}
 	cfg := thriftConf()
 	trans := thrift.NewTFramedTransportConf(thrift.NewTSocketFromConnConf(c, cfg), cfg)
 	prot := thrift.NewTCompactProtocolConf(trans, cfg)

@@ -104,7 +104,10 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		if cfg.Job.TrackerAddr == "" {
 			return errors.New("no tracker (SPINDLE_TRACKER_ADDR): run ps-dense through ps-submit")
 		}
-		tc := tracker.NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret)
+		tc, err := tracker.ConfigClient(cfg)
+		if err != nil {
+			return err
+		}
 		defer tc.Close()
 		w := &worker{n: n, f: f, tc: tc, res: res, out: stdout, job: cfg.Job, attempt: cfg.PS.NumAttempt}
 		if err := w.train(ctx); err != nil {

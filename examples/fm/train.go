@@ -212,7 +212,9 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		if cfg.Job.TrackerAddr == "" {
 			return errors.New("no tracker (SPINDLE_TRACKER_ADDR): run ps-fm through ps-submit")
 		}
-		tc = tracker.NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret)
+		if tc, err = tracker.ConfigClient(cfg); err != nil {
+			return err
+		}
 		defer tc.Close()
 	}
 	opts, err := feed.TablesOptions(cfg.Job, res, tc, f.modelFormat)

@@ -171,7 +171,9 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 	// The weights: one table, checkpointed, restored and written by psnode.
 	var tc *tracker.Client
 	if cfg.Job.TrackerAddr != "" {
-		tc = tracker.NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret)
+		if tc, err = tracker.ConfigClient(cfg); err != nil {
+			return err
+		}
 		defer tc.Close()
 	}
 	opts, err := feed.TablesOptions(cfg.Job, res, tc, f.modelFormat)

@@ -60,7 +60,9 @@ func run(ctx context.Context) error {
 	// the checkpoint to restore from, the model.
 	var tc *tracker.Client
 	if cfg.Job.TrackerAddr != "" {
-		tc = tracker.NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret)
+		if tc, err = tracker.ConfigClient(cfg); err != nil {
+			return err
+		}
 		defer tc.Close()
 	}
 	opts, err := feed.TablesOptions(cfg.Job, res, tc, model.PartText)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/job/web"
+	"github.com/spindle-ps/spindle/job/webauth"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -74,6 +76,10 @@ type Info struct {
 	Name string `json:"name"`
 	// URL is the status page's address ("http://127.0.0.1:port/").
 	URL string `json:"status_url"`
+	// Token opens the page (webauth.Token): PageURL carries it for a
+	// browser, an "Authorization: Bearer" header for a program. The job's
+	// directory is the user's alone.
+	Token string `json:"token,omitempty"`
 	// Dir is the job's directory ("" without one); its output files are
 	// under Dir/logs.
 	Dir string `json:"dir"`
@@ -81,6 +87,14 @@ type Info struct {
 	PID int `json:"pid"`
 	// Started is when the job started.
 	Started time.Time `json:"started"`
+}
+
+// PageURL is the address that opens the status page: URL with the token.
+func (i Info) PageURL() string {
+	if i.Token == "" {
+		return i.URL
+	}
+	return i.URL + "?" + webauth.TokenParam + "=" + i.Token
 }
 
 // Files in a local job's directory.
@@ -102,7 +116,7 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 	logDir := ""
 	if opts.Dir != "" {
 		logDir = filepath.Join(opts.Dir, LogsDir)
-		if err := os.MkdirAll(logDir, 0o755); err != nil {
+		if err := os.MkdirAll(logDir, 0o700); err != nil {
 			return failed(fmt.Errorf("local: the job's directory: %w", err))
 		}
 	}
@@ -144,7 +158,12 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 	if addr == "" {
 		addr = Node + ":0"
 	}
-	page, err = web.Serve(addr, web.Options{Name: spec.Name, State: j.State(), Logs: openLog}, opts.Log)
+	token, err := webauth.NewToken()
+	if err != nil {
+		return failed(err)
+	}
+	page, err = web.Serve(addr, web.Options{Name: spec.Name, State: j.State(), Logs: openLog,
+		Filter: func(h http.Handler) http.Handler { return webauth.Token(token, h) }}, opts.Log)
 	if err != nil {
 		return failed(err)
 	}
@@ -154,7 +173,7 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 		host = Node
 	}
 	info := Info{Name: spec.Name, URL: "http://" + net.JoinHostPort(host, strconv.Itoa(page.Port())) + "/",
-		Dir: opts.Dir, PID: os.Getpid(), Started: start}
+		Token: token, Dir: opts.Dir, PID: os.Getpid(), Started: start}
 	if opts.Dir != "" {
 		info.ID = filepath.Base(opts.Dir)
 		if err := writeJSON(filepath.Join(opts.Dir, InfoFile), info); err != nil {
@@ -197,7 +216,7 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)

@@ -69,11 +69,13 @@ func runLocal(t *testing.T, ctx context.Context, spec job.JobSpec) (job.Result, 
 	return res, err, out.String()
 }
 
+// TestRunLocalGivesEachTaskTheContract also checks that the job secret is
+// not in any task's environment, but in a keys file only the user reads.
 func TestRunLocalGivesEachTaskTheContract(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	script := `echo "role=$DMLC_ROLE task=$DMLC_TASK_ID workers=$DMLC_NUM_WORKER servers=$DMLC_NUM_SERVER attempt=$DMLC_NUM_ATTEMPT cluster=$DMLC_JOB_CLUSTER tracker=${SPINDLE_TRACKER_ADDR:+set} secret=${SPINDLE_JOB_SECRET:+set} mine=$MINE"`
+	script := `echo "role=$DMLC_ROLE task=$DMLC_TASK_ID workers=$DMLC_NUM_WORKER servers=$DMLC_NUM_SERVER attempt=$DMLC_NUM_ATTEMPT cluster=$DMLC_JOB_CLUSTER tracker=${SPINDLE_TRACKER_ADDR:+set} secret=${SPINDLE_JOB_SECRET:+set} keys=$(stat -c %a $SPINDLE_JOB_KEYS) mine=$MINE"`
 	res, err, out := runLocal(t, ctx, job.JobSpec{
 		Command: []string{"/bin/sh", "-c", script}, NumWorkers: 2, NumServers: 1, MaxAttempts: 1,
 		Env: []string{"MINE=all"}, WorkerEnv: []string{"MINE=workers"},
@@ -82,9 +84,9 @@ func TestRunLocalGivesEachTaskTheContract(t *testing.T) {
 		t.Fatalf("job: %v %v\n%s", res.State, err, out)
 	}
 	for _, want := range []string{
-		"[scheduler 0] role=scheduler task= workers=2 servers=1 attempt=0 cluster=local tracker=set secret=set mine=all",
-		"[server 0] role=server task=0 workers=2 servers=1 attempt=0 cluster=local tracker=set secret=set mine=all",
-		"[worker 0] role=worker task=0 workers=2 servers=1 attempt=0 cluster=local tracker=set secret=set mine=workers",
+		"[scheduler 0] role=scheduler task= workers=2 servers=1 attempt=0 cluster=local tracker=set secret= keys=600 mine=all",
+		"[server 0] role=server task=0 workers=2 servers=1 attempt=0 cluster=local tracker=set secret= keys=600 mine=all",
+		"[worker 0] role=worker task=0 workers=2 servers=1 attempt=0 cluster=local tracker=set secret= keys=600 mine=workers",
 		"[worker 1] role=worker task=1 ",
 	} {
 		if !strings.Contains(out, want) {

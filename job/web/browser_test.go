@@ -100,12 +100,13 @@ func writeInput(t *testing.T, lines int) string {
 	return p
 }
 
-func getStatus(ctx context.Context, url string) (web.Status, error) {
+func getStatus(ctx context.Context, url, token string) (web.Status, error) {
 	var st web.Status
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"status.json", nil)
 	if err != nil {
 		return st, err
 	}
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return st, err
@@ -179,7 +180,7 @@ func TestStatusPageOfALocalJob(t *testing.T) {
 		case <-tick.C:
 		}
 		var err error
-		if st, err = getStatus(ctx, info.URL); err != nil {
+		if st, err = getStatus(ctx, info.URL, info.Token); err != nil {
 			continue
 		}
 		ready = len(st.Epochs) >= 3 && len(st.Speed.Workers) == 2 && len(st.Speed.Times) >= 3
@@ -192,7 +193,7 @@ func TestStatusPageOfALocalJob(t *testing.T) {
 
 	t0 := time.Now()
 	t.Logf("job ready after %v", time.Since(info.Started))
-	dom := loadDrawn(t, ctx, b, info.URL)
+	dom := loadDrawn(t, ctx, b, info.PageURL())
 	t.Logf("page loaded in %v", time.Since(t0))
 	if s, n := figure(t, dom, "chart-epoch"); s != "loss,AUC" || n < 3 {
 		t.Errorf("epoch chart: series %q, %d points; want loss,AUC and 3 or more", s, n)
@@ -214,8 +215,19 @@ func TestStatusPageOfALocalJob(t *testing.T) {
 			t.Errorf("the page has no %s:\n%s", want, dom)
 		}
 	}
-	// The links lead to the tasks' output.
-	resp, err := http.Get(info.URL + "logs/worker/0/stdout")
+	// Without the token the page refuses; with it, the links lead to the
+	// tasks' output.
+	if resp, err := http.Get(info.URL + "status.json"); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("status.json without the token: %s, want 403 Forbidden", resp.Status)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, info.URL+"logs/worker/0/stdout", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+info.Token)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +241,7 @@ func TestStatusPageOfALocalJob(t *testing.T) {
 	if *screenshot != "" {
 		shot = *screenshot
 	}
-	if err := b.Screenshot(ctx, info.URL, shot); err != nil {
+	if err := b.Screenshot(ctx, info.PageURL(), shot); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(shot); err != nil || fi.Size() < 10000 {

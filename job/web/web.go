@@ -126,6 +126,9 @@ type Options struct {
 	Logs LogOpener
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Filter, when set, guards the page (Serve serves Filter(handler)):
+	// webauth.Token locally, webauth.Proxy on YARN.
+	Filter func(http.Handler) http.Handler
 }
 
 // Handler serves a job's status page: "/" (HTML and the script that
@@ -331,8 +334,12 @@ func Serve(addr string, opts Options, log *logrus.Entry) (*Server, error) {
 		return nil, fmt.Errorf("web: status page: %w", err)
 	}
 	h := NewHandler(opts)
+	var served http.Handler = h
+	if opts.Filter != nil {
+		served = opts.Filter(h)
+	}
 	s := &Server{h: h, ln: ln, stop: make(chan struct{}),
-		srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}}
+		srv: &http.Server{Handler: served, ReadHeaderTimeout: 10 * time.Second}}
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()

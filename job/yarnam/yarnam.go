@@ -18,6 +18,7 @@ import (
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/job/web"
+	"github.com/spindle-ps/spindle/job/webauth"
 	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
 )
@@ -67,7 +68,7 @@ type Options struct {
 	OnStatus func(tracker.Status)
 	// Secret is the job secret, shared with the client that submitted the
 	// job so that it can ask the tracker for the job's status; "" means a
-	// new random one.
+	// new random one. Ignored when Keys is set.
 	Secret string
 	// NodeNamesWithPort says that the ResourceManager names nodes
 	// host:port (yarn.scheduler.include-port-in-node-name), as the
@@ -83,6 +84,18 @@ type Options struct {
 	// User is the user the NodeManagers' web services are asked as
 	// (user.name) for the containers' logs; "" asks anonymously.
 	User string
+	// Keys are the job's keys (job.Options.Keys), shared with the client;
+	// nil means new ones with Secret.
+	Keys *conf.JobKeys
+	// WebProxy, when set, serves the status page only through the
+	// ResourceManager's web proxy (webauth.Proxy), as YARN's AmIpFilter
+	// does; nil serves it to anyone who reaches it (a warning is logged).
+	WebProxy *webauth.ProxyOptions
+	// KeysFile is the path of the job's keys file in a task container,
+	// which Resources ship (a private resource, conf.JobKeysFile); ""
+	// means a file the AM writes on its own host, which only containers
+	// on that host can read.
+	KeysFile string
 }
 
 // Defaults of Options.
@@ -151,12 +164,14 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 	opts.Env = append([]string{registerTimeoutEnv(opts.AllocationTimeout)}, opts.Env...)
 	j, err := job.New(ctx, spec, job.Options{Log: log, Planner: opts.Planner, Resolver: opts.Resolver,
 		OnStatus: opts.OnStatus, Listen: ":0", Host: opts.Host, Secret: opts.Secret, Rerun: opts.Rerun,
+		Keys: opts.Keys, KeysFile: opts.KeysFile,
 		StopTimeout: finishTimeout})
 	if err != nil {
 		return failed(err)
 	}
 	defer j.Close()
-	page, err := web.Serve(":0", web.Options{Name: spec.Name, State: j.State(), Logs: nmLogs(opts.User)}, log)
+	page, err := web.Serve(":0", web.Options{Name: spec.Name, State: j.State(), Logs: nmLogs(opts.User),
+		Filter: webFilter(opts.WebProxy, log)}, log)
 	if err != nil {
 		return failed(fmt.Errorf("yarnam: %w", err))
 	}

@@ -26,8 +26,20 @@ import (
 
 // NewNode makes a node for cfg on a new ZeroMQ transport. The node owns
 // the transport.
+//
+// Node traffic is encrypted and authenticated with ZeroMQ CURVE, with
+// keys derived from the job secret (zmq.DeriveCurve), unless the job is
+// Insecure or has no secret.
 func NewNode(cfg conf.PS, log *logrus.Entry) (*psnode.Node, error) {
-	tr, err := zmq.New(zmq.Options{Local: cfg.Local, WaterMark: cfg.WaterMark, Logger: log})
+	opts := zmq.Options{Local: cfg.Local, WaterMark: cfg.WaterMark, Logger: log}
+	if cfg.JobSecret != "" && !cfg.Insecure {
+		c, err := zmq.DeriveCurve([]byte(cfg.JobSecret))
+		if err != nil {
+			return nil, fmt.Errorf("launch: %w", err)
+		}
+		opts.Curve = c
+	}
+	tr, err := zmq.New(opts)
 	if err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
 	}
@@ -54,7 +66,9 @@ func Config(lookup conf.Lookup, environ []string, log *logrus.Entry) (conf.Confi
 		log.WithField("variable", k).Warn("unknown PS_ environment variable ignored")
 	}
 	if c.PS.JobSecret == "" {
-		log.Warn("no " + conf.EnvJobSecret + ": any process that reaches the scheduler can join the job")
+		log.Warn("no " + conf.EnvJobKeys + " nor " + conf.EnvJobSecret + ": any process that reaches the scheduler can join the job, and node traffic is plain")
+	} else if c.PS.Insecure {
+		log.Warn(conf.EnvInsecure + ": node traffic is plain and unauthenticated (no CURVE)")
 	}
 	return c, nil
 }

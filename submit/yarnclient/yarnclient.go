@@ -21,6 +21,7 @@ import (
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/webauth"
 	"github.com/spindle-ps/spindle/job/yarnam"
 	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
@@ -96,7 +97,7 @@ const (
 // not see the cluster's configuration: how to reach the
 // ResourceManager's scheduler and HDFS. The node's own configuration,
 // when there is one, wins.
-var amConfKeys = []string{"yarn.resourcemanager.", "yarn.scheduler.include-port-in-node-name", "fs.defaultFS", "dfs.nameservices", "dfs.ha.namenodes.",
+var amConfKeys = []string{"yarn.resourcemanager.", "yarn.scheduler.include-port-in-node-name", "yarn.web-proxy.address", "yarn.http.policy", "fs.defaultFS", "dfs.nameservices", "dfs.ha.namenodes.",
 	"dfs.namenode.rpc-address", "dfs.client.", "hadoop.security.authentication"}
 
 // amJobConfig is job.json: what the ApplicationMaster needs to run the job.
@@ -108,10 +109,12 @@ type amJobConfig struct {
 	Resources map[string]yarn.LocalResource `json:"resources"`
 	// Hadoop holds the client's Hadoop properties the AM falls back on.
 	Hadoop map[string]string `json:"hadoop,omitempty"`
-	// Secret is the job secret of the AM's tracker RPC, known to the
-	// client so that it can ask for the job's status. job.json lives in
-	// the staging directory, which only the user may read (0700).
-	Secret string `json:"secret,omitempty"`
+	// Keys are the job's keys (the secret and the tracker's certificate
+	// and key), known to the client so that it can ask for the job's
+	// status. job.json lives in the staging directory, which only the
+	// user may read (0700). The tasks get the secret and the certificate
+	// in the keys file (conf.JobKeysFile), a private resource.
+	Keys *conf.JobKeys `json:"keys,omitempty"`
 	// Staging is the URI of the staging directory, which the AM removes
 	// when the job ends.
 	Staging string `json:"staging,omitempty"`
@@ -204,11 +207,11 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 			err = errors.Join(err, fmt.Errorf("yarnclient: remove the staging directory: %w", rerr))
 		}
 	}()
-	secret, err := job.NewSecret()
+	keys, err := conf.NewJobKeys("", keysValidity)
 	if err != nil {
 		return res, err
 	}
-	amRes, err := stage(ctx, fsys, dir, spec, opts.Executable, lookup, hc, secret, opts.AllocationTimeout)
+	amRes, err := stage(ctx, fsys, dir, spec, opts.Executable, lookup, hc, keys, opts.AllocationTimeout)
 	if err != nil {
 		return res, err
 	}
@@ -245,7 +248,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 		return res, nil
 	}
 
-	r, err := follow(ctx, rm, app.ID, opts, secret)
+	r, err := follow(ctx, rm, app.ID, opts, keys)
 	res.Status.Diagnostics = r.Diagnostics
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -278,7 +281,11 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 
 // follow polls id's report until it is terminal, or kills it when ctx
 // ends; it returns the last report.
-func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts Options, secret string) (yarn.ApplicationReport, error) {
+func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts Options, keys *conf.JobKeys) (yarn.ApplicationReport, error) {
+	ctls, err := keys.ClientTLS()
+	if err != nil {
+		return yarn.ApplicationReport{}, err
+	}
 	tick := time.NewTicker(opts.Poll)
 	defer tick.Stop()
 	var tc *tracker.Client // the AM's tracker, once it is known
@@ -297,7 +304,7 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 			if tc != nil {
 				tc.Close()
 			}
-			tc, tcAddr = tracker.NewClient(addr, secret), addr
+			tc, tcAddr = tracker.NewClient(addr, keys.Secret, tracker.WithTLS(ctls)), addr
 		}
 		sctx, cancel := context.WithTimeout(ctx, statusTimeout)
 		defer cancel()
@@ -364,9 +371,9 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 // stage uploads the application's files into dir of fsys and returns the
 // AM's local resources and job.json's content.
 func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec job.JobSpec, self string,
-	lookup conf.Lookup, hc conf.HadoopConf, secret string, allocTimeout time.Duration) (map[string]yarn.LocalResource, error) {
+	lookup conf.Lookup, hc conf.HadoopConf, keys *conf.JobKeys, allocTimeout time.Duration) (map[string]yarn.LocalResource, error) {
 	jc := amJobConfig{Spec: spec, Resources: map[string]yarn.LocalResource{}, Hadoop: map[string]string{},
-		Secret: secret, Staging: fsys.URI(dir)}
+		Keys: keys, Staging: fsys.URI(dir)}
 	if allocTimeout > 0 {
 		jc.AllocationTimeout = allocTimeout.String()
 	}
@@ -390,6 +397,21 @@ func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec job.JobSpe
 		return nil, err
 	}
 	jc.Spec.Command = cmd
+	// The tasks' keys file: private to the user on the nodes too.
+	kdir, err := os.MkdirTemp("", "spindle-keys-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(kdir)
+	if err := conf.WriteJobKeys(filepath.Join(kdir, conf.JobKeysFile), keys.ForTasks()); err != nil {
+		return nil, err
+	}
+	kr, err := put(filepath.Join(kdir, conf.JobKeysFile), conf.JobKeysFile)
+	if err != nil {
+		return nil, err
+	}
+	kr.Visibility = "PRIVATE"
+	jc.Resources[conf.JobKeysFile] = kr
 	amRes := map[string]yarn.LocalResource{}
 	for _, it := range items {
 		r, err := put(it.Local, it.staged())
@@ -560,7 +582,9 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		Planner:           tracker.WithLocations(tracker.InputPlanner(resolver), dfs.NewLocator(hc, user).Blocks),
 		Resolver:          resolver,
 		Rerun:             amAttemptNumber(am.Attempt()) > 1,
-		Secret:            jc.Secret,
+		Keys:              jc.Keys,
+		WebProxy:          amWebProxy(hc, lookup, am.Attempt()),
+		KeysFile:          keysFileFor(jc),
 		AllocationTimeout: allocTimeout,
 		NodeNamesWithPort: strings.EqualFold(strings.TrimSpace(hc.GetDefault("yarn.scheduler.include-port-in-node-name", "false")), "true"),
 	})
@@ -577,6 +601,44 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		}
 	}
 	return err
+}
+
+// amWebProxy is where the status page is served from: the
+// ResourceManager's web proxy as YARN names it to an AM's filter (see
+// webauth.ProxyHosts), under the base path the RM gives the AM
+// ($APPLICATION_WEB_PROXY_BASE, else /proxy/<application id>).
+func amWebProxy(hc conf.HadoopConf, lookup conf.Lookup, attempt string) *webauth.ProxyOptions {
+	base, _ := lookup("APPLICATION_WEB_PROXY_BASE")
+	if base == "" {
+		if app := appOfAttempt(attempt); app != "" {
+			base = "/proxy/" + app
+		}
+	}
+	return &webauth.ProxyOptions{Hosts: webauth.ProxyHosts(hc), URIBase: base}
+}
+
+// appOfAttempt is the application id of an attempt id
+// ("appattempt_<cluster>_<app>_<attempt>" → "application_<cluster>_<app>");
+// "" when it is not one.
+func appOfAttempt(id string) string {
+	rest, ok := strings.CutPrefix(id, "appattempt_")
+	i := strings.LastIndexByte(rest, '_')
+	if !ok || i <= 0 {
+		return ""
+	}
+	return "application_" + rest[:i]
+}
+
+// keysValidity is how long a job's tracker certificate is valid.
+const keysValidity = 366 * 24 * time.Hour
+
+// keysFileFor is the keys file's path in a task container: the shipped
+// resource, or "" (yarnam's default) for a job.json without one.
+func keysFileFor(jc amJobConfig) string {
+	if _, ok := jc.Resources[conf.JobKeysFile]; ok {
+		return conf.JobKeysFile
+	}
+	return ""
 }
 
 // amAttemptNumber is the number of an application attempt id

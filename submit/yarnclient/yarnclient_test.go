@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
 	"github.com/spindle-ps/spindle/yarn"
 )
@@ -462,4 +463,25 @@ func markedProcesses(marker string) int {
 		}
 	}
 	return n
+}
+
+func TestAMWebProxy(t *testing.T) {
+	hc := conf.HadoopConf{"yarn.resourcemanager.webapp.address": "rm:18088"}
+	none := func(string) (string, bool) { return "", false }
+	o := amWebProxy(hc, none, "appattempt_1700000000000_0007_000002")
+	if len(o.Hosts) != 1 || o.Hosts[0] != "rm:18088" || o.URIBase != "/proxy/application_1700000000000_0007" {
+		t.Fatalf("from the attempt: %+v", o)
+	}
+	env := func(k string) (string, bool) {
+		if k == "APPLICATION_WEB_PROXY_BASE" {
+			return "/proxy/application_9_0001", true
+		}
+		return "", false
+	}
+	if o := amWebProxy(hc, env, "x"); o.URIBase != "/proxy/application_9_0001" {
+		t.Fatalf("from the environment: %+v", o)
+	}
+	if o := amWebProxy(hc, none, "bogus"); o.URIBase != "" {
+		t.Fatalf("from a bogus attempt id: %+v", o)
+	}
 }

@@ -61,7 +61,11 @@ func run(ctx context.Context, args []string) int {
 		fmt.Fprintln(os.Stderr, "trainsim: no tracker address (SPINDLE_TRACKER_ADDR)")
 		return 2
 	}
-	tc := tracker.NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret)
+	tc, err := tracker.ConfigClient(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "trainsim:", err)
+		return 2
+	}
 	defer tc.Close()
 	tick := time.NewTicker(*pace)
 	defer tick.Stop()

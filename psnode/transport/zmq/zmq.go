@@ -70,6 +70,10 @@ type Options struct {
 	// Logger receives debug entries for dropped malformed input and error
 	// entries from the receive loop. Nil discards them.
 	Logger *logrus.Entry
+
+	// Curve, when set, encrypts and authenticates every connection with
+	// the job's CURVE keys (see Curve and curve.go). Nil is plain ZeroMQ.
+	Curve *Curve
 }
 
 // Validate reports every invalid field of o.
@@ -118,6 +122,7 @@ type Transport struct {
 	ipcLock   *ipcLock       // the endpoint lock in Local mode
 	ops       sync.WaitGroup // Listen, Connect and Disconnect calls creating or closing sockets; Add only under mu while !closing
 	wg        sync.WaitGroup // the receive loop; Add only under mu while !closing
+	zapOn     bool           // the ZAP handler runs (Options.Curve); guarded by mu
 
 	sent, received, malformed atomic.Uint64
 }
@@ -264,6 +269,9 @@ func (t *Transport) listen(ctx context.Context, host string, port uint16) (_ str
 	}
 	router, err := newSocket(zmq4.ROUTER)
 	if err != nil {
+		return "", err
+	}
+	if err := t.secureServer(router); err != nil {
 		return "", err
 	}
 	if strings.Contains(endpoint, "[") {
@@ -754,6 +762,9 @@ func (p *peer) open() error {
 	}
 	if err := s.SetLinger(0); err != nil {
 		return fail(fmt.Errorf("set ZMQ_LINGER: %w", err))
+	}
+	if err := p.t.secureClient(s); err != nil {
+		return fail(err)
 	}
 	if wm := p.t.opts.WaterMark; wm > 0 {
 		if err := s.SetSndhwm(wm); err != nil {
