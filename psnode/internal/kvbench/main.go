@@ -20,6 +20,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -34,11 +35,24 @@ func main() {
 	handler := flag.String("handler", "empty", "server handler: empty (answers zeros, stores nothing) or sum (the built-in sum store)")
 	num := flag.Int("keys", 10_000_000, "keys per push and pull")
 	rtt := flag.Int("rtt", 0, "1-key push round trips to time after the push and pull")
+	prof := flag.String("cpuprofile", "", "write a CPU profile of this process to `file`.<role>")
 	flag.Parse()
+	if *prof != "" {
+		f, err := os.Create(*prof + "." + os.Getenv("DMLC_ROLE"))
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "kvbench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	if err := run(*handler, *num, *rtt, logrus.NewEntry(log)); err != nil {
 		fmt.Fprintln(os.Stderr, "kvbench:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
