@@ -106,12 +106,8 @@ func (h *StoreHandler[V]) apply(req *KVRequest[V]) error {
 	if len(req.Vals) != len(req.Keys)*h.dim {
 		return fmt.Errorf("push of %d values for %d keys: the server keeps %d per key", len(req.Vals), len(req.Keys), h.dim)
 	}
-	d := h.dim
-	for i, k := range req.Keys {
-		slot, _ := h.table.Insert(k)
-		h.upd.Apply(h.table.Vals(slot), h.table.State(slot), req.Vals[i*d:(i+1)*d])
-	}
-	return nil
+	_, err := h.table.Update(req.Keys, req.Vals, h.upd, nil)
+	return err
 }
 
 func (h *StoreHandler[V]) read(keys []uint64, variable bool) (KVPairs[V], error) {
@@ -129,12 +125,12 @@ func (h *StoreHandler[V]) read(keys []uint64, variable bool) (KVPairs[V], error)
 	}
 	d := h.dim
 	res.Vals = make([]V, len(keys)*d)
-	for i, k := range keys {
-		if slot, ok := h.table.Lookup(k); ok {
-			copy(res.Vals[i*d:(i+1)*d], h.table.Vals(slot))
-		} else if h.init != nil {
-			h.init(k, res.Vals[i*d:(i+1)*d])
-		}
+	var missing func(i int)
+	if h.init != nil {
+		missing = func(i int) { h.init(keys[i], res.Vals[i*d:(i+1)*d]) }
+	}
+	if _, err := h.table.Gather(keys, res.Vals, missing); err != nil {
+		return KVPairs[V]{}, err
 	}
 	return res, nil
 }
