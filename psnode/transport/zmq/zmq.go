@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	zmq4 "github.com/pebbe/zmq4"
 	"github.com/sirupsen/logrus"
@@ -386,6 +387,7 @@ func (t *Transport) recvLoop(router, wake *zmq4.Socket) {
 		_ = router.Close()
 		_ = wake.Close()
 	}()
+	raw := rawSocket(router, zmq4.ROUTER)
 	poller := zmq4.NewPoller()
 	poller.Add(router, zmq4.POLLIN)
 	poller.Add(wake, zmq4.POLLIN)
@@ -414,7 +416,7 @@ func (t *Transport) recvLoop(router, wake *zmq4.Socket) {
 				return
 			default:
 			}
-			m, err := t.readMessage(router)
+			m, err := t.readMessage(router, raw)
 			if isErrno(err, syscall.EAGAIN) {
 				if delivered {
 					// Let the goroutine woken by the inbox run here, now,
@@ -467,8 +469,19 @@ func (t *Transport) recvFailed(err error) {
 // returns, not copied again. A malformed message is counted and dropped:
 // readMessage then returns (nil, nil). It returns an EAGAIN error when no
 // message is waiting.
-func (t *Transport) readMessage(router *zmq4.Socket) (*transport.Message, error) {
-	id, err := router.RecvBytes(zmq4.DONTWAIT)
+func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) (*transport.Message, error) {
+	recv := func(flags zmq4.Flag) ([]byte, bool, error) {
+		if raw != nil {
+			return recvFrame(raw, flags)
+		}
+		b, err := router.RecvBytes(flags)
+		if err != nil {
+			return nil, false, err
+		}
+		more, err := router.GetRcvmore()
+		return b, more, err
+	}
+	id, more, err := recv(zmq4.DONTWAIT)
 	if err != nil {
 		return nil, err
 	}
@@ -477,15 +490,9 @@ func (t *Transport) readMessage(router *zmq4.Socket) (*transport.Message, error)
 		data   [][]byte
 		frames int
 	)
-	for {
-		more, err := router.GetRcvmore()
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			break
-		}
-		f, err := router.RecvBytes(0)
+	for more {
+		var f []byte
+		f, more, err = recv(0)
 		if err != nil {
 			return nil, err
 		}
@@ -737,8 +744,9 @@ type peer struct {
 	sem      chan struct{} // capacity 1: a mutex that a waiter can give up on
 	gone     chan struct{} // closed when the route is replaced or removed
 
-	sock   *zmq4.Socket // nil once closed; guarded by sem
-	poller *zmq4.Poller // POLLOUT on sock; guarded by sem
+	sock   *zmq4.Socket   // nil once closed; guarded by sem
+	raw    unsafe.Pointer // sock's libzmq socket, or nil: frames are then copied; guarded by sem
+	poller *zmq4.Poller   // POLLOUT on sock; guarded by sem
 }
 
 // open creates and connects the socket. The caller holds sem or is the
@@ -769,6 +777,7 @@ func (p *peer) open() error {
 		return fail(fmt.Errorf("connect %s: %w", p.endpoint, err))
 	}
 	p.sock = s
+	p.raw = rawSocket(s, zmq4.DEALER)
 	p.poller = zmq4.NewPoller()
 	p.poller.Add(s, zmq4.POLLOUT)
 	return nil
@@ -782,7 +791,7 @@ func (p *peer) close() {
 	p.sem <- struct{}{}
 	if p.sock != nil {
 		_ = p.sock.Close()
-		p.sock = nil
+		p.sock, p.raw = nil, nil
 	}
 	<-p.sem
 }
@@ -832,7 +841,7 @@ func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 			// The socket holds part of a message, which would run into
 			// the next one: drop it with the socket.
 			_ = p.sock.Close()
-			p.sock = nil
+			p.sock, p.raw = nil, nil
 			return err
 		}
 	}
@@ -840,10 +849,21 @@ func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 }
 
 // write sends one frame without blocking, waiting on the socket for room
-// while ZeroMQ says EAGAIN. sem must be held.
+// while ZeroMQ says EAGAIN. A frame of inplaceMin bytes or more is copied
+// once, into Go memory that ZeroMQ then reads in place (see sendInplace),
+// rather than into memory ZeroMQ allocates. sem must be held.
 func (p *peer) write(ctx context.Context, b []byte, flags zmq4.Flag) error {
+	var own []byte // b's copy for an in-place send
 	for {
-		_, err := p.sock.SendBytes(b, flags|zmq4.DONTWAIT)
+		var err error
+		if p.raw != nil && len(b) >= inplaceMin {
+			if own == nil {
+				own = hugeCopy(b)
+			}
+			err = sendInplace(p.raw, own, flags|zmq4.DONTWAIT)
+		} else {
+			_, err = p.sock.SendBytes(b, flags|zmq4.DONTWAIT)
+		}
 		if err == nil {
 			return nil
 		}

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package zmq
+
+func adviseHuge(b []byte) {}
