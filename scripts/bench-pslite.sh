@@ -23,6 +23,11 @@
 # SPINDLE_BENCH_RTT times, default 10000), linked like ps-lite's own tests,
 # and psnode's counterpart, psnode/internal/kvbench. It prints each run
 # and a table of medians and ranges.
+#
+# SPINDLE_BENCH_BASELINE=REV also builds kvbench as of git revision REV
+# (which must have psnode/internal/kvbench) and runs it in the same
+# alternation, as a third column: psnode before and after a change against
+# the same ps-lite runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -51,6 +56,16 @@ done
 cp "$pl/tests/test_kv_app_benchmark" "$tmp/pslite-empty"
 say "building psnode/internal/kvbench"
 go build -o "$tmp/kvbench" ./psnode/internal/kvbench
+base=${SPINDLE_BENCH_BASELINE:-}
+systems="psnode"
+if [ -n "$base" ]; then
+	say "building psnode/internal/kvbench as of $base"
+	mkdir "$tmp/base"
+	git archive "$base" | tar -x -C "$tmp/base"
+	(cd "$tmp/base" && go build -o "$tmp/kvbench-base" ./psnode/internal/kvbench)
+	systems="base psnode"
+fi
+bin_of() { if [ "$1" = base ]; then echo "$tmp/kvbench-base"; else echo "$tmp/kvbench"; fi; }
 
 # local BIN ARGS...: scheduler, 1 server and 1 worker as tests/local.sh
 # starts them; prints everything they print.
@@ -75,20 +90,24 @@ for r in $(seq 1 "$runs"); do
 		pull=$(sed -n 's/.*Pull average time cost: \([0-9.]*\)ms.*/\1/p' <<<"$out")
 		[ -n "$push" ] && [ -n "$pull" ] || die "ps-lite $v printed no times: $out"
 		echo "pslite $v $r $push $pull" | tee -a "$res"
-		out=$(local3 "$tmp/kvbench" -handler "$v")
-		push=$(sed -n 's/.*push_ms=\([0-9.]*\).*/\1/p' <<<"$out")
-		pull=$(sed -n 's/.*pull_ms=\([0-9.]*\).*/\1/p' <<<"$out")
-		[ -n "$push" ] && [ -n "$pull" ] || die "psnode $v printed no times: $out"
-		echo "psnode $v $r $push $pull" | tee -a "$res"
+		for sys in $systems; do
+			out=$(local3 "$(bin_of "$sys")" -handler "$v")
+			push=$(sed -n 's/.*push_ms=\([0-9.]*\).*/\1/p' <<<"$out")
+			pull=$(sed -n 's/.*pull_ms=\([0-9.]*\).*/\1/p' <<<"$out")
+			[ -n "$push" ] && [ -n "$pull" ] || die "$sys $v printed no times: $out"
+			echo "$sys $v $r $push $pull" | tee -a "$res"
+		done
 	done
 	out=$(local3 "$tmp/pslite-rtt")
 	total=$(sed -n 's/.*Push average time cost: \([0-9.]*\)ms.*/\1/p' <<<"$out")
 	[ -n "$total" ] || die "ps-lite rtt printed no time: $out"
 	echo "pslite rtt $r $(awk -v t="$total" -v n="$rtt" 'BEGIN{printf "%.1f", t*1000/n}') -" | tee -a "$res"
-	out=$(local3 "$tmp/kvbench" -keys 1 -rtt "$rtt")
-	us=$(sed -n 's/.*rtt_us=\([0-9.]*\).*/\1/p' <<<"$out")
-	[ -n "$us" ] || die "psnode rtt printed no time: $out"
-	echo "psnode rtt $r $us -" | tee -a "$res"
+	for sys in $systems; do
+		out=$(local3 "$(bin_of "$sys")" -keys 1 -rtt "$rtt")
+		us=$(sed -n 's/.*rtt_us=\([0-9.]*\).*/\1/p' <<<"$out")
+		[ -n "$us" ] || die "$sys rtt printed no time: $out"
+		echo "$sys rtt $r $us -" | tee -a "$res"
+	done
 done
 
 # median and range of column c of system s, variant v.
@@ -98,13 +117,21 @@ stat() {
 }
 row() { # label variant column unit
 	read -r pm plo phi <<<"$(stat pslite "$2" "$3")"
-	read -r gm glo ghi <<<"$(stat psnode "$2" "$3")"
-	printf '| %s | %s–%s (median %s) | %s–%s (median %s) | %s |\n' "$1 ($4)" "$plo" "$phi" "$pm" "$glo" "$ghi" "$gm" \
-		"$(awk -v a="$gm" -v b="$pm" 'BEGIN{printf "%.2f×", a/b}')"
+	line="| $1 ($4) | $plo–$phi (median $pm)"
+	for sys in $systems; do
+		read -r gm glo ghi <<<"$(stat "$sys" "$2" "$3")"
+		line="$line | $glo–$ghi (median $gm) | $(awk -v a="$gm" -v b="$pm" 'BEGIN{printf "%.2f×", a/b}')"
+	done
+	echo "$line |"
 }
 echo
-echo "| $runs runs each, alternating | ps-lite C++ | psnode | psnode / ps-lite |"
-echo "| --- | --- | --- | --- |"
+if [ -n "$base" ]; then
+	echo "| $runs runs each, alternating | ps-lite C++ | psnode $base | $base / ps-lite | psnode | psnode / ps-lite |"
+	echo "| --- | --- | --- | --- | --- | --- |"
+else
+	echo "| $runs runs each, alternating | ps-lite C++ | psnode | psnode / ps-lite |"
+	echo "| --- | --- | --- | --- |"
+fi
 row "push, server stores nothing" empty 4 ms
 row "pull, server stores nothing" empty 5 ms
 row "push into a sum store" sum 4 ms
