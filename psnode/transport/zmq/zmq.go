@@ -469,6 +469,9 @@ func (t *Transport) recvFailed(err error) {
 // returns, not copied again. A malformed message is counted and dropped:
 // readMessage then returns (nil, nil). It returns an EAGAIN error when no
 // message is waiting.
+//
+// raw is router's libzmq socket (see rawSocket), read directly when not
+// nil.
 func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) (*transport.Message, error) {
 	recv := func(flags zmq4.Flag) ([]byte, bool, error) {
 		if raw != nil {
@@ -744,9 +747,8 @@ type peer struct {
 	sem      chan struct{} // capacity 1: a mutex that a waiter can give up on
 	gone     chan struct{} // closed when the route is replaced or removed
 
-	sock   *zmq4.Socket   // nil once closed; guarded by sem
-	raw    unsafe.Pointer // sock's libzmq socket, or nil: frames are then copied; guarded by sem
-	poller *zmq4.Poller   // POLLOUT on sock; guarded by sem
+	sock   *zmq4.Socket // nil once closed; guarded by sem
+	poller *zmq4.Poller // POLLOUT on sock; guarded by sem
 }
 
 // open creates and connects the socket. The caller holds sem or is the
@@ -777,7 +779,6 @@ func (p *peer) open() error {
 		return fail(fmt.Errorf("connect %s: %w", p.endpoint, err))
 	}
 	p.sock = s
-	p.raw = rawSocket(s, zmq4.DEALER)
 	p.poller = zmq4.NewPoller()
 	p.poller.Add(s, zmq4.POLLOUT)
 	return nil
@@ -791,7 +792,7 @@ func (p *peer) close() {
 	p.sem <- struct{}{}
 	if p.sock != nil {
 		_ = p.sock.Close()
-		p.sock, p.raw = nil, nil
+		p.sock = nil
 	}
 	<-p.sem
 }
@@ -841,7 +842,7 @@ func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 			// The socket holds part of a message, which would run into
 			// the next one: drop it with the socket.
 			_ = p.sock.Close()
-			p.sock, p.raw = nil, nil
+			p.sock = nil
 			return err
 		}
 	}
@@ -849,21 +850,10 @@ func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 }
 
 // write sends one frame without blocking, waiting on the socket for room
-// while ZeroMQ says EAGAIN. A frame of inplaceMin bytes or more is copied
-// once, into Go memory that ZeroMQ then reads in place (see sendInplace),
-// rather than into memory ZeroMQ allocates. sem must be held.
+// while ZeroMQ says EAGAIN. sem must be held.
 func (p *peer) write(ctx context.Context, b []byte, flags zmq4.Flag) error {
-	var own []byte // b's copy for an in-place send
 	for {
-		var err error
-		if p.raw != nil && len(b) >= inplaceMin {
-			if own == nil {
-				own = hugeCopy(b)
-			}
-			err = sendInplace(p.raw, own, flags|zmq4.DONTWAIT)
-		} else {
-			_, err = p.sock.SendBytes(b, flags|zmq4.DONTWAIT)
-		}
+		_, err := p.sock.SendBytes(b, flags|zmq4.DONTWAIT)
 		if err == nil {
 			return nil
 		}

@@ -1,5 +1,0 @@
-//go:build !linux
-
-package zmq
-
-func adviseHuge(b []byte) {}
