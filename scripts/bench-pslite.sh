@@ -68,11 +68,15 @@ fi
 bin_of() { if [ "$1" = base ]; then echo "$tmp/kvbench-base"; else echo "$tmp/kvbench"; fi; }
 
 # local BIN ARGS...: scheduler, 1 server and 1 worker as tests/local.sh
-# starts them; prints everything they print.
+# starts them; prints everything they print. Each call takes the next
+# scheduler port (counted in a file: callers run it in a subshell).
+echo "$port" >"$tmp/port"
 local3() {
-	port=$((port + 1))
+	local p
+	p=$(($(cat "$tmp/port") + 1))
+	echo "$p" >"$tmp/port"
 	(
-		export DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port
+		export DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$p
 		DMLC_ROLE=scheduler "$@" &
 		DMLC_ROLE=server "$@" &
 		DMLC_ROLE=worker "$@" &

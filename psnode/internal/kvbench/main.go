@@ -85,7 +85,10 @@ func run(handler string, num, rtt int, log *logrus.Entry) error {
 			return err
 		}
 	case transport.RoleWorker:
-		if err := work(ctx, node, num, rtt); err != nil {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+		err := work(wctx, node, num, rtt)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}
