@@ -2,6 +2,7 @@ package psnode
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/spindle-ps/spindle/psnode/store"
@@ -25,6 +26,19 @@ type StoreHandler[V Number] struct {
 	table *store.Table[V]
 	vtab  *store.VarTable[V]
 	init  func(key uint64, vals []V)
+	last  lastPush
+}
+
+// lastPush holds the keys of the most recent fixed-width push and the
+// table slots they went to, so that a pull of the same keys in the same
+// order — a push followed by a pull of what it updated, or a push-pull —
+// reads the values by slot instead of looking every key up again. It costs
+// 12 bytes per key of the largest push, kept for reuse.
+type lastPush struct {
+	keys  []uint64
+	slots []uint32
+	gen   uint64 // the table's Generation when the slots were recorded
+	ok    bool
 }
 
 // SetInit sets the initial values of keys never pushed: a pure function
@@ -106,12 +120,13 @@ func (h *StoreHandler[V]) apply(req *KVRequest[V]) error {
 	if len(req.Vals) != len(req.Keys)*h.dim {
 		return fmt.Errorf("push of %d values for %d keys: the server keeps %d per key", len(req.Vals), len(req.Keys), h.dim)
 	}
-	d := h.dim
-	for i, k := range req.Keys {
-		slot, _ := h.table.Insert(k)
-		h.upd.Apply(h.table.Vals(slot), h.table.State(slot), req.Vals[i*d:(i+1)*d])
-	}
-	return nil
+	l := &h.last
+	l.ok = false
+	l.keys = append(l.keys[:0], req.Keys...)
+	l.slots = grow(l.slots, len(req.Keys))
+	ok, err := h.table.Update(req.Keys, req.Vals, h.upd, l.slots)
+	l.ok, l.gen = ok && err == nil, h.table.Generation()
+	return err
 }
 
 func (h *StoreHandler[V]) read(keys []uint64, variable bool) (KVPairs[V], error) {
@@ -129,12 +144,18 @@ func (h *StoreHandler[V]) read(keys []uint64, variable bool) (KVPairs[V], error)
 	}
 	d := h.dim
 	res.Vals = make([]V, len(keys)*d)
-	for i, k := range keys {
-		if slot, ok := h.table.Lookup(k); ok {
-			copy(res.Vals[i*d:(i+1)*d], h.table.Vals(slot))
-		} else if h.init != nil {
-			h.init(k, res.Vals[i*d:(i+1)*d])
+	if l := &h.last; l.ok && l.gen == h.table.Generation() && slices.Equal(l.keys, keys) {
+		if err := h.table.ValsAt(l.slots, res.Vals); err != nil {
+			return KVPairs[V]{}, err
 		}
+		return res, nil
+	}
+	var missing func(i int)
+	if h.init != nil {
+		missing = func(i int) { h.init(keys[i], res.Vals[i*d:(i+1)*d]) }
+	}
+	if _, err := h.table.Gather(keys, res.Vals, missing); err != nil {
+		return KVPairs[V]{}, err
 	}
 	return res, nil
 }

@@ -28,6 +28,15 @@
 //		upd.Apply(t.Vals(slot), t.State(slot), grads[i*dim:(i+1)*dim])
 //	}
 //
+// For a whole request, [Table.Update] (insert what is missing and apply the
+// gradients) and [Table.Gather] (copy the values of keys out) do the same
+// as those loops, bit for bit, faster on tables larger than the cache:
+// they hash and load the slots of 16 keys at a time before probing any,
+// so that the cache misses overlap, and apply the sum updater without a
+// call per key. Update can record each key's slot, and [Table.ValsAt]
+// reads values by those slots while [Table.Generation] is unchanged.
+// Tables of 8 MiB and more ask Linux for transparent huge pages.
+//
 // [VarTable] stores a value vector of any length per key, for handlers that
 // receive per-key lengths. It is a Go map of slices, the slower path.
 //

@@ -53,6 +53,7 @@ type Table[V Number] struct {
 	growAt  int    // used may not exceed growAt
 	maxCap  int    // largest capacity whose slices stay addressable
 	hasZero bool   // key 0 is stored in slot cap
+	gen     uint64 // incremented whenever keys move to other slots
 
 	init func(key uint64, vals, state []V)
 }
@@ -107,6 +108,9 @@ func (t *Table[V]) alloc(c int) {
 	if t.stride > 0 {
 		t.state = make([]V, (c+1)*t.stride)
 	}
+	adviseHuge(t.keys)
+	adviseHuge(t.vals)
+	adviseHuge(t.state)
 	t.shift = uint(64 - bits.TrailingZeros(uint(c)))
 	t.mask = uint64(c - 1)
 	t.growAt = c / loadDen * loadNum
@@ -248,6 +252,7 @@ func (t *Table[V]) resize(c int) {
 	oldCap := t.Cap()
 	oldKeys, oldVals, oldState := t.keys, t.vals, t.state
 	t.alloc(c)
+	t.gen++
 	dim, stride := t.dim, t.stride
 	for i, k := range oldKeys[:oldCap] {
 		if k == 0 {
@@ -269,6 +274,10 @@ func (t *Table[V]) resize(c int) {
 		copy(t.State(c), oldState[oldCap*stride:])
 	}
 }
+
+// Generation changes whenever the table grows, that is, whenever slots
+// obtained before stop being valid.
+func (t *Table[V]) Generation() uint64 { return t.gen }
 
 // Key returns the key stored in slot. It panics if slot is not a slot
 // returned by Lookup or Insert since the table last grew.

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	zmq4 "github.com/pebbe/zmq4"
 	"github.com/sirupsen/logrus"
@@ -394,6 +395,7 @@ func (t *Transport) recvLoop(router, wake *zmq4.Socket) {
 		_ = router.Close()
 		_ = wake.Close()
 	}()
+	raw := rawSocket(router, zmq4.ROUTER)
 	poller := zmq4.NewPoller()
 	poller.Add(router, zmq4.POLLIN)
 	poller.Add(wake, zmq4.POLLIN)
@@ -422,7 +424,7 @@ func (t *Transport) recvLoop(router, wake *zmq4.Socket) {
 				return
 			default:
 			}
-			m, err := t.readMessage(router)
+			m, err := t.readMessage(router, raw)
 			if isErrno(err, syscall.EAGAIN) {
 				if delivered {
 					// Let the goroutine woken by the inbox run here, now,
@@ -475,8 +477,22 @@ func (t *Transport) recvFailed(err error) {
 // returns, not copied again. A malformed message is counted and dropped:
 // readMessage then returns (nil, nil). It returns an EAGAIN error when no
 // message is waiting.
-func (t *Transport) readMessage(router *zmq4.Socket) (*transport.Message, error) {
-	id, err := router.RecvBytes(zmq4.DONTWAIT)
+//
+// raw is router's libzmq socket (see rawSocket), read directly when not
+// nil.
+func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) (*transport.Message, error) {
+	recv := func(flags zmq4.Flag) ([]byte, bool, error) {
+		if raw != nil {
+			return recvFrame(raw, flags)
+		}
+		b, err := router.RecvBytes(flags)
+		if err != nil {
+			return nil, false, err
+		}
+		more, err := router.GetRcvmore()
+		return b, more, err
+	}
+	id, more, err := recv(zmq4.DONTWAIT)
 	if err != nil {
 		return nil, err
 	}
@@ -485,15 +501,9 @@ func (t *Transport) readMessage(router *zmq4.Socket) (*transport.Message, error)
 		data   [][]byte
 		frames int
 	)
-	for {
-		more, err := router.GetRcvmore()
-		if err != nil {
-			return nil, err
-		}
-		if !more {
-			break
-		}
-		f, err := router.RecvBytes(0)
+	for more {
+		var f []byte
+		f, more, err = recv(0)
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,244 @@
+package store
+
+import (
+	"fmt"
+	"math"
+	"sync/atomic"
+)
+
+// group is the number of keys a batch operation hashes and touches before
+// it probes any of them. Touching a slot is an independent load, so the
+// processor has up to group cache misses in flight at once instead of one
+// per key, which is what a lookup in a table much larger than the cache
+// costs; sixteen covers the outstanding misses a core can track.
+const group = 16
+
+// touched counts nothing of interest: keep makes the sum of the loads
+// that bring a group's slots into the cache decide whether it is
+// incremented, so that the compiler cannot drop those loads. It is atomic
+// so that tables used by different goroutines do not race on it.
+var touched atomic.Uint64
+
+func keep[T uint64 | float32 | float64](s T) {
+	if s == 1 {
+		touched.Add(1)
+	}
+}
+
+// touchKeys loads the first key slot each key of ks hashes to and records
+// the slot in h, all at once, to bring the lines into the cache.
+func (t *Table[V]) touchKeys(ks []uint64, h *[group]uint64) {
+	var s uint64
+	keys := t.keys
+	for j, k := range ks {
+		i := hash(k) >> t.shift
+		h[j] = i
+		s += keys[i]
+	}
+	keep(s)
+}
+
+// touchVals loads the first value (and state value) of each slot.
+func (t *Table[V]) touchVals(slots []uint64) {
+	var s V
+	vals, dim := t.vals, uint64(t.dim)
+	for _, i := range slots {
+		s += vals[i*dim]
+	}
+	if t.stride > 0 {
+		state, stride := t.state, uint64(t.stride)
+		for _, i := range slots {
+			s += state[i*stride]
+		}
+	}
+	keepV(s)
+}
+
+// probeFrom is probe starting at slot i, the hash slot of key.
+func (t *Table[V]) probeFrom(key, i uint64) (uint64, bool) {
+	keys := t.keys
+	for ; ; i = (i + 1) & t.mask {
+		switch keys[i] {
+		case key:
+			return i, true
+		case 0:
+			return i, false
+		}
+	}
+}
+
+// Update inserts the keys that are absent (as Insert does, calling the
+// SetInit function on each new key) and applies upd to every key's values
+// and state with its gradient: g holds Dim() values per key, in the order
+// of keys. The result is that of Insert then upd.Apply for each key in
+// turn, also for a key that appears more than once.
+//
+// When slots is not nil it must have len(keys) elements, and Update stores
+// each key's slot there; it reports whether they are all valid at its
+// return (false when the table grew after some were stored, or a slot does
+// not fit in 32 bits). ValsAt reads values by those slots for as long as
+// Generation is unchanged.
+//
+// Update works on groups of keys, loading their slots together, and
+// applies the sum updater without a call per key.
+func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) (bool, error) {
+	d := t.dim
+	if len(g) != len(keys)*d {
+		return false, fmt.Errorf("%w: %d values for %d keys of %d values", ErrLength, len(g), len(keys), d)
+	}
+	if slots != nil && len(slots) != len(keys) {
+		return false, fmt.Errorf("%w: room for %d slots for %d keys", ErrLength, len(slots), len(keys))
+	}
+	if upd.StateWidth() != t.sw {
+		return false, fmt.Errorf("%w: %s keeps %d state values per value, the table %d", ErrLength, upd.Name(), upd.StateWidth(), t.sw)
+	}
+	// A push much larger than the table is mostly new keys: grow once for
+	// all of them rather than doubling step by step. (A push of keys that
+	// are already stored takes the ordinary growth, which never happens.)
+	if n := len(keys); t.used+n > t.growAt && n > t.used {
+		if err := t.Reserve(n); err != nil {
+			return false, err
+		}
+	}
+	gen := t.gen
+	record := slots != nil && t.Cap() < math.MaxUint32
+	_, sum := upd.(Sum[V])
+	var h, sl [group]uint64
+	for lo := 0; lo < len(keys); lo += group {
+		ks := keys[lo:min(lo+group, len(keys))]
+		if t.used+len(ks) > t.growAt {
+			if err := t.Reserve(len(ks)); err != nil {
+				return false, err
+			}
+			record = record && t.Cap() < math.MaxUint32
+		}
+		t.touchKeys(ks, &h)
+		for j, k := range ks {
+			sl[j] = t.insertAt(k, h[j])
+		}
+		ss := sl[:len(ks)]
+		t.touchVals(ss)
+		if record {
+			for j, s := range ss {
+				slots[lo+j] = uint32(s)
+			}
+		}
+		gs := g[lo*d:]
+		switch {
+		case sum && d == 1:
+			vals := t.vals
+			for j, s := range ss {
+				vals[s] += gs[j]
+			}
+		case sum:
+			for j, s := range ss {
+				w := t.vals[int(s)*d : int(s+1)*d]
+				for i, v := range gs[j*d : (j+1)*d] {
+					w[i] += v
+				}
+			}
+		default:
+			for j, s := range ss {
+				upd.Apply(t.Vals(int(s)), t.State(int(s)), gs[j*d:(j+1)*d])
+			}
+		}
+	}
+	return record && t.gen == gen, nil
+}
+
+// ValsAt copies the values of slots (as Update stored them, with the
+// table's Generation unchanged since) into out, Dim() values per slot.
+func (t *Table[V]) ValsAt(slots []uint32, out []V) error {
+	d := t.dim
+	if len(out) != len(slots)*d {
+		return fmt.Errorf("%w: room for %d values for %d slots of %d values", ErrLength, len(out), len(slots), d)
+	}
+	vals := t.vals
+	if d == 1 {
+		for i, s := range slots {
+			out[i] = vals[s]
+		}
+		return nil
+	}
+	for i, s := range slots {
+		copy(out[i*d:(i+1)*d], vals[int(s)*d:int(s+1)*d])
+	}
+	return nil
+}
+
+// insertAt is Insert for a key whose hash slot is i, in a table with room
+// for it.
+func (t *Table[V]) insertAt(key, i uint64) uint64 {
+	if key == 0 {
+		slot := t.Cap()
+		if !t.hasZero {
+			t.hasZero = true
+			t.initSlot(slot, 0)
+		}
+		return uint64(slot)
+	}
+	i, found := t.probeFrom(key, i)
+	if !found {
+		t.keys[i] = key
+		t.used++
+		t.initSlot(int(i), key)
+	}
+	return i
+}
+
+// Gather copies the values of keys into out (Dim() values per key, in the
+// order of keys). The values of an absent key are zero, and missing, when
+// not nil, is called with its index in keys after they are written, so
+// that it can fill out's values for it. It returns the number of keys found.
+//
+// Gather works on groups of keys as Update does.
+func (t *Table[V]) Gather(keys []uint64, out []V, missing func(i int)) (int, error) {
+	d := t.dim
+	if len(out) != len(keys)*d {
+		return 0, fmt.Errorf("%w: room for %d values for %d keys of %d values", ErrLength, len(out), len(keys), d)
+	}
+	var h [group]uint64
+	var slots [group]int64
+	found := 0
+	vals := t.vals
+	for lo := 0; lo < len(keys); lo += group {
+		ks := keys[lo:min(lo+group, len(keys))]
+		t.touchKeys(ks, &h)
+		var s V
+		for j, k := range ks {
+			slots[j] = -1
+			switch {
+			case k == 0:
+				if t.hasZero {
+					slots[j] = int64(t.Cap())
+				}
+			default:
+				if i, ok := t.probeFrom(k, h[j]); ok {
+					slots[j] = int64(i)
+					s += vals[i*uint64(d)] // the value's line, loaded while the other keys are probed
+				}
+			}
+		}
+		keepV(s)
+		os := out[lo*d:]
+		for j, sl := range slots[:len(ks)] {
+			o := os[j*d : (j+1)*d]
+			if sl < 0 {
+				clear(o)
+				if missing != nil {
+					missing(lo + j)
+				}
+				continue
+			}
+			found++
+			if d == 1 {
+				o[0] = vals[sl]
+			} else {
+				copy(o, vals[int(sl)*d:int(sl+1)*d])
+			}
+		}
+	}
+	return found, nil
+}
+
+func keepV[V Number](s V) { keep(float64(s)) }

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package store
+
+func adviseHuge[T any](s []T) {}
