@@ -61,7 +61,7 @@ func TestHadoopStatusPageLogsAndStatus(t *testing.T) {
 		err := cmd.Run()
 		return stdout.String(), stderr.String(), err
 	}
-	out, errOut, err := run("--cluster", "yarn", "--detach", "-n", "2", "-s", "0", "--max-attempts", "2", "--jobname", "spindle-page",
+	out, errOut, err := run("--cluster", "yarn", "--detach", "-n", "2", "--max-attempts", "2", "--jobname", "spindle-page",
 		"--worker-memory", "128m", "--input", cl.FS.URI(input), "--split-size", "512",
 		"--", trainsim, "--until", until, "--pace", "20ms", "--fail-worker", "1")
 	if err != nil {
