@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -17,6 +15,7 @@ import (
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/examples/dense/dense"
 	"github.com/spindle-ps/spindle/examples/internal/subcmd"
+	"github.com/spindle-ps/spindle/feed"
 	"github.com/spindle-ps/spindle/io/ckpt"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
@@ -170,7 +169,7 @@ func (w *worker) train(ctx context.Context) error {
 		fmt.Fprintf(w.out, "%d workers, mode %s: %d examples of %d features, %d parameters; optimizer state per worker %d bytes (whole: %d bytes)\n",
 			g.Size(), w.f.cfg.Mode, data.Len(), data.D, len(w.tr.Model.W), w.tr.OptimizerBytes(), full)
 	}
-	die, err := dieAfter(w.f.dieAfter, rank, w.attempt)
+	die, err := feed.DieAfter(w.f.dieAfter, rank, w.attempt) // counts epochs here, not shards
 	if err != nil {
 		return fmt.Errorf("--die-after: %w", err)
 	}
@@ -243,29 +242,6 @@ func (w *worker) train(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// dieAfter parses --die-after: it returns a function that kills this
-// process as epoch E begins, when spec names this worker's rank and this
-// is its first attempt; nil otherwise.
-func dieAfter(spec string, rank, attempt int) (func(epoch int), error) {
-	if spec == "" {
-		return nil, nil
-	}
-	r, n, ok := strings.Cut(spec, ":")
-	wr, err1 := strconv.Atoi(r)
-	after, err2 := strconv.Atoi(n)
-	if !ok || err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("%q: want RANK:N", spec)
-	}
-	if attempt != 0 || wr != rank {
-		return nil, nil
-	}
-	return func(epoch int) {
-		if epoch >= after {
-			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
-		}
-	}, nil
 }
 
 // parseInterval reads SPINDLE_CHECKPOINT_INTERVAL: a number of epochs or
