@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/spindle-ps/spindle/psnode/store"
 )
@@ -71,6 +72,47 @@ func NewStoreHandler[V Number](upd store.Updater[V], dim int) (*StoreHandler[V],
 		return nil, fmt.Errorf("psnode: store handler: %w", err)
 	}
 	return &StoreHandler[V]{upd: upd, dim: dim, table: t, vtab: vt}, nil
+}
+
+// DenseMaxBytes is the most a store handler's table allocates up front to
+// address its server's key range directly (see UseKeyRange): 256 MiB, a
+// range of about 22 million keys of one float32 value and no state. A hash
+// table of as many keys takes more.
+const DenseMaxBytes = 256 << 20
+
+// UseKeyRange tells the handler that the keys it stores lie in [begin,
+// last], as a server's keys do under the range partitioner with a bounded
+// key space. When the values and state of the whole range fit in
+// DenseMaxBytes, its table addresses each key directly instead of hashing
+// it (store.Table.UseDenseRange): no hash or probe per key, neighbouring
+// keys in neighbouring memory. A key outside the range is still stored,
+// at the cost of turning the table into a hash table. UseKeyRange reports
+// whether the table went dense; call it before serving.
+func (h *StoreHandler[V]) UseKeyRange(begin, last uint64) (bool, error) {
+	if last < begin {
+		return false, fmt.Errorf("psnode: store handler: key range [%d, %d] is empty", begin, last)
+	}
+	var v V
+	perKey := uint64(8 + h.dim*(1+h.upd.StateWidth())*int(unsafe.Sizeof(v)))
+	n := last - begin // keys - 1, which cannot overflow
+	if n >= store.MaxDenseKeys || (n+1)*perKey > DenseMaxBytes {
+		return false, nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.table.UseDenseRange(begin, int(n+1)); err != nil {
+		return false, fmt.Errorf("psnode: store handler: %w", err)
+	}
+	return true, nil
+}
+
+// Dense reports whether the handler's table addresses keys directly (see
+// UseKeyRange); it stops doing so when a key outside the range is pushed.
+func (h *StoreHandler[V]) Dense() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, _, ok := h.table.Dense()
+	return ok
 }
 
 // Handle is the Handler to pass to NewKVServer.

@@ -98,3 +98,84 @@ func TestStoreHandlerPullAfterPush(t *testing.T) {
 	check("pull in another order", rev, false)
 	check("pull of never-pushed keys", keys(100), false)
 }
+
+// TestStoreHandlerUseKeyRange checks which ranges go dense (those whose
+// values and state fit in DenseMaxBytes), that pushes and pulls inside
+// and outside the range answer what a hash table does, and which server
+// ranges the framework derives from a partitioner.
+func TestStoreHandlerUseKeyRange(t *testing.T) {
+	adam, _ := store.NewUpdater[float32]("adam", nil) // three state values per value
+	for _, c := range []struct {
+		dim         int
+		begin, last uint64
+		want        bool
+	}{
+		{1, 0, 999, true},
+		{1, 1 << 50, 1<<50 + 999, true},
+		{1, 0, DenseMaxBytes/(8+4*4) - 1, true},
+		{1, 0, DenseMaxBytes / (8 + 4*4), false},
+		{64, 0, 1 << 20, false},
+		{1, 0, 1<<64 - 1, false},
+	} {
+		h, _ := NewStoreHandler[float32](adam, c.dim)
+		got, err := h.UseKeyRange(c.begin, c.last)
+		if err != nil || got != c.want || h.Dense() != c.want {
+			t.Errorf("dim %d, [%d, %d]: UseKeyRange = %v, %v; Dense %v; want %v", c.dim, c.begin, c.last, got, err, h.Dense(), c.want)
+		}
+	}
+	sum, _ := store.NewUpdater[float32]("sum", nil)
+	h, _ := NewStoreHandler[float32](sum, 1)
+	if _, err := h.UseKeyRange(10, 9); err == nil {
+		t.Error("UseKeyRange(10, 9) of an empty range: no error")
+	}
+	if ok, _ := h.UseKeyRange(100, 199); !ok {
+		t.Fatal("[100, 199] did not go dense")
+	}
+	push := func(keys ...uint64) {
+		vals := make([]float32, len(keys))
+		for i, k := range keys {
+			vals[i] = float32(k)
+		}
+		if err := h.apply(&KVRequest[float32]{KVMeta: KVMeta{Push: true}, KVPairs: KVPairs[float32]{Keys: keys, Vals: vals}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pull := func(want []float32, keys ...uint64) {
+		t.Helper()
+		res, err := h.read(keys, false)
+		if err != nil || !slices.Equal(res.Vals, want) {
+			t.Fatalf("pull %v = %v, %v; want %v", keys, res.Vals, err, want)
+		}
+	}
+	push(100, 150, 199)
+	push(150)
+	pull([]float32{100, 300, 199, 0}, 100, 150, 199, 120)
+	if !h.Dense() {
+		t.Fatal("keys of the range made the table a hash table")
+	}
+	push(5, 150, 1000)
+	if h.Dense() {
+		t.Fatal("keys outside the range left the table dense")
+	}
+	pull([]float32{5, 100, 450, 199, 1000}, 5, 100, 150, 199, 1000)
+
+	for _, c := range []struct {
+		kind          string
+		servers, rank int
+		maxKey        uint64
+		begin, last   uint64
+		ok            bool
+	}{
+		{"range", 2, 1, 1000, 500, 999, true},
+		{"range", 2, 0, 1000, 0, 499, true},
+		{"hash", 1, 0, 1000, 0, 999, true},
+		{"hash", 2, 0, 1000, 0, 0, false},
+		{"range", 2, 0, 0, 0, 0, false},
+		{"range", 2, -1, 1000, 0, 0, false},
+	} {
+		r, ok := serverKeyRange(c.kind, c.servers, c.maxKey, c.rank)
+		if ok != c.ok || ok && (r.Begin != c.begin || r.Last != c.last) {
+			t.Errorf("serverKeyRange(%s, %d servers, max %d, rank %d) = %v, %v; want [%d, %d], %v", c.kind, c.servers, c.maxKey, c.rank, r, ok, c.begin, c.last, c.ok)
+		}
+	}
+}

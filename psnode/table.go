@@ -13,6 +13,8 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/spindle-ps/spindle/psnode/partition"
 	"github.com/spindle-ps/spindle/psnode/store"
 	"github.com/spindle-ps/spindle/psnode/transport"
@@ -326,6 +328,13 @@ func (t *Table[V]) serve(spec TableSpec[V]) error {
 		return err
 	}
 	st.SetInit(spec.Init)
+	if r, ok := serverKeyRange(spec.Partitioner, n.cfg.NumServers, spec.MaxKey, n.Rank()); ok {
+		dense, err := st.UseKeyRange(r.Begin, r.Last)
+		if err != nil {
+			return err
+		}
+		n.log.WithFields(logrus.Fields{"table": spec.Name, "keys": r.String(), "dense": dense}).Debug("server key range")
+	}
 	t.store = st
 	handle := st.Handle
 	var sh *SyncHandler[V]
@@ -505,4 +514,26 @@ func (ts *Tables) CheckpointDue(epochs int) bool {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	return (ts.everyN > 0 && epochs%ts.everyN == 0) || (ts.every > 0 && time.Since(ts.lastCkp) >= ts.every)
+}
+
+// serverKeyRange returns the keys that server rank of servers holds under
+// the named partitioner over [0, maxKey), when they form one range: under
+// the range partitioner, or the hash partitioner with one server. A key
+// space of 0 (unbounded) has none.
+func serverKeyRange(kind string, servers int, maxKey uint64, rank int) (partition.Range, bool) {
+	if maxKey == 0 || rank < 0 || rank >= servers {
+		return partition.Range{}, false
+	}
+	if servers == 1 {
+		return partition.Range{Begin: 0, Last: maxKey - 1}, true
+	}
+	part, err := NewPartitioner(kind, servers, maxKey)
+	if err != nil {
+		return partition.Range{}, false
+	}
+	rs := part.Ranges()
+	if rank >= len(rs) {
+		return partition.Range{}, false
+	}
+	return rs[rank], true
 }

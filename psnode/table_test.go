@@ -198,6 +198,13 @@ func TestTablesCheckpointRestoreExport(t *testing.T) {
 
 	c := startCluster(t, 2, 2, 300, nil)
 	tabs := declare(t, c, st, "", false)
+	// v's servers hold [0, 500) and [500, 1000): their stores address
+	// keys directly; w's keys are hashed over all servers.
+	for _, s := range c.servers {
+		if !tabs[s].v.Store().Dense() || tabs[s].w.Store().Dense() {
+			t.Fatalf("server %d: v dense %v, w dense %v; want true, false", s.Rank(), tabs[s].v.Store().Dense(), tabs[s].w.Store().Dense())
+		}
+	}
 	for i, w := range c.workers {
 		jt := tabs[w]
 		g := []float32{1, -1, 2, -2, float32(i + 1)}

@@ -92,6 +92,20 @@ func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) 
 	if upd.StateWidth() != t.sw {
 		return false, fmt.Errorf("%w: %s keeps %d state values per value, the table %d", ErrLength, upd.Name(), upd.StateWidth(), t.sw)
 	}
+	if t.dense {
+		done, valid := t.updateDense(keys, g, upd, slots)
+		if done == len(keys) {
+			return valid, nil
+		}
+		// keys[done] lies outside the range: go on as a hash table.
+		t.leaveDense()
+		var rest []uint32
+		if slots != nil {
+			rest = slots[done:]
+		}
+		_, err := t.Update(keys[done:], g[done*d:], upd, rest)
+		return false, err
+	}
 	// A push much larger than the table is mostly new keys: grow once for
 	// all of them rather than doubling step by step. (A push of keys that
 	// are already stored takes the ordinary growth, which never happens.)
@@ -146,6 +160,47 @@ func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) 
 	return record && t.gen == gen, nil
 }
 
+// updateDense is Update on a dense table, up to the first key outside its
+// range; it returns the number of keys applied and whether their slots
+// were recorded.
+func (t *Table[V]) updateDense(keys []uint64, g []V, upd Updater[V], slots []uint32) (int, bool) {
+	d, n, base := t.dim, uint64(t.Cap()), t.base
+	record := slots != nil && n < math.MaxUint32
+	_, sum := upd.(Sum[V])
+	tk := t.keys
+	for j, k := range keys {
+		var s uint64
+		switch i := k - base; {
+		case k == 0:
+			s = t.insertAt(0, 0)
+		case i < n:
+			s = i
+			if tk[i] != k {
+				tk[i] = k
+				t.used++
+				t.initSlot(int(i), k)
+			}
+		default:
+			return j, false
+		}
+		if record {
+			slots[j] = uint32(s)
+		}
+		switch {
+		case sum && d == 1:
+			t.vals[s] += g[j]
+		case sum:
+			w := t.vals[int(s)*d : int(s+1)*d]
+			for i, v := range g[j*d : (j+1)*d] {
+				w[i] += v
+			}
+		default:
+			upd.Apply(t.Vals(int(s)), t.State(int(s)), g[j*d:(j+1)*d])
+		}
+	}
+	return len(keys), record
+}
+
 // ValsAt copies the values of slots (as Update stored them, with the
 // table's Generation unchanged since) into out, Dim() values per slot.
 func (t *Table[V]) ValsAt(slots []uint32, out []V) error {
@@ -197,6 +252,9 @@ func (t *Table[V]) Gather(keys []uint64, out []V, missing func(i int)) (int, err
 	if len(out) != len(keys)*d {
 		return 0, fmt.Errorf("%w: room for %d values for %d keys of %d values", ErrLength, len(out), len(keys), d)
 	}
+	if t.dense {
+		return t.gatherDense(keys, out, missing), nil
+	}
 	var h [group]uint64
 	var slots [group]int64
 	found := 0
@@ -239,6 +297,41 @@ func (t *Table[V]) Gather(keys []uint64, out []V, missing func(i int)) (int, err
 		}
 	}
 	return found, nil
+}
+
+// gatherDense is Gather on a dense table.
+func (t *Table[V]) gatherDense(keys []uint64, out []V, missing func(i int)) int {
+	d, n, base := t.dim, uint64(t.Cap()), t.base
+	tk, vals := t.keys, t.vals
+	found := 0
+	for j, k := range keys {
+		s := k - base
+		switch {
+		case k == 0:
+			if !t.hasZero {
+				s = n + 1 // absent
+			} else {
+				s = n
+			}
+		case s >= n || tk[s] != k:
+			s = n + 1
+		}
+		o := out[j*d : (j+1)*d]
+		if s > n {
+			clear(o)
+			if missing != nil {
+				missing(j)
+			}
+			continue
+		}
+		found++
+		if d == 1 {
+			o[0] = vals[s]
+		} else {
+			copy(o, vals[int(s)*d:int(s+1)*d])
+		}
+	}
+	return found
 }
 
 func keepV[V Number](s V) { keep(float64(s)) }

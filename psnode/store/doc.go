@@ -37,6 +37,14 @@
 // reads values by those slots while [Table.Generation] is unchanged.
 // Tables of 8 MiB and more ask Linux for transparent huge pages.
 //
+// A table whose keys lie in a known range [base, base+n) can address them
+// directly instead ([Table.UseDenseRange]): key k in slot k-base, no hash
+// and no probe, neighbouring keys in neighbouring memory, the slices for
+// the whole range allocated at once. That is a server's share of a
+// range-partitioned key space with a bounded dimension, where psnode's
+// store handler uses it when the range fits in 256 MiB. A key outside
+// the range turns the table into a hash table of the keys it holds.
+//
 // [VarTable] stores a value vector of any length per key, for handlers that
 // receive per-key lengths. It is a Go map of slices, the slower path.
 //

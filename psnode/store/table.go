@@ -55,6 +55,12 @@ type Table[V Number] struct {
 	hasZero bool   // key 0 is stored in slot cap
 	gen     uint64 // incremented whenever keys move to other slots
 
+	// dense says that the table addresses its keys directly: key k other
+	// than 0 is in slot k-base, for k-base < cap (see UseDenseRange).
+	// shift, mask and growAt are unused then.
+	dense bool
+	base  uint64
+
 	init func(key uint64, vals, state []V)
 }
 
@@ -159,6 +165,12 @@ func (t *Table[V]) Lookup(key uint64) (slot int, ok bool) {
 		}
 		return -1, false
 	}
+	if t.dense {
+		if i := key - t.base; i < uint64(t.Cap()) && t.keys[i] == key {
+			return int(i), true
+		}
+		return -1, false
+	}
 	keys := t.keys
 	for i := hash(key) >> t.shift; ; i = (i + 1) & t.mask {
 		switch keys[i] {
@@ -177,7 +189,9 @@ func (t *Table[V]) Lookup(key uint64) (slot int, ok bool) {
 // When the table is full, Insert doubles it first, which moves every key to
 // a new slot: slots and Vals/State slices obtained before such an Insert
 // must not be used after it. Reserve prevents growth for a known number of
-// insertions.
+// insertions. A dense table (UseDenseRange) never grows, but inserting a
+// key outside its range turns it into a hash table, which moves every key
+// in the same way.
 func (t *Table[V]) Insert(key uint64) (slot int, inserted bool) {
 	if key == 0 {
 		slot = t.Cap()
@@ -187,6 +201,18 @@ func (t *Table[V]) Insert(key uint64) (slot int, inserted bool) {
 		t.hasZero = true
 		t.initSlot(slot, key)
 		return slot, true
+	}
+	if t.dense {
+		if i := key - t.base; i < uint64(t.Cap()) {
+			if t.keys[i] == key {
+				return int(i), false
+			}
+			t.keys[i] = key
+			t.used++
+			t.initSlot(int(i), key)
+			return int(i), true
+		}
+		t.leaveDense()
 	}
 	i, found := t.probe(key)
 	if found {
@@ -224,10 +250,16 @@ func (t *Table[V]) initSlot(slot int, key uint64) {
 
 // Reserve grows the table, if needed, so that n more keys can be inserted
 // without growing it again: the slots returned by those insertions stay
-// valid until then.
+// valid until then. On a dense table it does nothing: insertions of keys
+// in its range never move slots.
 func (t *Table[V]) Reserve(n int) error {
 	if n < 0 {
 		return fmt.Errorf("%w: reserve %d keys", ErrInvalidConfig, n)
+	}
+	if t.dense {
+		// Every key of the range has its slot already; keys outside it
+		// are not covered (see Insert).
+		return nil
 	}
 	if n <= t.growAt-t.used {
 		return nil
@@ -273,6 +305,55 @@ func (t *Table[V]) resize(c int) {
 		copy(t.Vals(c), oldVals[oldCap*dim:])
 		copy(t.State(c), oldState[oldCap*stride:])
 	}
+}
+
+// MaxDenseKeys is the largest key range UseDenseRange accepts.
+const MaxDenseKeys = 1 << 30
+
+// UseDenseRange makes an empty table address the keys of [base, base+n)
+// directly, key k in slot k-base, instead of hashing them: no hash, no
+// probe, and neighbouring keys in neighbouring slots, which is what a
+// server of a range-partitioned key space with a bounded dimension wants.
+// The slices for n keys are allocated at once (Linux backs untouched
+// pages with nothing). Key 0 keeps its own slot, Cap(), as in a hash
+// table. Inserting a key outside the range turns the table into a hash
+// table of the keys it holds (Generation changes, as when a hash table
+// grows). n must be in [1, MaxDenseKeys] and base+n must not overflow.
+func (t *Table[V]) UseDenseRange(base uint64, n int) error {
+	if t.Len() != 0 {
+		return fmt.Errorf("%w: dense range on a table of %d keys, want an empty one", ErrInvalidConfig, t.Len())
+	}
+	if n < 1 || n > MaxDenseKeys || n > t.maxCap {
+		return fmt.Errorf("%w: dense range of %d keys, want 1..%d", ErrInvalidConfig, n, min(MaxDenseKeys, t.maxCap))
+	}
+	if base > math.MaxUint64-uint64(n)+1 {
+		return fmt.Errorf("%w: dense range [%d, %d+%d) overflows", ErrInvalidConfig, base, base, n)
+	}
+	t.alloc(n)
+	t.dense, t.base = true, base
+	t.gen++
+	return nil
+}
+
+// Dense reports whether the table addresses its keys directly, and the
+// range it covers.
+func (t *Table[V]) Dense() (base uint64, n int, ok bool) {
+	if !t.dense {
+		return 0, 0, false
+	}
+	return t.base, t.Cap(), true
+}
+
+// leaveDense turns a dense table into a hash table of the same keys, with
+// room to grow.
+func (t *Table[V]) leaveDense() {
+	t.dense = false
+	c, err := t.capacityFor(t.used + 1)
+	if err != nil {
+		// Unreachable: a dense table holds at most MaxDenseKeys keys.
+		panic("store: " + err.Error())
+	}
+	t.resize(c)
 }
 
 // Generation changes whenever the table grows, that is, whenever slots

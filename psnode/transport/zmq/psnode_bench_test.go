@@ -26,13 +26,16 @@ import (
 //   - handler=copy keeps values in a flat array indexed by key, the work
 //     the raw loop does, so the difference from Raw is the runtime's cost
 //     (meta codec, partitioning, request tracking, customer queues);
-//   - handler=sum is the built-in StoreHandler with the sum updater, whose
-//     hash table is what a real server pays per key.
+//   - handler=sum is the built-in StoreHandler with the sum updater over
+//     its server's key range, as a table of the range partitioner with a
+//     bounded key space gets it: keys addressed directly (UseKeyRange);
+//   - handler=sum-hash is the same without the range, a hash table, what a
+//     server of an unbounded or hash-partitioned key space pays per key.
 //
 // allocs/msg is every allocation in the process (worker, servers and
 // scheduler together) divided by the messages of an op.
 func BenchmarkPSNode(b *testing.B) {
-	for _, h := range []string{"copy", "sum"} {
+	for _, h := range []string{"copy", "sum", "sum-hash"} {
 		b.Run("op=pushpull/vals=1000000/servers=2/handler="+h, func(b *testing.B) { psnodePushPull(b, 1_000_000, 2, h) })
 	}
 	b.Run("op=rtt/keys=1/handler=copy", func(b *testing.B) { psnodeRTT(b) })
@@ -129,6 +132,12 @@ func startBenchJob(b *testing.B, servers int, maxKey uint64, handler string) *be
 			sh, err := psnode.NewStoreHandler[float32](upd, 1)
 			if err != nil {
 				b.Fatal(err)
+			}
+			if handler == "sum" {
+				rg := part.Ranges()[r]
+				if dense, err := sh.UseKeyRange(rg.Begin, rg.Last); err != nil || !dense {
+					b.Fatalf("UseKeyRange(%v) = %v, %v", rg, dense, err)
+				}
 			}
 			h = sh.Handle
 		}
