@@ -56,7 +56,10 @@
 // its name, at or above 2^30; the tables' control app is 2^30-1: a
 // program's own apps stay below), spread over the servers by its own
 // partitioner (hash, or range over [0, MaxKey)). Keys never pushed read
-// as zero, or as TableSpec.Init gives them.
+// as zero, or as TableSpec.Init gives them. A server that knows its keys
+// form one range (the range partitioner with a MaxKey, or a single
+// server) keeps them in a dense store.Table, addressed by key without
+// hashing, when the range's values and state fit in DenseMaxBytes.
 //
 // A synchronous table (TableSpec.Sync) aggregates steps: every worker
 // pushes its part of step s of an epoch (PushStep, to every server, empty
