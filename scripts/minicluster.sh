@@ -17,8 +17,11 @@
 #
 # The cluster is Hadoop's MiniDFSCluster (1 NameNode, DataNodes) and MiniYARNCluster (1 ResourceManager,
 # NodeManagers) from Maven Central, started by scripts/minicluster/src/main/java/.../MiniCluster.java.
-# All servers listen on 127.0.0.1/localhost, on ephemeral ports; the addresses are in
-# $SPINDLE_MINICLUSTER_DIR/ready (key=value) and in conf/{core,hdfs,yarn}-site.xml.
+# All servers listen on loopback, on ephemeral ports; the addresses are in
+# $SPINDLE_MINICLUSTER_DIR/ready (key=value) and in conf/{core,hdfs,yarn}-site.xml. DataNode i and
+# NodeManager i stand on "host" i: the first on localhost (127.0.0.1), the second on 127.0.0.2, and so on,
+# so that block locations and container placement tell nodes apart (the locality tests need it); the
+# scheduler names nodes by host alone (yarn.scheduler.include-port-in-node-name=false).
 #
 # Environment knobs (defaults in brackets):
 #   SPINDLE_MINICLUSTER_DIR             state dir: conf/, data/, logs, pid, build cache [<repo>/.minicluster]

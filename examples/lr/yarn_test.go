@@ -269,11 +269,9 @@ func TestHadoopYARNWorkerKilled(t *testing.T) {
 		}
 		tr := manifest(t, c, out)
 		checkEveryRecordOnce(t, tr, 2)
-		// Shards handed out on demand go by locality. Every node of the
-		// mini cluster runs on this host, so each is stored on its
-		// worker's host.
-		if tr.LocatedShards == 0 || tr.NodeLocalShards != tr.LocatedShards {
-			t.Errorf("manifest: %d of %d shards node-local, want all of at least one", tr.NodeLocalShards, tr.LocatedShards)
+		// Shards handed out on demand go by locality (TestHadoopYARNLocality).
+		if tr.LocatedShards == 0 {
+			t.Errorf("manifest: no shard handed out with its hosts known")
 		}
 		if r.res.Status.LocatedGiven != tr.LocatedShards {
 			t.Errorf("ps-submit's summary counts %d located shards, the manifest %d", r.res.Status.LocatedGiven, tr.LocatedShards)

@@ -368,11 +368,18 @@ func TestHadoopRunAM(t *testing.T) {
 				}
 			},
 			checkAMLog: func(t *testing.T, log string) {
-				// The mini cluster names nodes host:port, and so must the
-				// blacklist request for YARN to apply it.
+				// The mini cluster's NodeManagers stand on hosts of their
+				// own and the scheduler names nodes by host alone
+				// (include-port-in-node-name is off), so the blacklist
+				// request must name the bad node's host without its port
+				// for YARN to apply it.
 				port, _ := os.Readlink(claim)
-				if want := `blacklist_name="localhost:` + port + `"`; !strings.Contains(log, want) {
-					t.Errorf("the AM's log does not show %s:\n%s", want, log)
+				m := regexp.MustCompile(`node="([^"]+):` + regexp.QuoteMeta(port) + `"`).FindStringSubmatch(log)
+				if m == nil {
+					t.Fatalf("the AM's log names no node with port %s:\n%s", port, log)
+				}
+				if want := "blacklist_name=" + m[1] + " "; !strings.Contains(log, want) {
+					t.Errorf("the AM's log does not show %q:\n%s", want, log)
 				}
 			},
 		},

@@ -2,6 +2,7 @@ package org.spindle.minicluster;
 
 import java.io.File;
 import java.io.IOException;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -91,11 +92,26 @@ public final class MiniCluster {
       Configuration conf = configure(dataDir, args);
       long t0 = System.nanoTime();
 
+      // Node i (DataNode i and NodeManager i) stands for host i: see hostAddress.
+      String[] hostNames = new String[Math.max(dataNodes, nodeManagers)];
+      for (int i = 0; i < hostNames.length; i++) {
+        hostNames[i] = InetAddress.getByName(hostAddress(i)).getCanonicalHostName();
+      }
       log("starting HDFS (" + dataNodes + " DataNode(s)), Hadoop " + VersionInfo.getVersion());
-      dfs = new MiniDFSCluster.Builder(conf)
-          .numDataNodes(dataNodes)
+      // DataNodes one at a time, so that each registers with its own host's name. Left to
+      // itself MiniDFSCluster names every DataNode 127.0.0.1, or maps the names it is given
+      // back to localhost in this JVM (which would also move NodeManager i's address).
+      setDataNode(conf, 0, hostNames[0]);
+      dfs = new MiniDFSCluster.Builder(conf) // which adds the NameNode's addresses to conf
+          .numDataNodes(Math.min(dataNodes, 1))
+          .checkDataNodeAddrConfig(true)
+          .checkDataNodeHostConfig(true)
           .format(true)
           .build();
+      for (int i = 1; i < dataNodes; i++) {
+        Configuration dc = setDataNode(new Configuration(conf), i, hostNames[i]);
+        dfs.startDataNodes(dc, 1, null, true, null, null, null, null, null, false, true, true, null, null, null);
+      }
       dfs.waitClusterUp();
       dfs.waitActive();
       FileSystem fs = dfs.getFileSystem();
@@ -111,6 +127,13 @@ public final class MiniCluster {
       boolean nmWeb = boolProp("nm.web", true);
       yarn = new MiniYARNCluster("spindle", nodeManagers, 1, 1, nmWeb);
       yarn.init(new YarnConfiguration(conf));
+      for (int i = 0; i < nodeManagers; i++) {
+        // Each NodeManager serves on its host's address; YARN names the node by that address's
+        // canonical name, the name its DataNode registered with.
+        Configuration nc = yarn.getNodeManager(i).getConfig();
+        nc.set(YarnConfiguration.NM_ADDRESS, hostAddress(i) + ":0");
+        nc.set(YarnConfiguration.NM_WEBAPP_ADDRESS, hostAddress(i) + ":0");
+      }
       yarn.start();
       ResourceManager rm = waitForYarn(nodeManagers, intProp("start.timeout.ms", 120_000));
       if (nmWeb) {
@@ -136,7 +159,32 @@ public final class MiniCluster {
     Thread.currentThread().join();
   }
 
-  /** Hadoop configuration for a small single-host sandbox. */
+  /**
+   * The loopback address that stands for host i of the cluster: 127.0.0.1 for the first,
+   * 127.0.0.2 for the second, and so on. DataNode i registers with this address's canonical name
+   * (localhost, 127.0.0.2, ...) and NodeManager i serves on it, so that the cluster has as many
+   * hosts as nodes, each with one DataNode and one NodeManager, as locality needs. The
+   * DataNodes still listen on 127.0.0.1 (the address the NameNode sees them connect from).
+   */
+  static String hostAddress(int i) {
+    return "127.0.0." + (i + 1);
+  }
+
+  /**
+   * Sets dc up for DataNode i: it registers as host i (named host), its web server (where WebHDFS
+   * sends readers and writers) listens on host i's address, and its data and IPC ports on
+   * 127.0.0.1, the address the NameNode sees it connect from and gives clients.
+   */
+  private static Configuration setDataNode(Configuration dc, int i, String host) {
+    dc.set("dfs.datanode.hostname", host);
+    dc.set("dfs.datanode.address", "127.0.0.1:0");
+    dc.set("dfs.datanode.ipc.address", "127.0.0.1:0");
+    dc.set("dfs.datanode.http.address", hostAddress(i) + ":0");
+    dc.set("dfs.datanode.https.address", hostAddress(i) + ":0");
+    return dc;
+  }
+
+  /** Hadoop configuration for a small sandbox on one machine. */
   private static Configuration configure(File dataDir, String[] overrides) {
     HdfsConfiguration.init();
     Configuration conf = new YarnConfiguration(new HdfsConfiguration());
@@ -194,10 +242,13 @@ public final class MiniCluster {
     conf.set("yarn.scheduler.capacity.root.default.acl_submit_applications", "*");
     conf.set("yarn.scheduler.capacity.root.default.acl_administer_queue", "*");
     conf.set("yarn.scheduler.capacity.maximum-am-resource-percent", "0.5");
-    conf.setInt("yarn.scheduler.capacity.node-locality-delay", -1);
-    // Every NodeManager runs on this one host: node names carry the port, so that an
-    // application's blacklist (and a resource request) can name one NodeManager.
-    conf.setBoolean("yarn.scheduler.include-port-in-node-name", true);
+    // Each node is its own host (hostAddress), so that locality can be seen: an ask that names
+    // a host waits for two of other nodes' heartbeats before it takes a node elsewhere, as
+    // delay scheduling does on a real cluster (where the delay is longer).
+    conf.setInt("yarn.scheduler.capacity.node-locality-delay", 2);
+    conf.setBoolean("yarn.scheduler.include-port-in-node-name", false);
+    // DataNode i registers as host i while its connections come from 127.0.0.1.
+    conf.setBoolean("dfs.namenode.datanode.registration.ip-hostname-check", false);
 
     for (String kv : overrides) {
       int eq = kv.indexOf('=');
@@ -310,7 +361,7 @@ public final class MiniCluster {
       DataNode dn = dns.get(i);
       m.put("datanode_" + i + "_xfer_address", hostPort(dn.getXferAddress()));
       m.put("datanode_" + i + "_ipc_address", "127.0.0.1:" + dn.getIpcPort());
-      m.put("datanode_" + i + "_http_address", "127.0.0.1:" + dn.getInfoPort());
+      m.put("datanode_" + i + "_http_address", hostAddress(i) + ":" + dn.getInfoPort());
     }
     m.put("rm_address", rc.get(YarnConfiguration.RM_ADDRESS));
     m.put("rm_scheduler_address", rc.get(YarnConfiguration.RM_SCHEDULER_ADDRESS));
@@ -413,7 +464,7 @@ public final class MiniCluster {
         || k.equals("dfs.namenode.https-address")
         || k.equals("dfs.namenode.name.dir")
         || k.equals("dfs.namenode.checkpoint.dir")
-        || k.equals("dfs.datanode.data.dir")
+        || k.startsWith("dfs.datanode.")
         || k.equals("yarn.node-attribute.fs-store.root-dir");
   }
 
