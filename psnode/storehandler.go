@@ -111,8 +111,7 @@ func (h *StoreHandler[V]) UseKeyRange(begin, last uint64) (bool, error) {
 func (h *StoreHandler[V]) Dense() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	_, _, ok := h.table.Dense()
-	return ok
+	return h.table.Dense()
 }
 
 // Handle is the Handler to pass to NewKVServer.

@@ -137,66 +137,69 @@ func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) 
 				slots[lo+j] = uint32(s)
 			}
 		}
-		gs := g[lo*d:]
-		switch {
-		case sum && d == 1:
-			vals := t.vals
-			for j, s := range ss {
-				vals[s] += gs[j]
-			}
-		case sum:
-			for j, s := range ss {
-				w := t.vals[int(s)*d : int(s+1)*d]
-				for i, v := range gs[j*d : (j+1)*d] {
-					w[i] += v
-				}
-			}
-		default:
-			for j, s := range ss {
-				upd.Apply(t.Vals(int(s)), t.State(int(s)), gs[j*d:(j+1)*d])
-			}
-		}
+		t.applyAt(ss, g[lo*d:], upd, sum)
 	}
 	return record && t.gen == gen, nil
+}
+
+// applyAt applies upd to the values and state of slots ss with the
+// gradients gs, Dim() values per slot in the order of ss; sum says that
+// upd is the sum updater, applied without a call per key.
+func (t *Table[V]) applyAt(ss []uint64, gs []V, upd Updater[V], sum bool) {
+	d := t.dim
+	switch {
+	case sum && d == 1:
+		vals := t.vals
+		for j, s := range ss {
+			vals[s] += gs[j]
+		}
+	case sum:
+		for j, s := range ss {
+			w := t.vals[int(s)*d : int(s+1)*d]
+			for i, v := range gs[j*d : (j+1)*d] {
+				w[i] += v
+			}
+		}
+	default:
+		for j, s := range ss {
+			upd.Apply(t.Vals(int(s)), t.State(int(s)), gs[j*d:(j+1)*d])
+		}
+	}
 }
 
 // updateDense is Update on a dense table, up to the first key outside its
 // range; it returns the number of keys applied and whether their slots
 // were recorded.
 func (t *Table[V]) updateDense(keys []uint64, g []V, upd Updater[V], slots []uint32) (int, bool) {
-	d, n, base := t.dim, uint64(t.Cap()), t.base
+	d, n, base, tk := t.dim, uint64(t.Cap()), t.base, t.keys
 	record := slots != nil && n < math.MaxUint32
 	_, sum := upd.(Sum[V])
-	tk := t.keys
-	for j, k := range keys {
-		var s uint64
-		switch i := k - base; {
-		case k == 0:
-			s = t.insertAt(0, 0)
-		case i < n:
-			s = i
-			if tk[i] != k {
-				tk[i] = k
-				t.used++
-				t.initSlot(int(i), k)
+	var sl [group]uint64
+	for lo := 0; lo < len(keys); lo += group {
+		ks := keys[lo:min(lo+group, len(keys))]
+		for j, k := range ks {
+			switch i := k - base; {
+			case k == 0:
+				sl[j] = t.insertAt(0, 0)
+			case i < n:
+				sl[j] = i
+				if tk[i] != k {
+					tk[i] = k
+					t.used++
+					t.initSlot(int(i), k)
+				}
+			default:
+				t.applyAt(sl[:j], g[lo*d:], upd, sum)
+				return lo + j, false
 			}
-		default:
-			return j, false
 		}
+		ss := sl[:len(ks)]
 		if record {
-			slots[j] = uint32(s)
-		}
-		switch {
-		case sum && d == 1:
-			t.vals[s] += g[j]
-		case sum:
-			w := t.vals[int(s)*d : int(s+1)*d]
-			for i, v := range g[j*d : (j+1)*d] {
-				w[i] += v
+			for j, s := range ss {
+				slots[lo+j] = uint32(s)
 			}
-		default:
-			upd.Apply(t.Vals(int(s)), t.State(int(s)), g[j*d:(j+1)*d])
 		}
+		t.applyAt(ss, g[lo*d:], upd, sum)
 	}
 	return len(keys), record
 }
@@ -278,58 +281,55 @@ func (t *Table[V]) Gather(keys []uint64, out []V, missing func(i int)) (int, err
 			}
 		}
 		keepV(s)
-		os := out[lo*d:]
-		for j, sl := range slots[:len(ks)] {
-			o := os[j*d : (j+1)*d]
-			if sl < 0 {
-				clear(o)
-				if missing != nil {
-					missing(lo + j)
-				}
-				continue
-			}
-			found++
-			if d == 1 {
-				o[0] = vals[sl]
-			} else {
-				copy(o, vals[int(sl)*d:int(sl+1)*d])
-			}
-		}
+		found += t.readSlots(slots[:len(ks)], out[lo*d:], lo, missing)
 	}
 	return found, nil
 }
 
-// gatherDense is Gather on a dense table.
-func (t *Table[V]) gatherDense(keys []uint64, out []V, missing func(i int)) int {
-	d, n, base := t.dim, uint64(t.Cap()), t.base
-	tk, vals := t.keys, t.vals
-	found := 0
-	for j, k := range keys {
-		s := k - base
-		switch {
-		case k == 0:
-			if !t.hasZero {
-				s = n + 1 // absent
-			} else {
-				s = n
-			}
-		case s >= n || tk[s] != k:
-			s = n + 1
-		}
+// readSlots copies the values of slots into out, Dim() values per slot;
+// a slot of -1 is an absent key, whose values are zero and whose index
+// (lo plus its position) is given to missing when missing is not nil. It
+// returns the number of keys found.
+func (t *Table[V]) readSlots(slots []int64, out []V, lo int, missing func(i int)) int {
+	d, vals, found := t.dim, t.vals, 0
+	for j, sl := range slots {
 		o := out[j*d : (j+1)*d]
-		if s > n {
+		if sl < 0 {
 			clear(o)
 			if missing != nil {
-				missing(j)
+				missing(lo + j)
 			}
 			continue
 		}
 		found++
 		if d == 1 {
-			o[0] = vals[s]
+			o[0] = vals[sl]
 		} else {
-			copy(o, vals[int(s)*d:int(s+1)*d])
+			copy(o, vals[int(sl)*d:int(sl+1)*d])
 		}
+	}
+	return found
+}
+
+// gatherDense is Gather on a dense table.
+func (t *Table[V]) gatherDense(keys []uint64, out []V, missing func(i int)) int {
+	n, base, tk := uint64(t.Cap()), t.base, t.keys
+	var slots [group]int64
+	found := 0
+	for lo := 0; lo < len(keys); lo += group {
+		ks := keys[lo:min(lo+group, len(keys))]
+		for j, k := range ks {
+			slots[j] = -1
+			switch i := k - base; {
+			case k == 0:
+				if t.hasZero {
+					slots[j] = int64(n)
+				}
+			case i < n && tk[i] == k:
+				slots[j] = int64(i)
+			}
+		}
+		found += t.readSlots(slots[:len(ks)], out[lo*t.dim:], lo, missing)
 	}
 	return found
 }

@@ -335,14 +335,9 @@ func (t *Table[V]) UseDenseRange(base uint64, n int) error {
 	return nil
 }
 
-// Dense reports whether the table addresses its keys directly, and the
-// range it covers.
-func (t *Table[V]) Dense() (base uint64, n int, ok bool) {
-	if !t.dense {
-		return 0, 0, false
-	}
-	return t.base, t.Cap(), true
-}
+// Dense reports whether the table addresses its keys directly (see
+// UseDenseRange).
+func (t *Table[V]) Dense() bool { return t.dense }
 
 // leaveDense turns a dense table into a hash table of the same keys, with
 // room to grow.
