@@ -55,16 +55,7 @@ func upload(ctx context.Context, t *testing.T, c *hadooptest.Cluster) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := c.FS.Create(ctx, dir+"/"+name, dfs.CreateOptions{BlockSize: 1 << 20})
-		if err == nil {
-			_, err = w.Write(data)
-			if cerr := w.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
-			t.Fatalf("upload %s: %v", name, err)
-		}
+		c.WriteFile(t, dir+"/"+name, data, dfs.CreateOptions{BlockSize: 1 << 20})
 	}
 	return dir
 }

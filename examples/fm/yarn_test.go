@@ -27,24 +27,13 @@ import (
 func uploadData(t testing.TB, c *hadooptest.Cluster) string {
 	t.Helper()
 	setup(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
 	dir := c.TempDir(t)
 	for _, name := range []string{"train.libsvm", "test.libsvm"} {
 		data, err := os.ReadFile(filepath.Join(dataDir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := c.FS.Create(ctx, dir+"/"+name, dfs.CreateOptions{BlockSize: 1 << 20})
-		if err == nil {
-			_, err = w.Write(data)
-			if cerr := w.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
-			t.Fatalf("upload %s: %v", name, err)
-		}
+		c.WriteFile(t, dir+"/"+name, data, dfs.CreateOptions{BlockSize: 1 << 20})
 	}
 	return dir
 }

@@ -95,16 +95,7 @@ func uploadOnto(t *testing.T, c *hadooptest.Cluster, path string, data []byte, h
 	defer cancel()
 	var seen [][]string
 	for try := 0; try < 20; try++ {
-		w, err := c.FS.Create(ctx, path, dfs.CreateOptions{BlockSize: 256 << 20, Overwrite: true})
-		if err == nil {
-			_, err = w.Write(data)
-			if cerr := w.Close(); err == nil {
-				err = cerr
-			}
-		}
-		if err != nil {
-			t.Fatalf("upload %s: %v", path, err)
-		}
+		c.WriteFile(t, path, data, dfs.CreateOptions{BlockSize: 256 << 20, Overwrite: true})
 		blocks, err := dfs.NewLocator(c.Conf, c.User).Blocks(ctx, "hdfs://"+path)
 		if err != nil || len(blocks) != 1 {
 			t.Fatalf("blocks of %s: %v %v, want one", path, blocks, err)

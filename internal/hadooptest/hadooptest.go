@@ -229,3 +229,21 @@ func KillTask(t testing.TB, job, role string, rank int) []int {
 func ContainerOf(appID string) string {
 	return "CONTAINER_ID=container_" + strings.TrimPrefix(appID, "application_") + "_"
 }
+
+// WriteFile writes data to path on the cluster's HDFS with opts, within a
+// bound of two minutes, failing t with the path on an error.
+func (c *Cluster) WriteFile(t testing.TB, path string, data []byte, opts dfs.CreateOptions) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w, err := c.FS.Create(ctx, path, opts)
+	if err == nil {
+		_, err = w.Write(data)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Fatalf("upload %s: %v", path, err)
+	}
+}
