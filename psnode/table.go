@@ -64,6 +64,13 @@ type TableSpec[V Number] struct {
 	// part, adding the parts up in worker-rank order, so that runs with
 	// the same data write bit-identical models (see SyncHandler).
 	Sync bool
+
+	// Bounded delay (stale synchronous parallel, see SSPHandler).
+	// BoundedDelay makes workers push with PushAt and pull with PullAt;
+	// a worker then runs at most Staleness steps ahead of the slowest
+	// live one (0: bulk-synchronous). Exclusive with Sync.
+	BoundedDelay bool
+	Staleness    int
 }
 
 // TablesOptions says where a job's tables are checkpointed, restored
@@ -132,6 +139,8 @@ type tableDesc struct {
 	Partitioner string `json:"partitioner"`
 	MaxKey      uint64 `json:"max_key,string"`
 	Sync        bool   `json:"sync,omitempty"`
+
+	Staleness *int `json:"staleness,omitempty"` // bounded-delay tables
 }
 
 // servedTable is the server side of a table, whatever its element type.
@@ -221,6 +230,7 @@ type Table[V Number] struct {
 	kv    *KVWorker[V]     // workers
 	store *StoreHandler[V] // servers
 	srv   *KVServer[V]     // servers
+	ssp   *SSPHandler[V]   // servers of a bounded-delay table
 }
 
 // ErrNotWorker is returned by a Table's push and pull methods on a node
@@ -256,11 +266,18 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 	if spec.MaxKey == 0 {
 		spec.MaxKey = n.cfg.MaxDimension
 	}
+	if spec.BoundedDelay && (spec.Sync || spec.Staleness < 0) {
+		return nil, fmt.Errorf("psnode: table %s: bounded delay needs staleness >= 0 (got %d) and no Sync", spec.Name, spec.Staleness)
+	}
 	t := &Table[V]{ts: ts, app: tableApp(spec.Name), desc: tableDesc{
 		Name: spec.Name, Elem: elemName[V](), Width: spec.Width,
 		Updater: spec.Updater.Name(), StateWidth: spec.Updater.StateWidth(),
 		Partitioner: spec.Partitioner, MaxKey: spec.MaxKey, Sync: spec.Sync,
 	}}
+	if spec.BoundedDelay {
+		tau := spec.Staleness
+		t.desc.Staleness = &tau
+	}
 	e := &tableEntry{desc: t.desc, app: t.app}
 	if err := ts.add(e); err != nil {
 		return nil, err
@@ -344,6 +361,14 @@ func (t *Table[V]) serve(spec TableSpec[V]) error {
 		}
 		handle = sh.Handle
 	}
+	var ssp *SSPHandler[V]
+	if t.desc.Staleness != nil {
+		if ssp, err = NewSSPHandler(st, n.NumWorkers(), *t.desc.Staleness); err != nil {
+			return err
+		}
+		handle = ssp.Handle
+		t.ssp = ssp
+	}
 	restored := make(chan struct{})
 	t.srv, err = NewKVServer[V](n, t.app, func(req *KVRequest[V], srv *KVServer[V]) {
 		select {
@@ -357,6 +382,9 @@ func (t *Table[V]) serve(spec TableSpec[V]) error {
 	}
 	if sh != nil {
 		sh.WatchDeaths(n, t.srv)
+	}
+	if ssp != nil {
+		ssp.WatchDeaths(n, t.srv)
 	}
 	if t.ts.opts.ResumeFrom != "" {
 		if err := t.restore(); err != nil {
@@ -401,6 +429,9 @@ func (t *Table[V]) Push(ctx context.Context, keys []uint64, vals []V, opts ...Ca
 	}
 	if t.desc.Sync {
 		return 0, fmt.Errorf("psnode: table %s is synchronous: push with PushStep", t.desc.Name)
+	}
+	if t.desc.Staleness != nil {
+		return 0, fmt.Errorf("psnode: table %s has bounded delay: push with PushAt", t.desc.Name)
 	}
 	return t.kv.Push(ctx, KVPairs[V]{Keys: keys, Vals: vals}, opts...)
 }
