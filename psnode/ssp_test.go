@@ -28,7 +28,7 @@ func sspTables(t *testing.T, c *cluster, tau int) map[*psnode.Node]*psnode.Table
 }
 
 // pullAsync starts a PullAt and returns a channel that gets its result.
-func pullAsync(ctx context.Context, tab *psnode.Table[float32], clock int, keys []uint64) <-chan error {
+func pullAsync(ctx context.Context, tab *psnode.Table[float32], clock psnode.Clock, keys []uint64) <-chan error {
 	done := make(chan error, 1)
 	var vals []float32
 	ts, err := tab.PullAt(ctx, clock, keys, &vals)
@@ -71,7 +71,7 @@ func heldOnEveryServer(t *testing.T, ctx context.Context, c *cluster, tabs map[*
 	}
 }
 
-func pushAt(t *testing.T, ctx context.Context, tab *psnode.Table[float32], clock int, keys []uint64) {
+func pushAt(t *testing.T, ctx context.Context, tab *psnode.Table[float32], clock psnode.Clock, keys []uint64) {
 	t.Helper()
 	vals := make([]float32, len(keys))
 	for i := range vals {
@@ -82,13 +82,27 @@ func pushAt(t *testing.T, ctx context.Context, tab *psnode.Table[float32], clock
 		err = tab.Wait(ctx, ts)
 	}
 	if err != nil {
-		t.Fatalf("push at clock %d: %v", clock, err)
+		t.Fatalf("push at %+v: %v", clock, err)
+	}
+}
+
+// step is step s of epoch 0.
+func step(s int) psnode.Clock { return psnode.Clock{Step: s} }
+
+func idle(t *testing.T, ctx context.Context, tab *psnode.Table[float32], epoch int) {
+	t.Helper()
+	ts, err := tab.Idle(ctx, epoch)
+	if err == nil {
+		err = tab.Wait(ctx, ts)
+	}
+	if err != nil {
+		t.Fatalf("idle in epoch %d: %v", epoch, err)
 	}
 }
 
 // TestBoundedDelayBlocksAtTauPlusOne: with staleness τ, the fast worker's
-// pulls for clocks 0..τ are answered while the slow one has done nothing;
-// its pull for clock τ+1 waits on every server until the slow worker
+// pulls for steps 0..τ are answered while the slow one has done nothing;
+// its pull for step τ+1 waits on every server until the slow worker
 // completes a step, and then completes.
 func TestBoundedDelayBlocksAtTauPlusOne(t *testing.T) {
 	for _, tau := range []int{0, 2} {
@@ -97,15 +111,15 @@ func TestBoundedDelayBlocksAtTauPlusOne(t *testing.T) {
 		ctx := ctxT(t, 20*time.Second)
 		fast, slow := tabs[c.workers[0]], tabs[c.workers[1]]
 		keys := []uint64{1, 999} // one on each server
-		for clock := 0; clock <= tau; clock++ {
-			if err := <-pullAsync(ctx, fast, clock, keys); err != nil {
-				t.Fatalf("τ=%d: pull at clock %d, %d ahead of the slowest: %v", tau, clock, clock, err)
+		for s := 0; s <= tau; s++ {
+			if err := <-pullAsync(ctx, fast, step(s), keys); err != nil {
+				t.Fatalf("τ=%d: pull at step %d, %d ahead of the slowest: %v", tau, s, s, err)
 			}
-			pushAt(t, ctx, fast, clock, keys)
+			pushAt(t, ctx, fast, step(s), keys)
 		}
-		pull := pullAsync(ctx, fast, tau+1, keys)
+		pull := pullAsync(ctx, fast, step(tau+1), keys)
 		heldOnEveryServer(t, ctx, c, tabs, 1, pull)
-		pushAt(t, ctx, slow, 0, keys[:1])
+		pushAt(t, ctx, slow, step(0), keys[:1])
 		if err := <-pull; err != nil {
 			t.Fatalf("τ=%d: pull after the slowest advanced: %v", tau, err)
 		}
@@ -115,6 +129,52 @@ func TestBoundedDelayBlocksAtTauPlusOne(t *testing.T) {
 			}
 		}
 		c.close()
+	}
+}
+
+// TestBoundedDelayAcrossEpochs: workers take different numbers of steps
+// in an epoch. One with no shard left (Idle) holds no one back in that
+// epoch, and counts as being at step 0 of the next until it pushes there.
+func TestBoundedDelayAcrossEpochs(t *testing.T) {
+	c := startCluster(t, 2, 2, 47, nil)
+	tabs := sspTables(t, c, 1)
+	ctx := ctxT(t, 20*time.Second)
+	a, b := tabs[c.workers[0]], tabs[c.workers[1]]
+	keys := []uint64{1, 999}
+	for s := 0; s < 3; s++ {
+		pushAt(t, ctx, a, step(s), keys)
+	}
+	pushAt(t, ctx, b, step(0), keys)
+	// a at step 3 of epoch 0 is 2 ahead of b: held until b is idle.
+	pull := pullAsync(ctx, a, step(3), keys)
+	heldOnEveryServer(t, ctx, c, tabs, 1, pull)
+	idle(t, ctx, b, 0)
+	if err := <-pull; err != nil {
+		t.Fatalf("pull after the slower worker ran out of shards: %v", err)
+	}
+	// Epoch 1: a runs ahead; b, idle in epoch 0, is at step 0 of epoch 1.
+	idle(t, ctx, a, 0)
+	for s := 0; s < 2; s++ {
+		if err := <-pullAsync(ctx, a, psnode.Clock{Epoch: 1, Step: s}, keys); err != nil {
+			t.Fatalf("pull at step %d of epoch 1: %v", s, err)
+		}
+		pushAt(t, ctx, a, psnode.Clock{Epoch: 1, Step: s}, keys)
+	}
+	pull = pullAsync(ctx, a, psnode.Clock{Epoch: 1, Step: 2}, keys)
+	heldOnEveryServer(t, ctx, c, tabs, 1, pull)
+	pushAt(t, ctx, b, psnode.Clock{Epoch: 1, Step: 0}, keys)
+	if err := <-pull; err != nil {
+		t.Fatalf("pull after the other worker began epoch 1: %v", err)
+	}
+	// A worker already in the next epoch holds no one back: b, still in
+	// epoch 1, may run ahead of nothing but itself.
+	idle(t, ctx, a, 1)
+	pushAt(t, ctx, a, psnode.Clock{Epoch: 2, Step: 0}, keys)
+	for s := 1; s < 5; s++ {
+		if err := <-pullAsync(ctx, b, psnode.Clock{Epoch: 1, Step: s}, keys); err != nil {
+			t.Fatalf("b's pull at step %d of epoch 1 with a in epoch 2: %v", s, err)
+		}
+		pushAt(t, ctx, b, psnode.Clock{Epoch: 1, Step: s}, keys)
 	}
 }
 
@@ -129,33 +189,18 @@ func TestBoundedDelayDeadWorkerReleases(t *testing.T) {
 	ctx := ctxT(t, 20*time.Second)
 	fast, mid, victim := tabs[c.workers[0]], tabs[c.workers[1]], tabs[c.workers[2]]
 	keys := []uint64{1, 999}
-	for clock := 0; clock < 3; clock++ {
-		pushAt(t, ctx, mid, clock, keys)
+	for s := 0; s < 3; s++ {
+		pushAt(t, ctx, mid, step(s), keys)
 	}
-	pushAt(t, ctx, victim, 0, keys)
-	for clock := 0; clock < 2; clock++ {
-		pushAt(t, ctx, fast, clock, keys)
+	pushAt(t, ctx, victim, step(0), keys)
+	for s := 0; s < 2; s++ {
+		pushAt(t, ctx, fast, step(s), keys)
 	}
-	// fast at clock 3 is 2 ahead of the victim (clock 1): held.
-	pull := pullAsync(ctx, fast, 3, keys)
+	// fast at step 3 is 2 ahead of the victim (1 step done): held.
+	pull := pullAsync(ctx, fast, step(3), keys)
 	heldOnEveryServer(t, ctx, c, tabs, 1, pull)
 	c.net.Isolate(c.workers[2].ID())
 	if err := <-pull; err != nil {
 		t.Fatalf("pull after the slowest worker died: %v", err)
-	}
-	// A worker that said it is done holds no one back either.
-	ts, err := mid.EndClock(ctx)
-	if err == nil {
-		err = mid.Wait(ctx, ts)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	// fast at clock 4, mid done at clock 3: a pull for clock 5 (τ=1)
-	// passes only because mid no longer counts.
-	pushAt(t, ctx, fast, 2, keys)
-	pushAt(t, ctx, fast, 3, keys)
-	if err := <-pullAsync(ctx, fast, 5, keys); err != nil {
-		t.Fatalf("pull past a finished worker: %v", err)
 	}
 }
