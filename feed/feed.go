@@ -48,6 +48,13 @@ type Options struct {
 	// is read and before it is reported done, with the number of shards
 	// this Feed has read so far (a hook for fault injection: see DieAfter).
 	AfterShard func(shards int)
+	// Idle, if set, is called in asynchronous mode when this worker has
+	// no shard to read for now: before it waits for other workers'
+	// shards, and before Epoch returns; once after each run of shards
+	// read (and once in an epoch in which it reads none). It is where a
+	// worker sends what it holds back and tells bounded-delay servers it
+	// holds no one back. An error stops the epoch.
+	Idle func(ctx context.Context, epoch int) error
 }
 
 // Batch is one mini-batch handed to the model.
@@ -145,15 +152,22 @@ func (f *Feed) syncEpoch(ctx context.Context, epoch int, fn func(context.Context
 // done (every shard read, by whichever worker).
 func (f *Feed) asyncEpoch(ctx context.Context, epoch int, fn func(context.Context, Batch) error, st *Stats) error {
 	step := 0
+	idle := false
 	for {
 		sh, d, wait, err := f.o.Tracker.NextShard(ctx, epoch, f.o.Rank, f.o.Attempt)
 		if err != nil {
 			return err
 		}
+		if d != tracker.Given && !idle && f.o.Idle != nil {
+			if err := f.o.Idle(ctx, epoch); err != nil {
+				return err
+			}
+		}
 		switch d {
 		case tracker.EpochDone:
 			return nil
 		case tracker.Wait:
+			idle = true
 			// The tracker bounds the wait; the context may cut it.
 			t := time.NewTimer(wait)
 			select {
@@ -164,6 +178,7 @@ func (f *Feed) asyncEpoch(ctx context.Context, epoch int, fn func(context.Contex
 			}
 			continue
 		}
+		idle = false
 		if err := f.shard(ctx, epoch, sh, &step, fn, st); err != nil {
 			return err
 		}

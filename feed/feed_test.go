@@ -212,7 +212,8 @@ func quietLog() *logrus.Entry {
 
 // TestAsyncOverTheTracker runs workers against a real tracker over
 // loopback: every record is read once per epoch, whoever reads it, and
-// every shard is reported done.
+// every shard is reported done; each worker's last word in an epoch is
+// Idle, which never comes twice without a batch between.
 func TestAsyncOverTheTracker(t *testing.T) {
 	t.Parallel()
 	res := resolver(t)
@@ -235,6 +236,7 @@ func TestAsyncOverTheTracker(t *testing.T) {
 				seen   = map[[2]int]int{} // (epoch, record) → times read
 				shards = make([]int, workers)
 				hooks  = make([][]int, workers)
+				events = make([][]string, workers) // "b<epoch>" a batch, "i<epoch>" Idle
 			)
 			var wg sync.WaitGroup
 			errs := make([]error, workers)
@@ -247,6 +249,10 @@ func TestAsyncOverTheTracker(t *testing.T) {
 					fd, err := New(Options{
 						Tracker: c, Resolver: res, Rank: rank, Workers: workers, Format: records.FormatLibSVM, Batch: 2, Async: true,
 						AfterShard: func(n int) { hooks[rank] = append(hooks[rank], n) },
+						Idle: func(_ context.Context, epoch int) error {
+							events[rank] = append(events[rank], fmt.Sprint("i", epoch))
+							return nil
+						},
 					})
 					if err != nil {
 						errs[rank] = err
@@ -254,6 +260,7 @@ func TestAsyncOverTheTracker(t *testing.T) {
 					}
 					for epoch := range epochs {
 						s, err := fd.Epoch(ctx, epoch, func(_ context.Context, b Batch) error {
+							events[rank] = append(events[rank], fmt.Sprint("b", b.Epoch))
 							mu.Lock()
 							defer mu.Unlock()
 							for _, ex := range b.Examples {
@@ -292,6 +299,20 @@ func TestAsyncOverTheTracker(t *testing.T) {
 				all += n
 				if want := seq(n); !slices.Equal(hooks[rank], want) {
 					t.Errorf("worker %d: hook saw %v, want %v", rank, hooks[rank], want)
+				}
+			}
+			for rank, ev := range events {
+				last := map[int]string{}
+				for i, e := range ev {
+					last[int(e[1]-'0')] = e
+					if i > 0 && e[0] == 'i' && ev[i-1] == e {
+						t.Errorf("worker %d: Idle twice in a row (%v)", rank, ev)
+					}
+				}
+				for epoch := range epochs {
+					if want := fmt.Sprint("i", epoch); last[epoch] != want {
+						t.Errorf("worker %d: epoch %d ends with %q, want %q (%v)", rank, epoch, last[epoch], want, ev)
+					}
 				}
 			}
 			if all != epochs*len(plan) {
