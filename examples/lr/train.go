@@ -49,7 +49,18 @@ type trainFlags struct {
 	// worker RANK's first attempt kill itself (SIGKILL) after it has read
 	// N shards, mid-epoch.
 	dieAfter string
+
+	// Bounded delay and pipelining.
+	staleness int  // --staleness: ≥ 0 bounded delay; -1 not given
+	prefetch  bool // --prefetch: pull the next batch's weights early (async, bounded delay)
 }
+
+// bounded says whether the job trains with bounded delay.
+func (f trainFlags) bounded() bool { return f.staleness >= 0 }
+
+// free says whether workers run without step-wise aggregation
+// (asynchronous or bounded delay): shards on demand, plain pushes.
+func (f trainFlags) free() bool { return f.async || f.bounded() }
 
 func parseTrainFlags(args []string) (trainFlags, error) {
 	var f trainFlags
@@ -75,6 +86,8 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the model's parts: text (key<TAB>weight lines, for hdfs dfs -text) or binary (faster to load)")
 	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
 	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
+	fl.IntVar(&f.staleness, "staleness", -1, "bounded delay: a worker runs at most this many mini-batches ahead of the slowest (0: bulk-synchronous); exclusive with --async")
+	fl.BoolVar(&f.prefetch, "prefetch", true, "with --async or --staleness: pull the next mini-batch's weights while the current one computes and pushes")
 	if err := fl.Parse(args); err != nil {
 		return f, errUsage
 	}
@@ -86,6 +99,12 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	}
 	if f.batch < 1 {
 		errs = append(errs, fmt.Errorf("--batch %d: need at least 1", f.batch))
+	}
+	if f.set["staleness"] && f.staleness < 0 {
+		errs = append(errs, fmt.Errorf("--staleness %d: need at least 0", f.staleness))
+	}
+	if f.set["staleness"] && f.async {
+		errs = append(errs, errors.New("--staleness and --async: give one (--async is unbounded delay)"))
 	}
 	if f.requestTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--request-timeout %v: must be positive", f.requestTimeout))
@@ -189,7 +208,8 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		return err
 	}
 	weights, err := psnode.NewTable(tables, psnode.TableSpec[float32]{
-		Name: "w", Width: 1, Updater: upd, Partitioner: f.partitioner, Sync: !f.async,
+		Name: "w", Width: 1, Updater: upd, Partitioner: f.partitioner, Sync: !f.free(),
+		BoundedDelay: f.bounded(), Staleness: max(f.staleness, 0),
 	})
 	if err != nil {
 		return err
@@ -232,6 +252,8 @@ type worker struct {
 	examples int64
 	test     []lr.Example
 	testKeys []uint64
+
+	pipe pipeline // asynchronous and bounded-delay steps
 }
 
 func (w *worker) train(ctx context.Context) error {
@@ -244,24 +266,32 @@ func (w *worker) train(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--die-after: %w", err)
 	}
-	fd, err := feed.New(feed.Options{
+	opts := feed.Options{
 		Tracker: w.tc, Resolver: w.res,
 		Rank: w.n.Rank(), Workers: w.n.NumWorkers(), Attempt: w.attempt,
 		Format: w.f.format, Batch: w.f.batch, MaxBadRecords: w.f.maxBadRecords,
-		Async: w.f.async, AfterShard: die,
-	})
+		Async: w.f.free(), AfterShard: die,
+	}
+	if w.f.free() {
+		opts.Idle = w.idle // sends what the pipeline holds
+	}
+	fd, err := feed.New(opts)
 	if err != nil {
 		return err
 	}
 	// A resumed job starts where its checkpoint left off.
 	for epoch := w.job.ResumeEpoch; epoch < w.f.epochs; epoch++ {
 		w.lossSum, w.examples = 0, 0
-		st, err := fd.Epoch(ctx, epoch, w.step)
+		step := w.step
+		if w.f.free() {
+			step = w.freeStep
+		}
+		st, err := fd.Epoch(ctx, epoch, step)
 		if err != nil {
 			return err
 		}
 		w.epochBad = st.Bad
-		if !w.f.async {
+		if !w.f.free() {
 			// Returns when every worker is done with the epoch.
 			if err := w.wait(ctx, func() (int32, error) { return w.t.EndEpoch(ctx, epoch) }); err != nil {
 				return fmt.Errorf("epoch %d: %w", epoch, err)
