@@ -135,15 +135,16 @@ func NewPartitioner(kind string, servers int, maxKey uint64) (partition.Partitio
 func (w *KVWorker[V]) Partitioner() partition.Partitioner { return w.part }
 
 // Push sends kv to the servers and returns the request's timestamp; Wait
-// on it to learn when every server has applied it. kv's slices must not
-// change until then: they are sent without copying.
+// on it to learn when every server has applied it. kv's slices may be
+// reused once Push returns: what is sent has been copied by then.
 func (w *KVWorker[V]) Push(ctx context.Context, kv KVPairs[V], opts ...CallOption) (int32, error) {
 	return w.request(ctx, kv, true, false, nil, nil, opts)
 }
 
 // Pull fetches the values of keys into *vals (and the per-key counts into
 // *lens when lens is not nil), reusing their capacity. The slices are
-// filled when Wait returns without error; keys must not change until then.
+// filled when Wait returns without error and must not be touched until
+// then; keys may be reused once Pull returns.
 func (w *KVWorker[V]) Pull(ctx context.Context, keys []uint64, vals *[]V, lens *[]int32, opts ...CallOption) (int32, error) {
 	if vals == nil {
 		return 0, errors.New("psnode: pull needs somewhere to put the values")

@@ -290,7 +290,11 @@ func pushThenPullSum[V psnode.Number](t *testing.T, c *cluster, keys []uint64, d
 		go func() {
 			defer wg.Done()
 			for r := 0; r < rounds; r++ {
-				ts, err := kvw[i].Push(ctx, psnode.KVPairs[V]{Keys: keys, Vals: vec(i, r)})
+				vals := vec(i, r)
+				ts, err := kvw[i].Push(ctx, psnode.KVPairs[V]{Keys: keys, Vals: vals})
+				// What is sent, retransmissions included, is copied by
+				// the time Push returns: the buffer is the caller's again.
+				clear(vals)
 				if err == nil {
 					err = kvw[i].Wait(ctx, ts)
 				}

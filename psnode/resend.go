@@ -58,12 +58,20 @@ func newResender(timeout time.Duration, retries int) *resender {
 	}
 }
 
-// track records an outgoing signed message.
+// track records an outgoing signed message. It keeps a copy of the data
+// frames: they may alias buffers the sender reuses once the send returns.
 func (r *resender) track(m *transport.Message, now time.Time) bool {
 	if len(r.pending) >= maxPending {
 		return false
 	}
-	r.pending[m.Meta.MsgSig] = &outgoing{msg: m, due: now.Add(r.timeout)}
+	cp := *m
+	buf := make([]byte, 0, m.DataBytes())
+	cp.Data = make([][]byte, len(m.Data))
+	for i, d := range m.Data {
+		buf = append(buf, d...)
+		cp.Data[i] = buf[len(buf)-len(d) : len(buf) : len(buf)]
+	}
+	r.pending[m.Meta.MsgSig] = &outgoing{msg: &cp, due: now.Add(r.timeout)}
 	return true
 }
 

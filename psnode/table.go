@@ -421,8 +421,9 @@ func (t *Table[V]) check(keys []uint64, vals []V) error {
 
 // Push sends Width values per key (keys sorted ascending and unique) to
 // the servers, which apply them with the table's updater, and returns the
-// request's timestamp for Wait. The slices must not change until then. A
-// synchronous table takes PushStep instead.
+// request's timestamp for Wait. The slices may be reused once Push
+// returns (what is sent is copied by then). A synchronous table takes
+// PushStep instead.
 func (t *Table[V]) Push(ctx context.Context, keys []uint64, vals []V, opts ...CallOption) (int32, error) {
 	if err := t.check(keys, vals); err != nil {
 		return 0, err
@@ -476,7 +477,8 @@ func (t *Table[V]) EndEpoch(ctx context.Context, epoch int) (int32, error) {
 
 // Pull fetches the Width values of each of keys (sorted ascending and
 // unique) into *vals, reusing its capacity; keys never pushed read as
-// zero. *vals is filled when Wait returns without error.
+// zero. *vals is filled when Wait returns without error; keys may be
+// reused once Pull returns.
 func (t *Table[V]) Pull(ctx context.Context, keys []uint64, vals *[]V, opts ...CallOption) (int32, error) {
 	if t.kv == nil {
 		return 0, ErrNotWorker
