@@ -75,6 +75,17 @@
 // conf.ExitRestartJob and the launcher starts the job again from its
 // newest checkpoint.
 //
+// A bounded-delay table (TableSpec.BoundedDelay, stale synchronous
+// parallel) applies pushes at once but lets no worker run more than
+// TableSpec.Staleness steps ahead of the slowest live one: a worker pushes
+// step s of epoch e with PushAt (to every server) and pulls with PullAt,
+// which a server holds until every live worker in epoch e has completed
+// s−Staleness steps. Workers read shards on demand and take different
+// numbers of steps; one with no shard left says Idle and then holds no
+// one back in that epoch. Staleness 0 is bulk-synchronous without the
+// bit-exactness of a synchronous table; an asynchronous table (neither)
+// has no bound.
+//
 // # Checkpoints, restore and the model
 //
 // psnode owns them; the bytes go through interfaces that io implements

@@ -25,7 +25,9 @@ import (
 //     baseline;
 //   - impl=job: whole ps-lr jobs through the local tracker, workers and
 //     servers as processes over ZeroMQ, reading and parsing the libsvm
-//     file, timed from start to the committed model (start-up included).
+//     file, timed from start to the committed model (start-up included):
+//     synchronous, bounded delay (staleness 2) and asynchronous, the
+//     last two pipelined (--prefetch, the default) and not.
 //
 // Run with -benchtime=1x; every op is a full training run.
 func BenchmarkTrain(b *testing.B) {
@@ -50,13 +52,20 @@ func BenchmarkTrain(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N*epochs*len(ex))/b.Elapsed().Seconds(), "examples/s")
 	})
-	for _, mode := range []string{"sync", "async"} {
+	modes := []struct {
+		name string
+		args []string
+	}{
+		{"sync", nil},
+		{"staleness=2", []string{"--staleness", "2"}},
+		{"staleness=2/prefetch=false", []string{"--staleness", "2", "--prefetch=false"}},
+		{"async", []string{"--async"}},
+		{"async/prefetch=false", []string{"--async", "--prefetch=false"}},
+	}
+	for _, mode := range modes {
 		for _, w := range []int{1, 2} {
-			b.Run(fmt.Sprintf("impl=job/mode=%s/workers=%d/servers=%d", mode, w, w), func(b *testing.B) {
-				args := []string{psLR, "--epochs", fmt.Sprint(epochs), "--batch", fmt.Sprint(batch)}
-				if mode == "async" {
-					args = append(args, "--async")
-				}
+			b.Run(fmt.Sprintf("impl=job/mode=%s/workers=%d/servers=%d", mode.name, w, w), func(b *testing.B) {
+				args := append([]string{psLR, "--epochs", fmt.Sprint(epochs), "--batch", fmt.Sprint(batch)}, mode.args...)
 				res, err := dfs.DefaultResolver(func(string) (string, bool) { return "", false })
 				if err != nil {
 					b.Fatal(err)

@@ -16,7 +16,12 @@
 // that cannot go on because another died exits with status 75
 // (conf.ExitRestartJob), and the launcher starts the whole job again from
 // its newest checkpoint. --async lets workers run freely and take shards
-// on demand; a dead worker's shards go to the others.
+// on demand; a dead worker's shards go to the others. --staleness T does
+// the same with bounded delay: no worker runs more than T mini-batches
+// ahead of the slowest (0 is bulk-synchronous, without bit-exactness). In
+// both modes a worker pipelines (--prefetch, on by default): it sends the
+// pull of the next mini-batch before it computes and pushes the current
+// one.
 //
 // Checkpoints, restore and the model are psnode's (psnode.Tables): worker
 // 0 asks for a checkpoint after each epoch the job's checkpoint interval

@@ -11,36 +11,45 @@ import (
 )
 
 // Asynchronous and bounded-delay steps. With --prefetch (the default) a
-// worker keeps one mini-batch in hand: when the feed hands it batch b+1
-// it copies it, sends the pull of its weights, and only then computes
-// and pushes batch b, whose pull went out a step earlier; so the pull's
-// round trip overlaps the gradient and the push. A push is waited for
-// only before its buffers are reused, two steps later. Without
-// --prefetch each step pulls, computes and pushes in turn, waiting for
-// each. In bounded-delay mode a batch's pull and push carry its clock,
-// its place in the epoch (feed.Batch's Epoch and Step); when the feed
-// has no shard for the worker, idle sends the batch in hand, waits for
-// every push and tells the servers the worker holds no one back.
+// worker keeps prefetchDepth mini-batches in hand: when the feed hands it
+// batch b it copies it and sends the pull of its weights, and only then
+// computes and pushes batch b−prefetchDepth, whose pull went out that
+// many steps earlier; so the pulls' round trips overlap the gradients and
+// the pushes. Pushes are not waited for one by one (psnode copies what it
+// sends before Push returns): up to maxPushes are in flight, and idle
+// waits for all. Without --prefetch each step pulls, computes and pushes
+// in turn, waiting for each. In bounded-delay mode a batch's pull and
+// push carry its clock, its place in the epoch (feed.Batch's Epoch and
+// Step); when the feed has no shard for the worker, idle computes the
+// batches in hand, waits for every push and tells the servers the worker
+// holds no one back.
 
-// pipeline is a worker's two batch slots.
+// maxPushes bounds a worker's pushes in flight.
+const maxPushes = 8
+
+// prefetchDepth is how many batches' pulls are out ahead of the one being
+// computed.
+const prefetchDepth = 2
+
+// pipeline is a worker's batch slots and its pushes in flight.
 type pipeline struct {
-	slots [2]slot
-	cur   int   // the slot the next batch goes into
-	held  *slot // the batch whose pull is out and which is not computed yet
+	slots  []slot  // prefetchDepth+1, used in turn
+	next   int     // the slot the next batch goes into
+	held   []*slot // batches whose pull is out and which are not computed yet, oldest first
+	grad   []float32
+	pushes []int32 // in flight, oldest first
 }
 
-// slot holds one batch: its own copy of the examples, keys, weights,
-// gradients, and the requests in flight on them.
+// slot holds one batch: its own copy of the examples, its keys, and its
+// weights with the pull that fills them.
 type slot struct {
-	ex      []lr.Example
-	keyBuf  []uint64
-	valBuf  []float32
-	keys    []uint64
-	w, grad []float32
-	clock   psnode.Clock
-	pull    int32
-	pushing bool
-	push    int32
+	ex     []lr.Example
+	keyBuf []uint64
+	valBuf []float32
+	keys   []uint64
+	w      []float32
+	clock  psnode.Clock
+	pull   int32
 }
 
 // load copies recs into s (the feed reuses its buffers once the step
@@ -65,10 +74,13 @@ func (s *slot) load(b feed.Batch) {
 // modes.
 func (w *worker) freeStep(ctx context.Context, b feed.Batch) error {
 	p := &w.pipe
-	s := &p.slots[p.cur]
-	if err := w.settle(ctx, s); err != nil {
-		return err
+	if p.slots == nil {
+		p.slots = make([]slot, prefetchDepth+1)
 	}
+	// The oldest slot: computed (its pull waited for) before the newest
+	// prefetchDepth were loaded.
+	s := &p.slots[p.next]
+	p.next = (p.next + 1) % len(p.slots)
 	if w.f.prefetch {
 		s.load(b)
 	} else {
@@ -86,15 +98,21 @@ func (w *worker) freeStep(ctx context.Context, b feed.Batch) error {
 		if err := w.compute(ctx, s); err != nil {
 			return err
 		}
-		return w.settle(ctx, s)
+		return w.settle(ctx, 0)
 	}
-	p.cur ^= 1
-	prev := p.held
-	p.held = s
-	if prev != nil {
-		return w.compute(ctx, prev)
+	p.held = append(p.held, s)
+	if len(p.held) > prefetchDepth {
+		return w.computeOldest(ctx)
 	}
 	return nil
+}
+
+// computeOldest computes the oldest batch held.
+func (w *worker) computeOldest(ctx context.Context) error {
+	p := &w.pipe
+	s := p.held[0]
+	p.held = p.held[:copy(p.held, p.held[1:])]
+	return w.compute(ctx, s)
 }
 
 // pullAt sends the pull of s's weights.
@@ -111,39 +129,45 @@ func (w *worker) compute(ctx context.Context, s *slot) error {
 	if err := w.wait(ctx, func() (int32, error) { return s.pull, nil }); err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
-	s.grad = slices.Grow(s.grad[:0], len(s.keys))[:len(s.keys)]
-	loss, err := lr.Gradient(s.ex, s.keys, s.w, s.grad)
+	p := &w.pipe
+	p.grad = slices.Grow(p.grad[:0], len(s.keys))[:len(s.keys)]
+	loss, err := lr.Gradient(s.ex, s.keys, s.w, p.grad)
 	if err != nil {
 		return err
 	}
 	w.lossSum += loss
 	w.examples += int64(len(s.ex))
+	var ts int32
 	if w.f.bounded() {
-		s.push, err = w.t.PushAt(ctx, s.clock, s.keys, s.grad)
+		ts, err = w.t.PushAt(ctx, s.clock, s.keys, p.grad)
 	} else {
-		s.push, err = w.t.Push(ctx, s.keys, s.grad)
+		ts, err = w.t.Push(ctx, s.keys, p.grad)
 	}
 	if err != nil {
 		return fmt.Errorf("push: %w", err)
 	}
-	s.pushing = true
-	return nil
+	p.pushes = append(p.pushes, ts)
+	return w.settle(ctx, maxPushes)
 }
 
-// settle waits for s's push, if one is in flight.
-func (w *worker) settle(ctx context.Context, s *slot) error {
-	if !s.pushing {
-		return nil
+// settle waits for the oldest pushes until at most keep are in flight.
+func (w *worker) settle(ctx context.Context, keep int) error {
+	p := &w.pipe
+	for len(p.pushes) > keep {
+		ts := p.pushes[0]
+		p.pushes = p.pushes[1:]
+		if err := w.wait(ctx, func() (int32, error) { return ts, nil }); err != nil {
+			return fmt.Errorf("push: %w", err)
+		}
 	}
-	s.pushing = false
-	if err := w.wait(ctx, func() (int32, error) { return s.push, nil }); err != nil {
-		return fmt.Errorf("push: %w", err)
+	if len(p.pushes) == 0 {
+		p.pushes = p.pushes[:0:cap(p.pushes)]
 	}
 	return nil
 }
 
 // idle is the feed's Idle hook: the worker has no shard for now. It
-// sends the batch in hand and, in bounded-delay mode, says it holds no
+// computes and sends the batches in hand and, in bounded-delay mode, says it holds no
 // one back in epoch.
 func (w *worker) idle(ctx context.Context, epoch int) error {
 	if err := w.flush(ctx); err != nil {
@@ -155,21 +179,13 @@ func (w *worker) idle(ctx context.Context, epoch int) error {
 	return w.wait(ctx, func() (int32, error) { return w.t.Idle(ctx, epoch) })
 }
 
-// flush computes the batch in hand and waits for every push, so that its
-// loss counts and its updates are applied.
+// flush computes the batches in hand and waits for every push, so that
+// their loss counts and their updates are applied.
 func (w *worker) flush(ctx context.Context) error {
-	p := &w.pipe
-	if p.held != nil {
-		s := p.held
-		p.held = nil
-		if err := w.compute(ctx, s); err != nil {
+	for len(w.pipe.held) > 0 {
+		if err := w.computeOldest(ctx); err != nil {
 			return err
 		}
 	}
-	for i := range p.slots {
-		if err := w.settle(ctx, &p.slots[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return w.settle(ctx, 0)
 }
