@@ -67,7 +67,10 @@
 // every worker's part, adding them up in worker-rank order so that runs
 // on the same data write bit-identical models, and a worker's
 // Tables.EndEpoch counts as an empty part in the epoch's remaining steps
-// and returns when every worker ended the epoch. Each table keeps its own
+// and returns when every worker ended the epoch. PullStep pulls for a
+// step: a server answers it once every earlier step is applied, so a
+// worker may send the pull of step s+1 before it pushes step s and read
+// exactly the weights after step s. Each table keeps its own
 // steps; Tables.EndEpoch ends all of them at once (ending one and waiting
 // before the next deadlocks with a worker still pushing steps of the
 // other). A worker's death fails the pending and later steps with an

@@ -18,6 +18,11 @@ import (
 // the epoch's remaining steps; the answer to SyncDone comes when every
 // worker is done with the epoch, so it doubles as an epoch barrier.
 //
+// A pull may carry a step too (Table.PullStep): the server holds it until
+// every earlier step of the epoch is applied, so a worker can send the
+// pull of step s+1 before it pushes step s and still read exactly the
+// weights after step s, as if it had waited for the push.
+//
 // The step is carried in the request's command: epoch<<20 | step.
 const (
 	syncStepBits = 20
@@ -49,10 +54,18 @@ type SyncHandler[V Number] struct {
 	store   *StoreHandler[V]
 	workers int
 
-	mu    sync.Mutex
-	steps map[int32]*syncStep[V]
-	done  map[int]map[int32]*KVRequest[V] // epoch → worker → its SyncDone
-	err   error                           // set once a worker died
+	mu      sync.Mutex
+	steps   map[int32]*syncStep[V]
+	done    map[int]map[int32]*KVRequest[V] // epoch → worker → its SyncDone
+	applied map[int]int                     // epoch → steps applied, while it runs
+	ended   int                             // epochs below this are over
+	pulls   []syncPull[V]                   // held until their step's turn
+	err     error                           // set once a worker died
+}
+
+type syncPull[V Number] struct {
+	req         *KVRequest[V]
+	epoch, step int
 }
 
 type syncStep[V Number] struct {
@@ -66,13 +79,16 @@ func NewSyncHandler[V Number](store *StoreHandler[V], workers int) (*SyncHandler
 	if workers < 1 {
 		return nil, fmt.Errorf("psnode: synchronous handler for %d workers", workers)
 	}
-	return &SyncHandler[V]{store: store, workers: workers, steps: make(map[int32]*syncStep[V]), done: make(map[int]map[int32]*KVRequest[V])}, nil
+	return &SyncHandler[V]{
+		store: store, workers: workers, steps: make(map[int32]*syncStep[V]),
+		done: make(map[int]map[int32]*KVRequest[V]), applied: make(map[int]int),
+	}, nil
 }
 
 // Handle is the Handler to pass to NewKVServer.
 func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 	if !req.Push {
-		h.store.Handle(req, srv)
+		h.pull(req, srv)
 		return
 	}
 	if req.Cmd < 0 {
@@ -109,6 +125,7 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 		st.parts[req.Sender] = KVPairs[V]{Keys: slices.Clone(req.Keys), Vals: slices.Clone(req.Vals)}
 	}
 	answers, err := h.completeLocked(epoch)
+	pulls := h.duePullsLocked()
 	h.mu.Unlock()
 	for _, a := range answers {
 		if err != nil {
@@ -117,6 +134,66 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 			_ = srv.Respond(srv.n.ctx, a, KVPairs[V]{})
 		}
 	}
+	for _, r := range pulls {
+		h.store.Handle(r, srv)
+	}
+}
+
+// pull answers a pull, at once unless it carries a step whose earlier
+// steps are not all applied yet.
+func (h *SyncHandler[V]) pull(req *KVRequest[V], srv *KVServer[V]) {
+	if req.Cmd == 0 {
+		h.store.Handle(req, srv)
+		return
+	}
+	epoch, step := int(req.Cmd>>syncStepBits), int(req.Cmd&MaxSyncSteps)
+	if req.Cmd < 0 || step == MaxSyncSteps {
+		_ = srv.RespondError(srv.n.ctx, req, fmt.Errorf("synchronous pull with command %d", req.Cmd))
+		return
+	}
+	h.mu.Lock()
+	if err := h.err; err != nil {
+		h.mu.Unlock()
+		_ = srv.RespondError(srv.n.ctx, req, err)
+		return
+	}
+	if h.stepDueLocked(epoch, step) {
+		h.mu.Unlock()
+		h.store.Handle(req, srv)
+		return
+	}
+	// The request aliases the receive buffer: keep a copy.
+	cp := &KVRequest[V]{KVMeta: req.KVMeta, KVPairs: KVPairs[V]{Keys: slices.Clone(req.Keys)}}
+	h.pulls = append(h.pulls, syncPull[V]{req: cp, epoch: epoch, step: step})
+	h.mu.Unlock()
+}
+
+// Held returns the number of pulls held back, for tests and metrics.
+func (h *SyncHandler[V]) Held() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.pulls)
+}
+
+// stepDueLocked says whether every step of epoch before step is applied.
+func (h *SyncHandler[V]) stepDueLocked(epoch, step int) bool {
+	return epoch < h.ended || h.applied[epoch] >= step
+}
+
+// duePullsLocked takes the held pulls whose steps are now due.
+func (h *SyncHandler[V]) duePullsLocked() []*KVRequest[V] {
+	var due []*KVRequest[V]
+	keep := h.pulls[:0]
+	for _, p := range h.pulls {
+		if h.stepDueLocked(p.epoch, p.step) {
+			due = append(due, p.req)
+		} else {
+			keep = append(keep, p)
+		}
+	}
+	clear(h.pulls[len(keep):])
+	h.pulls = keep
+	return due
 }
 
 // completeLocked applies every step of epoch that has all its parts, in
@@ -140,6 +217,7 @@ func (h *SyncHandler[V]) completeLocked(epoch int) ([]*KVRequest[V], error) {
 		if err := h.applyStep(st); err != nil {
 			return answers, err
 		}
+		h.applied[epoch] = int(cmd&MaxSyncSteps) + 1
 		delete(h.steps, cmd)
 		for _, r := range st.reqs {
 			answers = append(answers, r)
@@ -150,6 +228,8 @@ func (h *SyncHandler[V]) completeLocked(epoch int) ([]*KVRequest[V], error) {
 			answers = append(answers, r)
 		}
 		delete(h.done, epoch)
+		delete(h.applied, epoch)
+		h.ended = max(h.ended, epoch+1)
 	}
 	return answers, nil
 }
@@ -171,14 +251,80 @@ func (h *SyncHandler[V]) applyStep(st *syncStep[V]) error {
 		senders = append(senders, id)
 	}
 	slices.Sort(senders)
-	sum := make(map[uint64][]V)
-	var keys []uint64
 	dim := h.store.dim
-	for _, id := range senders {
+	parts := make([]KVPairs[V], len(senders))
+	sorted := true
+	for i, id := range senders {
 		p := st.parts[id]
 		if len(p.Vals) != len(p.Keys)*dim {
 			return fmt.Errorf("worker %d pushed %d values for %d keys; the server keeps %d per key", id, len(p.Vals), len(p.Keys), dim)
 		}
+		parts[i] = p
+		sorted = sorted && isStrictlySorted(p.Keys)
+	}
+	var sum KVPairs[V]
+	if sorted {
+		sum = mergeSum(parts, dim)
+	} else {
+		sum = hashSum(parts, dim)
+	}
+	return h.store.apply(&KVRequest[V]{KVMeta: KVMeta{Push: true}, KVPairs: sum})
+}
+
+func isStrictlySorted(keys []uint64) bool {
+	for i := 1; i < len(keys); i++ {
+		if keys[i] <= keys[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeSum adds up parts whose keys are sorted and unique by merging
+// them: each key's values are added in the parts' order, so the sums do
+// not depend on which part arrived first.
+func mergeSum[V Number](parts []KVPairs[V], dim int) KVPairs[V] {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	n := 0
+	for _, p := range parts {
+		n += len(p.Keys)
+	}
+	out := KVPairs[V]{Keys: make([]uint64, 0, n), Vals: make([]V, 0, n*dim)}
+	head := make([]int, len(parts))
+	for {
+		lo, any := uint64(0), false
+		for i, p := range parts {
+			if head[i] < len(p.Keys) && (!any || p.Keys[head[i]] < lo) {
+				lo, any = p.Keys[head[i]], true
+			}
+		}
+		if !any {
+			return out
+		}
+		out.Keys = append(out.Keys, lo)
+		at := len(out.Vals)
+		for range dim {
+			out.Vals = append(out.Vals, 0)
+		}
+		acc := out.Vals[at:]
+		for i, p := range parts {
+			if head[i] < len(p.Keys) && p.Keys[head[i]] == lo {
+				for j, v := range p.Vals[head[i]*dim : (head[i]+1)*dim] {
+					acc[j] += v
+				}
+				head[i]++
+			}
+		}
+	}
+}
+
+// hashSum is mergeSum for parts whose keys are in any order.
+func hashSum[V Number](parts []KVPairs[V], dim int) KVPairs[V] {
+	sum := make(map[uint64][]V)
+	var keys []uint64
+	for _, p := range parts {
 		for i, k := range p.Keys {
 			acc := sum[k]
 			if acc == nil {
@@ -196,7 +342,7 @@ func (h *SyncHandler[V]) applyStep(st *syncStep[V]) error {
 	for _, k := range keys {
 		vals = append(vals, sum[k]...)
 	}
-	return h.store.apply(&KVRequest[V]{KVMeta: KVMeta{Push: true}, KVPairs: KVPairs[V]{Keys: keys, Vals: vals}})
+	return KVPairs[V]{Keys: keys, Vals: vals}
 }
 
 // ErrSyncWorkerDied fails the pending and later steps of a synchronous
@@ -234,6 +380,10 @@ func (h *SyncHandler[V]) WatchDeaths(n *Node, srv *KVServer[V]) {
 					}
 					delete(h.done, e)
 				}
+				for _, p := range h.pulls {
+					pending = append(pending, p.req)
+				}
+				h.pulls = nil
 				h.mu.Unlock()
 				for _, r := range pending {
 					_ = srv.RespondError(n.ctx, r, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -13,8 +14,9 @@ import (
 	"github.com/spindle-ps/spindle/psnode/store"
 )
 
-func serveSync(t *testing.T, c *cluster) {
+func serveSync(t *testing.T, c *cluster) []*psnode.SyncHandler[float64] {
 	t.Helper()
+	var hs []*psnode.SyncHandler[float64]
 	for _, s := range c.servers {
 		upd, _ := store.NewUpdater[float64]("sum", nil)
 		st, err := psnode.NewStoreHandler[float64](upd, 1)
@@ -30,7 +32,9 @@ func serveSync(t *testing.T, c *cluster) {
 			t.Fatal(err)
 		}
 		h.WatchDeaths(s, srv)
+		hs = append(hs, h)
 	}
+	return hs
 }
 
 func push(ctx context.Context, kv *psnode.KVWorker[float64], keys []uint64, vals []float64, cmd int32) error {
@@ -115,4 +119,66 @@ func TestSyncFailsWhenAWorkerDies(t *testing.T) {
 	if !errors.Is(err, psnode.ErrSyncWorkerDied) {
 		t.Fatalf("step with a dead worker: %v, want ErrSyncWorkerDied, not a hang", err)
 	}
+}
+
+// TestSyncPullStepWaitsForEarlierSteps: a pull that carries step s of an
+// epoch is held on every server until step s−1 is applied with every
+// worker's part, even when it was sent before its own worker pushed step
+// s−1; then it reads exactly the weights after that step.
+func TestSyncPullStepWaitsForEarlierSteps(t *testing.T) {
+	c := startCluster(t, 2, 2, 201, func(p *conf.PS) { p.MaxDimension = 100 })
+	hs := serveSync(t, c)
+	ctx := ctxT(t, 20*time.Second)
+	kvs := make([]*psnode.KVWorker[float64], 2)
+	for i, w := range c.workers {
+		var err error
+		if kvs[i], err = psnode.NewKVWorker[float64](w, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys := []uint64{1, 90} // one on each server
+	const epoch = 1
+	step0, _ := psnode.SyncStep(epoch, 0)
+	step1, _ := psnode.SyncStep(epoch, 1)
+	var got []float64
+	pull, err := kvs[0].Pull(ctx, keys, &got, nil, psnode.WithCmd(step1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulled := make(chan error, 1)
+	go func() { pulled <- kvs[0].Wait(ctx, pull) }()
+	heldOnBoth := func(n int) {
+		t.Helper()
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for hs[0].Held() != n || hs[1].Held() != n {
+			select {
+			case err := <-pulled:
+				t.Fatalf("pull of step 1 completed (err %v) before step 0 was applied", err)
+			case <-ctx.Done():
+				t.Fatalf("servers hold %d and %d pulls, want %d", hs[0].Held(), hs[1].Held(), n)
+			case <-tick.C:
+			}
+		}
+	}
+	heldOnBoth(1)
+	// Worker 0's own part of step 0 does not complete the step.
+	ts0, err := kvs[0].Push(ctx, psnode.KVPairs[float64]{Keys: keys, Vals: []float64{1, 10}}, psnode.WithCmd(step0), psnode.ToAllServers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldOnBoth(1)
+	if err := push(ctx, kvs[1], keys, []float64{2, 20}, step0); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-pulled; err != nil {
+		t.Fatalf("pull of step 1: %v", err)
+	}
+	if err := kvs[0].Wait(ctx, ts0); err != nil {
+		t.Fatal(err)
+	}
+	if want := []float64{3, 30}; !slices.Equal(got, want) {
+		t.Fatalf("pull of step 1 read %v, want the weights after step 0, %v", got, want)
+	}
+	heldOnBoth(0)
 }

@@ -455,6 +455,25 @@ func (t *Table[V]) PushStep(ctx context.Context, epoch, step int, keys []uint64,
 	return t.kv.Push(ctx, KVPairs[V]{Keys: keys, Vals: vals}, WithCmd(cmd), ToAllServers())
 }
 
+// PullStep pulls a synchronous table's values of keys for step of
+// epoch into *vals: a server answers once every earlier step of the epoch
+// is applied there. So the pull of step s+1 may go out before this
+// worker pushes step s, and still reads exactly the weights after step
+// s.
+func (t *Table[V]) PullStep(ctx context.Context, epoch, step int, keys []uint64, vals *[]V) (int32, error) {
+	if t.kv == nil {
+		return 0, ErrNotWorker
+	}
+	if !t.desc.Sync {
+		return 0, fmt.Errorf("psnode: table %s is not synchronous: pull with Pull", t.desc.Name)
+	}
+	cmd, err := SyncStep(epoch, step)
+	if err != nil {
+		return 0, err
+	}
+	return t.kv.Pull(ctx, keys, vals, nil, WithCmd(cmd))
+}
+
 // EndEpoch says this worker has no more steps in epoch of a synchronous
 // table; the request completes when every worker has said so, which
 // makes it an epoch barrier of the table. With several synchronous
