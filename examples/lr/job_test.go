@@ -161,13 +161,14 @@ var (
 	single   jobRun
 )
 
-// syncJobs runs, once for all tests, two identical synchronous 2×2 jobs
-// and a 1×1 job of the same trainer.
+// syncJobs runs, once for all tests, two synchronous 2×2 jobs (with and
+// without --prefetch) and a 1×1 job of the same trainer.
 func syncJobs(t *testing.T) ([2]jobRun, jobRun) {
 	syncOnce.Do(func() {
-		for i := range syncRuns {
-			syncRuns[i] = runJob(t, 2, 2, 2<<20, "--epochs", "2")
-		}
+		// The second run waits for each pull and push: prefetching must
+		// not change the model.
+		syncRuns[0] = runJob(t, 2, 2, 2<<20, "--epochs", "2")
+		syncRuns[1] = runJob(t, 2, 2, 2<<20, "--epochs", "2", "--prefetch=false")
 		single = runJob(t, 1, 1, 2<<20, "--epochs", "2")
 	})
 	if syncRuns[0].parts == nil || single.parts == nil {
@@ -192,6 +193,8 @@ func straightJob(t *testing.T) jobRun {
 	return straightRun
 }
 
+// TestSyncRunsWriteBitIdenticalModels: two synchronous runs, one
+// pipelined (the default) and one not, write the same model bit for bit.
 func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
 	runs, _ := syncJobs(t)
 	a, b := runs[0].parts, runs[1].parts
@@ -203,7 +206,7 @@ func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
 			t.Errorf("%s is empty: the keys were not spread over the servers", name)
 		}
 		if !bytes.Equal(data, b[name]) {
-			t.Errorf("%s differs between two synchronous runs", name)
+			t.Errorf("%s differs between two synchronous runs, with and without --prefetch", name)
 		}
 	}
 }

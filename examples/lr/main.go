@@ -19,9 +19,10 @@
 // on demand; a dead worker's shards go to the others. --staleness T does
 // the same with bounded delay: no worker runs more than T mini-batches
 // ahead of the slowest (0 is bulk-synchronous, without bit-exactness). In
-// both modes a worker pipelines (--prefetch, on by default): it sends the
-// pull of the next mini-batch before it computes and pushes the current
-// one.
+// every mode a worker pipelines (--prefetch, on by default): it sends the
+// pulls of the next mini-batches before it computes and pushes the
+// current one; in synchronous mode the servers hold such a pull until the
+// step before is applied, so the model is the same bit for bit.
 //
 // Checkpoints, restore and the model are psnode's (psnode.Tables): worker
 // 0 asks for a checkpoint after each epoch the job's checkpoint interval

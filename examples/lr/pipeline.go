@@ -10,7 +10,7 @@ import (
 	"github.com/spindle-ps/spindle/psnode"
 )
 
-// Asynchronous and bounded-delay steps. With --prefetch (the default) a
+// A worker's steps, in every mode. With --prefetch (the default) a
 // worker keeps prefetchDepth mini-batches in hand: when the feed hands it
 // batch b it copies it and sends the pull of its weights, and only then
 // computes and pushes batch b−prefetchDepth, whose pull went out that
@@ -18,9 +18,12 @@ import (
 // the pushes. Pushes are not waited for one by one (psnode copies what it
 // sends before Push returns): up to maxPushes are in flight, and idle
 // waits for all. Without --prefetch each step pulls, computes and pushes
-// in turn, waiting for each. In bounded-delay mode a batch's pull and
-// push carry its clock, its place in the epoch (feed.Batch's Epoch and
-// Step); when the feed has no shard for the worker, idle computes the
+// in turn, waiting for each. In synchronous mode a batch's pull and
+// push carry its step (PullStep, PushStep): the servers answer the pull
+// once the step before is applied with every worker's part, so the
+// prefetched weights are exactly those a worker that waited would read,
+// and the model stays bit-identical. In bounded-delay mode they carry
+// its clock, its place in the epoch (feed.Batch's Epoch and Step); when the feed has no shard for the worker, idle computes the
 // batches in hand, waits for every push and tells the servers the worker
 // holds no one back.
 
@@ -70,9 +73,8 @@ func (s *slot) load(b feed.Batch) {
 	}
 }
 
-// freeStep is the feed's step function in asynchronous and bounded-delay
-// modes.
-func (w *worker) freeStep(ctx context.Context, b feed.Batch) error {
+// step is the feed's step function.
+func (w *worker) step(ctx context.Context, b feed.Batch) error {
 	p := &w.pipe
 	if p.slots == nil {
 		p.slots = make([]slot, prefetchDepth+1)
@@ -117,8 +119,11 @@ func (w *worker) computeOldest(ctx context.Context) error {
 
 // pullAt sends the pull of s's weights.
 func (w *worker) pullAt(ctx context.Context, s *slot) (int32, error) {
-	if w.f.bounded() {
+	switch {
+	case w.f.bounded():
 		return w.t.PullAt(ctx, s.clock, s.keys, &s.w)
+	case !w.f.free():
+		return w.t.PullStep(ctx, s.clock.Epoch, s.clock.Step, s.keys, &s.w)
 	}
 	return w.t.Pull(ctx, s.keys, &s.w)
 }
@@ -138,9 +143,12 @@ func (w *worker) compute(ctx context.Context, s *slot) error {
 	w.lossSum += loss
 	w.examples += int64(len(s.ex))
 	var ts int32
-	if w.f.bounded() {
+	switch {
+	case w.f.bounded():
 		ts, err = w.t.PushAt(ctx, s.clock, s.keys, p.grad)
-	} else {
+	case !w.f.free():
+		ts, err = w.t.PushStep(ctx, s.clock.Epoch, s.clock.Step, s.keys, p.grad)
+	default:
 		ts, err = w.t.Push(ctx, s.keys, p.grad)
 	}
 	if err != nil {

@@ -52,7 +52,7 @@ type trainFlags struct {
 
 	// Bounded delay and pipelining.
 	staleness int  // --staleness: ≥ 0 bounded delay; -1 not given
-	prefetch  bool // --prefetch: pull the next batch's weights early (async, bounded delay)
+	prefetch  bool // --prefetch: pull the next batches' weights early
 }
 
 // bounded says whether the job trains with bounded delay.
@@ -87,7 +87,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
 	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
 	fl.IntVar(&f.staleness, "staleness", -1, "bounded delay: a worker runs at most this many mini-batches ahead of the slowest (0: bulk-synchronous); exclusive with --async")
-	fl.BoolVar(&f.prefetch, "prefetch", true, "with --async or --staleness: pull the next mini-batch's weights while the current one computes and pushes")
+	fl.BoolVar(&f.prefetch, "prefetch", true, "pull the next mini-batches' weights while the current one computes and pushes (synchronous jobs still write the same model: the servers hold such a pull until the step before is applied)")
 	if err := fl.Parse(args); err != nil {
 		return f, errUsage
 	}
@@ -243,17 +243,13 @@ type worker struct {
 	tables  *psnode.Tables
 	t       *psnode.Table[float32]
 
-	batch   []lr.Example
-	keys    []uint64
-	w, grad []float32
-
 	lossSum  float64
 	epochBad int // malformed records skipped in the current epoch
 	examples int64
 	test     []lr.Example
 	testKeys []uint64
 
-	pipe pipeline // asynchronous and bounded-delay steps
+	pipe pipeline // the mini-batches in flight
 }
 
 func (w *worker) train(ctx context.Context) error {
@@ -282,11 +278,10 @@ func (w *worker) train(ctx context.Context) error {
 	// A resumed job starts where its checkpoint left off.
 	for epoch := w.job.ResumeEpoch; epoch < w.f.epochs; epoch++ {
 		w.lossSum, w.examples = 0, 0
-		step := w.step
-		if w.f.free() {
-			step = w.freeStep
+		st, err := fd.Epoch(ctx, epoch, w.step)
+		if err == nil {
+			err = w.flush(ctx) // (free modes flush in the Idle hook already)
 		}
-		st, err := fd.Epoch(ctx, epoch, step)
 		if err != nil {
 			return err
 		}
@@ -320,35 +315,6 @@ func (w *worker) wait(ctx context.Context, req func() (int32, error)) error {
 		err = w.t.Wait(ctx, ts)
 	}
 	return err
-}
-
-// step trains on one mini-batch: in synchronous mode as its step of the
-// epoch, each push complete when every worker's part of it is applied.
-func (w *worker) step(ctx context.Context, b feed.Batch) error {
-	w.batch = toExamples(w.batch, b.Examples)
-	batch := w.batch
-	var err error
-	if w.keys, err = lr.BatchKeys(batch, w.keys); err != nil {
-		return err
-	}
-	if err := w.wait(ctx, func() (int32, error) { return w.t.Pull(ctx, w.keys, &w.w) }); err != nil {
-		return fmt.Errorf("pull: %w", err)
-	}
-	w.grad = slices.Grow(w.grad[:0], len(w.keys))[:len(w.keys)]
-	loss, err := lr.Gradient(batch, w.keys, w.w, w.grad)
-	if err != nil {
-		return err
-	}
-	w.lossSum += loss
-	w.examples += int64(len(batch))
-	push := func() (int32, error) { return w.t.PushStep(ctx, b.Epoch, b.Step, w.keys, w.grad) }
-	if w.f.async {
-		push = func() (int32, error) { return w.t.Push(ctx, w.keys, w.grad) }
-	}
-	if err := w.wait(ctx, push); err != nil {
-		return fmt.Errorf("push: %w", err)
-	}
-	return nil
 }
 
 // toExamples converts records into dst's storage.
