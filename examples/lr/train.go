@@ -249,7 +249,8 @@ type worker struct {
 	test     []lr.Example
 	testKeys []uint64
 
-	pipe pipeline // the mini-batches in flight
+	pipe *feed.Pipeline[slot] // the mini-batches in flight
+	grad []float32
 }
 
 func (w *worker) train(ctx context.Context) error {
@@ -262,6 +263,7 @@ func (w *worker) train(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--die-after: %w", err)
 	}
+	w.pipe = w.newPipeline()
 	opts := feed.Options{
 		Tracker: w.tc, Resolver: w.res,
 		Rank: w.n.Rank(), Workers: w.n.NumWorkers(), Attempt: w.attempt,
@@ -278,9 +280,9 @@ func (w *worker) train(ctx context.Context) error {
 	// A resumed job starts where its checkpoint left off.
 	for epoch := w.job.ResumeEpoch; epoch < w.f.epochs; epoch++ {
 		w.lossSum, w.examples = 0, 0
-		st, err := fd.Epoch(ctx, epoch, w.step)
+		st, err := fd.Epoch(ctx, epoch, w.pipe.Step)
 		if err == nil {
-			err = w.flush(ctx) // (free modes flush in the Idle hook already)
+			err = w.pipe.Flush(ctx) // (free modes flush in the Idle hook already)
 		}
 		if err != nil {
 			return err
