@@ -2,6 +2,7 @@ package psnode_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -202,5 +203,78 @@ func TestBoundedDelayDeadWorkerReleases(t *testing.T) {
 	c.net.Isolate(c.workers[2].ID())
 	if err := <-pull; err != nil {
 		t.Fatalf("pull after the slowest worker died: %v", err)
+	}
+}
+
+// TestBatchCallsInEveryMode: PushBatch and PullBatch train the same loop
+// on a synchronous, a bounded-delay and an asynchronous table, and
+// Tables.EndEpoch and Tables.Idle end an epoch in the modes that need it.
+// Two workers push 1 for each key in each of their batches (3 and 2);
+// afterwards every key reads 5.
+func TestBatchCallsInEveryMode(t *testing.T) {
+	for _, mode := range []string{"sync", "bounded", "async"} {
+		t.Run(mode, func(t *testing.T) {
+			c := startCluster(t, 2, 2, 48, nil)
+			ctx := ctxT(t, 20*time.Second)
+			tabs := map[*psnode.Node]*psnode.Table[float32]{}
+			sets := map[*psnode.Node]*psnode.Tables{}
+			for _, n := range c.all() {
+				ts, err := psnode.NewTables(n, psnode.TablesOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tab, err := psnode.NewTable(ts, psnode.TableSpec[float32]{
+					Name: "w", Partitioner: "range", MaxKey: 1000,
+					Sync: mode == "sync", BoundedDelay: mode == "bounded", Staleness: 1,
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tabs[n], sets[n] = tab, ts
+			}
+			keys := []uint64{1, 999}
+			errs := make(chan error, 2)
+			for i, w := range c.workers {
+				go func() {
+					errs <- func() error {
+						tab := tabs[w]
+						for s := 0; s < 3-i; s++ {
+							var vals []float32
+							ts, err := tab.PullBatch(ctx, 0, s, keys, &vals)
+							if err == nil {
+								err = tab.Wait(ctx, ts)
+							}
+							if err != nil {
+								return fmt.Errorf("worker %d pull of batch %d: %w", i, s, err)
+							}
+							if ts, err = tab.PushBatch(ctx, 0, s, keys, []float32{1, 1}); err == nil {
+								err = tab.Wait(ctx, ts)
+							}
+							if err != nil {
+								return fmt.Errorf("worker %d push of batch %d: %w", i, s, err)
+							}
+						}
+						if err := sets[w].Idle(ctx, 0); err != nil {
+							return err
+						}
+						return sets[w].EndEpoch(ctx, 0)
+					}()
+				}()
+			}
+			for range c.workers {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got []float32
+			tab := tabs[c.workers[0]]
+			ts, err := tab.Pull(ctx, keys, &got)
+			if err == nil {
+				err = tab.Wait(ctx, ts)
+			}
+			if err != nil || got[0] != 5 || got[1] != 5 {
+				t.Fatalf("after both workers: %v, %v; want [5 5]", got, err)
+			}
+		})
 	}
 }

@@ -126,8 +126,13 @@ type tableEntry struct {
 	desc tableDesc
 	app  int32
 	srv  servedTable
-	end  func(ctx context.Context, epoch int) (wait func(context.Context) error, err error)
+	end  epochCall // synchronous tables on workers: EndEpoch
+	idle epochCall // bounded-delay tables on workers: Idle
 }
+
+// epochCall sends a table's request about an epoch and returns how to
+// wait for it.
+type epochCall func(ctx context.Context, epoch int) (wait func(context.Context) error, err error)
 
 // tableDesc describes a table in a checkpoint's tables.json.
 type tableDesc struct {
@@ -290,10 +295,10 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 			t.kv, err = NewKVWorker[V](n, t.app, 0, WithPartitioner(part))
 		}
 		if spec.Sync {
-			e.end = func(ctx context.Context, epoch int) (func(context.Context) error, error) {
-				ts, err := t.EndEpoch(ctx, epoch)
-				return func(ctx context.Context) error { return t.Wait(ctx, ts) }, err
-			}
+			e.end = t.epochCall(t.EndEpoch)
+		}
+		if spec.BoundedDelay {
+			e.idle = t.epochCall(t.Idle)
 		}
 	case transport.RoleServer:
 		err = t.serve(spec)
@@ -455,6 +460,34 @@ func (t *Table[V]) PushStep(ctx context.Context, epoch, step int, keys []uint64,
 	return t.kv.Push(ctx, KVPairs[V]{Keys: keys, Vals: vals}, WithCmd(cmd), ToAllServers())
 }
 
+// PushBatch pushes the values of a worker's mini-batch, step of epoch
+// as the feed numbers them, the way the table's consistency asks:
+// PushStep on a synchronous table, PushAt on a bounded-delay one, Push
+// on an asynchronous one. With PullBatch, a training loop runs in every
+// mode unchanged.
+func (t *Table[V]) PushBatch(ctx context.Context, epoch, step int, keys []uint64, vals []V) (int32, error) {
+	switch {
+	case t.desc.Sync:
+		return t.PushStep(ctx, epoch, step, keys, vals)
+	case t.desc.Staleness != nil:
+		return t.PushAt(ctx, Clock{Epoch: epoch, Step: step}, keys, vals)
+	}
+	return t.Push(ctx, keys, vals)
+}
+
+// PullBatch pulls the values of a worker's mini-batch, step of epoch:
+// PullStep on a synchronous table, PullAt on a bounded-delay one, Pull
+// on an asynchronous one.
+func (t *Table[V]) PullBatch(ctx context.Context, epoch, step int, keys []uint64, vals *[]V) (int32, error) {
+	switch {
+	case t.desc.Sync:
+		return t.PullStep(ctx, epoch, step, keys, vals)
+	case t.desc.Staleness != nil:
+		return t.PullAt(ctx, Clock{Epoch: epoch, Step: step}, keys, vals)
+	}
+	return t.Pull(ctx, keys, vals)
+}
+
 // PullStep pulls a synchronous table's values of keys for step of
 // epoch into *vals: a server answers once every earlier step of the epoch
 // is applied there. So the pull of step s+1 may go out before this
@@ -529,10 +562,31 @@ func (ts *Tables) Finish(ctx context.Context) error {
 	return ts.export(ctx)
 }
 
+// epochCall wraps a table's request about an epoch.
+func (t *Table[V]) epochCall(req func(context.Context, int) (int32, error)) epochCall {
+	return func(ctx context.Context, epoch int) (func(context.Context) error, error) {
+		ts, err := req(ctx, epoch)
+		return func(ctx context.Context) error { return t.Wait(ctx, ts) }, err
+	}
+}
+
 // EndEpoch says this worker has no more steps in epoch, on every
 // synchronous table at once (see Table.EndEpoch), and waits until every
 // worker has said so. Call it on workers only.
 func (ts *Tables) EndEpoch(ctx context.Context, epoch int) error {
+	return ts.onEvery(ctx, epoch, "end of epoch", func(e *tableEntry) epochCall { return e.end })
+}
+
+// Idle says this worker has no step to take in epoch for now, on every
+// bounded-delay table at once (see Table.Idle), and waits until every
+// server has it. Call it on workers only.
+func (ts *Tables) Idle(ctx context.Context, epoch int) error {
+	return ts.onEvery(ctx, epoch, "idle in epoch", func(e *tableEntry) epochCall { return e.idle })
+}
+
+// onEvery sends the epoch call pick gives of every table that has one,
+// then waits for them all.
+func (ts *Tables) onEvery(ctx context.Context, epoch int, what string, pick func(*tableEntry) epochCall) error {
 	if ts.n.Role() != transport.RoleWorker {
 		return ErrNotWorker
 	}
@@ -541,19 +595,20 @@ func (ts *Tables) EndEpoch(ctx context.Context, epoch int) error {
 	ts.mu.Unlock()
 	var waits []func(context.Context) error
 	for _, e := range tables {
-		if e.end == nil {
+		call := pick(e)
+		if call == nil {
 			continue
 		}
-		w, err := e.end(ctx, epoch)
+		w, err := call(ctx, epoch)
 		if err != nil {
-			return fmt.Errorf("psnode: table %s: end of epoch %d: %w", e.desc.Name, epoch, err)
+			return fmt.Errorf("psnode: table %s: %s %d: %w", e.desc.Name, what, epoch, err)
 		}
 		waits = append(waits, w)
 	}
 	var errs []error
 	for _, w := range waits {
 		if err := w(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("psnode: end of epoch %d: %w", epoch, err))
+			errs = append(errs, fmt.Errorf("psnode: %s %d: %w", what, epoch, err))
 		}
 	}
 	return errors.Join(errs...)
