@@ -9,6 +9,13 @@
 // tracker on demand until the epoch is done, whoever reads them. Either
 // way every shard read is reported done to the tracker.
 //
+// Pipeline runs the model's side of each batch so that communication
+// overlaps computing: it starts a batch (keys, pulls) as it comes and
+// finishes it (wait, compute, push) a few batches later, with a bounded
+// number of pushes in flight. In asynchronous mode Options.Idle tells the
+// model when the worker has no shard to read for now, the moment to flush
+// the pipeline and, on bounded-delay tables, to say so (Tables.Idle).
+//
 // Malformed records are skipped and counted within one budget per
 // worker, across its shards and epochs (Options.MaxBadRecords).
 //

@@ -13,16 +13,17 @@ func TestTrainFlags(t *testing.T) {
 	if err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	if f.model.Dim != 8 || !f.model.Bias || f.wUpdater != "ftrl" || f.vUpdater != "adagrad" || f.async {
+	if f.model.Dim != 8 || !f.model.Bias || f.wUpdater != "ftrl" || f.vUpdater != "adagrad" || f.Async || f.Bounded() || !f.Prefetch {
 		t.Errorf("defaults %+v", f)
 	}
 	_, err = parseTrainFlags([]string{"--epochs", "0", "--batch", "0", "--dim", "0", "--w-updater", "adam", "--v-updater", "ftrl",
-		"--partitioner", "modulo", "--request-timeout", "0s", "--model-format", "csv", "--v-lr", "-1", "--max-bad-records", "-1"})
+		"--partitioner", "modulo", "--request-timeout", "0s", "--model-format", "csv", "--v-lr", "-1", "--max-bad-records", "-1",
+		"--staleness", "-2"})
 	if err == nil {
 		t.Fatal("bad flags accepted")
 	}
 	for _, want := range []string{"--epochs 0", "--batch 0", "--dim 0", `--w-updater "adam"`, `--v-updater "ftrl"`,
-		`--partitioner "modulo"`, "--request-timeout 0s", `--model-format "csv"`, "--max-bad-records -1"} {
+		`--partitioner "modulo"`, "--request-timeout 0s", `--model-format "csv"`, "--max-bad-records -1", "--staleness -2"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}

@@ -318,13 +318,12 @@ var (
 	lrRun    string // ps-lr's model directory
 )
 
-// syncJobs runs, once for all tests, two identical synchronous 2×2 ps-fm
-// jobs over 2 epochs, and the same ps-lr job.
+// syncJobs runs, once for all tests, two synchronous 2×2 ps-fm jobs over
+// 2 epochs, with and without --prefetch, and the same ps-lr job.
 func syncJobs(t *testing.T) [2]jobRun {
 	syncOnce.Do(func() {
-		for i := range syncRuns {
-			syncRuns[i] = runFM(t, fmt.Sprintf("fm-sync-%d", i), 2, 2, nil, "--epochs", "2")
-		}
+		syncRuns[0] = runFM(t, "fm-sync-0", 2, 2, nil, "--epochs", "2")
+		syncRuns[1] = runFM(t, "fm-sync-1", 2, 2, nil, "--epochs", "2", "--prefetch=false")
 		setup(t)
 		if out, err := exec.Command("go", "build", "-o", psLR, "../lr").CombinedOutput(); err != nil {
 			t.Fatalf("build ps-lr: %v\n%s", err, out)
@@ -342,8 +341,9 @@ func syncJobs(t *testing.T) [2]jobRun {
 	return syncRuns
 }
 
-// TestSyncRunsWriteBitIdenticalModels: two synchronous runs write the
-// same bytes, both tables spread over both servers.
+// TestSyncRunsWriteBitIdenticalModels: two synchronous runs, pipelined
+// (the default) and not, write the same bytes, both tables spread over
+// both servers.
 func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
 	runs := syncJobs(t)
 	a, b := runs[0].parts, runs[1].parts
@@ -357,7 +357,7 @@ func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
 	}
 	for name, data := range a {
 		if !bytes.Equal(data, b[name]) {
-			t.Errorf("%s differs between two synchronous runs", name)
+			t.Errorf("%s differs between two synchronous runs, with and without --prefetch", name)
 		}
 	}
 }
@@ -527,6 +527,24 @@ func TestAsyncWorkerKilled(t *testing.T) {
 	}
 	if r.auc < 0.82 {
 		t.Errorf("test AUC %.4f after an asynchronous job with a worker killed", r.auc)
+	}
+}
+
+// TestBoundedDelay trains with --staleness 2, both tables bounded: the
+// job finishes, every epoch counts every record once, and the test AUC is
+// within 0.002 of the synchronous run's.
+func TestBoundedDelay(t *testing.T) {
+	runs := syncJobs(t)
+	r := runFM(t, "fm-staleness", 2, 2, nil, "--epochs", "2", "--staleness", "2")
+	for e := 0; e < 2; e++ {
+		if got := r.manifest.Training.EpochRecords[e]; got != int64(rows) {
+			t.Errorf("epoch %d counted %d records, want %d", e, got, rows)
+		}
+	}
+	want := runs[0].auc
+	t.Logf("test AUC: bounded delay %.4f, synchronous %.4f", r.auc, want)
+	if d := r.auc - want; d < -0.002 || d > 0.002 {
+		t.Errorf("bounded-delay AUC %.4f is %.4f from the synchronous run's %.4f", r.auc, d, want)
 	}
 }
 

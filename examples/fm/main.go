@@ -19,6 +19,9 @@
 // status 75 (conf.ExitRestartJob), and the launcher starts the whole job
 // again from its newest checkpoint. --async lets workers run freely and
 // take shards on demand; a dead worker's shards go to the others.
+// --staleness T does the same with bounded delay on both tables: no
+// worker runs more than T mini-batches ahead of the slowest. In every
+// mode a worker pipelines (--prefetch, on by default), as ps-lr does.
 //
 // Two more commands help around a job:
 //

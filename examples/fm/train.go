@@ -13,6 +13,7 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/examples/fm/fm"
+	"github.com/spindle-ps/spindle/examples/internal/consistency"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/feed"
 	"github.com/spindle-ps/spindle/io/dfs"
@@ -47,13 +48,13 @@ type trainFlags struct {
 	vUpdater                   string
 	vLR, vL2                   float64
 
-	async          bool
-	requestTimeout time.Duration
-	partitioner    string
-	test           string
-	format         string
-	maxBadRecords  int
-	modelFormat    string
+	consistency.Flags // --async, --staleness, --prefetch
+	requestTimeout    time.Duration
+	partitioner       string
+	test              string
+	format            string
+	maxBadRecords     int
+	modelFormat       string
 	// dieAfter is a fault-injection hook for tests: "RANK:N" makes
 	// worker RANK's first attempt kill itself (SIGKILL) after it has read
 	// N shards, mid-epoch (asynchronous mode).
@@ -78,7 +79,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.StringVar(&f.vUpdater, "v-updater", "adagrad", "updater of the embeddings (table v): adagrad or sgd")
 	fl.Float64Var(&f.vLR, "v-lr", defaultVLR, "learning rate of the embeddings")
 	fl.Float64Var(&f.vL2, "v-l2", defaultVL2, "L2 regularisation of the embeddings")
-	fl.BoolVar(&f.async, "async", false, "asynchronous training: no step-wise aggregation, shards on demand")
+	f.Flags.Register(fl)
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 5*time.Minute, "longest wait for one push or pull (in synchronous mode, also for the slowest worker's step); the worker fails past it")
 	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, or range over [0, DMLC_MAX_DIMENSION)")
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
@@ -103,6 +104,9 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	}
 	if f.requestTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--request-timeout %v: must be positive", f.requestTimeout))
+	}
+	if err := f.Flags.Check(fl); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := f.wUpdaterOf(); err != nil {
 		errs = append(errs, err)
@@ -170,17 +174,17 @@ func (f trainFlags) tables(ts *psnode.Tables) (w, v *psnode.Table[float32], err 
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err = psnode.NewTable(ts, psnode.TableSpec[float32]{Name: "w", Width: 1, Updater: wu, Partitioner: f.partitioner, Sync: !f.async})
+	w, err = psnode.NewTable(ts, consistency.Table(f.Flags, psnode.TableSpec[float32]{Name: "w", Width: 1, Updater: wu, Partitioner: f.partitioner}))
 	if err != nil {
 		return nil, nil, err
 	}
 	// Keys never pushed read as their initial embedding, on every server
 	// alike; the first push updates it.
 	scale := f.model.InitScale
-	v, err = psnode.NewTable(ts, psnode.TableSpec[float32]{
-		Name: "v", Width: f.model.Dim, Updater: vu, Partitioner: f.partitioner, Sync: !f.async,
+	v, err = psnode.NewTable(ts, consistency.Table(f.Flags, psnode.TableSpec[float32]{
+		Name: "v", Width: f.model.Dim, Updater: vu, Partitioner: f.partitioner,
 		Init: func(key uint64, vals []float32) { fm.Init(key, vals, scale) },
-	})
+	}))
 	return w, v, err
 }
 
@@ -256,9 +260,8 @@ type worker struct {
 	attempt int
 	job     conf.Job
 
-	batch        []lr.Example
-	keys         []uint64
-	w, v, gw, gv []float32
+	w, v, gw, gv []float32 // the test set's weights; every batch's gradients
+	pipe         *feed.Pipeline[slot]
 	lossSum      float64
 	epochBad     int // malformed records skipped in this epoch
 	examples     int64
@@ -276,30 +279,32 @@ func (w *worker) train(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("--die-after: %w", err)
 	}
-	fd, err := feed.New(feed.Options{
+	w.pipe = &feed.Pipeline[slot]{Depth: w.f.Depth(), Start: w.start, Finish: w.finish}
+	opts := feed.Options{
 		Tracker: w.tc, Resolver: w.res,
 		Rank: w.n.Rank(), Workers: w.n.NumWorkers(), Attempt: w.attempt,
 		Format: w.f.format, Batch: w.f.batch, MaxBadRecords: w.f.maxBadRecords,
-		Async: w.f.async, AfterShard: die,
-	})
+		Async: w.f.Free(), AfterShard: die,
+	}
+	if w.f.Free() {
+		opts.Idle = w.idle // sends what the pipeline holds
+	}
+	fd, err := feed.New(opts)
 	if err != nil {
 		return err
 	}
 	// A resumed job starts where its checkpoint left off.
 	for epoch := w.job.ResumeEpoch; epoch < w.f.epochs; epoch++ {
 		w.lossSum, w.examples = 0, 0
-		st, err := fd.Epoch(ctx, epoch, func(ctx context.Context, b feed.Batch) error {
-			w.batch = toExamples(w.batch, b.Examples)
-			if w.f.async {
-				return w.step(ctx, w.batch, -1, -1)
-			}
-			return w.step(ctx, w.batch, b.Epoch, b.Step)
-		})
+		st, err := fd.Epoch(ctx, epoch, w.pipe.Step)
+		if err == nil {
+			err = w.pipe.Flush(ctx) // (free modes flush in the Idle hook already)
+		}
 		if err != nil {
 			return err
 		}
 		w.epochBad = st.Bad
-		if !w.f.async {
+		if !w.f.Free() {
 			// Returns when every worker is done with the epoch, in both
 			// tables.
 			if err := w.endEpoch(ctx, epoch); err != nil {
@@ -363,41 +368,89 @@ func (w *worker) pull(ctx context.Context, keys []uint64) error {
 	})
 }
 
-// step trains on one mini-batch: in synchronous mode as step of epoch,
-// in asynchronous mode (epoch < 0) with plain pushes.
-func (w *worker) step(ctx context.Context, batch []lr.Example, epoch, step int) error {
+// slot is ps-fm's state of one batch in the pipeline.
+type slot struct {
+	ex           []lr.Example
+	keys         []uint64
+	w, v         []float32
+	pullW, pullV int32
+}
+
+// start works out a batch's keys and sends the pulls of their weights and
+// embeddings.
+func (w *worker) start(ctx context.Context, s *feed.Slot[slot]) error {
+	m := &s.Model
+	m.ex = toExamples(m.ex, s.Batch.Examples)
 	var err error
-	if w.keys, err = lr.BatchKeys(batch, w.keys); err != nil {
+	if m.keys, err = lr.BatchKeys(m.ex, m.keys); err != nil {
 		return err
 	}
-	keys := w.keys
-	if err := w.pull(ctx, keys); err != nil {
-		return fmt.Errorf("pull: %w", err)
+	e, st := s.Batch.Epoch, s.Batch.Step
+	if m.pullW, err = w.wt.PullBatch(ctx, e, st, m.keys, &m.w); err != nil {
+		return fmt.Errorf("pull: table w: %w", err)
 	}
-	w.gw = resize(w.gw, len(w.w))
-	w.gv = resize(w.gv, len(w.v))
-	loss, err := w.f.model.Gradient(batch, keys, w.w, w.v, w.gw, w.gv)
-	if err != nil {
-		return err
-	}
-	w.lossSum += loss
-	w.examples += int64(len(batch))
-	wk, fk := w.f.model.WeightKeys(keys), fm.FeatureKeys(keys)
-	gw := w.gw[len(keys)-len(wk):]
-	err = w.both(ctx, func(t *psnode.Table[float32]) (int32, error) {
-		k, g := wk, gw
-		if t == w.vt {
-			k, g = fk, w.gv
-		}
-		if epoch < 0 {
-			return t.Push(ctx, k, g)
-		}
-		return t.PushStep(ctx, epoch, step, k, g)
-	})
-	if err != nil {
-		return fmt.Errorf("push: %w", err)
+	if m.pullV, err = w.vt.PullBatch(ctx, e, st, fm.FeatureKeys(m.keys), &m.v); err != nil {
+		return fmt.Errorf("pull: table v: %w", err)
 	}
 	return nil
+}
+
+// finish waits for a batch's weights and embeddings, computes their
+// gradients and sends the pushes.
+func (w *worker) finish(ctx context.Context, s *feed.Slot[slot]) ([]feed.Pending, error) {
+	m := &s.Model
+	if err := w.both(ctx, func(t *psnode.Table[float32]) (int32, error) {
+		if t == w.wt {
+			return m.pullW, nil
+		}
+		return m.pullV, nil
+	}); err != nil {
+		return nil, fmt.Errorf("pull: %w", err)
+	}
+	keys := m.keys
+	w.gw = resize(w.gw, len(m.w))
+	w.gv = resize(w.gv, len(m.v))
+	loss, err := w.f.model.Gradient(m.ex, keys, m.w, m.v, w.gw, w.gv)
+	if err != nil {
+		return nil, err
+	}
+	w.lossSum += loss
+	w.examples += int64(len(m.ex))
+	wk := w.f.model.WeightKeys(keys)
+	e, st := s.Batch.Epoch, s.Batch.Step
+	var pending []feed.Pending
+	for _, p := range []struct {
+		t    *psnode.Table[float32]
+		k    []uint64
+		g    []float32
+		name string
+	}{{w.wt, wk, w.gw[len(keys)-len(wk):], "w"}, {w.vt, fm.FeatureKeys(keys), w.gv, "v"}} {
+		ts, err := p.t.PushBatch(ctx, e, st, p.k, p.g)
+		if err != nil {
+			return pending, fmt.Errorf("push: table %s: %w", p.name, err)
+		}
+		pending = append(pending, func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, w.f.requestTimeout)
+			defer cancel()
+			if err := p.t.Wait(ctx, ts); err != nil {
+				return fmt.Errorf("push: table %s: %w", p.name, err)
+			}
+			return nil
+		})
+	}
+	return pending, nil
+}
+
+// idle is the feed's Idle hook: the worker has no shard for now. It
+// finishes the batches in hand, waits for their pushes and, in
+// bounded-delay mode, says it holds no one back in epoch.
+func (w *worker) idle(ctx context.Context, epoch int) error {
+	if err := w.pipe.Flush(ctx); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.f.requestTimeout)
+	defer cancel()
+	return w.ts.Idle(ctx, epoch)
 }
 
 func resize(s []float32, n int) []float32 {

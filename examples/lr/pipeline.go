@@ -7,14 +7,14 @@ import (
 
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/feed"
-	"github.com/spindle-ps/spindle/psnode"
 )
 
 // A worker's steps run in a feed.Pipeline, in every mode. With --prefetch
-// (the default) the pulls of the next prefetchDepth mini-batches are out
+// (the default) the pulls of the next mini-batches are out
 // while one computes and pushes, and pushes are not waited for one by
 // one; without it each step pulls, computes and pushes in turn, waiting
-// for each. In synchronous mode a batch's pull and push carry its step
+// for each. PullBatch and PushBatch do what the table's consistency asks.
+// In synchronous mode a batch's pull and push carry its step
 // (PullStep, PushStep): the servers answer the pull once the step before
 // is applied with every worker's part, so the prefetched weights are
 // exactly those a worker that waited would read, and the model stays
@@ -22,10 +22,6 @@ import (
 // the epoch (feed.Batch's Epoch and Step); when the feed has no shard for
 // the worker, idle finishes the batches in hand, waits for every push
 // and tells the servers the worker holds no one back.
-
-// prefetchDepth is how many batches' pulls are out ahead of the one being
-// computed.
-const prefetchDepth = 2
 
 // slot is ps-lr's state of one batch in the pipeline.
 type slot struct {
@@ -37,11 +33,7 @@ type slot struct {
 
 // newPipeline returns the worker's pipeline.
 func (w *worker) newPipeline() *feed.Pipeline[slot] {
-	p := &feed.Pipeline[slot]{Start: w.start, Finish: w.finish}
-	if w.f.prefetch {
-		p.Depth = prefetchDepth
-	}
-	return p
+	return &feed.Pipeline[slot]{Depth: w.f.Depth(), Start: w.start, Finish: w.finish}
 }
 
 // start works out a batch's keys and sends the pull of their weights.
@@ -52,16 +44,7 @@ func (w *worker) start(ctx context.Context, s *feed.Slot[slot]) error {
 	if m.keys, err = lr.BatchKeys(m.ex, m.keys); err != nil {
 		return err
 	}
-	b := s.Batch
-	switch {
-	case w.f.bounded():
-		m.pull, err = w.t.PullAt(ctx, psnode.Clock{Epoch: b.Epoch, Step: b.Step}, m.keys, &m.w)
-	case !w.f.free():
-		m.pull, err = w.t.PullStep(ctx, b.Epoch, b.Step, m.keys, &m.w)
-	default:
-		m.pull, err = w.t.Pull(ctx, m.keys, &m.w)
-	}
-	if err != nil {
+	if m.pull, err = w.t.PullBatch(ctx, s.Batch.Epoch, s.Batch.Step, m.keys, &m.w); err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
 	return nil
@@ -81,16 +64,7 @@ func (w *worker) finish(ctx context.Context, s *feed.Slot[slot]) ([]feed.Pending
 	}
 	w.lossSum += loss
 	w.examples += int64(len(m.ex))
-	b := s.Batch
-	var ts int32
-	switch {
-	case w.f.bounded():
-		ts, err = w.t.PushAt(ctx, psnode.Clock{Epoch: b.Epoch, Step: b.Step}, m.keys, w.grad)
-	case !w.f.free():
-		ts, err = w.t.PushStep(ctx, b.Epoch, b.Step, m.keys, w.grad)
-	default:
-		ts, err = w.t.Push(ctx, m.keys, w.grad)
-	}
+	ts, err := w.t.PushBatch(ctx, s.Batch.Epoch, s.Batch.Step, m.keys, w.grad)
 	if err != nil {
 		return nil, fmt.Errorf("push: %w", err)
 	}
@@ -109,8 +83,7 @@ func (w *worker) idle(ctx context.Context, epoch int) error {
 	if err := w.pipe.Flush(ctx); err != nil {
 		return err
 	}
-	if !w.f.bounded() {
-		return nil
-	}
-	return w.wait(ctx, func() (int32, error) { return w.t.Idle(ctx, epoch) })
+	ctx, cancel := context.WithTimeout(ctx, w.f.requestTimeout)
+	defer cancel()
+	return w.tables.Idle(ctx, epoch)
 }

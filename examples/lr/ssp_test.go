@@ -1,30 +1,6 @@
 package main
 
-import (
-	"strings"
-	"testing"
-)
-
-func TestStalenessFlags(t *testing.T) {
-	for _, tt := range []struct {
-		args []string
-		err  string
-	}{
-		{[]string{"--staleness", "2", "--async"}, "--staleness and --async"},
-		{[]string{"--staleness", "-3"}, "--staleness -3: need at least 0"},
-	} {
-		if _, err := parseTrainFlags(tt.args); err == nil || !strings.Contains(err.Error(), tt.err) {
-			t.Errorf("%q: error %v, want one saying %q", tt.args, err, tt.err)
-		}
-	}
-	f, err := parseTrainFlags([]string{"--staleness", "0", "--prefetch=false"})
-	if err != nil || !f.bounded() || !f.free() || f.prefetch {
-		t.Errorf("--staleness 0 --prefetch=false: %+v, %v", f, err)
-	}
-	if f, _ := parseTrainFlags(nil); f.bounded() || f.free() || !f.prefetch {
-		t.Errorf("defaults: bounded %v, free %v, prefetch %v; want synchronous with prefetch on", f.bounded(), f.free(), f.prefetch)
-	}
-}
+import "testing"
 
 // TestFreeModesModelQuality trains with bounded delay and asynchronously,
 // with and without prefetching: every run reaches the synchronous

@@ -14,6 +14,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/examples/internal/consistency"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/feed"
 	"github.com/spindle-ps/spindle/io/dfs"
@@ -50,17 +51,8 @@ type trainFlags struct {
 	// N shards, mid-epoch.
 	dieAfter string
 
-	// Bounded delay and pipelining.
-	staleness int  // --staleness: ≥ 0 bounded delay; -1 not given
-	prefetch  bool // --prefetch: pull the next batches' weights early
+	consistency.Flags // --async, --staleness, --prefetch
 }
-
-// bounded says whether the job trains with bounded delay.
-func (f trainFlags) bounded() bool { return f.staleness >= 0 }
-
-// free says whether workers run without step-wise aggregation
-// (asynchronous or bounded delay): shards on demand, plain pushes.
-func (f trainFlags) free() bool { return f.async || f.bounded() }
 
 func parseTrainFlags(args []string) (trainFlags, error) {
 	var f trainFlags
@@ -78,7 +70,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.Float64Var(&f.eps, "eps", adam.Eps, "AdaGrad and Adam epsilon (AdaGrad: 1e-10 unless given)")
 	fl.Float64Var(&f.beta1, "beta1", adam.Beta1, "Adam first-moment decay")
 	fl.Float64Var(&f.beta2, "beta2", adam.Beta2, "Adam second-moment decay")
-	fl.BoolVar(&f.async, "async", false, "asynchronous training: no step-wise aggregation, shards on demand")
+	f.Flags.Register(fl)
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 5*time.Minute, "longest wait for one push or pull (in synchronous mode, also for the slowest worker's step); the worker fails past it")
 	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, or range over [0, DMLC_MAX_DIMENSION)")
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
@@ -86,8 +78,6 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the model's parts: text (key<TAB>weight lines, for hdfs dfs -text) or binary (faster to load)")
 	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
 	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
-	fl.IntVar(&f.staleness, "staleness", -1, "bounded delay: a worker runs at most this many mini-batches ahead of the slowest (0: bulk-synchronous); exclusive with --async")
-	fl.BoolVar(&f.prefetch, "prefetch", true, "pull the next mini-batches' weights while the current one computes and pushes (synchronous jobs still write the same model: the servers hold such a pull until the step before is applied)")
 	if err := fl.Parse(args); err != nil {
 		return f, errUsage
 	}
@@ -100,11 +90,8 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	if f.batch < 1 {
 		errs = append(errs, fmt.Errorf("--batch %d: need at least 1", f.batch))
 	}
-	if f.set["staleness"] && f.staleness < 0 {
-		errs = append(errs, fmt.Errorf("--staleness %d: need at least 0", f.staleness))
-	}
-	if f.set["staleness"] && f.async {
-		errs = append(errs, errors.New("--staleness and --async: give one (--async is unbounded delay)"))
+	if err := f.Flags.Check(fl); err != nil {
+		errs = append(errs, err)
 	}
 	if f.requestTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--request-timeout %v: must be positive", f.requestTimeout))
@@ -207,10 +194,9 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 	if err != nil {
 		return err
 	}
-	weights, err := psnode.NewTable(tables, psnode.TableSpec[float32]{
-		Name: "w", Width: 1, Updater: upd, Partitioner: f.partitioner, Sync: !f.free(),
-		BoundedDelay: f.bounded(), Staleness: max(f.staleness, 0),
-	})
+	weights, err := psnode.NewTable(tables, consistency.Table(f.Flags, psnode.TableSpec[float32]{
+		Name: "w", Width: 1, Updater: upd, Partitioner: f.partitioner,
+	}))
 	if err != nil {
 		return err
 	}
@@ -268,9 +254,9 @@ func (w *worker) train(ctx context.Context) error {
 		Tracker: w.tc, Resolver: w.res,
 		Rank: w.n.Rank(), Workers: w.n.NumWorkers(), Attempt: w.attempt,
 		Format: w.f.format, Batch: w.f.batch, MaxBadRecords: w.f.maxBadRecords,
-		Async: w.f.free(), AfterShard: die,
+		Async: w.f.Free(), AfterShard: die,
 	}
-	if w.f.free() {
+	if w.f.Free() {
 		opts.Idle = w.idle // sends what the pipeline holds
 	}
 	fd, err := feed.New(opts)
@@ -288,7 +274,7 @@ func (w *worker) train(ctx context.Context) error {
 			return err
 		}
 		w.epochBad = st.Bad
-		if !w.f.free() {
+		if !w.f.Free() {
 			// Returns when every worker is done with the epoch.
 			if err := w.wait(ctx, func() (int32, error) { return w.t.EndEpoch(ctx, epoch) }); err != nil {
 				return fmt.Errorf("epoch %d: %w", epoch, err)

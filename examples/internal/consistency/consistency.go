@@ -1,0 +1,70 @@
+// Package consistency holds the example trainers' flags for how workers
+// keep step with each other: synchronous (the default: every worker's
+// part of a step is applied before anyone pulls again), bounded delay
+// (--staleness T) or asynchronous (--async), and whether a worker
+// pipelines its mini-batches (--prefetch).
+package consistency
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/spindle-ps/spindle/psnode"
+)
+
+// PrefetchDepth is how many mini-batches' pulls a prefetching worker has
+// out ahead of the one it computes.
+const PrefetchDepth = 2
+
+// Flags are the consistency flags.
+type Flags struct {
+	Async     bool // --async
+	Staleness int  // --staleness: at least 0 for bounded delay; -1 when not given
+	Prefetch  bool // --prefetch
+}
+
+// Register defines the flags on fl.
+func (f *Flags) Register(fl *flag.FlagSet) {
+	fl.BoolVar(&f.Async, "async", false, "asynchronous training: no step-wise aggregation, shards on demand")
+	fl.IntVar(&f.Staleness, "staleness", -1, "bounded delay: a worker runs at most this many mini-batches ahead of the slowest (0: bulk-synchronous), shards on demand; exclusive with --async")
+	fl.BoolVar(&f.Prefetch, "prefetch", true, "pull the next mini-batches' weights while the current one computes and pushes (synchronous jobs still write the same model: the servers hold such a pull until the step before is applied)")
+}
+
+// Check reports the flags' errors once fl, on which Register defined
+// them, is parsed.
+func (f Flags) Check(fl *flag.FlagSet) error {
+	given := false
+	fl.Visit(func(g *flag.Flag) { given = given || g.Name == "staleness" })
+	var errs []error
+	if given && f.Staleness < 0 {
+		errs = append(errs, fmt.Errorf("--staleness %d: need at least 0", f.Staleness))
+	}
+	if given && f.Async {
+		errs = append(errs, errors.New("--staleness and --async: give one (--async is unbounded delay)"))
+	}
+	return errors.Join(errs...)
+}
+
+// Bounded says whether the job trains with bounded delay.
+func (f Flags) Bounded() bool { return f.Staleness >= 0 }
+
+// Free says whether workers run without step-wise aggregation
+// (asynchronous or bounded delay) and take shards on demand.
+func (f Flags) Free() bool { return f.Async || f.Bounded() }
+
+// Depth is the depth of the worker's feed.Pipeline.
+func (f Flags) Depth() int {
+	if f.Prefetch {
+		return PrefetchDepth
+	}
+	return 0
+}
+
+// Table returns spec with the consistency the flags ask for.
+func Table[V psnode.Number](f Flags, spec psnode.TableSpec[V]) psnode.TableSpec[V] {
+	spec.Sync = !f.Free()
+	spec.BoundedDelay = f.Bounded()
+	spec.Staleness = max(f.Staleness, 0)
+	return spec
+}

@@ -1,0 +1,66 @@
+package consistency
+
+import (
+	"flag"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/spindle-ps/spindle/psnode"
+)
+
+func parse(args ...string) (Flags, error) {
+	var f Flags
+	fl := flag.NewFlagSet("test", flag.ContinueOnError)
+	fl.SetOutput(io.Discard)
+	f.Register(fl)
+	if err := fl.Parse(args); err != nil {
+		return f, err
+	}
+	return f, f.Check(fl)
+}
+
+func TestFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"--staleness", "2", "--async"}, "--staleness and --async"},
+		{[]string{"--staleness", "-3"}, "--staleness -3: need at least 0"},
+		{[]string{"--staleness", "-1"}, "--staleness -1: need at least 0"},
+	} {
+		if _, err := parse(tt.args...); err == nil || !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("%q: error %v, want one saying %q", tt.args, err, tt.err)
+		}
+	}
+	for _, tt := range []struct {
+		args                     []string
+		sync, bounded, staleness int
+		depth                    int
+	}{
+		{nil, 1, 0, 0, PrefetchDepth},
+		{[]string{"--prefetch=false"}, 1, 0, 0, 0},
+		{[]string{"--async"}, 0, 0, 0, PrefetchDepth},
+		{[]string{"--staleness", "0", "--prefetch=false"}, 0, 1, 0, 0},
+		{[]string{"--staleness", "3"}, 0, 1, 3, PrefetchDepth},
+	} {
+		f, err := parse(tt.args...)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.args, err)
+		}
+		spec := Table(f, psnode.TableSpec[float32]{Name: "w"})
+		if b2i(spec.Sync) != tt.sync || b2i(spec.BoundedDelay) != tt.bounded || spec.Staleness != tt.staleness || f.Depth() != tt.depth || spec.Name != "w" {
+			t.Errorf("%q: spec sync %v bounded %v staleness %d, depth %d", tt.args, spec.Sync, spec.BoundedDelay, spec.Staleness, f.Depth())
+		}
+		if f.Free() == spec.Sync {
+			t.Errorf("%q: Free %v with Sync %v", tt.args, f.Free(), spec.Sync)
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
