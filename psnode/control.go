@@ -658,8 +658,10 @@ func (n *Node) tick(now time.Time) {
 		n.resendMu.Unlock()
 		for _, m := range resend {
 			ctx, cancel := context.WithTimeout(n.ctx, time.Second)
-			if _, err := n.tr.Send(ctx, m); err != nil && n.ctx.Err() == nil {
+			if nb, err := n.tr.Send(ctx, m); err != nil && n.ctx.Err() == nil {
 				n.log.WithError(err).WithField("peer", m.Meta.Recver).Debug("retransmission failed")
+			} else if err == nil {
+				n.bytes.countSent(m, nb)
 			}
 			cancel()
 		}

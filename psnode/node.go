@@ -65,6 +65,7 @@ type Node struct {
 	leftCh      chan struct{}            // scheduler: signalled on each leave
 	leaveAck    chan struct{}            // node: closed when the scheduler acknowledged our leave
 	stats       Stats
+	bytes       wireBytes
 
 	resendMu sync.Mutex
 	resend   *resender
@@ -86,6 +87,12 @@ type Stats struct {
 	PendingAcks, SeenSigs    int
 	BarrierRounds, Refusals  uint64
 	HeartbeatsIn, Heartbeats uint64
+
+	// Bytes on the wire (meta plus data frames) of every message sent
+	// and received, and of those received from servers and from workers
+	// (see AppBytes for one app's, a table's, share).
+	BytesSent, BytesReceived           uint64
+	BytesFromServers, BytesFromWorkers uint64
 }
 
 type barrierWaiter struct {
@@ -399,6 +406,7 @@ func (n *Node) Stats() Stats {
 	n.mu.Lock()
 	s := n.stats
 	n.mu.Unlock()
+	n.bytes.fill(&s)
 	if n.resend != nil {
 		n.resendMu.Lock()
 		s.PendingAcks, s.SeenSigs = n.resend.size()
@@ -515,6 +523,7 @@ func (n *Node) sendCount(ctx context.Context, m *transport.Message) (int, error)
 		}
 		return 0, fmt.Errorf("psnode: send to node %d: %w", m.Meta.Recver, err)
 	}
+	n.bytes.countSent(m, nb)
 	return nb, nil
 }
 
@@ -569,6 +578,7 @@ func (n *Node) handle(m *transport.Message) {
 	meta := &m.Meta
 	cmd := meta.Control.Cmd
 	now := n.now()
+	n.bytes.countReceived(m)
 	if n.cfg.Verbose >= 2 {
 		n.log.WithField("msg", m.String()).Debug("receive")
 	}

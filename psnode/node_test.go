@@ -361,16 +361,53 @@ func TestPushPullAcrossServers(t *testing.T) {
 				p.MaxDimension = 1 << 20
 			})
 			keys := spreadKeys(1000, 1<<20)
+			elem := 4
 			if tt.f64 {
 				hs := serveSum[float64](t, c, tt.dim)
 				pushThenPullSum[float64](t, c, keys, tt.dim, 2)
 				assertSpread(t, hs)
+				elem = 8
 			} else {
 				hs := serveSum[float32](t, c, tt.dim)
 				pushThenPullSum[float32](t, c, keys, tt.dim, 2)
 				assertSpread(t, hs)
 			}
+			// Two pushes of keys and values and one pull of keys from
+			// each worker, at the least; one pull's values back.
+			assertAppBytes(t, c, 0, 2*len(keys)*(8+elem*tt.dim)+8*len(keys), len(keys)*elem*tt.dim)
 		})
+	}
+}
+
+// assertAppBytes checks app's byte counters: each worker sent at least
+// minSent and received at least minReceived bytes of its data messages,
+// and what the workers sent is what the servers received, and the other
+// way round.
+func assertAppBytes(t *testing.T, c *cluster, app int32, minSent, minReceived int) {
+	t.Helper()
+	var workers, servers psnode.AppBytes
+	for _, w := range c.workers {
+		b := w.AppBytes(app)
+		if b.Sent < uint64(minSent) || b.Received < uint64(minReceived) {
+			t.Errorf("worker %d: app %d sent %d bytes and received %d, want at least %d and %d", w.ID(), app, b.Sent, b.Received, minSent, minReceived)
+		}
+		workers.Sent += b.Sent
+		workers.Received += b.Received
+	}
+	for _, s := range c.servers {
+		b := s.AppBytes(app)
+		servers.Sent += b.Sent
+		servers.Received += b.Received
+	}
+	if workers.Sent != servers.Received || servers.Sent != workers.Received {
+		t.Errorf("app %d: workers sent %d and received %d bytes, servers received %d and sent %d", app, workers.Sent, workers.Received, servers.Received, servers.Sent)
+	}
+	var total uint64
+	for _, n := range c.all() {
+		total += n.Stats().BytesSent
+	}
+	if total < workers.Sent+servers.Sent {
+		t.Errorf("nodes sent %d bytes in all, less than the app's %d", total, workers.Sent+servers.Sent)
 	}
 }
 

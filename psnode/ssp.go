@@ -302,5 +302,9 @@ func (t *Table[V]) Idle(ctx context.Context, epoch int) (int32, error) {
 	return t.kv.Push(ctx, KVPairs[V]{}, WithCmd(sspIdleCommand(epoch)), ToAllServers())
 }
 
+// Bytes returns the bytes on the wire of this table's pushes, pulls and
+// their answers, as this node sent and received them.
+func (t *Table[V]) Bytes() AppBytes { return t.ts.n.AppBytes(t.app) }
+
 // SSP returns a bounded-delay table's handler on a server, nil elsewhere.
 func (t *Table[V]) SSP() *SSPHandler[V] { return t.ssp }

@@ -614,6 +614,21 @@ func (ts *Tables) onEvery(ctx context.Context, epoch int, what string, pick func
 	return errors.Join(errs...)
 }
 
+// Bytes returns the bytes on the wire of every table's pushes, pulls and
+// their answers (Table.Bytes), as this node sent and received them.
+func (ts *Tables) Bytes() AppBytes {
+	ts.mu.Lock()
+	tables := slices.Clone(ts.tables)
+	ts.mu.Unlock()
+	var sum AppBytes
+	for _, e := range tables {
+		b := ts.n.AppBytes(e.app)
+		sum.Sent += b.Sent
+		sum.Received += b.Received
+	}
+	return sum
+}
+
 // CheckpointDue reports whether a checkpoint is due after epochs epochs
 // completed, by TablesOptions.CheckpointInterval: every N epochs, or once
 // the duration has passed since the last one (or since NewTables).

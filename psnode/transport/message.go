@@ -204,6 +204,11 @@ type Meta struct {
 type Message struct {
 	Meta Meta
 	Data [][]byte
+
+	// WireSize is set by Recv: the bytes the message took on the wire,
+	// meta plus data frames (0 when the transport does not know). Send
+	// ignores it.
+	WireSize int
 }
 
 // DataBytes returns the total size of the data frames.

@@ -410,7 +410,10 @@ func receiverCopy(meta []byte, data [][]byte) (*transport.Message, error) {
 	if err != nil {
 		return nil, err
 	}
-	rm := &transport.Message{Meta: mm}
+	rm := &transport.Message{Meta: mm, WireSize: len(meta)}
+	for _, d := range data {
+		rm.WireSize += len(d)
+	}
 	if len(data) == 0 {
 		return rm, nil
 	}

@@ -128,6 +128,12 @@ func connect(t *testing.T, tr transport.Transport, id int32, addr string) {
 
 func send(t testing.TB, tr transport.Transport, m *transport.Message) {
 	t.Helper()
+	sendSize(t, tr, m)
+}
+
+// sendSize is send, returning the bytes Send reports.
+func sendSize(t testing.TB, tr transport.Transport, m *transport.Message) int {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
 	n, err := tr.Send(ctx, m)
@@ -137,6 +143,7 @@ func send(t testing.TB, tr transport.Transport, m *transport.Message) {
 	if n <= m.DataBytes() {
 		t.Fatalf("Send(%v) = %d bytes, want more than the %d data bytes", m, n, m.DataBytes())
 	}
+	return n
 }
 
 func recv(t testing.TB, tr transport.Transport) *transport.Message {
@@ -214,8 +221,13 @@ func (s *suite) testRoundTrip(t *testing.T) {
 		},
 		Data: [][]byte{uint64s(1, 5, 1<<40, math.MaxUint64), float32s(0.5, -1, 3.25, 1e9), int32s(1, 1, 1, 1)},
 	}
-	send(t, a, want)
-	checkEqual(t, recv(t, b), want)
+	size := sendSize(t, a, want)
+	got := recv(t, b)
+	checkEqual(t, got, want)
+	// Both ends count the same bytes on the wire.
+	if got.WireSize != size {
+		t.Errorf("received message's WireSize %d, Send reported %d", got.WireSize, size)
+	}
 
 	// And back: the reply travels b → a on its own connection.
 	reply := &transport.Message{Meta: transport.Meta{Sender: idB, Recver: idA, Timestamp: 3}}

@@ -526,7 +526,10 @@ func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) (*trans
 		t.dropMalformed(id, nil, err)
 		return nil, nil
 	}
-	m := &transport.Message{Meta: mm, Data: data}
+	m := &transport.Message{Meta: mm, Data: data, WireSize: len(meta)}
+	for _, d := range data {
+		m.WireSize += len(d)
+	}
 	if err := transport.CheckData(m); err != nil {
 		t.dropMalformed(id, &mm, err)
 		return nil, nil
