@@ -262,6 +262,7 @@ type worker struct {
 
 	w, v, gw, gv []float32 // the test set's weights; every batch's gradients
 	pipe         *feed.Pipeline[slot]
+	traffic      psnode.AppBytes // the tables' bytes at the end of the last report
 	lossSum      float64
 	epochBad     int // malformed records skipped in this epoch
 	examples     int64
@@ -293,6 +294,7 @@ func (w *worker) train(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	w.traffic = w.ts.Bytes()
 	// A resumed job starts where its checkpoint left off.
 	for epoch := w.job.ResumeEpoch; epoch < w.f.epochs; epoch++ {
 		w.lossSum, w.examples = 0, 0
@@ -492,6 +494,9 @@ func readExamples(ctx context.Context, res *dfs.Resolver, uri string, opts recor
 // test set first (after the epoch: every shard's pushes are applied).
 func (w *worker) report(ctx context.Context, epoch int) error {
 	m := map[string]float64{"loss_sum": w.lossSum, "examples_count": float64(w.examples), "bad_records_sum": float64(w.epochBad)}
+	feed.AddTraffic(m, w.traffic, w.ts.Bytes())
+	// The test set's pulls are not the epoch's traffic.
+	defer func() { w.traffic = w.ts.Bytes() }()
 	if len(w.test) > 0 {
 		if err := w.pull(ctx, w.testKeys); err != nil {
 			return fmt.Errorf("pull the test keys: %w", err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/examples/lr/gen"
+	"github.com/spindle-ps/spindle/feed"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
 	"github.com/spindle-ps/spindle/io/ckpt"
 	"github.com/spindle-ps/spindle/io/dfs"
@@ -207,6 +208,22 @@ func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
 		}
 		if !bytes.Equal(data, b[name]) {
 			t.Errorf("%s differs between two synchronous runs, with and without --prefetch", name)
+		}
+	}
+}
+
+// TestEpochTraffic: each epoch's metrics carry the bytes the workers'
+// pushes and pulls took on the wire and the servers' answers: a push
+// sends a key and a value per key and a pull a key, while an answer
+// brings a value, so the first is more than twice the second.
+func TestEpochTraffic(t *testing.T) {
+	runs, _ := syncJobs(t)
+	for e := 0; e < 2; e++ {
+		m := runs[0].status.EpochMetrics[e]
+		to, from := m[feed.MetricBytesToServers], m[feed.MetricBytesFromServers]
+		t.Logf("epoch %d: %.0f bytes to the servers, %.0f from them", e, to, from)
+		if from <= 0 || to <= 2*from {
+			t.Errorf("epoch %d: %.0f bytes to the servers and %.0f from them; want both, the first more than twice the second", e, to, from)
 		}
 	}
 }

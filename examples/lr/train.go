@@ -235,8 +235,9 @@ type worker struct {
 	test     []lr.Example
 	testKeys []uint64
 
-	pipe *feed.Pipeline[slot] // the mini-batches in flight
-	grad []float32
+	pipe    *feed.Pipeline[slot] // the mini-batches in flight
+	traffic psnode.AppBytes      // the tables' bytes at the end of the last report
+	grad    []float32
 }
 
 func (w *worker) train(ctx context.Context) error {
@@ -263,6 +264,7 @@ func (w *worker) train(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	w.traffic = w.tables.Bytes()
 	// A resumed job starts where its checkpoint left off.
 	for epoch := w.job.ResumeEpoch; epoch < w.f.epochs; epoch++ {
 		w.lossSum, w.examples = 0, 0
@@ -329,6 +331,9 @@ func (w *worker) loadTest(ctx context.Context) error {
 // test set first (after the epoch: every shard's pushes are applied).
 func (w *worker) report(ctx context.Context, epoch int) error {
 	m := map[string]float64{"loss_sum": w.lossSum, "examples_count": float64(w.examples), "bad_records_sum": float64(w.epochBad)}
+	feed.AddTraffic(m, w.traffic, w.tables.Bytes())
+	// The test set's pull is not the epoch's traffic.
+	defer func() { w.traffic = w.tables.Bytes() }()
 	if len(w.test) > 0 {
 		var weights []float32
 		if err := w.wait(ctx, func() (int32, error) { return w.t.Pull(ctx, w.testKeys, &weights) }); err != nil {
