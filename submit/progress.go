@@ -213,7 +213,7 @@ func count(n int, what string) string {
 
 // formatMetrics renders metrics compactly: loss (loss_sum/examples_count),
 // auc (test_auc) and logloss (test_logloss) first, then the others by
-// name.
+// name, byte counts (bytes_*_sum) in binary units without the suffix.
 func formatMetrics(m map[string]float64) string {
 	if len(m) == 0 {
 		return ""
@@ -240,6 +240,10 @@ func formatMetrics(m map[string]float64) string {
 	}
 	sort.Strings(rest)
 	for _, k := range rest {
+		if name, ok := strings.CutSuffix(k, "_sum"); ok && strings.HasPrefix(k, "bytes_") {
+			out = append(out, name+"="+formatBytes(m[k]))
+			continue
+		}
 		out = append(out, k+"="+formatNumber(m[k]))
 	}
 	return strings.Join(out, " ")
@@ -258,6 +262,21 @@ func formatNumber(v float64) string {
 	default:
 		return strconv.FormatFloat(v, 'g', 4, 64)
 	}
+}
+
+// formatBytes writes a byte count in B, KiB, MiB or GiB, with 3
+// significant digits from KiB on.
+func formatBytes(v float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	i := 0
+	for math.Abs(v) >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return formatNumber(v) + units[0]
+	}
+	return strconv.FormatFloat(v, 'g', 3, 64) + units[i]
 }
 
 // summaryRoles orders roles in the summary.

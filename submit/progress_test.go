@@ -39,6 +39,8 @@ func TestStatusLine(t *testing.T) {
 			"workers 2/2 servers 2/2 scheduler 1/1 · epoch 2 · shards 0/8 · auc=0.8 (epoch 1)"},
 		{"metrics without inputs", tracker.Status{Roles: allUp[2:], Metrics: map[string]float64{"loss_sum": 3.5, "big": 12345.678, "tiny": 0.000123456}, MetricsEpoch: 4},
 			"workers 2/2 · big=12345.7 loss_sum=3.5 tiny=0.0001235 (epoch 4)"},
+		{"bytes on the wire", tracker.Status{Roles: allUp[2:], Metrics: map[string]float64{"bytes_to_servers_sum": 53025412, "bytes_from_servers_sum": 900, "bytes_x": 2048}, MetricsEpoch: 1},
+			"workers 2/2 · bytes_from_servers=900B bytes_to_servers=50.6MiB bytes_x=2048 (epoch 1)"},
 		{"loss without examples", tracker.Status{Roles: allUp[2:], Metrics: map[string]float64{"loss_sum": 3, "examples_count": 0}, MetricsEpoch: 0},
 			"workers 2/2 · examples_count=0 loss_sum=3 (epoch 0)"},
 	}
