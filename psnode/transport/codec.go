@@ -65,6 +65,7 @@ type encoder struct {
 	c     wire.Control
 	v     struct {
 		head, appID, timestamp, customerID, priority, sender, recver, status int32
+		filters                                                              int32
 		request, push, pull, simpleApp                                       bool
 		msgSig                                                               int64
 	}
@@ -154,6 +155,7 @@ func (e *encoder) fill(m *Meta) {
 		Recver:     set(&v.recver, m.Recver),
 		MsgSig:     set(&v.msgSig, int64(m.MsgSig)),
 		Status:     set(&v.status, m.Status),
+		Filters:    set(&v.filters, m.Filters),
 	}
 	if len(m.Body) > 0 {
 		e.w.Body = m.Body
@@ -279,6 +281,7 @@ func (d *decoder) decode() (Meta, error) {
 		Recver:     w.GetRecver(),
 		MsgSig:     uint64(w.GetMsgSig()),
 		Status:     w.GetStatus(),
+		Filters:    w.GetFilters(),
 	}
 	// Binaries are fresh allocations (boundedProtocol.ReadBinary), never
 	// views of the input.

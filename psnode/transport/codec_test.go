@@ -60,7 +60,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		{name: "every field", meta: transport.Meta{
 			Sender: 9, Recver: 8, AppID: 3, CustomerID: 4, Timestamp: 5,
 			Request: true, Push: true, Pull: true, SimpleApp: true,
-			Head: 6, Body: []byte("body\x00bytes"), Priority: 7, Status: 8,
+			Head: 6, Body: []byte("body\x00bytes"), Priority: 7, Status: 8, Filters: 9,
 			MsgSig:    math.MaxUint64,
 			DataTypes: []transport.DataType{transport.TypeChar, transport.TypeInt8, transport.TypeInt16, transport.TypeInt32, transport.TypeInt64, transport.TypeUint8, transport.TypeUint16, transport.TypeUint32, transport.TypeUint64, transport.TypeFloat32, transport.TypeFloat64, transport.TypeOther},
 			Control: transport.Control{
@@ -71,7 +71,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		}},
 		{name: "negative ids", meta: transport.Meta{
 			Sender: -1, Recver: math.MinInt32, AppID: -2, CustomerID: -3, Timestamp: math.MinInt32,
-			Head: -4, Priority: -5, Status: -6,
+			Head: -4, Priority: -5, Status: -6, Filters: -10,
 			DataTypes: []transport.DataType{-1, math.MaxInt32},
 			Control:   transport.Control{Cmd: -7, BarrierGroup: -8, Nonce: -9},
 		}},

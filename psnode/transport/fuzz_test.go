@@ -64,6 +64,7 @@ func FuzzRoundTrip(f *testing.F) {
 			Sender: sender, Recver: recver, AppID: appID, CustomerID: custID, Timestamp: ts,
 			Request: flags&1 != 0, Push: flags&2 != 0, Pull: flags&4 != 0, SimpleApp: flags&8 != 0,
 			Head: head, Body: nonEmpty(body), Priority: prio, Status: status, MsgSig: sig,
+			Filters: prio ^ status<<7, // derived: the corpus keeps its arguments
 			Control: transport.Control{
 				Cmd: transport.Command(cmd), BarrierGroup: group, MsgSig: csig,
 				Auth: nonEmpty(auth), Nonce: nonce, Reason: reason,

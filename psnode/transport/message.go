@@ -196,6 +196,11 @@ type Meta struct {
 	MsgSig    uint64
 	DataTypes []DataType
 	Control   Control
+
+	// Filters lists the communication filters a KV message went through
+	// (a bit set that psnode defines), so that its receiver decodes the
+	// data frames correctly; zero for plain messages.
+	Filters int32
 }
 
 // Message is one psnode message: meta and zero or more raw data frames.

@@ -212,7 +212,7 @@ func (s *suite) testRoundTrip(t *testing.T) {
 		Meta: transport.Meta{
 			Sender: idA, Recver: idB, AppID: 1, CustomerID: 2, Timestamp: 3,
 			Request: true, Push: true, Pull: true, Head: 4, Body: []byte("body"),
-			Priority: 5, MsgSig: 0xabcdef, Status: 0,
+			Priority: 5, MsgSig: 0xabcdef, Status: 0, Filters: 6,
 			DataTypes: []transport.DataType{transport.TypeUint64, transport.TypeFloat32, transport.TypeInt32},
 			Control: transport.Control{
 				Cmd: transport.CmdAddNode, BarrierGroup: transport.AllGroups, Nonce: 7, Auth: []byte{1, 2},

@@ -1019,6 +1019,7 @@ func (p *Control) String() string {
 //   - Recver
 //   - MsgSig
 //   - Status
+//   - Filters
 type Meta struct {
 	Head       *int32   `thrift:"head,1" db:"head" json:"head,omitempty"`
 	Body       []byte   `thrift:"body,2" db:"body" json:"body,omitempty"`
@@ -1037,6 +1038,8 @@ type Meta struct {
 	Recver   *int32 `thrift:"recver,15" db:"recver" json:"recver,omitempty"`
 	MsgSig   *int64 `thrift:"msg_sig,16" db:"msg_sig" json:"msg_sig,omitempty"`
 	Status   *int32 `thrift:"status,17" db:"status" json:"status,omitempty"`
+	// unused fields # 18 to 29
+	Filters *int32 `thrift:"filters,30" db:"filters" json:"filters,omitempty"`
 }
 
 func NewMeta() *Meta {
@@ -1180,6 +1183,15 @@ func (p *Meta) GetStatus() int32 {
 	}
 	return *p.Status
 }
+
+var Meta_Filters_DEFAULT int32
+
+func (p *Meta) GetFilters() int32 {
+	if !p.IsSetFilters() {
+		return Meta_Filters_DEFAULT
+	}
+	return *p.Filters
+}
 func (p *Meta) IsSetHead() bool {
 	return p.Head != nil
 }
@@ -1242,6 +1254,10 @@ func (p *Meta) IsSetMsgSig() bool {
 
 func (p *Meta) IsSetStatus() bool {
 	return p.Status != nil
+}
+
+func (p *Meta) IsSetFilters() bool {
+	return p.Filters != nil
 }
 
 func (p *Meta) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -1411,6 +1427,16 @@ func (p *Meta) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 17:
 			if fieldTypeId == thrift.I32 {
 				if err := p.ReadField17(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 30:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField30(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -1589,6 +1615,15 @@ func (p *Meta) ReadField17(ctx context.Context, iprot thrift.TProtocol) error {
 	return nil
 }
 
+func (p *Meta) ReadField30(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 30: ", err)
+	} else {
+		p.Filters = &v
+	}
+	return nil
+}
+
 func (p *Meta) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "Meta"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -1640,6 +1675,9 @@ func (p *Meta) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField17(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField30(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -1900,6 +1938,21 @@ func (p *Meta) writeField17(ctx context.Context, oprot thrift.TProtocol) (err er
 	return err
 }
 
+func (p *Meta) writeField30(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetFilters() {
+		if err := oprot.WriteFieldBegin(ctx, "filters", thrift.I32, 30); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 30:filters: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.Filters)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.filters (30) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 30:filters: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *Meta) Equals(other *Meta) bool {
 	if p == other {
 		return true
@@ -2022,6 +2075,14 @@ func (p *Meta) Equals(other *Meta) bool {
 			return false
 		}
 		if (*p.Status) != (*other.Status) {
+			return false
+		}
+	}
+	if p.Filters != other.Filters {
+		if p.Filters == nil || other.Filters == nil {
+			return false
+		}
+		if (*p.Filters) != (*other.Filters) {
 			return false
 		}
 	}

@@ -43,4 +43,8 @@ struct Meta {
   15: optional i32 recver
   16: optional i64 msg_sig
   17: optional i32 status
+  // The communication filters a KV message went through (psnode's filter
+  // bits); numbered apart from the fields above so that fields added
+  // in between keep their places.
+  30: optional i32 filters
 }
