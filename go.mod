@@ -5,6 +5,7 @@ go 1.26
 require (
 	github.com/apache/thrift v0.17.0
 	github.com/colinmarc/hdfs/v2 v2.4.0
+	github.com/klauspost/compress v1.20.3
 	github.com/pebbe/zmq4 v1.4.0
 	github.com/sirupsen/logrus v1.10.2
 	go.uber.org/goleak v1.3.0

@@ -89,6 +89,14 @@
 // bit-exactness of a synchronous table; an asynchronous table (neither)
 // has no bound.
 //
+// Traffic: a node counts the bytes every message takes on the wire
+// (Stats.BytesSent and BytesReceived; AppBytes, Table.Bytes and
+// Tables.Bytes for a table's pushes, pulls and answers). A table with
+// TableSpec.Compress (a KV worker made WithCompression) sends its keys
+// delta-encoded and its data frames zstd-compressed, losslessly; the
+// message says so in its meta, and a server answers a compressed request
+// compressed, so servers need no setting.
+//
 // # Checkpoints, restore and the model
 //
 // psnode owns them; the bytes go through interfaces that io implements

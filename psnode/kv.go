@@ -69,16 +69,27 @@ func WithCallback(f func(error)) CallOption { return func(o *callOpts) { o.callb
 // KVWorker pushes values to and pulls values from the servers that own
 // their keys. Its methods are safe for concurrent use.
 type KVWorker[V Number] struct {
-	n       *Node
-	c       *customer
-	part    partition.Partitioner
-	servers []int32 // server id of each part
+	n        *Node
+	c        *customer
+	part     partition.Partitioner
+	servers  []int32 // server id of each part
+	compress bool
 }
 
 // WorkerOption sets an option of a KVWorker.
 type WorkerOption func(*workerOpts)
 
-type workerOpts struct{ part partition.Partitioner }
+type workerOpts struct {
+	part     partition.Partitioner
+	compress bool
+}
+
+// WithCompression compresses the data frames of every request and asks
+// the servers to compress their answers (lossless: delta-encoded keys,
+// zstd; see compress.go). Servers need no setting.
+func WithCompression() WorkerOption {
+	return func(o *workerOpts) { o.compress = true }
+}
 
 // WithPartitioner replaces the partitioner the configuration names
 // (SPINDLE_PARTITIONER, DMLC_MAX_DIMENSION). Every worker of an app must
@@ -110,7 +121,7 @@ func NewKVWorker[V Number](n *Node, appID, customerID int32, opts ...WorkerOptio
 	if part.NumParts() != n.cfg.NumServers {
 		return nil, fmt.Errorf("psnode: partitioner has %d parts for %d servers", part.NumParts(), n.cfg.NumServers)
 	}
-	w := &KVWorker[V]{n: n, part: part}
+	w := &KVWorker[V]{n: n, part: part, compress: o.compress}
 	for r := 0; r < n.cfg.NumServers; r++ {
 		w.servers = append(w.servers, transport.ServerID(r))
 	}
@@ -223,6 +234,11 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 				m.Meta.DataTypes = append(m.Meta.DataTypes, transport.TypeInt32)
 			}
 		}
+		if w.compress {
+			if err := compressFrames(m); err != nil {
+				return 0, err
+			}
+		}
 		msgs = append(msgs, m)
 	}
 	var onReply func(int32, *transport.Message) error
@@ -230,6 +246,9 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 	if pull {
 		onReply = func(peer int32, m *transport.Message) error {
 			p := transport.IDRank(peer) // server rank r owns part r
+			if err := decompressFrames(m); err != nil {
+				return fmt.Errorf("psnode: reply from server %d: %w", peer, err)
+			}
 			r, err := decodeReply[V](m, segLen(segs[p]))
 			if err != nil {
 				return fmt.Errorf("psnode: reply from server %d: %w", peer, err)

@@ -17,6 +17,8 @@ type KVMeta struct {
 	Timestamp  int32
 	AppID      int32
 	CustomerID int32
+
+	filters int32 // the request's filters: its answer goes through them too
 }
 
 // KVRequest is one request received by a server. Keys, Vals and Lens
@@ -64,8 +66,13 @@ func (s *KVServer[V]) serve(m *transport.Message) {
 		Timestamp:  m.Meta.Timestamp,
 		AppID:      m.Meta.AppID,
 		CustomerID: m.Meta.CustomerID,
+		filters:    m.Meta.Filters,
 	}}
-	if err := decodeRequest(m, &req.KVPairs); err != nil {
+	err := decompressFrames(m)
+	if err == nil {
+		err = decodeRequest(m, &req.KVPairs)
+	}
+	if err != nil {
 		_ = s.RespondError(s.n.ctx, req, err)
 		return
 	}
@@ -121,6 +128,11 @@ func (s *KVServer[V]) Respond(ctx context.Context, req *KVRequest[V], res KVPair
 		if res.Lens != nil {
 			m.Data = append(m.Data, asBytes(res.Lens))
 			m.Meta.DataTypes = append(m.Meta.DataTypes, transport.TypeInt32)
+		}
+		if req.filters&filterCompress != 0 {
+			if err := compressFrames(m); err != nil {
+				return err
+			}
 		}
 	}
 	return s.send(ctx, m)

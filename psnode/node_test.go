@@ -258,13 +258,13 @@ func serveSum[V psnode.Number](t *testing.T, c *cluster, dim int) []*psnode.Stor
 
 // pushThenPullSum has every worker push its own vector for keys, waits
 // for all pushes (barrier), and checks that every worker pulls the sum.
-func pushThenPullSum[V psnode.Number](t *testing.T, c *cluster, keys []uint64, dim int, rounds int) {
+func pushThenPullSum[V psnode.Number](t *testing.T, c *cluster, keys []uint64, dim int, rounds int, opts ...psnode.WorkerOption) {
 	t.Helper()
 	ctx := ctxT(t, 60*time.Second)
 	kvw := make([]*psnode.KVWorker[V], len(c.workers))
 	for i, w := range c.workers {
 		var err error
-		if kvw[i], err = psnode.NewKVWorker[V](w, 0, 0); err != nil {
+		if kvw[i], err = psnode.NewKVWorker[V](w, 0, 0, opts...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -349,10 +349,13 @@ func TestPushPullAcrossServers(t *testing.T) {
 		partitioner string
 		dim         int
 		f64         bool
+		compress    bool
 	}{
 		{name: "range/float32/dim1", servers: 3, partitioner: "range", dim: 1},
 		{name: "range/float64/dim4", servers: 2, partitioner: "range", dim: 4, f64: true},
 		{name: "hash/float32/dim2", servers: 3, partitioner: "hash", dim: 2},
+		{name: "hash/float32/dim2/compressed", servers: 3, partitioner: "hash", dim: 2, compress: true},
+		{name: "range/float64/dim4/compressed", servers: 2, partitioner: "range", dim: 4, f64: true, compress: true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -361,20 +364,35 @@ func TestPushPullAcrossServers(t *testing.T) {
 				p.MaxDimension = 1 << 20
 			})
 			keys := spreadKeys(1000, 1<<20)
+			var opts []psnode.WorkerOption
+			if tt.compress {
+				opts = append(opts, psnode.WithCompression())
+			}
 			elem := 4
 			if tt.f64 {
 				hs := serveSum[float64](t, c, tt.dim)
-				pushThenPullSum[float64](t, c, keys, tt.dim, 2)
+				pushThenPullSum[float64](t, c, keys, tt.dim, 2, opts...)
 				assertSpread(t, hs)
 				elem = 8
 			} else {
 				hs := serveSum[float32](t, c, tt.dim)
-				pushThenPullSum[float32](t, c, keys, tt.dim, 2)
+				pushThenPullSum[float32](t, c, keys, tt.dim, 2, opts...)
 				assertSpread(t, hs)
 			}
 			// Two pushes of keys and values and one pull of keys from
-			// each worker, at the least; one pull's values back.
-			assertAppBytes(t, c, 0, 2*len(keys)*(8+elem*tt.dim)+8*len(keys), len(keys)*elem*tt.dim)
+			// each worker; one pull's values back.
+			sent, received := 2*len(keys)*(8+elem*tt.dim)+8*len(keys), len(keys)*elem*tt.dim
+			if !tt.compress {
+				assertAppBytes(t, c, 0, sent, received)
+				return
+			}
+			// Compressed (these values repeat): under half the plain data.
+			assertAppBytes(t, c, 0, 0, 0)
+			for _, w := range c.workers {
+				if b := w.AppBytes(0); b.Sent >= uint64(sent/2) || b.Received >= uint64(received/2) {
+					t.Errorf("worker %d sent %d bytes and received %d compressed; the data alone is %d and %d", w.ID(), b.Sent, b.Received, sent, received)
+				}
+			}
 		})
 	}
 }

@@ -71,6 +71,11 @@ type TableSpec[V Number] struct {
 	// live one (0: bulk-synchronous). Exclusive with Sync.
 	BoundedDelay bool
 	Staleness    int
+	// Compress compresses the table's pushes, pulls and their answers on
+	// the wire, losslessly (delta-encoded keys and zstd; see
+	// WithCompression). It is the workers' choice: servers decode what
+	// they receive whatever they declared.
+	Compress bool
 }
 
 // TablesOptions says where a job's tables are checkpointed, restored
@@ -292,7 +297,11 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 	case transport.RoleWorker:
 		var part partition.Partitioner
 		if part, err = NewPartitioner(spec.Partitioner, n.cfg.NumServers, spec.MaxKey); err == nil {
-			t.kv, err = NewKVWorker[V](n, t.app, 0, WithPartitioner(part))
+			opts := []WorkerOption{WithPartitioner(part)}
+			if spec.Compress {
+				opts = append(opts, WithCompression())
+			}
+			t.kv, err = NewKVWorker[V](n, t.app, 0, opts...)
 		}
 		if spec.Sync {
 			e.end = t.epochCall(t.EndEpoch)
