@@ -55,6 +55,7 @@ type trainFlags struct {
 	format            string
 	maxBadRecords     int
 	modelFormat       string
+	compress          bool
 	// dieAfter is a fault-injection hook for tests: "RANK:N" makes
 	// worker RANK's first attempt kill itself (SIGKILL) after it has read
 	// N shards, mid-epoch (asynchronous mode).
@@ -85,6 +86,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
 	fl.StringVar(&f.format, "format", records.FormatLibSVM, "input format: libsvm or csv")
 	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
+	fl.BoolVar(&f.compress, "compress", false, "compress both tables' pushes and pulls on the wire, losslessly (delta-encoded keys, zstd)")
 	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the written model's parts: "+model.PartText+" or "+model.PartBinary)
 	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
 	if err := fl.Parse(args); err != nil {
@@ -174,7 +176,7 @@ func (f trainFlags) tables(ts *psnode.Tables) (w, v *psnode.Table[float32], err 
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err = psnode.NewTable(ts, consistency.Table(f.Flags, psnode.TableSpec[float32]{Name: "w", Width: 1, Updater: wu, Partitioner: f.partitioner}))
+	w, err = psnode.NewTable(ts, consistency.Table(f.Flags, psnode.TableSpec[float32]{Name: "w", Width: 1, Updater: wu, Partitioner: f.partitioner, Compress: f.compress}))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -182,7 +184,7 @@ func (f trainFlags) tables(ts *psnode.Tables) (w, v *psnode.Table[float32], err 
 	// alike; the first push updates it.
 	scale := f.model.InitScale
 	v, err = psnode.NewTable(ts, consistency.Table(f.Flags, psnode.TableSpec[float32]{
-		Name: "v", Width: f.model.Dim, Updater: vu, Partitioner: f.partitioner,
+		Name: "v", Width: f.model.Dim, Updater: vu, Partitioner: f.partitioner, Compress: f.compress,
 		Init: func(key uint64, vals []float32) { fm.Init(key, vals, scale) },
 	}))
 	return w, v, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spindle-ps/spindle/examples/lr/gen"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
+	"github.com/spindle-ps/spindle/feed"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/job/local"
@@ -27,7 +28,9 @@ import (
 //     servers as processes over ZeroMQ, reading and parsing the libsvm
 //     file, timed from start to the committed model (start-up included):
 //     synchronous, bounded delay (staleness 2) and asynchronous, the
-//     last two pipelined (--prefetch, the default) and not.
+//     last two pipelined (--prefetch, the default) and not, and the
+//     first and last with --compress; each reports the bytes its
+//     epochs took on the wire (wire-MiB/epoch, both directions).
 //
 // Run with -benchtime=1x; every op is a full training run.
 func BenchmarkTrain(b *testing.B) {
@@ -61,6 +64,8 @@ func BenchmarkTrain(b *testing.B) {
 		{"staleness=2/prefetch=false", []string{"--staleness", "2", "--prefetch=false"}},
 		{"async", []string{"--async"}},
 		{"async/prefetch=false", []string{"--async", "--prefetch=false"}},
+		{"sync/compress", []string{"--compress"}},
+		{"async/compress", []string{"--async", "--compress"}},
 	}
 	for _, mode := range modes {
 		for _, w := range []int{1, 2} {
@@ -71,9 +76,10 @@ func BenchmarkTrain(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer res.Close()
+				var wire float64
 				for i := 0; i < b.N; i++ {
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-					_, err := local.Run(ctx, job.JobSpec{
+					r, err := local.Run(ctx, job.JobSpec{
 						Command: args, NumWorkers: w, NumServers: w, MaxAttempts: 1,
 						Inputs: []string{filepath.Join(dataDir, "train.libsvm")}, SplitSize: 2 << 20,
 						Output: filepath.Join(b.TempDir(), "model"),
@@ -82,8 +88,12 @@ func BenchmarkTrain(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
+					for _, m := range r.Status.EpochMetrics {
+						wire += m[feed.MetricBytesToServers] + m[feed.MetricBytesFromServers]
+					}
 				}
 				b.ReportMetric(float64(b.N*epochs*rows)/b.Elapsed().Seconds(), "examples/s")
+				b.ReportMetric(wire/float64(b.N*epochs)/(1<<20), "wire-MiB/epoch")
 			})
 		}
 	}

@@ -228,6 +228,28 @@ func TestEpochTraffic(t *testing.T) {
 	}
 }
 
+// TestCompressionIsLossless: a synchronous run with --compress writes the
+// same model bit for bit as without, and its epochs take under half the
+// bytes on the wire.
+func TestCompressionIsLossless(t *testing.T) {
+	runs, _ := syncJobs(t)
+	r := runJob(t, 2, 2, 2<<20, "--epochs", "2", "--compress")
+	for name, data := range runs[0].parts {
+		if !bytes.Equal(data, r.parts[name]) {
+			t.Errorf("%s differs between the runs with and without --compress", name)
+		}
+	}
+	for e := 0; e < 2; e++ {
+		plain, comp := runs[0].status.EpochMetrics[e], r.status.EpochMetrics[e]
+		p := plain[feed.MetricBytesToServers] + plain[feed.MetricBytesFromServers]
+		c := comp[feed.MetricBytesToServers] + comp[feed.MetricBytesFromServers]
+		t.Logf("epoch %d: %.0f bytes on the wire, %.0f compressed (%.0f%% less)", e, p, c, 100*(1-c/p))
+		if c <= 0 || c > p/2 {
+			t.Errorf("epoch %d: %.0f bytes compressed against %.0f plain; want under half", e, c, p)
+		}
+	}
+}
+
 func TestDistributedModelQuality(t *testing.T) {
 	runs, one := syncJobs(t)
 	auc := runs[0].auc

@@ -40,7 +40,7 @@ type trainFlags struct {
 	beta1, beta2   float64
 	set            map[string]bool // flags given on the command line
 	modelFormat    string
-	async          bool
+	compress       bool
 	requestTimeout time.Duration
 	partitioner    string
 	test           string
@@ -75,6 +75,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, or range over [0, DMLC_MAX_DIMENSION)")
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
 	fl.StringVar(&f.format, "format", records.FormatLibSVM, "input format: libsvm or csv")
+	fl.BoolVar(&f.compress, "compress", false, "compress the weights' pushes and pulls on the wire, losslessly (delta-encoded keys, zstd)")
 	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the model's parts: text (key<TAB>weight lines, for hdfs dfs -text) or binary (faster to load)")
 	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
 	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
@@ -195,7 +196,7 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		return err
 	}
 	weights, err := psnode.NewTable(tables, consistency.Table(f.Flags, psnode.TableSpec[float32]{
-		Name: "w", Width: 1, Updater: upd, Partitioner: f.partitioner,
+		Name: "w", Width: 1, Updater: upd, Partitioner: f.partitioner, Compress: f.compress,
 	}))
 	if err != nil {
 		return err
