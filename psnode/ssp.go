@@ -233,19 +233,26 @@ func (h *SSPHandler[V]) Waiting() int {
 // it holds no one back, and answers what its death lets through. It
 // returns when n closes.
 func (h *SSPHandler[V]) WatchDeaths(n *Node, srv *KVServer[V]) {
+	n.onWorkerDeath(func(ev Event) {
+		h.mu.Lock()
+		h.dead[ev.Node.ID] = true
+		h.mu.Unlock()
+		h.release(srv)
+	})
+}
+
+// onWorkerDeath calls f, on a goroutine of n's, for every worker whose
+// death n learns of, until n closes.
+func (n *Node) onWorkerDeath(f func(Event)) {
 	events, stop := n.Subscribe()
 	n.goFunc(func() {
 		defer stop()
 		for {
 			select {
 			case ev := <-events:
-				if ev.Kind != NodeDied || ev.Node.Role != transport.RoleWorker {
-					continue
+				if ev.Kind == NodeDied && ev.Node.Role == transport.RoleWorker {
+					f(ev)
 				}
-				h.mu.Lock()
-				h.dead[ev.Node.ID] = true
-				h.mu.Unlock()
-				h.release(srv)
 			case <-n.ctx.Done():
 				return
 			}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-
-	"github.com/spindle-ps/spindle/psnode/transport"
 )
 
 // Synchronous training: in every step each worker pushes its gradients to
@@ -353,44 +351,32 @@ var ErrSyncWorkerDied = errors.New("psnode: a worker died: synchronous training 
 // worker of n dies, so that no worker waits forever for a step that
 // cannot complete. It returns when n closes.
 func (h *SyncHandler[V]) WatchDeaths(n *Node, srv *KVServer[V]) {
-	events, stop := n.Subscribe()
-	n.goFunc(func() {
-		defer stop()
-		for {
-			select {
-			case ev := <-events:
-				if ev.Kind != NodeDied || ev.Node.Role != transport.RoleWorker {
-					continue
-				}
-				err := fmt.Errorf("%w: worker rank %d: %s", ErrSyncWorkerDied, ev.Node.Rank, ev.Reason)
-				h.mu.Lock()
-				if h.err == nil {
-					h.err = err
-				}
-				var pending []*KVRequest[V]
-				for cmd, st := range h.steps {
-					for _, r := range st.reqs {
-						pending = append(pending, r)
-					}
-					delete(h.steps, cmd)
-				}
-				for e, d := range h.done {
-					for _, r := range d {
-						pending = append(pending, r)
-					}
-					delete(h.done, e)
-				}
-				for _, p := range h.pulls {
-					pending = append(pending, p.req)
-				}
-				h.pulls = nil
-				h.mu.Unlock()
-				for _, r := range pending {
-					_ = srv.RespondError(n.ctx, r, err)
-				}
-			case <-n.ctx.Done():
-				return
+	n.onWorkerDeath(func(ev Event) {
+		err := fmt.Errorf("%w: worker rank %d: %s", ErrSyncWorkerDied, ev.Node.Rank, ev.Reason)
+		h.mu.Lock()
+		if h.err == nil {
+			h.err = err
+		}
+		var pending []*KVRequest[V]
+		for cmd, st := range h.steps {
+			for _, r := range st.reqs {
+				pending = append(pending, r)
 			}
+			delete(h.steps, cmd)
+		}
+		for e, d := range h.done {
+			for _, r := range d {
+				pending = append(pending, r)
+			}
+			delete(h.done, e)
+		}
+		for _, p := range h.pulls {
+			pending = append(pending, p.req)
+		}
+		h.pulls = nil
+		h.mu.Unlock()
+		for _, r := range pending {
+			_ = srv.RespondError(n.ctx, r, err)
 		}
 	})
 }

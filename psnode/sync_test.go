@@ -37,6 +37,19 @@ func serveSync(t *testing.T, c *cluster) []*psnode.SyncHandler[float64] {
 	return hs
 }
 
+// kvWorkers makes a KV worker of app 0 on every worker of c.
+func kvWorkers(t *testing.T, c *cluster) []*psnode.KVWorker[float64] {
+	t.Helper()
+	kvs := make([]*psnode.KVWorker[float64], len(c.workers))
+	for i, w := range c.workers {
+		var err error
+		if kvs[i], err = psnode.NewKVWorker[float64](w, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return kvs
+}
+
 func push(ctx context.Context, kv *psnode.KVWorker[float64], keys []uint64, vals []float64, cmd int32) error {
 	ts, err := kv.Push(ctx, psnode.KVPairs[float64]{Keys: keys, Vals: vals}, psnode.WithCmd(cmd), psnode.ToAllServers())
 	if err == nil {
@@ -52,13 +65,7 @@ func TestSyncStepsWaitForEveryWorker(t *testing.T) {
 	c := startCluster(t, 2, 2, 200, func(p *conf.PS) { p.MaxDimension = 100 })
 	serveSync(t, c)
 	ctx := ctxT(t, 20*time.Second)
-	kvs := make([]*psnode.KVWorker[float64], 2)
-	for i, w := range c.workers {
-		var err error
-		if kvs[i], err = psnode.NewKVWorker[float64](w, 0, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	kvs := kvWorkers(t, c)
 	keys := []uint64{1, 90} // one on each server
 	steps := []int{3, 1}
 	pulled := make([][]float64, 2)
@@ -129,13 +136,7 @@ func TestSyncPullStepWaitsForEarlierSteps(t *testing.T) {
 	c := startCluster(t, 2, 2, 201, func(p *conf.PS) { p.MaxDimension = 100 })
 	hs := serveSync(t, c)
 	ctx := ctxT(t, 20*time.Second)
-	kvs := make([]*psnode.KVWorker[float64], 2)
-	for i, w := range c.workers {
-		var err error
-		if kvs[i], err = psnode.NewKVWorker[float64](w, 0, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
+	kvs := kvWorkers(t, c)
 	keys := []uint64{1, 90} // one on each server
 	const epoch = 1
 	step0, _ := psnode.SyncStep(epoch, 0)
