@@ -95,7 +95,9 @@
 // TableSpec.Compress (a KV worker made WithCompression) sends its keys
 // delta-encoded and its data frames zstd-compressed, losslessly; the
 // message says so in its meta, and a server answers a compressed request
-// compressed, so servers need no setting.
+// compressed, so servers need no setting. On an asynchronous or
+// bounded-delay table, TableSpec.Significance θ holds back the values of
+// a push until a key's sum reaches θ, and Idle sends what is held.
 //
 // # Checkpoints, restore and the model
 //

@@ -284,6 +284,9 @@ func (t *Table[V]) PushAt(ctx context.Context, c Clock, keys []uint64, vals []V)
 	if err := t.check(keys, vals); err != nil {
 		return 0, err
 	}
+	if t.sig != nil {
+		keys, vals = t.sig.filter(keys, vals)
+	}
 	return t.kv.Push(ctx, KVPairs[V]{Keys: keys, Vals: vals}, WithCmd(sspCommand(c)), ToAllServers())
 }
 
@@ -301,12 +304,17 @@ func (t *Table[V]) PullAt(ctx context.Context, c Clock, keys []uint64, vals *[]V
 
 // Idle says this worker has no more steps in epoch for now (no shard to
 // read): it holds no one back in that epoch until it pushes again, and
-// counts as being at step 0 of the next epoch.
+// counts as being at step 0 of the next epoch. It carries what the
+// significantly-modified filter held back, if any.
 func (t *Table[V]) Idle(ctx context.Context, epoch int) (int32, error) {
 	if err := t.checkSSP(Clock{Epoch: epoch}); err != nil {
 		return 0, err
 	}
-	return t.kv.Push(ctx, KVPairs[V]{}, WithCmd(sspIdleCommand(epoch)), ToAllServers())
+	var kv KVPairs[V]
+	if t.sig != nil {
+		kv.Keys, kv.Vals = t.sig.drain()
+	}
+	return t.kv.Push(ctx, kv, WithCmd(sspIdleCommand(epoch)), ToAllServers())
 }
 
 // Bytes returns the bytes on the wire of this table's pushes, pulls and

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -76,6 +77,12 @@ type TableSpec[V Number] struct {
 	// WithCompression). It is the workers' choice: servers decode what
 	// they receive whatever they declared.
 	Compress bool
+	// Significance, when positive, turns on the significantly-modified
+	// filter on an asynchronous or bounded-delay table: a worker pushes a
+	// key's values only once one of them, with what it held back for the
+	// key, reaches Significance in magnitude, and sends the rest at Idle
+	// (see significance.go). A worker's choice, like Compress.
+	Significance float64
 }
 
 // TablesOptions says where a job's tables are checkpointed, restored
@@ -241,6 +248,7 @@ type Table[V Number] struct {
 	store *StoreHandler[V] // servers
 	srv   *KVServer[V]     // servers
 	ssp   *SSPHandler[V]   // servers of a bounded-delay table
+	sig   *residuals[V]    // workers of a table with Significance
 }
 
 // ErrNotWorker is returned by a Table's push and pull methods on a node
@@ -276,6 +284,12 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 	if spec.MaxKey == 0 {
 		spec.MaxKey = n.cfg.MaxDimension
 	}
+	if math.IsNaN(spec.Significance) || math.IsInf(spec.Significance, 0) || spec.Significance < 0 {
+		return nil, fmt.Errorf("psnode: table %s: significance threshold %v: want a finite number >= 0", spec.Name, spec.Significance)
+	}
+	if spec.Significance > 0 && spec.Sync {
+		return nil, fmt.Errorf("psnode: table %s: the significance filter needs an asynchronous or bounded-delay table, not a synchronous one", spec.Name)
+	}
 	if spec.BoundedDelay && (spec.Sync || spec.Staleness < 0) {
 		return nil, fmt.Errorf("psnode: table %s: bounded delay needs staleness >= 0 (got %d) and no Sync", spec.Name, spec.Staleness)
 	}
@@ -305,6 +319,12 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 		}
 		if spec.Sync {
 			e.end = t.epochCall(t.EndEpoch)
+		}
+		if spec.Significance > 0 {
+			t.sig = newResiduals[V](spec.Significance, spec.Width)
+			if !spec.BoundedDelay {
+				e.idle = t.epochCall(t.flushHeld)
+			}
 		}
 		if spec.BoundedDelay {
 			e.idle = t.epochCall(t.Idle)
@@ -447,6 +467,9 @@ func (t *Table[V]) Push(ctx context.Context, keys []uint64, vals []V, opts ...Ca
 	}
 	if t.desc.Staleness != nil {
 		return 0, fmt.Errorf("psnode: table %s has bounded delay: push with PushAt", t.desc.Name)
+	}
+	if t.sig != nil {
+		keys, vals = t.sig.filter(keys, vals)
 	}
 	return t.kv.Push(ctx, KVPairs[V]{Keys: keys, Vals: vals}, opts...)
 }
