@@ -29,7 +29,9 @@ import (
 //     file, timed from start to the committed model (start-up included):
 //     synchronous, bounded delay (staleness 2) and asynchronous, the
 //     last two pipelined (--prefetch, the default) and not, and the
-//     first and last with --compress; each reports the bytes its
+//     first and last with --compress, and asynchronous with the
+//     significantly-modified filter (with and without compression);
+//     each reports the bytes its
 //     epochs took on the wire (wire-MiB/epoch, both directions).
 //
 // Run with -benchtime=1x; every op is a full training run.
@@ -66,6 +68,8 @@ func BenchmarkTrain(b *testing.B) {
 		{"async/prefetch=false", []string{"--async", "--prefetch=false"}},
 		{"sync/compress", []string{"--compress"}},
 		{"async/compress", []string{"--async", "--compress"}},
+		{"async/significance=0.5", []string{"--async", "--significance", "0.5"}},
+		{"async/compress/significance=0.5", []string{"--async", "--compress", "--significance", "0.5"}},
 	}
 	for _, mode := range modes {
 		for _, w := range []int{1, 2} {

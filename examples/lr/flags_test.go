@@ -30,6 +30,8 @@ func TestUpdaterFlags(t *testing.T) {
 		{"flag of another updater", []string{"--updater", "adam", "--alpha", "0.3"}, nil, "--alpha: the adam updater does not take it"},
 		{"out of range", []string{"--updater", "adam", "--beta1", "1"}, nil, "--updater adam: store: invalid configuration: adam beta1 = 1, want < 1"},
 		{"model format", []string{"--model-format", "csv"}, nil, `--model-format "csv": want text or binary`},
+		{"significance without a free mode", []string{"--significance", "0.5"}, nil, "--significance 0.5: needs --async or --staleness"},
+		{"negative significance", []string{"--async", "--significance", "-1"}, nil, "--significance -1: want a finite number >= 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

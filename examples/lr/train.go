@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -41,6 +42,7 @@ type trainFlags struct {
 	set            map[string]bool // flags given on the command line
 	modelFormat    string
 	compress       bool
+	significance   float64
 	requestTimeout time.Duration
 	partitioner    string
 	test           string
@@ -75,6 +77,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, or range over [0, DMLC_MAX_DIMENSION)")
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
 	fl.StringVar(&f.format, "format", records.FormatLibSVM, "input format: libsvm or csv")
+	fl.Float64Var(&f.significance, "significance", 0, "with --async or --staleness: push a key's gradient only once it adds up to this magnitude, holding the rest back until then or the end of the worker's shards (0: off)")
 	fl.BoolVar(&f.compress, "compress", false, "compress the weights' pushes and pulls on the wire, losslessly (delta-encoded keys, zstd)")
 	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the model's parts: text (key<TAB>weight lines, for hdfs dfs -text) or binary (faster to load)")
 	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
@@ -93,6 +96,11 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	}
 	if err := f.Flags.Check(fl); err != nil {
 		errs = append(errs, err)
+	}
+	if f.significance < 0 || math.IsNaN(f.significance) || math.IsInf(f.significance, 0) {
+		errs = append(errs, fmt.Errorf("--significance %v: want a finite number >= 0", f.significance))
+	} else if f.significance > 0 && !f.Free() {
+		errs = append(errs, fmt.Errorf("--significance %v: needs --async or --staleness (a synchronous step sends every gradient)", f.significance))
 	}
 	if f.requestTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--request-timeout %v: must be positive", f.requestTimeout))
@@ -196,7 +204,7 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		return err
 	}
 	weights, err := psnode.NewTable(tables, consistency.Table(f.Flags, psnode.TableSpec[float32]{
-		Name: "w", Width: 1, Updater: upd, Partitioner: f.partitioner, Compress: f.compress,
+		Name: "w", Width: 1, Updater: upd, Partitioner: f.partitioner, Compress: f.compress, Significance: f.significance,
 	}))
 	if err != nil {
 		return err
