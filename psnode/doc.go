@@ -97,7 +97,9 @@
 // message says so in its meta, and a server answers a compressed request
 // compressed, so servers need no setting. On an asynchronous or
 // bounded-delay table, TableSpec.Significance θ holds back the values of
-// a push until a key's sum reaches θ, and Idle sends what is held.
+// a push until a key's sum reaches θ, TableSpec.KKT λ those of a key whose
+// weight was last pulled as zero until they reach λ, and Idle sends what
+// is held.
 //
 // # Checkpoints, restore and the model
 //

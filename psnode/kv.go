@@ -50,7 +50,12 @@ type callOpts struct {
 	cmd        int32
 	callback   func(error)
 	allServers bool
+	pulled     func() // after a pull's values are in place, before Wait returns
 }
+
+// afterPull sets a function called once a pull's values are in place,
+// on the app's receive goroutine, before Wait returns.
+func afterPull(f func()) CallOption { return func(o *callOpts) { o.pulled = f } }
 
 // ToAllServers sends the request to every server, also those that own
 // none of its keys (they get an empty request), as a synchronous step
@@ -260,7 +265,13 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 			if err != nil {
 				return err
 			}
-			return assemble(len(kv.Keys), segs, replies, vals, lens)
+			if err := assemble(len(kv.Keys), segs, replies, vals, lens); err != nil {
+				return err
+			}
+			if o.pulled != nil {
+				o.pulled()
+			}
+			return nil
 		}
 	}
 	ts := w.c.newRequest(peers, onReply, finish, o.callback)

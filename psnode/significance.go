@@ -17,18 +17,58 @@ import (
 // epoch the servers have applied the sum of every value pushed: the
 // filter changes when an update arrives, not what arrives.
 
-// residuals are a worker's values held back by the filter.
+// The KKT filter (TableSpec.KKT λ > 0, for L1-regularised models on
+// asynchronous and bounded-delay tables) holds back the values pushed for
+// a key whose weight was zero in this worker's last pull until they add
+// up to λ in magnitude: the L1 penalty keeps a zero weight at zero against
+// smaller gradients (the optimality condition the filter is named after),
+// so these are the gradients least likely to move anything. What it holds
+// goes out as the significance filter's does: with the key's next push
+// that passes, or at Idle.
+
+// residuals are a worker's values held back by the filters.
 type residuals[V Number] struct {
-	theta float64
-	width int
+	theta, kkt float64 // 0: that filter off
+	width      int
 
 	mu       sync.Mutex
 	held     map[uint64][]V
-	withheld uint64 // values held back by pushes, in all
+	zero     map[uint64]bool // KKT: keys whose weight the last pull read as zero
+	withheld uint64          // values held back by pushes, in all
 }
 
-func newResiduals[V Number](theta float64, width int) *residuals[V] {
-	return &residuals[V]{theta: theta, width: width, held: make(map[uint64][]V)}
+func newResiduals[V Number](theta, kkt float64, width int) *residuals[V] {
+	return &residuals[V]{theta: theta, kkt: kkt, width: width, held: make(map[uint64][]V), zero: make(map[uint64]bool)}
+}
+
+// noteWeights records which of keys have a zero weight in vals.
+func (r *residuals[V]) noteWeights(keys []uint64, vals []V) {
+	if len(vals) != len(keys)*r.width {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, k := range keys {
+		z := true
+		for _, x := range vals[i*r.width : (i+1)*r.width] {
+			z = z && x == 0
+		}
+		if z {
+			r.zero[k] = true
+		} else {
+			delete(r.zero, k)
+		}
+	}
+}
+
+// watchPull adds to a pull's options what the KKT filter needs to see
+// its weights.
+func (t *Table[V]) watchPull(keys []uint64, vals *[]V, opts ...CallOption) []CallOption {
+	if t.sig == nil || t.sig.kkt == 0 {
+		return opts
+	}
+	ks := slices.Clone(keys) // keys may be reused once Pull returns
+	return append(opts, afterPull(func() { t.sig.noteWeights(ks, *vals) }))
 }
 
 // filter returns the keys of a push whose values, with what was held
@@ -49,7 +89,7 @@ func (r *residuals[V]) filter(keys []uint64, vals []V) ([]uint64, []V) {
 			}
 			v = acc
 		}
-		if r.passes(v) {
+		if r.passes(k, v) {
 			outK = append(outK, k)
 			outV = append(outV, v...)
 			if held {
@@ -65,9 +105,19 @@ func (r *residuals[V]) filter(keys []uint64, vals []V) ([]uint64, []V) {
 	return outK, outV
 }
 
-func (r *residuals[V]) passes(v []V) bool {
+// passes says whether key k's values v (with what was held back) go out
+// now.
+func (r *residuals[V]) passes(k uint64, v []V) bool {
+	if r.kkt > 0 && r.zero[k] && !reaches(v, r.kkt) {
+		return false
+	}
+	return r.theta == 0 || reaches(v, r.theta)
+}
+
+// reaches says whether one of v reaches bound in magnitude.
+func reaches[V Number](v []V, bound float64) bool {
 	for _, x := range v {
-		if math.Abs(float64(x)) >= r.theta {
+		if math.Abs(float64(x)) >= bound {
 			return true
 		}
 	}
@@ -91,9 +141,9 @@ func (r *residuals[V]) drain() ([]uint64, []V) {
 	return keys, vals
 }
 
-// Withheld returns how many values this worker's pushes of a table with
-// the significantly-modified filter held back (each later sent, added
-// up, with the key's next push or at Idle); 0 for other tables.
+// Withheld returns how many values this worker's pushes held back with
+// the significance and KKT filters (each later sent, added up, with the
+// key's next push or at Idle); 0 for tables without them.
 func (t *Table[V]) Withheld() uint64 {
 	if t.sig == nil {
 		return 0

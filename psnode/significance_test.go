@@ -80,6 +80,65 @@ func TestSignificanceFilter(t *testing.T) {
 	}
 }
 
+// TestKKTFilter: with threshold 1, the values pushed for a key whose
+// weight the worker last pulled as zero wait until they add up to 1; a
+// key with a non-zero weight, or one never pulled, goes out at once.
+func TestKKTFilter(t *testing.T) {
+	c := startCluster(t, 2, 1, 51, nil)
+	ctx := ctxT(t, 20*time.Second)
+	var wt *psnode.Table[float32]
+	for _, n := range c.all() {
+		ts, err := psnode.NewTables(n, psnode.TablesOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tab, err := psnode.NewTable(ts, psnode.TableSpec[float32]{Name: "w", Partitioner: "range", MaxKey: 1000, KKT: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == c.workers[0] {
+			wt = tab
+		}
+	}
+	keys := []uint64{1, 999}
+	do := func(ts int32, err error) {
+		t.Helper()
+		if err == nil {
+			err = wt.Wait(ctx, ts)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []float32
+	pull := func(want ...float32) {
+		t.Helper()
+		do(wt.Pull(ctx, keys, &got))
+		for i := range want {
+			if math.Abs(float64(got[i]-want[i])) > 1e-6 {
+				t.Fatalf("servers hold %v, want %v", got, want)
+			}
+		}
+	}
+	do(wt.Push(ctx, []uint64{500}, []float32{0.1})) // never pulled: sent
+	pull(0, 0)                                      // both weights zero
+	do(wt.Push(ctx, keys, []float32{0.4, 2}))
+	pull(0, 2) // 0.4 held; 999 is non-zero now
+	do(wt.Push(ctx, []uint64{999}, []float32{0.1}))
+	do(wt.Push(ctx, []uint64{1}, []float32{0.7}))
+	pull(1.1, 2.1) // 0.4+0.7 reached 1
+	do(wt.Push(ctx, []uint64{1}, []float32{0.2}))
+	pull(1.3, 2.1) // key 1's weight is non-zero: sent at once
+	if n := wt.Withheld(); n != 1 {
+		t.Errorf("%d values held back, want 1", n)
+	}
+	var one []float32
+	do(wt.Pull(ctx, []uint64{500}, &one))
+	if len(one) != 1 || math.Abs(float64(one[0]-0.1)) > 1e-6 {
+		t.Errorf("key 500 holds %v, want 0.1", one)
+	}
+}
+
 func TestSignificanceFilterSpec(t *testing.T) {
 	c := startCluster(t, 1, 1, 50, nil)
 	ts, err := psnode.NewTables(c.workers[0], psnode.TablesOptions{})
@@ -93,6 +152,8 @@ func TestSignificanceFilterSpec(t *testing.T) {
 		{psnode.TableSpec[float32]{Name: "a", Significance: 1, Sync: true}, "not a synchronous one"},
 		{psnode.TableSpec[float32]{Name: "b", Significance: math.NaN()}, "significance threshold NaN"},
 		{psnode.TableSpec[float32]{Name: "c", Significance: -1}, "significance threshold -1"},
+		{psnode.TableSpec[float32]{Name: "d", KKT: 1, Sync: true}, "the KKT filter needs an asynchronous"},
+		{psnode.TableSpec[float32]{Name: "e", KKT: math.Inf(1)}, "KKT threshold +Inf"},
 	} {
 		if _, err := psnode.NewTable(ts, tt.spec); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v, want an error saying %q", tt.spec.Name, err, tt.want)

@@ -299,7 +299,7 @@ func (t *Table[V]) PullAt(ctx context.Context, c Clock, keys []uint64, vals *[]V
 	if err := t.checkSSP(c); err != nil {
 		return 0, err
 	}
-	return t.kv.Pull(ctx, keys, vals, nil, WithCmd(sspCommand(c)))
+	return t.kv.Pull(ctx, keys, vals, nil, t.watchPull(keys, vals, WithCmd(sspCommand(c)))...)
 }
 
 // Idle says this worker has no more steps in epoch for now (no shard to

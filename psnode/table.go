@@ -83,6 +83,12 @@ type TableSpec[V Number] struct {
 	// key, reaches Significance in magnitude, and sends the rest at Idle
 	// (see significance.go). A worker's choice, like Compress.
 	Significance float64
+	// KKT, when positive, turns on the KKT filter for L1-regularised
+	// models on an asynchronous or bounded-delay table: a worker holds
+	// back the values of a key whose weight its last pull read as zero
+	// until they add up to KKT in magnitude (the L1 strength is the
+	// natural choice), and sends them like the significance filter's.
+	KKT float64
 }
 
 // TablesOptions says where a job's tables are checkpointed, restored
@@ -284,11 +290,16 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 	if spec.MaxKey == 0 {
 		spec.MaxKey = n.cfg.MaxDimension
 	}
-	if math.IsNaN(spec.Significance) || math.IsInf(spec.Significance, 0) || spec.Significance < 0 {
-		return nil, fmt.Errorf("psnode: table %s: significance threshold %v: want a finite number >= 0", spec.Name, spec.Significance)
-	}
-	if spec.Significance > 0 && spec.Sync {
-		return nil, fmt.Errorf("psnode: table %s: the significance filter needs an asynchronous or bounded-delay table, not a synchronous one", spec.Name)
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"significance", spec.Significance}, {"KKT", spec.KKT}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			return nil, fmt.Errorf("psnode: table %s: %s threshold %v: want a finite number >= 0", spec.Name, f.name, f.v)
+		}
+		if f.v > 0 && spec.Sync {
+			return nil, fmt.Errorf("psnode: table %s: the %s filter needs an asynchronous or bounded-delay table, not a synchronous one", spec.Name, f.name)
+		}
 	}
 	if spec.BoundedDelay && (spec.Sync || spec.Staleness < 0) {
 		return nil, fmt.Errorf("psnode: table %s: bounded delay needs staleness >= 0 (got %d) and no Sync", spec.Name, spec.Staleness)
@@ -320,8 +331,8 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 		if spec.Sync {
 			e.end = t.epochCall(t.EndEpoch)
 		}
-		if spec.Significance > 0 {
-			t.sig = newResiduals[V](spec.Significance, spec.Width)
+		if spec.Significance > 0 || spec.KKT > 0 {
+			t.sig = newResiduals[V](spec.Significance, spec.KKT, spec.Width)
 			if !spec.BoundedDelay {
 				e.idle = t.epochCall(t.flushHeld)
 			}
@@ -536,7 +547,7 @@ func (t *Table[V]) PullStep(ctx context.Context, epoch, step int, keys []uint64,
 	if err != nil {
 		return 0, err
 	}
-	return t.kv.Pull(ctx, keys, vals, nil, WithCmd(cmd))
+	return t.kv.Pull(ctx, keys, vals, nil, t.watchPull(keys, vals, WithCmd(cmd))...)
 }
 
 // EndEpoch says this worker has no more steps in epoch of a synchronous
@@ -567,7 +578,7 @@ func (t *Table[V]) Pull(ctx context.Context, keys []uint64, vals *[]V, opts ...C
 	if t.kv == nil {
 		return 0, ErrNotWorker
 	}
-	return t.kv.Pull(ctx, keys, vals, nil, opts...)
+	return t.kv.Pull(ctx, keys, vals, nil, t.watchPull(keys, vals, opts...)...)
 }
 
 // Wait blocks until request ts completes and returns its error (see
