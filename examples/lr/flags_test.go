@@ -32,6 +32,9 @@ func TestUpdaterFlags(t *testing.T) {
 		{"model format", []string{"--model-format", "csv"}, nil, `--model-format "csv": want text or binary`},
 		{"significance without a free mode", []string{"--significance", "0.5"}, nil, "--significance 0.5: needs --async or --staleness"},
 		{"negative significance", []string{"--async", "--significance", "-1"}, nil, "--significance -1: want a finite number >= 0"},
+		{"kkt without a free mode", []string{"--kkt", "0.1"}, nil, "--kkt 0.1: needs --async or --staleness"},
+		{"kkt without l1", []string{"--async", "--kkt", "0.1", "--updater", "adam"}, nil, "--kkt 0.1: needs --updater ftrl with --l1 > 0 (have --updater adam"},
+		{"kkt not finite", []string{"--async", "--kkt", "NaN"}, nil, "--kkt NaN: want a finite number >= 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

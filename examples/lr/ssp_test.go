@@ -8,26 +8,30 @@ import (
 )
 
 // TestFreeModesModelQuality trains with bounded delay and asynchronously,
-// with and without prefetching, and with the significantly-modified
-// filter: every run reaches the synchronous model's AUC within 0.002 and
-// counts every record of each epoch, and the filter sends at least a
-// fifth fewer bytes to the servers than the same run without it.
+// with and without prefetching, and with the communication filters:
+// every run reaches the synchronous model's AUC within 0.002 and counts
+// every record of each epoch; the significance filter sends at least a
+// fifth fewer bytes to the servers than the same run without it, and
+// compression with the KKT filter at least half fewer bytes in all.
 func TestFreeModesModelQuality(t *testing.T) {
 	runs, _ := syncJobs(t)
-	toServers := map[string]float64{}
+	toServers, all := map[string]float64{}, map[string]float64{}
 	for _, args := range [][]string{
 		{"--staleness", "2"},
 		{"--staleness", "0", "--prefetch=false"},
 		{"--async"},
 		{"--async", "--significance", "0.5"},
 		{"--staleness", "2", "--significance", "0.5"},
+		{"--async", "--compress", "--kkt", "0.1"},
 	} {
 		r := runJob(t, 2, 2, 2<<20, append([]string{"--epochs", "2"}, args...)...)
 		if r.err != nil {
 			t.Fatalf("%q: %v\n%s", args, r.err, r.out)
 		}
 		for e := 0; e < 2; e++ {
-			toServers[strings.Join(args, " ")] += r.status.EpochMetrics[e][feed.MetricBytesToServers]
+			m := r.status.EpochMetrics[e]
+			toServers[strings.Join(args, " ")] += m[feed.MetricBytesToServers]
+			all[strings.Join(args, " ")] += m[feed.MetricBytesToServers] + m[feed.MetricBytesFromServers]
 		}
 		t.Logf("%q: AUC %.4f, synchronous %.4f", args, r.auc, runs[0].auc)
 		if d := r.auc - runs[0].auc; d < -0.002 || d > 0.002 {
@@ -43,5 +47,10 @@ func TestFreeModesModelQuality(t *testing.T) {
 	t.Logf("bytes to the servers over 2 epochs: asynchronous %.0f, with --significance 0.5 %.0f", plain, filtered)
 	if filtered <= 0 || filtered > 0.8*plain {
 		t.Errorf("with --significance 0.5, %.0f bytes to the servers against %.0f without; want at least a fifth fewer", filtered, plain)
+	}
+	plain, filtered = all["--async"], all["--async --compress --kkt 0.1"]
+	t.Logf("bytes on the wire over 2 epochs: asynchronous %.0f, with --compress --kkt 0.1 %.0f", plain, filtered)
+	if filtered <= 0 || filtered > 0.5*plain {
+		t.Errorf("with --compress --kkt 0.1, %.0f bytes on the wire against %.0f without; want at least half fewer", filtered, plain)
 	}
 }
