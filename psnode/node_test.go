@@ -403,22 +403,34 @@ func TestPushPullAcrossServers(t *testing.T) {
 // way round.
 func assertAppBytes(t *testing.T, c *cluster, app int32, minSent, minReceived int) {
 	t.Helper()
-	var workers, servers psnode.AppBytes
+	sum := func(nodes []*psnode.Node) psnode.AppBytes {
+		var b psnode.AppBytes
+		for _, n := range nodes {
+			nb := n.AppBytes(app)
+			b.Sent += nb.Sent
+			b.Received += nb.Received
+		}
+		return b
+	}
+	// A node counts a message it sent once Send returns, so an answer can
+	// be received before its sender has counted it: wait, within a bound,
+	// for the two sides to agree.
+	ctx := ctxT(t, 10*time.Second)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	workers, servers := sum(c.workers), sum(c.servers)
+	for workers.Sent != servers.Received || servers.Sent != workers.Received {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("app %d: workers sent %d and received %d bytes, servers received %d and sent %d", app, workers.Sent, workers.Received, servers.Received, servers.Sent)
+		case <-tick.C:
+		}
+		workers, servers = sum(c.workers), sum(c.servers)
+	}
 	for _, w := range c.workers {
-		b := w.AppBytes(app)
-		if b.Sent < uint64(minSent) || b.Received < uint64(minReceived) {
+		if b := w.AppBytes(app); b.Sent < uint64(minSent) || b.Received < uint64(minReceived) {
 			t.Errorf("worker %d: app %d sent %d bytes and received %d, want at least %d and %d", w.ID(), app, b.Sent, b.Received, minSent, minReceived)
 		}
-		workers.Sent += b.Sent
-		workers.Received += b.Received
-	}
-	for _, s := range c.servers {
-		b := s.AppBytes(app)
-		servers.Sent += b.Sent
-		servers.Received += b.Received
-	}
-	if workers.Sent != servers.Received || servers.Sent != workers.Received {
-		t.Errorf("app %d: workers sent %d and received %d bytes, servers received %d and sent %d", app, workers.Sent, workers.Received, servers.Received, servers.Sent)
 	}
 	var total uint64
 	for _, n := range c.all() {
