@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"time"
 
@@ -56,8 +55,6 @@ type trainFlags struct {
 	format            string
 	maxBadRecords     int
 	modelFormat       string
-	compress          bool
-	significance      float64
 	// dieAfter is a fault-injection hook for tests: "RANK:N" makes
 	// worker RANK's first attempt kill itself (SIGKILL) after it has read
 	// N shards, mid-epoch (asynchronous mode).
@@ -88,8 +85,6 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
 	fl.StringVar(&f.format, "format", records.FormatLibSVM, "input format: libsvm or csv")
 	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
-	fl.Float64Var(&f.significance, "significance", 0, "with --async or --staleness: push a key's gradient only once it adds up to this magnitude, holding the rest back until then or the end of the worker's shards (0: off)")
-	fl.BoolVar(&f.compress, "compress", false, "compress both tables' pushes and pulls on the wire, losslessly (delta-encoded keys, zstd)")
 	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the written model's parts: "+model.PartText+" or "+model.PartBinary)
 	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
 	if err := fl.Parse(args); err != nil {
@@ -112,11 +107,6 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	}
 	if err := f.Flags.Check(fl); err != nil {
 		errs = append(errs, err)
-	}
-	if f.significance < 0 || math.IsNaN(f.significance) || math.IsInf(f.significance, 0) {
-		errs = append(errs, fmt.Errorf("--significance %v: want a finite number >= 0", f.significance))
-	} else if f.significance > 0 && !f.Free() {
-		errs = append(errs, fmt.Errorf("--significance %v: needs --async or --staleness (a synchronous step sends every gradient)", f.significance))
 	}
 	if _, err := f.wUpdaterOf(); err != nil {
 		errs = append(errs, err)
@@ -184,7 +174,7 @@ func (f trainFlags) tables(ts *psnode.Tables) (w, v *psnode.Table[float32], err 
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err = psnode.NewTable(ts, consistency.Table(f.Flags, psnode.TableSpec[float32]{Name: "w", Width: 1, Updater: wu, Partitioner: f.partitioner, Compress: f.compress, Significance: f.significance}))
+	w, err = psnode.NewTable(ts, consistency.Table(f.Flags, psnode.TableSpec[float32]{Name: "w", Width: 1, Updater: wu, Partitioner: f.partitioner}))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -192,7 +182,7 @@ func (f trainFlags) tables(ts *psnode.Tables) (w, v *psnode.Table[float32], err 
 	// alike; the first push updates it.
 	scale := f.model.InitScale
 	v, err = psnode.NewTable(ts, consistency.Table(f.Flags, psnode.TableSpec[float32]{
-		Name: "v", Width: f.model.Dim, Updater: vu, Partitioner: f.partitioner, Compress: f.compress, Significance: f.significance,
+		Name: "v", Width: f.model.Dim, Updater: vu, Partitioner: f.partitioner,
 		Init: func(key uint64, vals []float32) { fm.Init(key, vals, scale) },
 	}))
 	return w, v, err

@@ -2,13 +2,15 @@
 // keep step with each other: synchronous (the default: every worker's
 // part of a step is applied before anyone pulls again), bounded delay
 // (--staleness T) or asynchronous (--async), and whether a worker
-// pipelines its mini-batches (--prefetch).
+// pipelines its mini-batches (--prefetch); and for what their tables
+// send on the wire (--compress, --significance).
 package consistency
 
 import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 
 	"github.com/spindle-ps/spindle/psnode"
 )
@@ -19,15 +21,19 @@ const PrefetchDepth = 2
 
 // Flags are the consistency flags.
 type Flags struct {
-	Async     bool // --async
-	Staleness int  // --staleness: at least 0 for bounded delay; -1 when not given
-	Prefetch  bool // --prefetch
+	Async        bool    // --async
+	Staleness    int     // --staleness: at least 0 for bounded delay; -1 when not given
+	Prefetch     bool    // --prefetch
+	Compress     bool    // --compress
+	Significance float64 // --significance: 0 off
 }
 
 // Register defines the flags on fl.
 func (f *Flags) Register(fl *flag.FlagSet) {
 	fl.BoolVar(&f.Async, "async", false, "asynchronous training: no step-wise aggregation, shards on demand")
 	fl.IntVar(&f.Staleness, "staleness", -1, "bounded delay: a worker runs at most this many mini-batches ahead of the slowest (0: bulk-synchronous), shards on demand; exclusive with --async")
+	fl.BoolVar(&f.Compress, "compress", false, "compress the tables' pushes and pulls on the wire, losslessly (delta-encoded keys, zstd)")
+	fl.Float64Var(&f.Significance, "significance", 0, "with --async or --staleness: push a key's gradient only once it adds up to this magnitude, holding the rest back until then or the end of the worker's shards (0: off)")
 	fl.BoolVar(&f.Prefetch, "prefetch", true, "pull the next mini-batches' weights while the current one computes and pushes (synchronous jobs still write the same model: the servers hold such a pull until the step before is applied)")
 }
 
@@ -43,8 +49,17 @@ func (f Flags) Check(fl *flag.FlagSet) error {
 	if given && f.Async {
 		errs = append(errs, errors.New("--staleness and --async: give one (--async is unbounded delay)"))
 	}
+	if f.Significance < 0 || math.IsNaN(f.Significance) || math.IsInf(f.Significance, 0) {
+		errs = append(errs, fmt.Errorf("--significance %v: want a finite number >= 0", f.Significance))
+	} else if f.Significance > 0 && !f.Free() {
+		errs = append(errs, fmt.Errorf("--significance %v: %w", f.Significance, ErrNeedsFreeMode))
+	}
 	return errors.Join(errs...)
 }
+
+// ErrNeedsFreeMode is the error of a filter given without --async or
+// --staleness.
+var ErrNeedsFreeMode = errors.New("needs --async or --staleness (a synchronous step sends every gradient)")
 
 // Bounded says whether the job trains with bounded delay.
 func (f Flags) Bounded() bool { return f.Staleness >= 0 }
@@ -66,5 +81,7 @@ func Table[V psnode.Number](f Flags, spec psnode.TableSpec[V]) psnode.TableSpec[
 	spec.Sync = !f.Free()
 	spec.BoundedDelay = f.Bounded()
 	spec.Staleness = max(f.Staleness, 0)
+	spec.Compress = f.Compress
+	spec.Significance = f.Significance
 	return spec
 }

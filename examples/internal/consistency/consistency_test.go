@@ -28,6 +28,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--staleness", "2", "--async"}, "--staleness and --async"},
 		{[]string{"--staleness", "-3"}, "--staleness -3: need at least 0"},
 		{[]string{"--staleness", "-1"}, "--staleness -1: need at least 0"},
+		{[]string{"--significance", "0.5"}, "--significance 0.5: needs --async or --staleness"},
+		{[]string{"--async", "--significance", "-1"}, "--significance -1: want a finite number >= 0"},
 	} {
 		if _, err := parse(tt.args...); err == nil || !strings.Contains(err.Error(), tt.err) {
 			t.Errorf("%q: error %v, want one saying %q", tt.args, err, tt.err)
@@ -52,6 +54,9 @@ func TestFlags(t *testing.T) {
 		if b2i(spec.Sync) != tt.sync || b2i(spec.BoundedDelay) != tt.bounded || spec.Staleness != tt.staleness || f.Depth() != tt.depth || spec.Name != "w" {
 			t.Errorf("%q: spec sync %v bounded %v staleness %d, depth %d", tt.args, spec.Sync, spec.BoundedDelay, spec.Staleness, f.Depth())
 		}
+		if spec.Compress || spec.Significance != 0 {
+			t.Errorf("%q: compress %v, significance %v by default", tt.args, spec.Compress, spec.Significance)
+		}
 		if f.Free() == spec.Sync {
 			t.Errorf("%q: Free %v with Sync %v", tt.args, f.Free(), spec.Sync)
 		}
@@ -63,4 +68,14 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+func TestFilterFlags(t *testing.T) {
+	f, err := parse("--async", "--compress", "--significance", "0.25")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spec := Table(f, psnode.TableSpec[float32]{}); !spec.Compress || spec.Significance != 0.25 {
+		t.Errorf("compress %v, significance %v; want true and 0.25", spec.Compress, spec.Significance)
+	}
 }
