@@ -2,6 +2,7 @@ package psnode
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -42,6 +43,7 @@ import (
 // Filter bits in transport.Meta.Filters.
 const (
 	filterCompress int32 = 1 << 1
+	filterKeyCache int32 = 1 << 2 // with filterCompress: see keycache.go
 )
 
 // MaxCompressedFrame bounds what one data frame decodes to.
@@ -55,10 +57,14 @@ const (
 	minCompressFrame = 64
 )
 
-// Keys frame forms.
+// Keys frame forms: the low four bits say how the list is written, bit
+// 0x10 asks the server to keep it (key caching).
 const (
 	keysRaw   byte = 1
 	keysDelta byte = 2
+	keysRef   byte = 3 // a list the server keeps: see keycache.go
+	keysKind  byte = 0x0f
+	keysStore byte = 0x10
 	// maxFrameKeys bounds the keys of one keys frame.
 	maxFrameKeys = MaxCompressedFrame / 8
 )
@@ -149,18 +155,22 @@ func decodeFrame(b []byte) ([]byte, error) {
 }
 
 // appendKeys appends a keys frame's contents: delta-encoded when the keys
-// ascend strictly, raw otherwise.
-func appendKeys(dst []byte, keys []uint64) []byte {
+// ascend strictly, raw otherwise; with the store bit when store.
+func appendKeys(dst []byte, keys []uint64, store bool) []byte {
 	delta := true
 	for i := 1; i < len(keys) && delta; i++ {
 		delta = keys[i] > keys[i-1]
 	}
+	var bit byte
+	if store {
+		bit = keysStore
+	}
 	if !delta {
-		dst = append(dst, keysRaw)
+		dst = append(dst, keysRaw|bit)
 		dst = binary.AppendUvarint(dst, uint64(len(keys)))
 		return append(dst, asBytes(keys)...)
 	}
-	dst = append(dst, keysDelta)
+	dst = append(dst, keysDelta|bit)
 	dst = binary.AppendUvarint(dst, uint64(len(keys)))
 	prev := uint64(0)
 	for _, k := range keys {
@@ -170,12 +180,56 @@ func appendKeys(dst []byte, keys []uint64) []byte {
 	return dst
 }
 
-// parseKeys parses a keys frame's contents into a new slice, whose length
-// is bounded by the frame's (each key takes at least a byte).
-func parseKeys(b []byte) ([]uint64, error) {
+// keysFrame is a parsed keys frame: keys written out, or a reference to a
+// list the server keeps; and whether to keep the list.
+type keysFrame struct {
+	keys  []uint64
+	ref   bool
+	sig   keySig // ref: the list referred to
+	store bool
+}
+
+// parseKeys parses a keys frame's contents. Keys written out are a new
+// slice, whose length is bounded by the frame's (each key takes at least
+// a byte).
+func parseKeys(b []byte) (keysFrame, error) {
+	var f keysFrame
 	if len(b) == 0 {
-		return nil, nil
+		return f, nil
 	}
+	if b[0]&^(keysKind|keysStore) != 0 {
+		return f, fmt.Errorf("%w: keys frame form %#x", transport.ErrMalformed, b[0])
+	}
+	f.store = b[0]&keysStore != 0
+	var err error
+	f.keys, f.ref, f.sig, err = parseKeyList(b)
+	if f.ref && f.store {
+		return f, fmt.Errorf("%w: keys frame asks to keep a reference", transport.ErrMalformed)
+	}
+	return f, err
+}
+
+// parseKeyList parses the list of a keys frame.
+func parseKeyList(b []byte) ([]uint64, bool, keySig, error) {
+	keys, err := parseKeyWords(b)
+	if err != errRefForm {
+		return keys, false, keySig{}, err
+	}
+	n64, k := binary.Uvarint(b[1:])
+	rest := b[1+k:]
+	if len(rest) != len(keySig{}.h) {
+		return nil, false, keySig{}, fmt.Errorf("%w: keys frame reference of %d bytes", transport.ErrMalformed, len(rest))
+	}
+	s := keySig{n: int(n64)}
+	copy(s.h[:], rest)
+	return nil, true, s, nil
+}
+
+// errRefForm tells parseKeyList that the frame is a reference.
+var errRefForm = errors.New("reference")
+
+// parseKeyWords parses keys written out (raw or delta).
+func parseKeyWords(b []byte) ([]uint64, error) {
 	n64, k := binary.Uvarint(b[1:])
 	if k <= 0 {
 		return nil, fmt.Errorf("%w: keys frame without its length", transport.ErrMalformed)
@@ -184,7 +238,9 @@ func parseKeys(b []byte) ([]uint64, error) {
 		return nil, fmt.Errorf("%w: keys frame of %d keys exceeds the limit of %d", transport.ErrMalformed, n64, maxFrameKeys)
 	}
 	n, rest := int(n64), b[1+k:]
-	switch b[0] {
+	switch b[0] & keysKind {
+	case keysRef:
+		return nil, errRefForm
 	case keysRaw:
 		if len(rest) != 8*n {
 			return nil, fmt.Errorf("%w: keys frame holds %d bytes for %d keys", transport.ErrMalformed, len(rest), n)
@@ -220,20 +276,25 @@ func parseKeys(b []byte) ([]uint64, error) {
 		}
 		return keys, nil
 	}
-	return nil, fmt.Errorf("%w: keys frame form %d", transport.ErrMalformed, b[0])
+	return nil, fmt.Errorf("%w: keys frame form %#x", transport.ErrMalformed, b[0])
 }
 
 // compressFrames replaces a KV message's frames, keys first, by their
-// compressed form and marks the message.
-func compressFrames(m *transport.Message) error {
+// compressed form and marks the message. keys, when not nil, is the keys
+// frame's contents already written (key caching); else the keys frame is
+// written out.
+func compressFrames(m *transport.Message, keys []byte) error {
 	out := make([][]byte, len(m.Data))
 	for i, d := range m.Data {
-		if i == 0 && len(d) > 0 {
-			keys, err := fromBytes[uint64](d)
+		switch {
+		case i == 0 && keys != nil:
+			d = keys
+		case i == 0 && len(d) > 0:
+			ks, err := fromBytes[uint64](d)
 			if err != nil {
 				return err
 			}
-			d = appendKeys(make([]byte, 0, len(d)/2+16), keys)
+			d = appendKeys(make([]byte, 0, len(d)/2+16), ks, false)
 		}
 		var err error
 		if out[i], err = appendFrame(nil, d); err != nil {
@@ -249,29 +310,34 @@ func compressFrames(m *transport.Message) error {
 }
 
 // decompressFrames undoes compressFrames on a received message: the keys
-// frame becomes little-endian uint64s again, the others their bytes.
-func decompressFrames(m *transport.Message) error {
-	if m.Meta.Filters&filterCompress == 0 {
-		return nil
+// frame becomes little-endian uint64s again (empty for a reference to a
+// kept list, which the returned keysFrame describes), the others their
+// bytes.
+func decompressFrames(m *transport.Message) (keysFrame, error) {
+	var kf keysFrame
+	if m.Meta.Filters == 0 {
+		return kf, nil
 	}
-	if m.Meta.Filters&^filterCompress != 0 {
-		return fmt.Errorf("%w: filters %#x, of which this node knows compression only", transport.ErrMalformed, m.Meta.Filters)
+	if m.Meta.Filters&filterCompress == 0 || m.Meta.Filters&^(filterCompress|filterKeyCache) != 0 {
+		return kf, fmt.Errorf("%w: filters %#x, of which this node knows compression and key caching", transport.ErrMalformed, m.Meta.Filters)
 	}
 	out := make([][]byte, len(m.Data))
 	for i, d := range m.Data {
 		b, err := decodeFrame(d)
 		if err != nil {
-			return fmt.Errorf("data frame %d: %w", i, err)
+			return kf, fmt.Errorf("data frame %d: %w", i, err)
 		}
 		if i == 0 && len(b) > 0 {
-			keys, err := parseKeys(b)
-			if err != nil {
-				return err
+			if kf, err = parseKeys(b); err != nil {
+				return kf, err
 			}
-			b = asBytes(keys)
+			if (kf.ref || kf.store) && m.Meta.Filters&filterKeyCache == 0 {
+				return kf, fmt.Errorf("%w: a keys frame of the key cache without its filter bit", transport.ErrMalformed)
+			}
+			b = asBytes(kf.keys)
 		}
 		out[i] = b
 	}
 	m.Data = out
-	return nil
+	return kf, nil
 }

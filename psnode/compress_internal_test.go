@@ -30,9 +30,11 @@ func TestFramesRoundTrip(t *testing.T) {
 		}
 	}
 	for _, keys := range [][]uint64{nil, {7}, {1, 2, 3, 1 << 40, math.MaxUint64}, {5, 3, 9}, {4, 4}} {
-		got, err := parseKeys(appendKeys(nil, keys))
-		if err != nil || !slices.Equal(got, keys) {
-			t.Errorf("keys %v: parsed %v, %v", keys, got, err)
+		for _, store := range []bool{false, true} {
+			got, err := parseKeys(appendKeys(nil, keys, store))
+			if err != nil || !slices.Equal(got.keys, keys) || got.store != store || got.ref {
+				t.Errorf("keys %v, store %v: parsed %+v, %v", keys, store, got, err)
+			}
 		}
 	}
 }
@@ -45,8 +47,12 @@ func TestDecompressRefuses(t *testing.T) {
 		"keys cut short":    {Meta: transport.Meta{Filters: filterCompress}, Data: [][]byte{{frameStored, keysDelta, 3, 1, 1}}},
 		"keys repeat":       {Meta: transport.Meta{Filters: filterCompress}, Data: [][]byte{{frameStored, keysDelta, 2, 5, 0}}},
 		"keys over the cap": {Meta: transport.Meta{Filters: filterCompress}, Data: [][]byte{{frameStored, keysRaw, 0xff, 0xff, 0xff, 0xff, 0x0f}}},
+		"stored reference":  {Meta: transport.Meta{Filters: filterCompress | filterKeyCache}, Data: [][]byte{append([]byte{frameStored, keysRef | keysStore, 9}, make([]byte, 16)...)}},
+		"short reference":   {Meta: transport.Meta{Filters: filterCompress | filterKeyCache}, Data: [][]byte{{frameStored, keysRef, 9, 1, 2}}},
+		"cache without bit": {Meta: transport.Meta{Filters: filterCompress}, Data: [][]byte{append([]byte{frameStored, keysRef, 9}, make([]byte, 16)...)}},
+		"key cache alone":   {Meta: transport.Meta{Filters: filterKeyCache}},
 	} {
-		if err := decompressFrames(m); !errors.Is(err, transport.ErrMalformed) {
+		if _, err := decompressFrames(m); !errors.Is(err, transport.ErrMalformed) {
 			t.Errorf("%s: %v, want an error matching ErrMalformed", name, err)
 		}
 	}
@@ -59,15 +65,16 @@ func FuzzDecompress(f *testing.F) {
 	keys := []uint64{1, 5, 1 << 33}
 	plain := &transport.Message{Data: [][]byte{asBytes(keys), bytes.Repeat([]byte{1, 2, 3, 4}, 40)}, Meta: transport.Meta{DataTypes: []transport.DataType{transport.TypeUint64, transport.TypeFloat32}}}
 	m := &transport.Message{Data: slices.Clone(plain.Data), Meta: transport.Meta{DataTypes: slices.Clone(plain.Meta.DataTypes)}}
-	if err := compressFrames(m); err != nil {
+	if err := compressFrames(m, nil); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(m.Data[0], m.Data[1])
 	f.Add([]byte{frameStored, keysRaw, 1, 1, 2, 3, 4, 5, 6, 7, 8}, []byte{frameZstd, 4, 0x28, 0xb5, 0x2f, 0xfd})
 	f.Fuzz(func(t *testing.T, k, v []byte) {
-		m := &transport.Message{Meta: transport.Meta{Filters: filterCompress}, Data: [][]byte{k, v}}
-		if err := decompressFrames(m); err != nil {
-			return
+		m := &transport.Message{Meta: transport.Meta{Filters: filterCompress | filterKeyCache}, Data: [][]byte{k, v}}
+		kf, err := decompressFrames(m)
+		if err != nil || kf.ref || kf.store {
+			return // a reference or a list to keep round-trips through a cache: below only plain ones
 		}
 		for _, d := range m.Data {
 			if len(d) > MaxCompressedFrame {
@@ -79,10 +86,10 @@ func FuzzDecompress(f *testing.F) {
 		}
 		// What decoded encodes and decodes to itself.
 		back := &transport.Message{Data: slices.Clone(m.Data), Meta: transport.Meta{DataTypes: []transport.DataType{transport.TypeUint64, transport.TypeChar}}}
-		if err := compressFrames(back); err != nil {
+		if err := compressFrames(back, nil); err != nil {
 			t.Fatal(err)
 		}
-		if err := decompressFrames(back); err != nil {
+		if _, err := decompressFrames(back); err != nil {
 			t.Fatal(err)
 		}
 		for i := range m.Data {

@@ -44,6 +44,7 @@ type request struct {
 	onReply    func(peer int32, m *transport.Message) error
 	finish     func(err error) error
 	callback   func(error)
+	onMiss     func(peer, ts int32) error // a server misses a key list: send it (keycache.go)
 }
 
 const (
@@ -212,8 +213,8 @@ func (n *Node) dispatch(m *transport.Message) {
 }
 
 // newRequest registers a request to peers and returns its timestamp.
-func (c *customer) newRequest(peers []int32, onReply func(int32, *transport.Message) error, finish func(error) error, cb func(error)) int32 {
-	r := &request{waiting: make(map[int32]bool, len(peers)), done: make(chan struct{}), onReply: onReply, finish: finish, callback: cb}
+func (c *customer) newRequest(peers []int32, onReply func(int32, *transport.Message) error, finish func(error) error, cb func(error), onMiss func(peer, ts int32) error) int32 {
+	r := &request{waiting: make(map[int32]bool, len(peers)), done: make(chan struct{}), onReply: onReply, finish: finish, callback: cb, onMiss: onMiss}
 	for _, p := range peers {
 		r.waiting[p] = true
 	}
@@ -241,13 +242,24 @@ func (c *customer) reply(m *transport.Message) {
 		c.mu.Unlock()
 		return // late, duplicate or unknown
 	}
+	var err error
+	if m.Meta.Status == statusKeyMiss && r.onMiss != nil {
+		c.mu.Unlock()
+		// The server misses a key list: it gets the request again with
+		// the list written out, and its answer to that one counts.
+		if err = r.onMiss(peer, ts); err == nil {
+			return
+		}
+		c.mu.Lock()
+	}
 	delete(r.waiting, peer)
 	left := len(r.waiting)
 	c.mu.Unlock()
-	var err error
-	if m.Meta.Status != 0 {
+	switch {
+	case err != nil: // the miss could not be answered
+	case m.Meta.Status != 0:
 		err = &RemoteError{Peer: peer, Message: string(m.Meta.Body)}
-	} else if r.onReply != nil {
+	case r.onReply != nil:
 		err = r.onReply(peer, m)
 	}
 	c.mu.Lock()

@@ -95,7 +95,10 @@
 // TableSpec.Compress (a KV worker made WithCompression) sends its keys
 // delta-encoded and its data frames zstd-compressed, losslessly; the
 // message says so in its meta, and a server answers a compressed request
-// compressed, so servers need no setting. On an asynchronous or
+// compressed, so servers need no setting. TableSpec.KeyCache
+// (WithKeyCache) also has the servers keep the key lists a worker sends,
+// which it then refers to by signature; a miss makes it send the list
+// again. On an asynchronous or
 // bounded-delay table, TableSpec.Significance θ holds back the values of
 // a push until a key's sum reaches θ, TableSpec.KKT λ those of a key whose
 // weight was last pulled as zero until they reach λ, and Idle sends what

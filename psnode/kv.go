@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/spindle-ps/spindle/psnode/partition"
 	"github.com/spindle-ps/spindle/psnode/transport"
@@ -79,6 +81,7 @@ type KVWorker[V Number] struct {
 	part     partition.Partitioner
 	servers  []int32 // server id of each part
 	compress bool
+	keyCache *keyCaches // mirrors of the servers' key caches
 }
 
 // WorkerOption sets an option of a KVWorker.
@@ -87,6 +90,14 @@ type WorkerOption func(*workerOpts)
 type workerOpts struct {
 	part     partition.Partitioner
 	compress bool
+	keyCache bool
+}
+
+// WithKeyCache compresses like WithCompression and, in addition, asks the
+// servers to keep the key lists it sends and refers to a kept list by
+// its signature instead of sending it again (see keycache.go).
+func WithKeyCache() WorkerOption {
+	return func(o *workerOpts) { o.compress, o.keyCache = true, true }
 }
 
 // WithCompression compresses the data frames of every request and asks
@@ -127,6 +138,9 @@ func NewKVWorker[V Number](n *Node, appID, customerID int32, opts ...WorkerOptio
 		return nil, fmt.Errorf("psnode: partitioner has %d parts for %d servers", part.NumParts(), n.cfg.NumServers)
 	}
 	w := &KVWorker[V]{n: n, part: part, compress: o.compress}
+	if o.keyCache {
+		w.keyCache = newKeyCaches(DefaultKeyCacheBytes)
+	}
 	for r := 0; r < n.cfg.NumServers; r++ {
 		w.servers = append(w.servers, transport.ServerID(r))
 	}
@@ -214,14 +228,11 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 	if pull {
 		replies = make([]reply[V], len(segs))
 	}
-	for p, seg := range segs {
-		sub := subset(kv, seg, dim, offsets, push)
-		if len(sub.Keys) == 0 && !o.allServers {
-			continue
-		}
-		peers = append(peers, w.servers[p])
+	// build writes the request to server, with keys the keys frame's
+	// contents when not nil (key caching).
+	build := func(server int32, sub KVPairs[V], keys []byte) (*transport.Message, error) {
 		m := &transport.Message{Meta: transport.Meta{
-			Recver:     w.servers[p],
+			Recver:     server,
 			AppID:      w.c.app,
 			CustomerID: w.c.id,
 			Request:    true,
@@ -239,19 +250,64 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 				m.Meta.DataTypes = append(m.Meta.DataTypes, transport.TypeInt32)
 			}
 		}
-		if w.compress {
-			if err := compressFrames(m); err != nil {
-				return 0, err
+		if !w.compress {
+			return m, nil
+		}
+		if keys != nil {
+			m.Meta.Filters |= filterKeyCache
+		}
+		return m, compressFrames(m, keys)
+	}
+	// retry holds, for each server sent a reference to a key list, the
+	// request's own copy, to send again written out on a miss.
+	var retry map[int32]KVPairs[V]
+	for p, seg := range segs {
+		sub := subset(kv, seg, dim, offsets, push)
+		if len(sub.Keys) == 0 && !o.allServers {
+			continue
+		}
+		server := w.servers[p]
+		peers = append(peers, server)
+		var keys []byte
+		if w.keyCache != nil && len(sub.Keys) >= minCacheKeys {
+			var ref bool
+			if keys, ref = w.keyCache.encode(server, sub.Keys); ref {
+				if retry == nil {
+					retry = make(map[int32]KVPairs[V])
+				}
+				retry[server] = KVPairs[V]{Keys: slices.Clone(sub.Keys), Vals: slices.Clone(sub.Vals), Lens: slices.Clone(sub.Lens)}
 			}
 		}
+		m, err := build(server, sub, keys)
+		if err != nil {
+			return 0, err
+		}
 		msgs = append(msgs, m)
+	}
+	var onMiss func(int32, int32) error
+	if retry != nil {
+		onMiss = func(server, ts int32) error {
+			sub, ok := retry[server]
+			if !ok {
+				return fmt.Errorf("psnode: server %d misses a key list it was sent", server)
+			}
+			delete(retry, server) // written out, it cannot miss again
+			m, err := build(server, sub, w.keyCache.store(server, sub.Keys))
+			if err != nil {
+				return err
+			}
+			m.Meta.Timestamp = ts
+			ctx, cancel := context.WithTimeout(w.n.ctx, 30*time.Second)
+			defer cancel()
+			return w.n.send(ctx, m)
+		}
 	}
 	var onReply func(int32, *transport.Message) error
 	var finish func(error) error
 	if pull {
 		onReply = func(peer int32, m *transport.Message) error {
 			p := transport.IDRank(peer) // server rank r owns part r
-			if err := decompressFrames(m); err != nil {
+			if _, err := decompressFrames(m); err != nil {
 				return fmt.Errorf("psnode: reply from server %d: %w", peer, err)
 			}
 			r, err := decodeReply[V](m, segLen(segs[p]))
@@ -274,7 +330,7 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 			return nil
 		}
 	}
-	ts := w.c.newRequest(peers, onReply, finish, o.callback)
+	ts := w.c.newRequest(peers, onReply, finish, o.callback, onMiss)
 	for _, m := range msgs {
 		m.Meta.Timestamp = ts
 		if err := w.n.send(ctx, m); err != nil {

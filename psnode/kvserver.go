@@ -39,6 +39,7 @@ type KVServer[V Number] struct {
 	n       *Node
 	c       *customer
 	handler Handler[V]
+	keys    *keyCaches // the key lists workers asked this server to keep
 }
 
 // NewKVServer makes the server side of app appID, handing every request
@@ -48,7 +49,7 @@ func NewKVServer[V Number](n *Node, appID int32, h Handler[V]) (*KVServer[V], er
 	if h == nil {
 		return nil, fmt.Errorf("psnode: app %d: nil handler", appID)
 	}
-	s := &KVServer[V]{n: n, handler: h}
+	s := &KVServer[V]{n: n, handler: h, keys: newKeyCaches(DefaultKeyCacheBytes)}
 	var err error
 	s.c, err = n.newCustomer(appID, 0, true, s.serve)
 	if err != nil {
@@ -68,7 +69,15 @@ func (s *KVServer[V]) serve(m *transport.Message) {
 		CustomerID: m.Meta.CustomerID,
 		filters:    m.Meta.Filters,
 	}}
-	err := decompressFrames(m)
+	kf, err := decompressFrames(m)
+	if err == nil && (kf.ref || kf.store) {
+		keys, ok := s.keys.resolve(m.Meta.Sender, kf)
+		if !ok {
+			_ = s.respondMiss(req)
+			return
+		}
+		m.Data[0] = asBytes(keys)
+	}
 	if err == nil {
 		err = decodeRequest(m, &req.KVPairs)
 	}
@@ -130,12 +139,20 @@ func (s *KVServer[V]) Respond(ctx context.Context, req *KVRequest[V], res KVPair
 			m.Meta.DataTypes = append(m.Meta.DataTypes, transport.TypeInt32)
 		}
 		if req.filters&filterCompress != 0 {
-			if err := compressFrames(m); err != nil {
+			if err := compressFrames(m, nil); err != nil {
 				return err
 			}
 		}
 	}
 	return s.send(ctx, m)
+}
+
+// respondMiss answers a request whose key list reference this server
+// cannot resolve (keycache.go): the worker sends it again, written out.
+func (s *KVServer[V]) respondMiss(req *KVRequest[V]) error {
+	m := s.response(req)
+	m.Meta.Status = statusKeyMiss
+	return s.send(s.n.ctx, m)
 }
 
 // RespondError answers req with a failure; the worker's Wait returns a

@@ -99,7 +99,7 @@ func (a *SimpleApp) Request(ctx context.Context, head int32, body []byte, recv i
 		a.mu.Unlock()
 		return nil
 	}
-	ts = a.c.newRequest(peers, collect, nil, nil)
+	ts = a.c.newRequest(peers, collect, nil, nil, nil)
 	for _, p := range peers {
 		m := &transport.Message{Meta: transport.Meta{
 			Recver:     p,

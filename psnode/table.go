@@ -77,6 +77,11 @@ type TableSpec[V Number] struct {
 	// WithCompression). It is the workers' choice: servers decode what
 	// they receive whatever they declared.
 	Compress bool
+	// KeyCache compresses like Compress and asks the servers to keep the
+	// key lists the workers send, which the workers then refer to by a
+	// 16-byte signature instead of sending them again (WithKeyCache; see
+	// keycache.go). A worker's choice too.
+	KeyCache bool
 	// Significance, when positive, turns on the significantly-modified
 	// filter on an asynchronous or bounded-delay table: a worker pushes a
 	// key's values only once one of them, with what it held back for the
@@ -325,6 +330,9 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 			opts := []WorkerOption{WithPartitioner(part)}
 			if spec.Compress {
 				opts = append(opts, WithCompression())
+			}
+			if spec.KeyCache {
+				opts = append(opts, WithKeyCache())
 			}
 			t.kv, err = NewKVWorker[V](n, t.app, 0, opts...)
 		}
