@@ -228,25 +228,35 @@ func TestEpochTraffic(t *testing.T) {
 	}
 }
 
-// TestCompressionIsLossless: a synchronous run with --compress writes the
-// same model bit for bit as without, and its epochs take under half the
-// bytes on the wire.
+// TestCompressionIsLossless: synchronous runs with --compress and with
+// --key-cache write the same model bit for bit as without; compressed,
+// their epochs take under half the bytes on the wire, and the key cache
+// takes fewer than compression alone.
 func TestCompressionIsLossless(t *testing.T) {
 	runs, _ := syncJobs(t)
-	r := runJob(t, 2, 2, 2<<20, "--epochs", "2", "--compress")
-	for name, data := range runs[0].parts {
-		if !bytes.Equal(data, r.parts[name]) {
-			t.Errorf("%s differs between the runs with and without --compress", name)
-		}
+	bytesOf := func(r jobRun, e int) float64 {
+		m := r.status.EpochMetrics[e]
+		return m[feed.MetricBytesToServers] + m[feed.MetricBytesFromServers]
 	}
-	for e := 0; e < 2; e++ {
-		plain, comp := runs[0].status.EpochMetrics[e], r.status.EpochMetrics[e]
-		p := plain[feed.MetricBytesToServers] + plain[feed.MetricBytesFromServers]
-		c := comp[feed.MetricBytesToServers] + comp[feed.MetricBytesFromServers]
-		t.Logf("epoch %d: %.0f bytes on the wire, %.0f compressed (%.0f%% less)", e, p, c, 100*(1-c/p))
-		if c <= 0 || c > p/2 {
-			t.Errorf("epoch %d: %.0f bytes compressed against %.0f plain; want under half", e, c, p)
+	var compressed [2]float64
+	for i, flag := range []string{"--compress", "--key-cache"} {
+		r := runJob(t, 2, 2, 2<<20, "--epochs", "2", flag)
+		for name, data := range runs[0].parts {
+			if !bytes.Equal(data, r.parts[name]) {
+				t.Errorf("%s differs between the runs with and without %s", name, flag)
+			}
 		}
+		for e := 0; e < 2; e++ {
+			p, c := bytesOf(runs[0], e), bytesOf(r, e)
+			t.Logf("%s, epoch %d: %.0f bytes on the wire, %.0f with it (%.0f%% less)", flag, e, p, c, 100*(1-c/p))
+			if c <= 0 || c > p/2 {
+				t.Errorf("%s, epoch %d: %.0f bytes against %.0f plain; want under half", flag, e, c, p)
+			}
+		}
+		compressed[i] = bytesOf(r, 0) + bytesOf(r, 1)
+	}
+	if compressed[1] >= compressed[0] {
+		t.Errorf("with the key cache %.0f bytes, with compression alone %.0f: the cache saved nothing", compressed[1], compressed[0])
 	}
 }
 

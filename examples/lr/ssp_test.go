@@ -12,7 +12,8 @@ import (
 // every run reaches the synchronous model's AUC within 0.002 and counts
 // every record of each epoch; the significance filter sends at least a
 // fifth fewer bytes to the servers than the same run without it, and
-// compression with the KKT filter at least half fewer bytes in all.
+// the key cache (with compression) and the KKT filter at least half
+// fewer bytes in all.
 func TestFreeModesModelQuality(t *testing.T) {
 	runs, _ := syncJobs(t)
 	toServers, all := map[string]float64{}, map[string]float64{}
@@ -22,7 +23,7 @@ func TestFreeModesModelQuality(t *testing.T) {
 		{"--async"},
 		{"--async", "--significance", "0.5"},
 		{"--staleness", "2", "--significance", "0.5"},
-		{"--async", "--compress", "--kkt", "0.1"},
+		{"--async", "--key-cache", "--kkt", "0.1"},
 	} {
 		r := runJob(t, 2, 2, 2<<20, append([]string{"--epochs", "2"}, args...)...)
 		if r.err != nil {
@@ -48,9 +49,9 @@ func TestFreeModesModelQuality(t *testing.T) {
 	if filtered <= 0 || filtered > 0.8*plain {
 		t.Errorf("with --significance 0.5, %.0f bytes to the servers against %.0f without; want at least a fifth fewer", filtered, plain)
 	}
-	plain, filtered = all["--async"], all["--async --compress --kkt 0.1"]
-	t.Logf("bytes on the wire over 2 epochs: asynchronous %.0f, with --compress --kkt 0.1 %.0f", plain, filtered)
+	plain, filtered = all["--async"], all["--async --key-cache --kkt 0.1"]
+	t.Logf("bytes on the wire over 2 epochs: asynchronous %.0f, with --key-cache --kkt 0.1 %.0f", plain, filtered)
 	if filtered <= 0 || filtered > 0.5*plain {
-		t.Errorf("with --compress --kkt 0.1, %.0f bytes on the wire against %.0f without; want at least half fewer", filtered, plain)
+		t.Errorf("with --key-cache --kkt 0.1, %.0f bytes on the wire against %.0f without; want at least half fewer", filtered, plain)
 	}
 }

@@ -54,7 +54,7 @@ func TestFlags(t *testing.T) {
 		if b2i(spec.Sync) != tt.sync || b2i(spec.BoundedDelay) != tt.bounded || spec.Staleness != tt.staleness || f.Depth() != tt.depth || spec.Name != "w" {
 			t.Errorf("%q: spec sync %v bounded %v staleness %d, depth %d", tt.args, spec.Sync, spec.BoundedDelay, spec.Staleness, f.Depth())
 		}
-		if spec.Compress || spec.Significance != 0 {
+		if spec.Compress || spec.KeyCache || spec.Significance != 0 {
 			t.Errorf("%q: compress %v, significance %v by default", tt.args, spec.Compress, spec.Significance)
 		}
 		if f.Free() == spec.Sync {
@@ -71,11 +71,11 @@ func b2i(b bool) int {
 }
 
 func TestFilterFlags(t *testing.T) {
-	f, err := parse("--async", "--compress", "--significance", "0.25")
+	f, err := parse("--async", "--compress", "--key-cache", "--significance", "0.25")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if spec := Table(f, psnode.TableSpec[float32]{}); !spec.Compress || spec.Significance != 0.25 {
-		t.Errorf("compress %v, significance %v; want true and 0.25", spec.Compress, spec.Significance)
+	if spec := Table(f, psnode.TableSpec[float32]{}); !spec.Compress || !spec.KeyCache || spec.Significance != 0.25 {
+		t.Errorf("compress %v, key cache %v, significance %v; want true, true and 0.25", spec.Compress, spec.KeyCache, spec.Significance)
 	}
 }
