@@ -179,6 +179,9 @@ func parseLabel(tok []byte) (float32, error) {
 var errNotFinite = errors.New("value is not a finite float32")
 
 func parseValue(tok []byte) (float32, error) {
+	if v, ok := fastFloat32(tok); ok {
+		return v, nil
+	}
 	f, err := strconv.ParseFloat(string(tok), 32)
 	if err != nil {
 		var ne *strconv.NumError
@@ -191,6 +194,51 @@ func parseValue(tok []byte) (float32, error) {
 		return 0, errNotFinite
 	}
 	return float32(f), nil
+}
+
+// pow10f32 holds the powers of ten a float32 represents exactly.
+var pow10f32 = [...]float32{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10}
+
+// fastFloat32 parses the common decimal forms, [+-]digits[.digits], when
+// their significant digits make an integer m ≤ 2^24 and there are at
+// most 10 digits after the point: then m and 10^k are exact in float32,
+// and one division rounds correctly, to the float32 strconv.ParseFloat
+// would return (Clinger's fast path). Anything else (exponents, more
+// digits, inf, nan, hex, underscores, malformed tokens) is left to
+// strconv: ok is false.
+func fastFloat32(tok []byte) (float32, bool) {
+	i, neg := 0, false
+	if len(tok) > 0 && (tok[0] == '-' || tok[0] == '+') {
+		neg, i = tok[0] == '-', 1
+	}
+	var m uint32
+	frac, digits, dot := 0, 0, false
+	for ; i < len(tok); i++ {
+		c := tok[i]
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+			m = m*10 + uint32(c-'0')
+			if m > 1<<24 {
+				return 0, false
+			}
+			if dot {
+				frac++
+			}
+		case c == '.' && !dot:
+			dot = true
+		default:
+			return 0, false
+		}
+	}
+	if digits == 0 || frac >= len(pow10f32) {
+		return 0, false
+	}
+	v := float32(m) / pow10f32[frac]
+	if neg {
+		v = -v
+	}
+	return v, true
 }
 
 // parseUint64 parses decimal digits (no sign, no "_").
