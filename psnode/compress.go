@@ -2,7 +2,6 @@ package psnode
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -33,7 +32,9 @@ import (
 // than n bytes. The keys frame, once decoded, is a form byte, the number
 // of keys n as a uvarint and the keys: form 1, n little-endian uint64s;
 // form 2, n uvarints, the first key and then the gaps to the next, which
-// must ascend strictly (the keys of a request always do). Values frames
+// must ascend strictly (the keys of a request always do); form 3, with
+// key caching, a reference to a list the server keeps, and bit 0x10 of
+// forms 1 and 2 asks the server to keep the list (keycache.go). Values frames
 // hold the values' little-endian bytes, as uncompressed.
 //
 // Compression is klauspost/compress's zstd, in Go: no second C library
@@ -197,86 +198,65 @@ func parseKeys(b []byte) (keysFrame, error) {
 	if len(b) == 0 {
 		return f, nil
 	}
-	if b[0]&^(keysKind|keysStore) != 0 {
-		return f, fmt.Errorf("%w: keys frame form %#x", transport.ErrMalformed, b[0])
+	form := b[0]
+	if form&^(keysKind|keysStore) != 0 {
+		return f, fmt.Errorf("%w: keys frame form %#x", transport.ErrMalformed, form)
 	}
-	f.store = b[0]&keysStore != 0
-	var err error
-	f.keys, f.ref, f.sig, err = parseKeyList(b)
-	if f.ref && f.store {
-		return f, fmt.Errorf("%w: keys frame asks to keep a reference", transport.ErrMalformed)
-	}
-	return f, err
-}
-
-// parseKeyList parses the list of a keys frame.
-func parseKeyList(b []byte) ([]uint64, bool, keySig, error) {
-	keys, err := parseKeyWords(b)
-	if err != errRefForm {
-		return keys, false, keySig{}, err
-	}
-	n64, k := binary.Uvarint(b[1:])
-	rest := b[1+k:]
-	if len(rest) != len(keySig{}.h) {
-		return nil, false, keySig{}, fmt.Errorf("%w: keys frame reference of %d bytes", transport.ErrMalformed, len(rest))
-	}
-	s := keySig{n: int(n64)}
-	copy(s.h[:], rest)
-	return nil, true, s, nil
-}
-
-// errRefForm tells parseKeyList that the frame is a reference.
-var errRefForm = errors.New("reference")
-
-// parseKeyWords parses keys written out (raw or delta).
-func parseKeyWords(b []byte) ([]uint64, error) {
+	f.store = form&keysStore != 0
 	n64, k := binary.Uvarint(b[1:])
 	if k <= 0 {
-		return nil, fmt.Errorf("%w: keys frame without its length", transport.ErrMalformed)
+		return f, fmt.Errorf("%w: keys frame without its length", transport.ErrMalformed)
 	}
 	if n64 > maxFrameKeys {
-		return nil, fmt.Errorf("%w: keys frame of %d keys exceeds the limit of %d", transport.ErrMalformed, n64, maxFrameKeys)
+		return f, fmt.Errorf("%w: keys frame of %d keys exceeds the limit of %d", transport.ErrMalformed, n64, maxFrameKeys)
 	}
 	n, rest := int(n64), b[1+k:]
-	switch b[0] & keysKind {
+	switch form & keysKind {
 	case keysRef:
-		return nil, errRefForm
+		if f.store {
+			return f, fmt.Errorf("%w: keys frame asks to keep a reference", transport.ErrMalformed)
+		}
+		if len(rest) != len(f.sig.h) {
+			return f, fmt.Errorf("%w: keys frame reference of %d bytes", transport.ErrMalformed, len(rest))
+		}
+		f.ref, f.sig.n = true, n
+		copy(f.sig.h[:], rest)
 	case keysRaw:
 		if len(rest) != 8*n {
-			return nil, fmt.Errorf("%w: keys frame holds %d bytes for %d keys", transport.ErrMalformed, len(rest), n)
+			return f, fmt.Errorf("%w: keys frame holds %d bytes for %d keys", transport.ErrMalformed, len(rest), n)
 		}
-		keys := make([]uint64, n)
-		for i := range keys {
-			keys[i] = binary.LittleEndian.Uint64(rest[8*i:])
+		f.keys = make([]uint64, n)
+		for i := range f.keys {
+			f.keys[i] = binary.LittleEndian.Uint64(rest[8*i:])
 		}
-		return keys, nil
 	case keysDelta:
 		if len(rest) < n {
-			return nil, fmt.Errorf("%w: keys frame claims %d keys in %d bytes", transport.ErrMalformed, n, len(rest))
+			return f, fmt.Errorf("%w: keys frame claims %d keys in %d bytes", transport.ErrMalformed, n, len(rest))
 		}
-		keys := make([]uint64, n)
+		f.keys = make([]uint64, n)
 		prev := uint64(0)
-		for i := range keys {
+		for i := range f.keys {
 			d, k := binary.Uvarint(rest)
 			if k <= 0 {
-				return nil, fmt.Errorf("%w: keys frame: key %d of %d is cut short", transport.ErrMalformed, i, n)
+				return f, fmt.Errorf("%w: keys frame: key %d of %d is cut short", transport.ErrMalformed, i, n)
 			}
 			rest = rest[k:]
 			if i > 0 && d == 0 {
-				return nil, fmt.Errorf("%w: keys frame: key %d repeats key %d", transport.ErrMalformed, i, i-1)
+				return f, fmt.Errorf("%w: keys frame: key %d repeats key %d", transport.ErrMalformed, i, i-1)
 			}
 			if d > math.MaxUint64-prev {
-				return nil, fmt.Errorf("%w: keys frame: key %d overflows", transport.ErrMalformed, i)
+				return f, fmt.Errorf("%w: keys frame: key %d overflows", transport.ErrMalformed, i)
 			}
 			prev += d
-			keys[i] = prev
+			f.keys[i] = prev
 		}
 		if len(rest) != 0 {
-			return nil, fmt.Errorf("%w: %d trailing bytes in a keys frame", transport.ErrMalformed, len(rest))
+			return f, fmt.Errorf("%w: %d trailing bytes in a keys frame", transport.ErrMalformed, len(rest))
 		}
-		return keys, nil
+	default:
+		return f, fmt.Errorf("%w: keys frame form %#x", transport.ErrMalformed, form)
 	}
-	return nil, fmt.Errorf("%w: keys frame form %#x", transport.ErrMalformed, b[0])
+	return f, nil
 }
 
 // compressFrames replaces a KV message's frames, keys first, by their

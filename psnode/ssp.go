@@ -3,7 +3,6 @@ package psnode
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 
 	"github.com/spindle-ps/spindle/psnode/transport"
@@ -86,11 +85,12 @@ type SSPHandler[V Number] struct {
 	mu      sync.Mutex
 	clocks  map[int32]*sspWorker // by worker id
 	dead    map[int32]bool
-	waiting []sspPull[V]
+	waiting heldPulls[V, sspAt]
 }
 
-type sspPull[V Number] struct {
-	req   *KVRequest[V]
+// sspAt is what a held pull waits for: every live worker in epoch (mod
+// 4) to have completed step−τ steps.
+type sspAt struct {
 	epoch uint8
 	step  int64
 }
@@ -189,9 +189,7 @@ func (h *SSPHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 		h.store.Handle(req, srv)
 		return
 	}
-	// The request aliases the receive buffer: keep a copy.
-	cp := &KVRequest[V]{KVMeta: req.KVMeta, KVPairs: KVPairs[V]{Keys: slices.Clone(req.Keys), Vals: slices.Clone(req.Vals), Lens: slices.Clone(req.Lens)}}
-	h.waiting = append(h.waiting, sspPull[V]{req: cp, epoch: epoch, step: step})
+	h.waiting.hold(req, sspAt{epoch: epoch, step: step})
 	h.mu.Unlock()
 }
 
@@ -202,20 +200,10 @@ func (h *SSPHandler[V]) release(srv *KVServer[V]) {
 		h.mu.Unlock()
 		return
 	}
-	var ready []*KVRequest[V]
-	keep := h.waiting[:0]
-	for _, p := range h.waiting {
-		switch {
-		case h.dead[p.req.Sender]:
-			// Nobody to answer.
-		case h.mayPassLocked(p.epoch, p.step):
-			ready = append(ready, p.req)
-		default:
-			keep = append(keep, p)
-		}
-	}
-	clear(h.waiting[len(keep):])
-	h.waiting = keep
+	ready := h.waiting.take(
+		func(at sspAt) bool { return h.mayPassLocked(at.epoch, at.step) },
+		func(r *KVRequest[V]) bool { return h.dead[r.Sender] }, // nobody to answer
+	)
 	h.mu.Unlock()
 	for _, r := range ready {
 		h.store.Handle(r, srv)

@@ -57,14 +57,13 @@ type SyncHandler[V Number] struct {
 	done    map[int]map[int32]*KVRequest[V] // epoch → worker → its SyncDone
 	applied map[int]int                     // epoch → steps applied, while it runs
 	ended   int                             // epochs below this are over
-	pulls   []syncPull[V]                   // held until their step's turn
+	pulls   heldPulls[V, syncAt]            // held until their step's turn
 	err     error                           // set once a worker died
 }
 
-type syncPull[V Number] struct {
-	req         *KVRequest[V]
-	epoch, step int
-}
+// syncAt is what a held pull waits for: every step of epoch before step
+// applied.
+type syncAt struct{ epoch, step int }
 
 type syncStep[V Number] struct {
 	reqs  map[int32]*KVRequest[V]
@@ -160,9 +159,7 @@ func (h *SyncHandler[V]) pull(req *KVRequest[V], srv *KVServer[V]) {
 		h.store.Handle(req, srv)
 		return
 	}
-	// The request aliases the receive buffer: keep a copy.
-	cp := &KVRequest[V]{KVMeta: req.KVMeta, KVPairs: KVPairs[V]{Keys: slices.Clone(req.Keys)}}
-	h.pulls = append(h.pulls, syncPull[V]{req: cp, epoch: epoch, step: step})
+	h.pulls.hold(req, syncAt{epoch, step})
 	h.mu.Unlock()
 }
 
@@ -180,18 +177,7 @@ func (h *SyncHandler[V]) stepDueLocked(epoch, step int) bool {
 
 // duePullsLocked takes the held pulls whose steps are now due.
 func (h *SyncHandler[V]) duePullsLocked() []*KVRequest[V] {
-	var due []*KVRequest[V]
-	keep := h.pulls[:0]
-	for _, p := range h.pulls {
-		if h.stepDueLocked(p.epoch, p.step) {
-			due = append(due, p.req)
-		} else {
-			keep = append(keep, p)
-		}
-	}
-	clear(h.pulls[len(keep):])
-	h.pulls = keep
-	return due
+	return h.pulls.take(func(at syncAt) bool { return h.stepDueLocked(at.epoch, at.step) }, nil)
 }
 
 // completeLocked applies every step of epoch that has all its parts, in
@@ -370,10 +356,7 @@ func (h *SyncHandler[V]) WatchDeaths(n *Node, srv *KVServer[V]) {
 			}
 			delete(h.done, e)
 		}
-		for _, p := range h.pulls {
-			pending = append(pending, p.req)
-		}
-		h.pulls = nil
+		pending = append(pending, h.pulls.take(func(syncAt) bool { return true }, nil)...)
 		h.mu.Unlock()
 		for _, r := range pending {
 			_ = srv.RespondError(n.ctx, r, err)

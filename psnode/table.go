@@ -150,7 +150,7 @@ type tableEntry struct {
 	app  int32
 	srv  servedTable
 	end  epochCall // synchronous tables on workers: EndEpoch
-	idle epochCall // bounded-delay tables on workers: Idle
+	idle epochCall // workers of bounded-delay and filtered tables: Idle
 }
 
 // epochCall sends a table's request about an epoch and returns how to
@@ -341,12 +341,12 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 		}
 		if spec.Significance > 0 || spec.KKT > 0 {
 			t.sig = newResiduals[V](spec.Significance, spec.KKT, spec.Width)
-			if !spec.BoundedDelay {
-				e.idle = t.epochCall(t.flushHeld)
-			}
 		}
-		if spec.BoundedDelay {
-			e.idle = t.epochCall(t.Idle)
+		switch {
+		case spec.BoundedDelay:
+			e.idle = t.epochCall(t.Idle) // carries what the filters held
+		case t.sig != nil:
+			e.idle = t.epochCall(t.flushHeld)
 		}
 	case transport.RoleServer:
 		err = t.serve(spec)
@@ -629,8 +629,9 @@ func (ts *Tables) EndEpoch(ctx context.Context, epoch int) error {
 }
 
 // Idle says this worker has no step to take in epoch for now, on every
-// bounded-delay table at once (see Table.Idle), and waits until every
-// server has it. Call it on workers only.
+// bounded-delay table at once (see Table.Idle), sends what the
+// significance and KKT filters of the other tables held back, and waits
+// until every server has it all. Call it on workers only.
 func (ts *Tables) Idle(ctx context.Context, epoch int) error {
 	return ts.onEvery(ctx, epoch, "idle in epoch", func(e *tableEntry) epochCall { return e.idle })
 }

@@ -19,7 +19,7 @@ import (
 type wireBytes struct {
 	sent, received        atomic.Uint64
 	fromServers, fromWork atomic.Uint64
-	apps                  sync.Map // app id → *AppBytes counters
+	apps                  sync.Map // app id → *appCounters
 }
 
 // AppBytes counts the bytes of one app's data messages (a table's pushes,
