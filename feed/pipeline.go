@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/spindle-ps/spindle/io/records"
+	"github.com/spindle-ps/spindle/psnode"
 )
 
 // Pending waits for one request a pipeline's batch sent (a push).
@@ -98,6 +100,21 @@ func (p *Pipeline[S]) Flush(ctx context.Context) error {
 		}
 	}
 	return p.settle(ctx, 0)
+}
+
+// IdleHook returns an Options.Idle for a worker whose tables are ts: it
+// flushes the pipeline, then says Idle on ts (bounded-delay tables hold
+// no one back; what the significance and KKT filters held goes out),
+// waiting at most timeout for that.
+func (p *Pipeline[S]) IdleHook(ts *psnode.Tables, timeout time.Duration) func(context.Context, int) error {
+	return func(ctx context.Context, epoch int) error {
+		if err := p.Flush(ctx); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return ts.Idle(ctx, epoch)
+	}
 }
 
 func (p *Pipeline[S]) finishOldest(ctx context.Context) error {

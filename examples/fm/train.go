@@ -48,7 +48,7 @@ type trainFlags struct {
 	vUpdater                   string
 	vLR, vL2                   float64
 
-	consistency.Flags // --async, --staleness, --prefetch
+	consistency.Flags // --async, --staleness, --prefetch, --compress, --key-cache, --significance
 	requestTimeout    time.Duration
 	partitioner       string
 	test              string
@@ -288,7 +288,7 @@ func (w *worker) train(ctx context.Context) error {
 		Async: w.f.Free(), AfterShard: die,
 	}
 	if w.f.Free() {
-		opts.Idle = w.idle // sends what the pipeline holds
+		opts.Idle = w.pipe.IdleHook(w.ts, w.f.requestTimeout)
 	}
 	fd, err := feed.New(opts)
 	if err != nil {
@@ -441,18 +441,6 @@ func (w *worker) finish(ctx context.Context, s *feed.Slot[slot]) ([]feed.Pending
 		})
 	}
 	return pending, nil
-}
-
-// idle is the feed's Idle hook: the worker has no shard for now. It
-// finishes the batches in hand, waits for their pushes and, in
-// bounded-delay mode, says it holds no one back in epoch.
-func (w *worker) idle(ctx context.Context, epoch int) error {
-	if err := w.pipe.Flush(ctx); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, w.f.requestTimeout)
-	defer cancel()
-	return w.ts.Idle(ctx, epoch)
 }
 
 func resize(s []float32, n int) []float32 {

@@ -20,8 +20,8 @@ import (
 // exactly those a worker that waited would read, and the model stays
 // bit-identical. In bounded-delay mode they carry its clock, its place in
 // the epoch (feed.Batch's Epoch and Step); when the feed has no shard for
-// the worker, idle finishes the batches in hand, waits for every push
-// and tells the servers the worker holds no one back.
+// the worker, the pipeline's IdleHook finishes the batches in hand, waits
+// for every push and tells the servers the worker holds no one back.
 
 // slot is ps-lr's state of one batch in the pipeline.
 type slot struct {
@@ -74,16 +74,4 @@ func (w *worker) finish(ctx context.Context, s *feed.Slot[slot]) ([]feed.Pending
 		}
 		return nil
 	}}, nil
-}
-
-// idle is the feed's Idle hook: the worker has no shard for now. It
-// finishes the batches in hand, waits for their pushes and, in
-// bounded-delay mode, says it holds no one back in epoch.
-func (w *worker) idle(ctx context.Context, epoch int) error {
-	if err := w.pipe.Flush(ctx); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, w.f.requestTimeout)
-	defer cancel()
-	return w.tables.Idle(ctx, epoch)
 }

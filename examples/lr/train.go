@@ -52,7 +52,7 @@ type trainFlags struct {
 	// N shards, mid-epoch.
 	dieAfter string
 
-	consistency.Flags // --async, --staleness, --prefetch
+	consistency.Flags // --async, --staleness, --prefetch, --compress, --key-cache, --significance
 }
 
 func parseTrainFlags(args []string) (trainFlags, error) {
@@ -272,7 +272,7 @@ func (w *worker) train(ctx context.Context) error {
 		Async: w.f.Free(), AfterShard: die,
 	}
 	if w.f.Free() {
-		opts.Idle = w.idle // sends what the pipeline holds
+		opts.Idle = w.pipe.IdleHook(w.tables, w.f.requestTimeout)
 	}
 	fd, err := feed.New(opts)
 	if err != nil {
