@@ -325,7 +325,13 @@ func TestHadoopSubmitYARN(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
 		app := submitDetached(t, ctx, "--jobname", "spindle-test-detach", "--", "sleep", "5")
+		// The ResourceManager may not have accepted the application yet
+		// (NEW, NEW_SAVING, SUBMITTED): ask again until it has, within
+		// the test's bound.
 		out, code := psSubmit(t, ctx, "status", app.String())
+		for code == 0 && regexp.MustCompile(`state\s+(NEW|NEW_SAVING|SUBMITTED)\n`).MatchString(out) && ctx.Err() == nil {
+			out, code = psSubmit(t, ctx, "status", app.String())
+		}
 		if code != 0 || !regexp.MustCompile(`state\s+(RUNNING|ACCEPTED)`).MatchString(out) || !strings.Contains(out, "spindle-test-detach") {
 			t.Errorf("ps-submit status: exit %d, want 0 and the state RUNNING or ACCEPTED", code)
 		}
