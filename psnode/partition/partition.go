@@ -3,6 +3,8 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"sync"
 )
 
 // MaxParts is the largest number of parts a partitioner accepts. Split
@@ -151,14 +153,41 @@ func inSpace(key, maxKey uint64) bool {
 	return maxKey == 0 || key < maxKey
 }
 
-// validate checks that keys are strictly ascending and inside the key space,
-// in one pass, and returns a *KeyError for the first offending position.
+// validatePart is the least number of keys validate gives a goroutine:
+// below it one pass is quicker than starting another.
+const validatePart = 1 << 20
+
+// validate checks that keys are strictly ascending and inside the key space
+// and returns a *KeyError for the first offending position. It reads every
+// key once; a list of millions of keys is read in parts, one goroutine per
+// processor.
 func validate(keys []uint64, maxKey uint64) error {
-	if len(keys) == 0 {
-		return nil
+	parts := min(runtime.GOMAXPROCS(0), len(keys)/validatePart, 8)
+	if parts <= 1 {
+		return validateSpan(keys, 0, len(keys), maxKey)
 	}
+	errs := make([]error, parts)
+	step := (len(keys) + parts - 1) / parts
+	var wg sync.WaitGroup
+	for p := range parts {
+		lo, hi := p*step, min((p+1)*step, len(keys))
+		wg.Go(func() { errs[p] = validateSpan(keys, lo, hi, maxKey) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err // the parts are in order: this is the first offence
+		}
+	}
+	return nil
+}
+
+// validateSpan is validate of keys[lo:hi], each key checked against the
+// one before it (keys[lo-1] for the first, when there is one).
+func validateSpan(keys []uint64, lo, hi int, maxKey uint64) error {
 	if maxKey != 0 {
-		for i, k := range keys {
+		for i := lo; i < hi; i++ {
+			k := keys[i]
 			if k >= maxKey {
 				return outOfSpace(keys, i, maxKey)
 			}
@@ -168,13 +197,10 @@ func validate(keys []uint64, maxKey uint64) error {
 		}
 		return nil
 	}
-	prev := keys[0]
-	for i := 1; i < len(keys); i++ {
-		k := keys[i]
-		if k <= prev {
+	for i := max(lo, 1); i < hi; i++ {
+		if keys[i] <= keys[i-1] {
 			return notAscending(keys, i)
 		}
-		prev = k
 	}
 	return nil
 }

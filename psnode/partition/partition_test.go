@@ -471,3 +471,51 @@ func sortedKeys(rng *rand.Rand, n int, maxKey uint64) []uint64 {
 // newQuickRand returns the seeded generator testing/quick takes (a math/rand
 // generator, not a math/rand/v2 one).
 func newQuickRand() *mrand.Rand { return mrand.New(mrand.NewSource(42)) }
+
+// TestSplitLongListErrors checks the first offence is reported in lists
+// long enough to be checked in parallel parts: at a part's first key, in a
+// later part than another offence, and out of the key space.
+func TestSplitLongListErrors(t *testing.T) {
+	const n = 5 << 20
+	const maxKey = 4 * n
+	keys := make([]uint64, n)
+	for i := range keys {
+		keys[i] = uint64(2 * i)
+	}
+	tests := []struct {
+		name   string
+		maxKey uint64
+		brk    map[int]uint64 // position → key
+		pos    int
+		want   error
+	}{
+		{name: "none", maxKey: maxKey},
+		{name: "last key", maxKey: maxKey, brk: map[int]uint64{n - 1: 0}, pos: n - 1, want: partition.ErrNotAscending},
+		{name: "each part's first", maxKey: maxKey, brk: map[int]uint64{n / 2: 0, n / 4: 0, 3 * n / 4: 0, n / 8: 0}, pos: n / 8, want: partition.ErrNotAscending},
+		{name: "repeated at the middle", maxKey: 0, brk: map[int]uint64{n / 2: uint64(2 * (n/2 - 1))}, pos: n / 2, want: partition.ErrNotAscending},
+		{name: "out of space", maxKey: n, brk: map[int]uint64{3 * n / 4: 3 * n / 2}, pos: n / 2, want: partition.ErrOutOfSpace},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ks := slices.Clone(keys)
+			for i, k := range tt.brk {
+				ks[i] = k
+			}
+			p, err := partition.New(partition.KindRange, 3, tt.maxKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = p.Split(ks, nil)
+			if tt.want == nil {
+				if err != nil {
+					t.Fatalf("Split: %v", err)
+				}
+				return
+			}
+			var ke *partition.KeyError
+			if !errors.Is(err, tt.want) || !errors.As(err, &ke) || ke.Pos != tt.pos {
+				t.Fatalf("Split error = %v, want %v at %d", err, tt.want, tt.pos)
+			}
+		})
+	}
+}
