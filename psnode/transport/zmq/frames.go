@@ -33,6 +33,45 @@ static void spindle_take(zmq_msg_t *msg, void *dst) {
 	zmq_msg_close(msg);
 }
 
+// spindleReleased is the Go side of spindle_release (zerocopy.go).
+extern void spindleReleased(uintptr_t handle);
+
+// spindle_release is the free function of a frame sent from Go memory:
+// libzmq calls it, from whichever thread drops the last reference, once it
+// no longer reads the frame.
+static void spindle_release(void *data, void *hint) {
+	(void)data;
+	spindleReleased((uintptr_t)hint);
+}
+
+// spindle_send_borrowed sends n bytes at data as one frame without copying
+// them; libzmq calls spindle_release with handle when it is done with
+// them. On failure the frame is closed (which releases it) and errno set.
+static int spindle_send_borrowed(void *sock, void *data, size_t n, int flags, uintptr_t handle) {
+	zmq_msg_t msg;
+	if (zmq_msg_init_data(&msg, data, n, spindle_release, (void *)handle) != 0) {
+		int e = errno;
+		spindleReleased(handle);
+		errno = e;
+		return -1;
+	}
+	int rc = zmq_msg_send(&msg, sock, flags);
+	if (rc < 0) {
+		int e = errno;
+		zmq_msg_close(&msg);
+		errno = e;
+	}
+	return rc;
+}
+
+static void *spindle_msg_data(zmq_msg_t *msg) {
+	return zmq_msg_data(msg);
+}
+
+static void spindle_msg_close(zmq_msg_t *msg) {
+	zmq_msg_close(msg);
+}
+
 static int spindle_socket_type(void *sock) {
 	int t = -1;
 	size_t n = sizeof t;
@@ -45,6 +84,8 @@ static int spindle_socket_type(void *sock) {
 import "C"
 
 import (
+	"runtime"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -85,6 +126,10 @@ func recvFrame(sock unsafe.Pointer, flags zmq4.Flag) ([]byte, bool, error) {
 			return nil, false, errnoOf(err)
 		}
 		b := make([]byte, int(rc))
+		if rc >= bigFrame {
+			takeBig(&msg, b)
+			return b, more != 0, nil
+		}
 		var dst unsafe.Pointer
 		if rc > 0 {
 			dst = unsafe.Pointer(unsafe.SliceData(b))
@@ -102,4 +147,58 @@ func errnoOf(err error) error {
 		return zmq4.Errno(syscall.EIO)
 	}
 	return err
+}
+
+// sendBorrowed sends b as one frame from Go memory, without the copy
+// zmq_send makes: b is lent to r (which pins it) and libzmq returns it
+// through spindle_release once it has written the frame or dropped it.
+// Whatever the outcome, the loan is returned exactly once.
+func sendBorrowed(sock unsafe.Pointer, b []byte, flags zmq4.Flag, r *borrowed) error {
+	for {
+		r.lend(b)
+		rc, err := C.spindle_send_borrowed(sock, unsafe.Pointer(unsafe.SliceData(b)), C.size_t(len(b)), C.int(flags), C.uintptr_t(r.handle))
+		if rc >= 0 {
+			return nil
+		}
+		if err == syscall.EINTR {
+			continue
+		}
+		return errnoOf(err)
+	}
+}
+
+// bigFrame is the size from which takeBig copies a received frame.
+const bigFrame = 4 << 20
+
+// copyPart is the least a goroutine of takeBig copies; the parts start
+// at multiples of partAlign, so that no page is populated twice.
+const (
+	copyPart  = 8 << 20
+	partAlign = 2 << 20
+)
+
+// takeBig copies the frame in msg, of len(dst) bytes, to dst and closes
+// msg. The copy is the first touch of dst, a buffer of fresh pages: each
+// part is populated in one call (populate) rather than faulted in 4 KiB
+// at a time, and the parts are copied in parallel, one per processor.
+// They are the only work of the receive loop, whose senders wait for it.
+func takeBig(msg *C.zmq_msg_t, dst []byte) {
+	defer C.spindle_msg_close(msg)
+	src := unsafe.Slice((*byte)(C.spindle_msg_data(msg)), len(dst))
+	parts := min(runtime.GOMAXPROCS(0), len(dst)/copyPart, 8)
+	if parts <= 1 {
+		populate(dst)
+		copy(dst, src)
+		return
+	}
+	var wg sync.WaitGroup
+	step := (len(dst)/parts + partAlign - 1) &^ (partAlign - 1)
+	for lo := 0; lo < len(dst); lo += step {
+		hi := min(lo+step, len(dst))
+		wg.Go(func() {
+			populate(dst[lo:hi])
+			copy(dst[lo:hi], src[lo:hi])
+		})
+	}
+	wg.Wait()
 }

@@ -97,6 +97,7 @@ type Stats struct {
 	Sent      uint64 // messages handed to ZeroMQ by Send
 	Received  uint64 // well-formed messages read from peers, for Recv
 	Malformed uint64 // messages from peers dropped because they did not decode or check
+	Lent      uint64 // data frames Send had ZeroMQ write from the caller's memory, without a copy
 }
 
 // Transport is the ZeroMQ implementation of transport.Transport. See the
@@ -125,7 +126,7 @@ type Transport struct {
 	wg        sync.WaitGroup // the receive loop; Add only under mu while !closing
 	zapOn     bool           // the ZAP handler runs (Options.Curve); guarded by mu
 
-	sent, received, malformed atomic.Uint64
+	sent, received, malformed, lent atomic.Uint64
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -640,8 +641,12 @@ var metaPool = sync.Pool{New: func() any {
 // Send implements transport.Transport. It queues m on the DEALER socket
 // of m.Meta.Recver; when the queue is at its high-water mark, Send waits
 // for room until ctx is done. It refuses a message that would fail
-// transport.CheckData. The meta and data are copied into ZeroMQ's
-// buffers: m may be reused once Send returns.
+// transport.CheckData. m may be reused once Send returns: small frames
+// are copied into ZeroMQ's buffers, and data frames of 64 KiB or more are
+// sent from m's memory without a copy, Send returning once ZeroMQ has
+// written them to the connection. If ctx ends before that, the socket is
+// closed with what it still queued (the route reconnects for the next
+// Send) and Send returns ctx's error.
 func (t *Transport) Send(ctx context.Context, m *transport.Message) (int, error) {
 	select {
 	case <-t.done:
@@ -692,7 +697,7 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (int, error)
 
 // Stats returns the transport's counters.
 func (t *Transport) Stats() Stats {
-	return Stats{Sent: t.sent.Load(), Received: t.received.Load(), Malformed: t.malformed.Load()}
+	return Stats{Sent: t.sent.Load(), Received: t.received.Load(), Malformed: t.malformed.Load(), Lent: t.lent.Load()}
 }
 
 // Close implements transport.Transport. In order, it: refuses new calls
@@ -758,9 +763,15 @@ type peer struct {
 	sem      chan struct{} // capacity 1: a mutex that a waiter can give up on
 	gone     chan struct{} // closed when the route is replaced or removed
 
-	sock   *zmq4.Socket // nil once closed; guarded by sem
-	poller *zmq4.Poller // POLLOUT on sock; guarded by sem
+	sock   *zmq4.Socket   // nil once closed; guarded by sem
+	raw    unsafe.Pointer // sock's libzmq socket, nil if unknown (rawSocket); guarded by sem
+	poller *zmq4.Poller   // POLLOUT on sock; guarded by sem
+	mon    *zmq4.Socket   // sock's connection events (see connected); guarded by sem
+	live   bool           // sock has a connection, as of the last event read; guarded by sem
 }
+
+// monitors numbers the inproc endpoints of the peers' event monitors.
+var monitors atomic.Uint64
 
 // open creates and connects the socket. The caller holds sem or is the
 // only user of p.
@@ -769,8 +780,12 @@ func (p *peer) open() error {
 	if err != nil {
 		return fmt.Errorf("new DEALER socket: %w", err)
 	}
+	var mon *zmq4.Socket
 	fail := func(err error) error {
 		_ = s.Close()
+		if mon != nil {
+			_ = mon.Close()
+		}
 		return err
 	}
 	if err := s.SetLinger(0); err != nil {
@@ -789,10 +804,26 @@ func (p *peer) open() error {
 			return fail(fmt.Errorf("set ZMQ_IPV6: %w", err))
 		}
 	}
+	// Connection events, watched from before the connect so that none is
+	// missed, tell send whether frames lent to ZeroMQ can be written.
+	ep := "inproc://spindle-zmq-monitor-" + strconv.FormatUint(monitors.Add(1), 10)
+	if err := s.Monitor(ep, zmq4.EVENT_CONNECTED|zmq4.EVENT_DISCONNECTED); err != nil {
+		return fail(fmt.Errorf("monitor the DEALER socket: %w", err))
+	}
+	if mon, err = p.t.zctx.NewSocket(zmq4.PAIR); err != nil {
+		return fail(fmt.Errorf("new PAIR socket: %w", err))
+	}
+	if err := mon.SetLinger(0); err != nil {
+		return fail(fmt.Errorf("set ZMQ_LINGER: %w", err))
+	}
+	if err := mon.Connect(ep); err != nil {
+		return fail(fmt.Errorf("connect %s: %w", ep, err))
+	}
 	if err := s.Connect(p.endpoint); err != nil {
 		return fail(fmt.Errorf("connect %s: %w", p.endpoint, err))
 	}
-	p.sock = s
+	p.sock, p.mon, p.live = s, mon, false
+	p.raw = rawSocket(s, zmq4.DEALER)
 	p.poller = zmq4.NewPoller()
 	p.poller.Add(s, zmq4.POLLOUT)
 	return nil
@@ -804,17 +835,44 @@ func (p *peer) open() error {
 func (p *peer) close() {
 	close(p.gone)
 	p.sem <- struct{}{}
+	p.drop()
+	<-p.sem
+}
+
+// drop closes the socket, discarding what it queued. sem must be held.
+func (p *peer) drop() {
 	if p.sock != nil {
 		_ = p.sock.Close()
-		p.sock = nil
+		_ = p.mon.Close()
+		p.sock, p.raw, p.mon, p.live = nil, nil, nil, false
 	}
-	<-p.sem
+}
+
+// connected reads the socket's pending connection events and reports
+// whether it has a connection to the peer. sem must be held.
+func (p *peer) connected() bool {
+	for {
+		ev, _, _, err := p.mon.RecvEvent(zmq4.DONTWAIT)
+		if err != nil {
+			return p.live // EAGAIN: no news
+		}
+		switch ev {
+		case zmq4.EVENT_CONNECTED:
+			p.live = true
+		case zmq4.EVENT_DISCONNECTED:
+			p.live = false
+		}
+	}
 }
 
 // send writes one message to the socket: meta, then the data frames, each
 // but the last with ZMQ_SNDMORE. ZeroMQ accepts or refuses a whole message
 // at its first frame (the high-water mark counts messages), so only the
 // first frame waits for room, and that wait gives up when ctx is done.
+// While the socket is connected, data frames of minBorrowed bytes or more
+// are lent to ZeroMQ rather than copied, and send waits for them to come
+// back (see returned). Without a connection they are copied and queued,
+// as small frames are, for ZeroMQ to deliver once it connects.
 func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 	select {
 	case p.sem <- struct{}{}:
@@ -841,33 +899,100 @@ func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 	if len(data) > 0 {
 		more = zmq4.SNDMORE
 	}
-	if err := p.write(ctx, meta, more); err != nil {
+	if err := p.write(ctx, meta, more, nil); err != nil {
 		return err
 	}
 	// A started message must be finished: from here on only Close or a
 	// replaced route stops the wait, never ctx.
 	rest := context.WithoutCancel(ctx)
+	var lent *borrowed
+	lend := p.raw != nil && hasLarge(data) && p.connected()
 	for i, d := range data {
 		flags := zmq4.SNDMORE
 		if i == len(data)-1 {
 			flags = 0
 		}
-		if err := p.write(rest, d, flags); err != nil {
+		var r *borrowed
+		if lend && len(d) >= minBorrowed {
+			if lent == nil {
+				lent = newBorrowed()
+			}
+			r = lent
+			p.t.lent.Add(1)
+		}
+		if err := p.write(rest, d, flags, r); err != nil {
 			// The socket holds part of a message, which would run into
 			// the next one: drop it with the socket.
-			_ = p.sock.Close()
-			p.sock = nil
+			p.drop()
+			if lent != nil {
+				lent.release()
+				p.awaitRelease(lent)
+			}
 			return err
 		}
+	}
+	if lent != nil {
+		return p.returned(ctx, lent)
 	}
 	return nil
 }
 
-// write sends one frame without blocking, waiting on the socket for room
-// while ZeroMQ says EAGAIN. sem must be held.
-func (p *peer) write(ctx context.Context, b []byte, flags zmq4.Flag) error {
+// returned waits for ZeroMQ to hand back the frames lent to it, which it
+// does once it has written them to the connection (or lost it while
+// writing). If the connection is gone, ctx ends, the route goes or the
+// transport closes first, the frames may never be written: the socket is
+// dropped with its queue, which hands them back, and send fails. sem must
+// be held.
+func (p *peer) returned(ctx context.Context, lent *borrowed) error {
+	lent.release() // the sender's own reference
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	var err error
+wait:
 	for {
-		_, err := p.sock.SendBytes(b, flags|zmq4.DONTWAIT)
+		select {
+		case <-lent.done:
+			return nil
+		case <-tick.C:
+			if !p.connected() {
+				err = errors.New("connection lost while writing")
+				break wait
+			}
+		case <-ctx.Done():
+			err = ctx.Err()
+			break wait
+		case <-p.gone:
+			err = errRouteGone
+			break wait
+		case <-p.t.done:
+			err = transport.ErrClosed
+			break wait
+		}
+	}
+	p.drop()
+	p.awaitRelease(lent)
+	return err
+}
+
+// awaitRelease waits for the frames lent to a dropped socket, and logs if
+// libzmq holds on to them past releaseBackstop.
+func (p *peer) awaitRelease(lent *borrowed) {
+	if !lent.awaitRelease() {
+		p.t.log.WithField("peer", p.id).Errorf("zmq: frames of a dropped socket not released after %v; their memory stays pinned", releaseBackstop)
+	}
+}
+
+// write sends one frame without blocking, waiting on the socket for room
+// while ZeroMQ says EAGAIN. With lent set the frame is lent to ZeroMQ
+// rather than copied (sendBorrowed). sem must be held.
+func (p *peer) write(ctx context.Context, b []byte, flags zmq4.Flag, lent *borrowed) error {
+	for {
+		var err error
+		if lent != nil {
+			err = sendBorrowed(p.raw, b, flags|zmq4.DONTWAIT, lent)
+		} else {
+			_, err = p.sock.SendBytes(b, flags|zmq4.DONTWAIT)
+		}
 		if err == nil {
 			return nil
 		}
@@ -915,4 +1040,14 @@ func (p *peer) waitWritable(ctx context.Context) error {
 func isErrno(err error, e syscall.Errno) bool {
 	var zerr zmq4.Errno
 	return errors.As(err, &zerr) && zerr == zmq4.Errno(e)
+}
+
+// hasLarge reports whether a data frame is large enough to be lent.
+func hasLarge(data [][]byte) bool {
+	for _, d := range data {
+		if len(d) >= minBorrowed {
+			return true
+		}
+	}
+	return false
 }

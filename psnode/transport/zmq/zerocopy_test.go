@@ -1,0 +1,208 @@
+package zmq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/spindle-ps/spindle/psnode/transport"
+	"github.com/spindle-ps/spindle/psnode/transport/zmq"
+)
+
+// fill writes pattern v to b: byte i is v+i%251, so that a part of a
+// frame moved to another offset shows too.
+func fill(b []byte, v byte) {
+	for i := range b {
+		b[i] = v + byte(i%251)
+	}
+}
+
+// firstNot returns the index of the first byte of b that breaks pattern
+// v, or -1.
+func firstNot(b []byte, v byte) int {
+	for i, x := range b {
+		if x != v+byte(i%251) {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestLargeFramesReusableAfterSend checks the promise that lets Send skip
+// the copy of large frames: a caller may overwrite its buffers as soon as
+// Send returns, and the peer still receives what was sent.
+func TestLargeFramesReusableAfterSend(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
+			opts := zmq.Options{Local: local}
+			if local {
+				opts.IPCDir = t.TempDir()
+			}
+			a, b := newTransport(t, opts), newTransport(t, opts)
+			addr, err := b.Listen(t.Context(), "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Connect(t.Context(), 2, addr); err != nil {
+				t.Fatal(err)
+			}
+			// A small frame, one just at the lending threshold and an odd-sized one
+			// large enough to be received in parallel parts.
+			frames := [][]byte{make([]byte, 100), make([]byte, 64<<10), make([]byte, 17<<20+5)}
+			for i := range 10 {
+				for j, f := range frames {
+					fill(f, byte(3*i+j+1))
+				}
+				m := &transport.Message{Meta: transport.Meta{Sender: 1, Recver: 2, Timestamp: int32(i)}, Data: frames}
+				if _, err := a.Send(t.Context(), m); err != nil {
+					t.Fatalf("Send %d: %v", i, err)
+				}
+				for _, f := range frames {
+					clear(f) // the caller reuses its buffers
+				}
+				got := recv(t, b)
+				if len(got.Data) != len(frames) {
+					t.Fatalf("message %d: %d data frames, want %d", i, len(got.Data), len(frames))
+				}
+				for j, f := range got.Data {
+					if len(f) != len(frames[j]) {
+						t.Fatalf("message %d frame %d: %d bytes, want %d", i, j, len(f), len(frames[j]))
+					}
+					if k := firstNot(f, byte(3*i+j+1)); k >= 0 {
+						t.Fatalf("message %d frame %d: byte %d is %#x, want %#x: the frame was read after Send returned, or put together wrong", i, j, k, f[k], byte(3*i+j+1)+byte(k%251))
+					}
+				}
+			}
+			if a.Stats().Lent == 0 {
+				t.Fatal("no frame was sent without a copy")
+			}
+		})
+	}
+}
+
+// silentPeer accepts one TCP connection, reads the first byte ZeroMQ sends
+// (so the connection is up) and then neither answers nor reads. It
+// returns the address and a channel that yields the connection.
+func silentPeer(t *testing.T) (string, net.Listener, <-chan net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	conns := make(chan net.Conn, 1)
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			close(conns)
+			return
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			close(conns)
+			return
+		}
+		conns <- c
+	}()
+	return l.Addr().String(), l, conns
+}
+
+func awaitConn(t *testing.T, conns <-chan net.Conn) net.Conn {
+	t.Helper()
+	select {
+	case c, ok := <-conns:
+		if !ok {
+			t.Fatal("the silent peer's connection failed")
+		}
+		return c
+	case <-time.After(20 * time.Second):
+		t.Fatal("ZeroMQ did not connect to the silent peer")
+	}
+	return nil
+}
+
+func bigMessage(to int32) *transport.Message {
+	return &transport.Message{Meta: transport.Meta{Sender: 1, Recver: to}, Data: [][]byte{make([]byte, 4<<20)}}
+}
+
+// TestLargeFrameToSilentPeer checks that a Send whose large frame a
+// connected peer never takes gives up at its context's deadline, and that
+// the route then works again once it points at a live peer.
+func TestLargeFrameToSilentPeer(t *testing.T) {
+	a := newTransport(t, zmq.Options{})
+	addr, _, conns := silentPeer(t)
+	if err := a.Connect(t.Context(), 8, addr); err != nil {
+		t.Fatal(err)
+	}
+	awaitConn(t, conns)
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := a.Send(ctx, bigMessage(8)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Send to a silent peer = %v, want the context's deadline", err)
+	}
+	if n := a.Stats().Lent; n != 1 {
+		t.Fatalf("Lent = %d, want 1", n)
+	}
+
+	b := newTransport(t, zmq.Options{})
+	bAddr, err := b.Listen(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Connect(t.Context(), 8, bAddr); err != nil {
+		t.Fatal(err)
+	}
+	m := bigMessage(8)
+	fill(m.Data[0], 7)
+	if _, err := a.Send(t.Context(), m); err != nil {
+		t.Fatalf("Send after the route moved: %v", err)
+	}
+	if got := recv(t, b); len(got.Data) != 1 || firstNot(got.Data[0], 7) >= 0 {
+		t.Fatal("the message after the route moved arrived damaged")
+	}
+}
+
+// TestLargeFramePeerGone checks that a Send without a deadline, whose
+// large frame waits on a connection that then dies and cannot be made
+// again, returns an error rather than waiting for ever.
+func TestLargeFramePeerGone(t *testing.T) {
+	a := newTransport(t, zmq.Options{})
+	addr, l, conns := silentPeer(t)
+	if err := a.Connect(t.Context(), 8, addr); err != nil {
+		t.Fatal(err)
+	}
+	c := awaitConn(t, conns)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := a.Send(t.Context(), bigMessage(8))
+		errc <- err
+	}()
+	// Once the frame is lent, Send waits for ZeroMQ to write it.
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
+	for a.Stats().Lent == 0 {
+		select {
+		case err := <-errc:
+			t.Fatalf("Send returned %v before the peer went", err)
+		case <-deadline:
+			t.Fatal("the frame was not lent to ZeroMQ within 20 s")
+		case <-tick.C:
+		}
+	}
+	_ = l.Close()
+	_ = c.Close()
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("Send to a peer that went away succeeded")
+		}
+		t.Logf("Send: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Send still waits 20 s after its peer went away")
+	}
+}
