@@ -34,6 +34,23 @@
 // ROUTER, which the receive loop does with direct calls into libzmq on the
 // same socket: two cgo calls a frame (receive; copy into a new Go buffer,
 // which the message then owns, and close) instead of pebbe/zmq4's five.
+// A frame of 4 MiB or more is copied in parts, one goroutine per
+// processor, each part's pages populated in one madvise call first: the
+// buffer is fresh, and faulting it in page by page cost more than the
+// copy.
+//
+// # Sending large frames
+//
+// Send hands small frames to zmq_send, which copies them. A data frame of
+// 64 KiB or more is lent instead (zmq_msg_init_data): libzmq writes it to
+// the connection from the caller's memory, pinned meanwhile, and hands it
+// back through a free function; Send returns once every lent frame is
+// back, so the caller may reuse its buffers as with a copy. Frames are
+// lent only while the DEALER has a connection, which a socket monitor
+// reports; otherwise they are copied and queued like small ones. If the
+// connection drops, the context ends or the route is replaced while lent
+// frames wait, the DEALER is closed with its queue (which hands them
+// back; the route reconnects for the next Send) and Send fails.
 //
 // # Addresses
 //
