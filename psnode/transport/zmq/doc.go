@@ -48,9 +48,11 @@
 // back, so the caller may reuse its buffers as with a copy. Frames are
 // lent only while the DEALER has a connection, which a socket monitor
 // reports; otherwise they are copied and queued like small ones. If the
-// connection drops, the context ends or the route is replaced while lent
-// frames wait, the DEALER is closed with its queue (which hands them
-// back; the route reconnects for the next Send) and Send fails.
+// connection drops or the route is replaced while lent frames wait, the
+// DEALER is closed with its queue, which hands them back, and the message
+// is lost as ZeroMQ loses one it was writing when a connection breaks
+// (Send succeeds; the route reconnects for the next Send). If the context
+// ends first, the same happens and Send returns the context's error.
 //
 // # Addresses
 //

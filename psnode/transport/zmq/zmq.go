@@ -646,7 +646,9 @@ var metaPool = sync.Pool{New: func() any {
 // sent from m's memory without a copy, Send returning once ZeroMQ has
 // written them to the connection. If ctx ends before that, the socket is
 // closed with what it still queued (the route reconnects for the next
-// Send) and Send returns ctx's error.
+// Send) and Send returns ctx's error; if the connection breaks, the
+// message is lost with it and Send returns nil, as for a message ZeroMQ
+// was writing when its connection broke.
 func (t *Transport) Send(ctx context.Context, m *transport.Message) (int, error) {
 	select {
 	case <-t.done:
@@ -938,11 +940,18 @@ func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 }
 
 // returned waits for ZeroMQ to hand back the frames lent to it, which it
-// does once it has written them to the connection (or lost it while
-// writing). If the connection is gone, ctx ends, the route goes or the
-// transport closes first, the frames may never be written: the socket is
-// dropped with its queue, which hands them back, and send fails. sem must
-// be held.
+// does once it has written them to the connection. Until then the message
+// may sit in the socket's queue for as long as the peer does not read, so
+// the wait ends early, the socket dropped with its queue (which hands the
+// frames back; the route reconnects for the next send):
+//
+//   - when the connection is lost, or the route is replaced: send
+//     succeeds, the message lost with the connection as ZeroMQ loses the
+//     messages it was writing when a connection breaks (a successful Send
+//     never meant delivery; the node layer finds dead peers and resends);
+//   - when ctx ends or the transport closes: send fails with that error.
+//
+// sem must be held.
 func (p *peer) returned(ctx context.Context, lent *borrowed) error {
 	lent.release() // the sender's own reference
 	tick := time.NewTicker(pollInterval)
@@ -955,14 +964,13 @@ wait:
 			return nil
 		case <-tick.C:
 			if !p.connected() {
-				err = errors.New("connection lost while writing")
+				p.t.log.WithField("peer", p.id).Debug("zmq: connection lost while writing a message; it is dropped")
 				break wait
 			}
+		case <-p.gone:
+			break wait
 		case <-ctx.Done():
 			err = ctx.Err()
-			break wait
-		case <-p.gone:
-			err = errRouteGone
 			break wait
 		case <-p.t.done:
 			err = transport.ErrClosed
