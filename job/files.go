@@ -166,12 +166,13 @@ func (f *files) commitCheckpoint(ctx context.Context, c tracker.CheckpointInfo) 
 // scheduler or a server, named) failed: a parameter-server job cannot go
 // on without its scheduler or with a server's parameters gone, so every
 // task starts again from the newest usable checkpoint, or from scratch
-// when none is committed yet. The job starts again at most MaxAttempts-1
-// times in all, whatever the cause. Without a checkpoint directory the
-// job fails, unless training had not begun (no worker asked for input
-// yet: a scheduler that could not bind its port, say), when nothing is
-// lost by starting from scratch.
-func (f *files) restartPoint(ctx context.Context, lost string, trained bool) (resumePoint, error) {
+// when none is committed yet. With asked, lost is instead a task that
+// asked for the restart (conf.ExitRestartJob) and is not itself lost.
+// The job starts again at most MaxAttempts-1 times in all, whatever the
+// cause. Without a checkpoint directory the job fails, unless training
+// had not begun (no worker asked for input yet: a scheduler that could
+// not bind its port, say), when nothing is lost by starting from scratch.
+func (f *files) restartPoint(ctx context.Context, lost string, trained, asked bool) (resumePoint, error) {
 	if f.restarts+1 >= f.spec.MaxAttempts {
 		return resumePoint{}, fmt.Errorf("%s, and the job was started again %d times already: MaxAttempts %d allows %d", lost, f.restarts, f.spec.MaxAttempts, f.spec.MaxAttempts-1)
 	}
@@ -179,6 +180,9 @@ func (f *files) restartPoint(ctx context.Context, lost string, trained bool) (re
 		f.restarts++
 		f.from = resumePoint{}
 		return resumePoint{}, nil
+	}
+	if f.ckptFS == nil && asked {
+		return resumePoint{}, fmt.Errorf("%s, and this job has no CheckpointDir to start again from (set CheckpointDir and CheckpointInterval for the job to start again from its last checkpoint)", lost)
 	}
 	if f.ckptFS == nil && f.spec.Collective {
 		return resumePoint{}, fmt.Errorf("%s: the workers of a collective job cannot go on without it, and this job has no CheckpointDir to start again from (set CheckpointDir and CheckpointInterval to survive the loss of a worker)", lost)

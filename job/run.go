@@ -426,7 +426,12 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	}
 	if ex.Code == conf.ExitRestartJob {
 		// Not the task's failure: the job's restarts are bounded instead.
-		return r.restartAll(ctx, fmt.Sprintf("%s asked to start the whole job again (%s)", t, ex.Desc))
+		err := r.restartAll(ctx, fmt.Sprintf("%s asked to start the whole job again (%s)", t, ex.Desc), true)
+		if err != nil && ex.Tail != "" {
+			// Its last lines say why it asked.
+			err = fmt.Errorf("%w; its last lines:\n%s", err, ex.Tail)
+		}
+		return err
 	}
 	if ex.Lost && t.lost < MaxLostLaunches {
 		// The cluster's doing, not the task's: a new launch that does
@@ -435,7 +440,7 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 		t.attempt++
 		lost := fmt.Sprintf("%s lost: %s (%d of %d such losses allowed)", t, ex.Desc, t.lost, MaxLostLaunches)
 		if t.Role != conf.RoleWorker {
-			return r.restartAll(ctx, lost)
+			return r.restartAll(ctx, lost, false)
 		}
 		r.log.WithFields(logrus.Fields{"task": t.String(), "lost": t.lost, "exit": ex.Code}).Warn("task's container taken away; starting it again without using up an attempt")
 		return r.start(ctx, t)
@@ -452,7 +457,7 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	if t.Role != conf.RoleWorker || r.spec.Collective {
 		// The others cannot go on without it: a server's parameters, or
 		// a member of the workers' collectives, are gone.
-		return r.restartAll(ctx, failed)
+		return r.restartAll(ctx, failed, false)
 	}
 	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt - 1, "exit": ex.Code}).Warn("task failed; restarting it")
 	return r.start(ctx, t)
@@ -486,9 +491,10 @@ func (r *run) nodeFailed(node string) {
 
 // restartAll starts every task again, from the newest usable checkpoint
 // (files.restartPoint), once every task of the job has stopped: the job
-// cannot go on after losing its scheduler or a server.
-func (r *run) restartAll(ctx context.Context, failed string) error {
-	p, err := r.files.restartPoint(ctx, failed, !r.state.Status().FirstData.IsZero())
+// cannot go on after losing its scheduler or a server, or a task asked
+// for it (asked: see files.restartPoint).
+func (r *run) restartAll(ctx context.Context, failed string, asked bool) error {
+	p, err := r.files.restartPoint(ctx, failed, !r.state.Status().FirstData.IsZero(), asked)
 	if err != nil {
 		return err
 	}

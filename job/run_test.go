@@ -492,6 +492,31 @@ func TestRunPolicy(t *testing.T) {
 			wantErr: []string{"worker 0 asked to start the whole job again", "started again 1 times already", "MaxAttempts 2"},
 		},
 		{
+			// A worker whose synchronous step failed because another died
+			// asks for the restart: the error is its, not a lost server's.
+			name: "exit 75 after training began, without a checkpoint directory",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 3} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					if l.Task != worker0 {
+						return
+					}
+					if _, d, err := f.j.State().NextShard(0, 0, 0); err != nil || d != tracker.Given {
+						f.t.Errorf("worker 0 got no shard: %v %v", d, err)
+					}
+					f.exit(l, conf.ExitRestartJob)
+				}
+			},
+			want: tracker.Failed,
+			wantErr: []string{"worker 0 asked to start the whole job again (exit code 75)", "no CheckpointDir to start again from",
+				"its last lines:\n    last words of worker 0"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if strings.Contains(err.Error(), "server") || strings.Contains(err.Error(), "cannot go on without it") {
+					t.Errorf("the error blames a lost task: %v", err)
+				}
+			},
+		},
+		{
 			name:   "kill over the tracker RPC",
 			spec:   func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 1} },
 			secret: "s3cret",
