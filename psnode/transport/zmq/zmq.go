@@ -157,8 +157,10 @@ func New(opts Options) (*Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zmq: new context: %w", err)
 	}
-	// ps-lite's limit: one socket per peer, and MaxNodes peers at most.
-	if err := zctx.SetMaxSockets(transport.MaxNodes); err != nil {
+	// MaxNodes peers at most (ps-lite's limit), each with its DEALER and
+	// the two PAIR sockets of its event monitor; the ROUTER and the wake
+	// pair besides.
+	if err := zctx.SetMaxSockets(3*transport.MaxNodes + 3); err != nil {
 		_ = zctx.Term()
 		return nil, fmt.Errorf("zmq: set ZMQ_MAX_SOCKETS: %w", err)
 	}
