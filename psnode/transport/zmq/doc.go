@@ -47,12 +47,14 @@
 // back through a free function; Send returns once every lent frame is
 // back, so the caller may reuse its buffers as with a copy. Frames are
 // lent only while the DEALER has a connection, which a socket monitor
-// reports; otherwise they are copied and queued like small ones. If the
-// connection drops or the route is replaced while lent frames wait, the
-// DEALER is closed with its queue, which hands them back, and the message
-// is lost as ZeroMQ loses one it was writing when a connection breaks
-// (Send succeeds; the route reconnects for the next Send). If the context
-// ends first, the same happens and Send returns the context's error.
+// reports; otherwise they are copied and queued like small ones. A
+// connection that breaks while lent frames wait has a second to come
+// back, and the message goes out on it then. If it does not, or the route
+// is replaced, the DEALER is closed with its queue, which hands the frames
+// back, and the message is lost as ZeroMQ loses one it was writing when a
+// connection breaks (Send succeeds; the route reconnects for the next
+// Send). If the context ends first, the same happens and Send returns the
+// context's error.
 //
 // # Addresses
 //

@@ -22,6 +22,13 @@ const minBorrowed = 64 << 10
 // its queue at once; the backstop only matters if libzmq held on.
 const releaseBackstop = 10 * time.Second
 
+// reconnectGrace is how long a message lent to ZeroMQ waits for a broken
+// connection to come back before it is dropped (see peer.returned):
+// ZeroMQ tries to reconnect every 100 ms, so a peer that is still there
+// is back well within it, and one that is gone holds up its sender no
+// longer.
+const reconnectGrace = time.Second
+
 // borrowed tracks the frames of one message that libzmq reads from Go
 // memory. The memory stays pinned until libzmq has released every frame
 // and the sender has given up its own reference; done is closed then.

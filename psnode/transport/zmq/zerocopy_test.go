@@ -147,6 +147,24 @@ func moveToLivePeer(t *testing.T, a *zmq.Transport, id int32) {
 	}
 }
 
+// awaitLent waits until a has lent a frame to ZeroMQ, which the Send
+// reporting to errc then waits to get back.
+func awaitLent(t *testing.T, a *zmq.Transport, errc <-chan error) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
+	for a.Stats().Lent == 0 {
+		select {
+		case err := <-errc:
+			t.Fatalf("Send returned %v before the frame was lent", err)
+		case <-deadline:
+			t.Fatal("the frame was not lent to ZeroMQ within 20 s")
+		case <-tick.C:
+		}
+	}
+}
+
 func bigMessage(to int32) *transport.Message {
 	return &transport.Message{Meta: transport.Meta{Sender: 1, Recver: to}, Data: [][]byte{make([]byte, 4<<20)}}
 }
@@ -189,19 +207,7 @@ func TestLargeFramePeerGone(t *testing.T) {
 		_, err := a.Send(t.Context(), bigMessage(8))
 		errc <- err
 	}()
-	// Once the frame is lent, Send waits for ZeroMQ to write it.
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(20 * time.Second)
-	for a.Stats().Lent == 0 {
-		select {
-		case err := <-errc:
-			t.Fatalf("Send returned %v before the peer went", err)
-		case <-deadline:
-			t.Fatal("the frame was not lent to ZeroMQ within 20 s")
-		case <-tick.C:
-		}
-	}
+	awaitLent(t, a, errc)
 	_ = l.Close()
 	_ = c.Close()
 	select {
@@ -216,4 +222,46 @@ func TestLargeFramePeerGone(t *testing.T) {
 	}
 
 	moveToLivePeer(t, a, 8)
+}
+
+// TestLargeFrameSurvivesReconnect checks that a message whose frame waits
+// on a connection that breaks is written once ZeroMQ reconnects, when the
+// peer is back at the same address within the grace period, rather than
+// dropped.
+func TestLargeFrameSurvivesReconnect(t *testing.T) {
+	a := newTransport(t, zmq.Options{})
+	addr, l, conns := silentPeer(t)
+	if err := a.Connect(t.Context(), 8, addr); err != nil {
+		t.Fatal(err)
+	}
+	c := awaitConn(t, conns)
+	m := bigMessage(8)
+	fill(m.Data[0], 5)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := a.Send(t.Context(), m)
+		errc <- err
+	}()
+	awaitLent(t, a, errc)
+	_ = l.Close()
+	_ = c.Close()
+	// A live peer takes the address over; ZeroMQ reconnects to it.
+	b := newTransport(t, zmq.Options{})
+	if _, err := b.Listen(t.Context(), addr); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("Send across a reconnect: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Send still waits 20 s after its peer came back")
+	}
+	if got := recv(t, b); len(got.Data) != 1 || firstNot(got.Data[0], 5) >= 0 {
+		t.Fatal("the message written after the reconnect arrived damaged")
+	}
+	if n := a.Stats().Lent; n != 1 {
+		t.Fatalf("Lent = %d, want 1: the message was not the lent one", n)
+	}
 }

@@ -648,9 +648,10 @@ var metaPool = sync.Pool{New: func() any {
 // sent from m's memory without a copy, Send returning once ZeroMQ has
 // written them to the connection. If ctx ends before that, the socket is
 // closed with what it still queued (the route reconnects for the next
-// Send) and Send returns ctx's error; if the connection breaks, the
-// message is lost with it and Send returns nil, as for a message ZeroMQ
-// was writing when its connection broke.
+// Send) and Send returns ctx's error; if the connection breaks and does
+// not come back within a second, the message is lost with it and Send
+// returns nil, as for a message ZeroMQ was writing when its connection
+// broke.
 func (t *Transport) Send(ctx context.Context, m *transport.Message) (int, error) {
 	select {
 	case <-t.done:
@@ -942,14 +943,16 @@ func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 }
 
 // returned waits for ZeroMQ to hand back the frames lent to it, which it
-// does once it has written them to the connection. Until then the message
-// may sit in the socket's queue for as long as the peer does not read, so
-// the wait ends early, the socket dropped with its queue (which hands the
-// frames back; the route reconnects for the next send):
+// does once it has written them to the connection. A connection that
+// breaks is given reconnectGrace to come back (ZeroMQ reconnects by
+// itself, and writes the message then). Otherwise the message may sit in
+// the socket's queue for as long as the peer does not read, so the wait
+// ends early, the socket dropped with its queue (which hands the frames
+// back; the route reconnects for the next send):
 //
-//   - when the connection is lost, or the route is replaced: send
+//   - when the connection stays lost, or the route is replaced: send
 //     succeeds, the message lost with the connection as ZeroMQ loses the
-//     messages it was writing when a connection breaks (a successful Send
+//     message it was writing when a connection breaks (a successful Send
 //     never meant delivery; the node layer finds dead peers and resends);
 //   - when ctx ends or the transport closes: send fails with that error.
 //
@@ -958,15 +961,23 @@ func (p *peer) returned(ctx context.Context, lent *borrowed) error {
 	lent.release() // the sender's own reference
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
-	var err error
+	var (
+		err    error
+		lostAt time.Time // when the connection was found broken; zero while it is up
+	)
 wait:
 	for {
 		select {
 		case <-lent.done:
 			return nil
-		case <-tick.C:
-			if !p.connected() {
-				p.t.log.WithField("peer", p.id).Debug("zmq: connection lost while writing a message; it is dropped")
+		case now := <-tick.C:
+			switch {
+			case p.connected():
+				lostAt = time.Time{}
+			case lostAt.IsZero():
+				lostAt = now
+			case now.Sub(lostAt) >= reconnectGrace:
+				p.t.log.WithField("peer", p.id).Debugf("zmq: connection lost for %v while a message waited to be written; it is dropped", reconnectGrace)
 				break wait
 			}
 		case <-p.gone:
