@@ -953,7 +953,8 @@ func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 //   - when the connection stays lost, or the route is replaced: send
 //     succeeds, the message lost with the connection as ZeroMQ loses the
 //     message it was writing when a connection breaks (a successful Send
-//     never meant delivery; the node layer finds dead peers and resends);
+//     never meant delivery: the node layer finds dead peers, and resends
+//     when acknowledged delivery is on);
 //   - when ctx ends or the transport closes: send fails with that error.
 //
 // sem must be held.
