@@ -147,6 +147,40 @@ func moveToLivePeer(t *testing.T, a *zmq.Transport, id int32) {
 	}
 }
 
+// lentToSilentPeer connects a new transport's route m.Meta.Recver to a
+// silentPeer and starts a Send of m, whose result errc yields, once that
+// Send has lent its frame to ZeroMQ and waits for it. breakConn closes
+// the peer's connection and its listener.
+func lentToSilentPeer(t *testing.T, m *transport.Message) (a *zmq.Transport, addr string, breakConn func(), errc <-chan error) {
+	t.Helper()
+	a = newTransport(t, zmq.Options{})
+	addr, l, conns := silentPeer(t)
+	if err := a.Connect(t.Context(), m.Meta.Recver, addr); err != nil {
+		t.Fatal(err)
+	}
+	c := awaitConn(t, conns)
+	ch := make(chan error, 1)
+	go func() {
+		_, err := a.Send(t.Context(), m)
+		ch <- err
+	}()
+	awaitLent(t, a, ch)
+	return a, addr, func() { _ = l.Close(); _ = c.Close() }, ch
+}
+
+// sendResult returns what the Send reporting to errc returned, failing
+// the test if it still waits 20 s after the event named by after.
+func sendResult(t *testing.T, errc <-chan error, after string) error {
+	t.Helper()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(20 * time.Second):
+		t.Fatalf("Send still waits 20 s after %s", after)
+		return nil
+	}
+}
+
 // awaitLent waits until a has lent a frame to ZeroMQ, which the Send
 // reporting to errc then waits to get back.
 func awaitLent(t *testing.T, a *zmq.Transport, errc <-chan error) {
@@ -196,29 +230,12 @@ func TestLargeFrameToSilentPeer(t *testing.T) {
 // again, returns rather than waiting for ever, and that the route works
 // again once it points at a live peer.
 func TestLargeFramePeerGone(t *testing.T) {
-	a := newTransport(t, zmq.Options{})
-	addr, l, conns := silentPeer(t)
-	if err := a.Connect(t.Context(), 8, addr); err != nil {
-		t.Fatal(err)
-	}
-	c := awaitConn(t, conns)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := a.Send(t.Context(), bigMessage(8))
-		errc <- err
-	}()
-	awaitLent(t, a, errc)
-	_ = l.Close()
-	_ = c.Close()
-	select {
-	case err := <-errc:
-		// The message is lost with the connection, as ZeroMQ loses one
-		// it was writing; a successful Send never meant delivery.
-		if err != nil {
-			t.Fatalf("Send to a peer whose connection broke = %v, want nil", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Send still waits 20 s after its peer went away")
+	a, _, breakConn, errc := lentToSilentPeer(t, bigMessage(8))
+	breakConn()
+	// The message is lost with the connection, as ZeroMQ loses one it was
+	// writing; a successful Send never meant delivery.
+	if err := sendResult(t, errc, "its peer went away"); err != nil {
+		t.Fatalf("Send to a peer whose connection broke = %v, want nil", err)
 	}
 
 	moveToLivePeer(t, a, 8)
@@ -229,34 +246,17 @@ func TestLargeFramePeerGone(t *testing.T) {
 // peer is back at the same address within the grace period, rather than
 // dropped.
 func TestLargeFrameSurvivesReconnect(t *testing.T) {
-	a := newTransport(t, zmq.Options{})
-	addr, l, conns := silentPeer(t)
-	if err := a.Connect(t.Context(), 8, addr); err != nil {
-		t.Fatal(err)
-	}
-	c := awaitConn(t, conns)
 	m := bigMessage(8)
 	fill(m.Data[0], 5)
-	errc := make(chan error, 1)
-	go func() {
-		_, err := a.Send(t.Context(), m)
-		errc <- err
-	}()
-	awaitLent(t, a, errc)
-	_ = l.Close()
-	_ = c.Close()
+	a, addr, breakConn, errc := lentToSilentPeer(t, m)
+	breakConn()
 	// A live peer takes the address over; ZeroMQ reconnects to it.
 	b := newTransport(t, zmq.Options{})
 	if _, err := b.Listen(t.Context(), addr); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-errc:
-		if err != nil {
-			t.Fatalf("Send across a reconnect: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Send still waits 20 s after its peer came back")
+	if err := sendResult(t, errc, "its peer came back"); err != nil {
+		t.Fatalf("Send across a reconnect: %v", err)
 	}
 	if got := recv(t, b); len(got.Data) != 1 || firstNot(got.Data[0], 5) >= 0 {
 		t.Fatal("the message written after the reconnect arrived damaged")
