@@ -617,6 +617,39 @@ func (n *Node) tickLoop() {
 	}
 }
 
+// connLostGrace is how long the scheduler's connection to a node may stay
+// broken before the node is declared dead (when that is sooner than the
+// heartbeat timeout). A node whose process ended refuses the reconnection
+// at once; one that is alive takes it back within ZeroMQ's 100 ms retry.
+const connLostGrace = time.Second
+
+// connsLostLocked, on the scheduler, declares dead the nodes whose
+// connection the transport lost (transport.ConnWatcher) more than
+// connLostGrace ago and could not make again: a process that ended, seen
+// without waiting for the heartbeat timeout. n.mu must be held.
+func (n *Node) connsLostLocked() []*transport.Message {
+	w, ok := n.tr.(transport.ConnWatcher)
+	if !ok || n.role != transport.RoleScheduler {
+		return nil
+	}
+	grace := min(connLostGrace, n.cfg.HeartbeatTimeout)
+	var lost []int32
+	for id := range n.lastSeen {
+		if _, d := n.dead[id]; d || id == n.me.ID {
+			continue
+		}
+		if since, down := w.Down(id); down && time.Since(since) >= grace {
+			lost = append(lost, id)
+		}
+	}
+	sort.Slice(lost, func(i, j int) bool { return lost[i] < lost[j] })
+	var out []*transport.Message
+	for _, id := range lost {
+		out = append(out, n.markDeadLocked(id, fmt.Sprintf("its connection was lost and not made again within %v", grace))...)
+	}
+	return out
+}
+
 // tick runs the timers: heartbeats, dead-node detection, retransmission.
 func (n *Node) tick(now time.Time) {
 	var out []*transport.Message
@@ -648,6 +681,7 @@ func (n *Node) tick(now time.Time) {
 		for _, id := range late {
 			out = append(out, n.markDeadLocked(id, fmt.Sprintf("no heartbeat for %v", n.cfg.HeartbeatTimeout))...)
 		}
+		out = append(out, n.connsLostLocked()...)
 	}
 	out = append(out, n.expireUnclaimedLocked(now)...)
 	n.mu.Unlock()

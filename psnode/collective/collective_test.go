@@ -352,7 +352,21 @@ func TestCollectivesAcrossProcesses(t *testing.T) {
 // fails with an error naming the dead member, not with their own
 // deadline, and so do later ones.
 func TestMemberKilledMidAllReduce(t *testing.T) {
-	j := startJob(t, 3, "kill", "SPINDLE_TEST_CHUNK=65536")
+	killMidAllReduce(t, "", "SPINDLE_TEST_CHUNK=65536")
+}
+
+// TestKilledMemberFoundByItsConnection is TestMemberKilledMidAllReduce
+// with a heartbeat timeout longer than the test may run: the scheduler
+// must find the dead worker through its lost connection, as it does a
+// process that ended, and say so.
+func TestKilledMemberFoundByItsConnection(t *testing.T) {
+	killMidAllReduce(t, "its connection was lost", "SPINDLE_TEST_CHUNK=65536", conf.EnvHeartbeatTimeout+"=600")
+}
+
+// killMidAllReduce is TestMemberKilledMidAllReduce for a job started with
+// extra, whose survivors' errors must also contain reason.
+func killMidAllReduce(t *testing.T, reason string, extra ...string) {
+	j := startJob(t, 3, "kill", extra...)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	for _, w := range j.workers {
@@ -371,11 +385,11 @@ func TestMemberKilledMidAllReduce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("worker %d, %v after the kill (heartbeat timeout %v): %s", r, time.Since(killed).Round(time.Millisecond), hbTimeout, line)
+		t.Logf("worker %d, %v after the kill: %s", r, time.Since(killed).Round(time.Millisecond), line)
 		if !strings.HasPrefix(line, "COLLECTIVE FAILED dead=true ") {
 			t.Errorf("worker %d: the error does not match psnode.ErrNodeDead: %s", r, line)
 		}
-		for _, want := range []string{"worker rank 1", "127.0.0.1:"} {
+		for _, want := range []string{"worker rank 1", "127.0.0.1:", reason} {
 			if !strings.Contains(line, want) {
 				t.Errorf("worker %d: the error does not name the dead member (%q): %s", r, want, line)
 			}

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // ErrClosed is returned by every method of a Transport after Close.
@@ -49,4 +50,14 @@ type Transport interface {
 	// queued messages. It is idempotent and returns once everything is
 	// released.
 	Close() error
+}
+
+// ConnWatcher is a Transport that knows whether its route to a node has a
+// connection. A node whose process ended loses its connections at once,
+// which tells the scheduler more quickly than missing heartbeats.
+type ConnWatcher interface {
+	// Down reports since when the route to id has been without the
+	// connection it had; ok is false while it has one, before it first
+	// had one, and when there is no route to id. It never blocks.
+	Down(id int32) (since time.Time, ok bool)
 }

@@ -129,7 +129,10 @@ type Transport struct {
 	sent, received, malformed, lent atomic.Uint64
 }
 
-var _ transport.Transport = (*Transport)(nil)
+var (
+	_ transport.Transport   = (*Transport)(nil)
+	_ transport.ConnWatcher = (*Transport)(nil)
+)
 
 // New returns a transport with its own ZeroMQ context. It neither listens
 // nor connects until told to.
@@ -700,6 +703,30 @@ func (t *Transport) Send(ctx context.Context, m *transport.Message) (int, error)
 	}
 }
 
+// Down implements transport.ConnWatcher. It reads the route's pending
+// connection events unless a Send holds the socket, in which case what
+// that Send read last stands.
+func (t *Transport) Down(id int32) (time.Time, bool) {
+	t.mu.Lock()
+	p := t.peers[id]
+	t.mu.Unlock()
+	if p == nil {
+		return time.Time{}, false
+	}
+	select {
+	case p.sem <- struct{}{}:
+		if p.sock != nil {
+			p.connected()
+		}
+		<-p.sem
+	default:
+	}
+	if ns := p.downSince.Load(); ns != 0 {
+		return time.Unix(0, ns), true
+	}
+	return time.Time{}, false
+}
+
 // Stats returns the transport's counters.
 func (t *Transport) Stats() Stats {
 	return Stats{Sent: t.sent.Load(), Received: t.received.Load(), Malformed: t.malformed.Load(), Lent: t.lent.Load()}
@@ -773,6 +800,13 @@ type peer struct {
 	poller *zmq4.Poller   // POLLOUT on sock; guarded by sem
 	mon    *zmq4.Socket   // sock's connection events (see connected); guarded by sem
 	live   bool           // sock has a connection, as of the last event read; guarded by sem
+	read   time.Time      // when connected last read the events; guarded by sem
+
+	// downSince is when the route lost the connection it had (Unix
+	// nanoseconds), 0 while it has one or before it first had one. It
+	// outlives a socket dropped and opened again, and is written by
+	// connected.
+	downSince atomic.Int64
 }
 
 // monitors numbers the inproc endpoints of the peers' event monitors.
@@ -821,6 +855,13 @@ func (p *peer) open() error {
 	if err := mon.SetLinger(0); err != nil {
 		return fail(fmt.Errorf("set ZMQ_LINGER: %w", err))
 	}
+	// libzmq sends events from its I/O thread with a blocking send: a
+	// full queue of unread events would stall every connection of the
+	// transport. No limit on this end keeps the queue from filling;
+	// connected reads it at least every second while the route is used.
+	if err := mon.SetRcvhwm(0); err != nil {
+		return fail(fmt.Errorf("set ZMQ_RCVHWM: %w", err))
+	}
 	if err := mon.Connect(ep); err != nil {
 		return fail(fmt.Errorf("connect %s: %w", ep, err))
 	}
@@ -847,6 +888,10 @@ func (p *peer) close() {
 // drop closes the socket, discarding what it queued. sem must be held.
 func (p *peer) drop() {
 	if p.sock != nil {
+		// Monitoring stops first, at once: libzmq would block its I/O
+		// thread sending an event to a monitor whose reader is gone, and
+		// the socket itself closes in the background.
+		_ = p.sock.Monitor("", 0)
 		_ = p.sock.Close()
 		_ = p.mon.Close()
 		p.sock, p.raw, p.mon, p.live = nil, nil, nil, false
@@ -856,6 +901,7 @@ func (p *peer) drop() {
 // connected reads the socket's pending connection events and reports
 // whether it has a connection to the peer. sem must be held.
 func (p *peer) connected() bool {
+	p.read = time.Now()
 	for {
 		ev, _, _, err := p.mon.RecvEvent(zmq4.DONTWAIT)
 		if err != nil {
@@ -864,7 +910,11 @@ func (p *peer) connected() bool {
 		switch ev {
 		case zmq4.EVENT_CONNECTED:
 			p.live = true
+			p.downSince.Store(0)
 		case zmq4.EVENT_DISCONNECTED:
+			if p.live {
+				p.downSince.Store(time.Now().UnixNano())
+			}
 			p.live = false
 		}
 	}
@@ -912,6 +962,9 @@ func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 	rest := context.WithoutCancel(ctx)
 	var lent *borrowed
 	lend := p.raw != nil && hasLarge(data) && p.connected()
+	if !lend && time.Since(p.read) > time.Second {
+		p.connected() // keep the queue of events short
+	}
 	for i, d := range data {
 		flags := zmq4.SNDMORE
 		if i == len(data)-1 {

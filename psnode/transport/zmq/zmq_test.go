@@ -3,6 +3,7 @@ package zmq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -398,5 +399,97 @@ func TestListenOnHostName(t *testing.T) {
 	bad := newTransport(t, zmq.Options{})
 	if _, err := bad.Listen(t.Context(), "no-such-host.invalid:0"); err == nil || !strings.Contains(err.Error(), "no-such-host.invalid") {
 		t.Fatalf("Listen on an unknown host = %v, want an error naming it", err)
+	}
+}
+
+// TestDownWhenPeerGone checks what the scheduler reads to find dead nodes
+// early: a route whose peer went away reports since when it is down, and
+// a route with a live connection, or a new route, reports nothing.
+func TestDownWhenPeerGone(t *testing.T) {
+	a, b := newTransport(t, zmq.Options{}), newTransport(t, zmq.Options{})
+	addr, err := b.Listen(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, down := a.Down(2); down {
+		t.Fatal("Down without a route reports down")
+	}
+	if err := a.Connect(t.Context(), 2, addr); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Send(t.Context(), &transport.Message{Meta: transport.Meta{Sender: 1, Recver: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, b) // the connection is up
+	if _, down := a.Down(2); down {
+		t.Fatal("Down reports down with the connection up")
+	}
+	before := time.Now()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
+	for {
+		since, down := a.Down(2)
+		if down {
+			if since.Before(before) || since.After(time.Now()) {
+				t.Fatalf("down since %v, outside [%v, now]", since, before)
+			}
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatal("the route is not down 20 s after its peer closed")
+		case <-tick.C:
+		}
+	}
+	c := newTransport(t, zmq.Options{})
+	cAddr, err := c.Listen(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Connect(t.Context(), 2, cAddr); err != nil {
+		t.Fatal(err)
+	}
+	if _, down := a.Down(2); down {
+		t.Fatal("a new route reports the old one's loss")
+	}
+}
+
+// TestRouteReplacedAfterPeerClosed replaces a route, again and again, just
+// after its peer closed, while libzmq may still be reporting the broken
+// connection to the route's monitor: messages on the new route must get
+// through every time (libzmq's I/O thread, which all routes share, would
+// hang sending that report to a monitor already gone).
+func TestRouteReplacedAfterPeerClosed(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
+			opts := zmq.Options{Local: local}
+			if local {
+				opts.IPCDir = t.TempDir()
+			}
+			a := newTransport(t, opts)
+			for i := range 100 {
+				b := newTransport(t, opts)
+				addr, err := b.Listen(t.Context(), "127.0.0.1:0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Connect(t.Context(), 2, addr); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := a.Send(t.Context(), &transport.Message{Meta: transport.Meta{Sender: 1, Recver: 2, Timestamp: int32(i)}}); err != nil {
+					t.Fatal(err)
+				}
+				if m := recv(t, b); m.Meta.Timestamp != int32(i) {
+					t.Fatalf("round %d: received timestamp %d", i, m.Meta.Timestamp)
+				}
+				if err := b.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
 	}
 }
