@@ -152,8 +152,11 @@
 // # Liveness
 //
 // Nodes send heartbeats to the scheduler (every second by default); the
-// scheduler declares a node dead after PS_HEARTBEAT_TIMEOUT without one and
-// tells every node; barriers stop waiting for it. Requests
+// scheduler declares a node dead after PS_HEARTBEAT_TIMEOUT without one, or
+// sooner, a second after its connection to the node broke and could not
+// be made again (a transport.ConnWatcher tells: a process that ended
+// closes its connections at once), and tells every node; barriers stop
+// waiting for it. Requests
 // waiting on a dead node complete with an error wrapping ErrNodeDead.
 // Subscribe reports deaths and recoveries. A new process may take over a
 // dead node's id (recovery) by registering with the same role (and rank);
