@@ -90,6 +90,8 @@ import (
 	"unsafe"
 
 	zmq4 "github.com/pebbe/zmq4"
+
+	"github.com/spindle-ps/spindle/psnode/internal/pages"
 )
 
 // pebbe/zmq4 makes five cgo calls per frame received (zmq_msg_init,
@@ -179,15 +181,15 @@ const (
 
 // takeBig copies the frame in msg, of len(dst) bytes, to dst and closes
 // msg. The copy is the first touch of dst, a buffer of fresh pages: each
-// part is populated in one call (populate) rather than faulted in 4 KiB
-// at a time, and the parts are copied in parallel, one per processor.
+// part is populated in one madvise call rather than faulted in 4 KiB at a
+// time, and the parts are copied in parallel, one per processor.
 // They are the only work of the receive loop, whose senders wait for it.
 func takeBig(msg *C.zmq_msg_t, dst []byte) {
 	defer C.spindle_msg_close(msg)
 	src := unsafe.Slice((*byte)(C.spindle_msg_data(msg)), len(dst))
 	parts := min(runtime.GOMAXPROCS(0), len(dst)/copyPart, 8)
 	if parts <= 1 {
-		populate(dst)
+		pages.Advise(dst, 4<<10, pages.Populate)
 		copy(dst, src)
 		return
 	}
@@ -196,7 +198,7 @@ func takeBig(msg *C.zmq_msg_t, dst []byte) {
 	for lo := 0; lo < len(dst); lo += step {
 		hi := min(lo+step, len(dst))
 		wg.Go(func() {
-			populate(dst[lo:hi])
+			pages.Advise(dst[lo:hi], 4<<10, pages.Populate)
 			copy(dst[lo:hi], src[lo:hi])
 		})
 	}

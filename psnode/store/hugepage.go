@@ -1,15 +1,16 @@
 package store
 
 import (
-	"syscall"
 	"unsafe"
+
+	"github.com/spindle-ps/spindle/psnode/internal/pages"
 )
 
 // hugePageMin is the smallest slice adviseHuge asks huge pages for.
 const hugePageMin = 8 << 20
 
 // adviseHuge asks the kernel to back the 2 MiB-aligned interior of a large
-// slice with transparent huge pages (MADV_HUGEPAGE). A table much larger
+// slice (to its capacity) with transparent huge pages. A table much larger
 // than the cache is read at random: with 4 KiB pages nearly every access
 // also misses the TLB, and with 2 MiB pages few do. Where the kernel has
 // transparent huge pages off, or refuses, nothing changes.
@@ -19,13 +20,6 @@ func adviseHuge[T any](s []T) {
 	if n < hugePageMin {
 		return
 	}
-	const huge = 2 << 20
-	base := unsafe.Pointer(unsafe.SliceData(s))
-	p := uintptr(base)
-	lo := (p + huge - 1) &^ (huge - 1)
-	hi := (p + n) &^ (huge - 1)
-	if hi <= lo {
-		return
-	}
-	_ = syscall.Madvise(unsafe.Slice((*byte)(unsafe.Add(base, lo-p)), hi-lo), 14 /* MADV_HUGEPAGE */)
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), n)
+	pages.Advise(b, 2<<20, pages.Huge)
 }

@@ -1,5 +1,0 @@
-//go:build !linux
-
-package store
-
-func adviseHuge[T any](s []T) {}
