@@ -623,28 +623,31 @@ func (n *Node) tickLoop() {
 // at once; one that is alive takes it back within ZeroMQ's 100 ms retry.
 const connLostGrace = time.Second
 
-// connsLostLocked, on the scheduler, declares dead the nodes whose
-// connection the transport lost (transport.ConnWatcher) more than
-// connLostGrace ago and could not make again: a process that ended, seen
-// without waiting for the heartbeat timeout. n.mu must be held.
-func (n *Node) connsLostLocked() []*transport.Message {
+// connsLost declares dead, on the scheduler, those of ids (its live
+// nodes) whose connection the transport lost (transport.ConnWatcher) more
+// than connLostGrace ago and could not make again: a process that ended,
+// seen without waiting for the heartbeat timeout. It asks the transport
+// without holding n.mu, and returns the messages to send.
+func (n *Node) connsLost(ids []int32) []*transport.Message {
 	w, ok := n.tr.(transport.ConnWatcher)
-	if !ok || n.role != transport.RoleScheduler {
+	if !ok || len(ids) == 0 {
 		return nil
 	}
 	grace := min(connLostGrace, n.cfg.HeartbeatTimeout)
 	var lost []int32
-	for id := range n.lastSeen {
-		if _, d := n.dead[id]; d || id == n.me.ID {
-			continue
-		}
+	for _, id := range ids {
 		if since, down := w.Down(id); down && time.Since(since) >= grace {
 			lost = append(lost, id)
 		}
 	}
 	sort.Slice(lost, func(i, j int) bool { return lost[i] < lost[j] })
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	var out []*transport.Message
 	for _, id := range lost {
+		if _, watched := n.lastSeen[id]; !watched {
+			continue // it left meanwhile
+		}
 		out = append(out, n.markDeadLocked(id, fmt.Sprintf("its connection was lost and not made again within %v", grace))...)
 	}
 	return out
@@ -663,6 +666,9 @@ func (n *Node) tick(now time.Time) {
 			Control: transport.Control{Cmd: transport.CmdHeartbeat, Nonce: now.UnixNano()},
 		}})
 	}
+	var watch []int32 // the scheduler's live nodes, for connsLost
+	_, watching := n.tr.(transport.ConnWatcher)
+	watching = watching && n.role == transport.RoleScheduler
 	if ready && n.cfg.HeartbeatTimeout > 0 {
 		var late []int32
 		for id, seen := range n.lastSeen {
@@ -673,6 +679,9 @@ func (n *Node) tick(now time.Time) {
 			if n.role != transport.RoleScheduler && id != transport.SchedulerID {
 				continue
 			}
+			if watching {
+				watch = append(watch, id)
+			}
 			if now.Sub(seen) > n.cfg.HeartbeatTimeout {
 				late = append(late, id)
 			}
@@ -681,10 +690,10 @@ func (n *Node) tick(now time.Time) {
 		for _, id := range late {
 			out = append(out, n.markDeadLocked(id, fmt.Sprintf("no heartbeat for %v", n.cfg.HeartbeatTimeout))...)
 		}
-		out = append(out, n.connsLostLocked()...)
 	}
 	out = append(out, n.expireUnclaimedLocked(now)...)
 	n.mu.Unlock()
+	out = append(out, n.connsLost(watch)...)
 
 	if n.resend != nil {
 		n.resendMu.Lock()
