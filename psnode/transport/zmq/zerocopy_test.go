@@ -3,7 +3,6 @@ package zmq_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -36,52 +35,46 @@ func firstNot(b []byte, v byte) int {
 // the copy of large frames: a caller may overwrite its buffers as soon as
 // Send returns, and the peer still receives what was sent.
 func TestLargeFramesReusableAfterSend(t *testing.T) {
-	for _, local := range []bool{false, true} {
-		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
-			opts := zmq.Options{Local: local}
-			if local {
-				opts.IPCDir = t.TempDir()
+	forTCPAndIPC(t, func(t *testing.T, opts zmq.Options) {
+		a, b := newTransport(t, opts), newTransport(t, opts)
+		addr, err := b.Listen(t.Context(), "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Connect(t.Context(), 2, addr); err != nil {
+			t.Fatal(err)
+		}
+		// A small frame, one just at the lending threshold and an odd-sized one
+		// large enough to be received in parallel parts.
+		frames := [][]byte{make([]byte, 100), make([]byte, 64<<10), make([]byte, 17<<20+5)}
+		for i := range 10 {
+			for j, f := range frames {
+				fill(f, byte(3*i+j+1))
 			}
-			a, b := newTransport(t, opts), newTransport(t, opts)
-			addr, err := b.Listen(t.Context(), "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
+			m := &transport.Message{Meta: transport.Meta{Sender: 1, Recver: 2, Timestamp: int32(i)}, Data: frames}
+			if _, err := a.Send(t.Context(), m); err != nil {
+				t.Fatalf("Send %d: %v", i, err)
 			}
-			if err := a.Connect(t.Context(), 2, addr); err != nil {
-				t.Fatal(err)
+			for _, f := range frames {
+				clear(f) // the caller reuses its buffers
 			}
-			// A small frame, one just at the lending threshold and an odd-sized one
-			// large enough to be received in parallel parts.
-			frames := [][]byte{make([]byte, 100), make([]byte, 64<<10), make([]byte, 17<<20+5)}
-			for i := range 10 {
-				for j, f := range frames {
-					fill(f, byte(3*i+j+1))
+			got := recv(t, b)
+			if len(got.Data) != len(frames) {
+				t.Fatalf("message %d: %d data frames, want %d", i, len(got.Data), len(frames))
+			}
+			for j, f := range got.Data {
+				if len(f) != len(frames[j]) {
+					t.Fatalf("message %d frame %d: %d bytes, want %d", i, j, len(f), len(frames[j]))
 				}
-				m := &transport.Message{Meta: transport.Meta{Sender: 1, Recver: 2, Timestamp: int32(i)}, Data: frames}
-				if _, err := a.Send(t.Context(), m); err != nil {
-					t.Fatalf("Send %d: %v", i, err)
-				}
-				for _, f := range frames {
-					clear(f) // the caller reuses its buffers
-				}
-				got := recv(t, b)
-				if len(got.Data) != len(frames) {
-					t.Fatalf("message %d: %d data frames, want %d", i, len(got.Data), len(frames))
-				}
-				for j, f := range got.Data {
-					if len(f) != len(frames[j]) {
-						t.Fatalf("message %d frame %d: %d bytes, want %d", i, j, len(f), len(frames[j]))
-					}
-					if k := firstNot(f, byte(3*i+j+1)); k >= 0 {
-						t.Fatalf("message %d frame %d: byte %d is %#x, want %#x: the frame was read after Send returned, or put together wrong", i, j, k, f[k], byte(3*i+j+1)+byte(k%251))
-					}
+				if k := firstNot(f, byte(3*i+j+1)); k >= 0 {
+					t.Fatalf("message %d frame %d: byte %d is %#x, want %#x: the frame was read after Send returned, or put together wrong", i, j, k, f[k], byte(3*i+j+1)+byte(k%251))
 				}
 			}
-			if a.Stats().Lent == 0 {
-				t.Fatal("no frame was sent without a copy")
-			}
-		})
-	}
+		}
+		if a.Stats().Lent == 0 {
+			t.Fatal("no frame was sent without a copy")
+		}
+	})
 }
 
 // silentPeer accepts one TCP connection, reads the first byte ZeroMQ sends

@@ -464,32 +464,40 @@ func TestDownWhenPeerGone(t *testing.T) {
 // through every time (libzmq's I/O thread, which all routes share, would
 // hang sending that report to a monitor already gone).
 func TestRouteReplacedAfterPeerClosed(t *testing.T) {
+	forTCPAndIPC(t, func(t *testing.T, opts zmq.Options) {
+		a := newTransport(t, opts)
+		for i := range 100 {
+			b := newTransport(t, opts)
+			addr, err := b.Listen(t.Context(), "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Connect(t.Context(), 2, addr); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Send(t.Context(), &transport.Message{Meta: transport.Meta{Sender: 1, Recver: 2, Timestamp: int32(i)}}); err != nil {
+				t.Fatal(err)
+			}
+			if m := recv(t, b); m.Meta.Timestamp != int32(i) {
+				t.Fatalf("round %d: received timestamp %d", i, m.Meta.Timestamp)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// forTCPAndIPC runs test as two subtests, over TCP and over ipc endpoints
+// (Options.Local).
+func forTCPAndIPC(t *testing.T, test func(t *testing.T, opts zmq.Options)) {
 	for _, local := range []bool{false, true} {
 		t.Run(fmt.Sprintf("local=%v", local), func(t *testing.T) {
 			opts := zmq.Options{Local: local}
 			if local {
 				opts.IPCDir = t.TempDir()
 			}
-			a := newTransport(t, opts)
-			for i := range 100 {
-				b := newTransport(t, opts)
-				addr, err := b.Listen(t.Context(), "127.0.0.1:0")
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := a.Connect(t.Context(), 2, addr); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := a.Send(t.Context(), &transport.Message{Meta: transport.Meta{Sender: 1, Recver: 2, Timestamp: int32(i)}}); err != nil {
-					t.Fatal(err)
-				}
-				if m := recv(t, b); m.Meta.Timestamp != int32(i) {
-					t.Fatalf("round %d: received timestamp %d", i, m.Meta.Timestamp)
-				}
-				if err := b.Close(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			test(t, opts)
 		})
 	}
 }
