@@ -389,6 +389,15 @@ func (n *Node) Nodes() []transport.Node {
 	return out
 }
 
+// incarnation returns the incarnation of node id's process, as this node
+// knows it.
+func (n *Node) incarnation(id int32) (int64, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	nd, ok := n.table[id]
+	return nd.Incarnation, ok
+}
+
 // DeadNodes returns the ids of the nodes currently known to be dead, sorted.
 func (n *Node) DeadNodes() []int32 {
 	n.mu.Lock()

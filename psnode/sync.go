@@ -3,8 +3,11 @@ package psnode
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
+
+	"github.com/sirupsen/logrus"
 )
 
 // Synchronous training: in every step each worker pushes its gradients to
@@ -48,6 +51,15 @@ func SyncDone(epoch int) (int32, error) {
 
 // SyncHandler applies pushes in synchronous steps (see SyncStep) to a
 // StoreHandler's table, and answers pulls at once from it.
+//
+// A worker that dies (WatchDeaths) holds no step back: the steps go on
+// with the live workers, and its parts of steps not yet applied are
+// dropped, so that nothing it sent is applied twice when its replacement
+// reads the same records again. The end of the epoch still waits for it:
+// its replacement (a new process of the same rank) rejoins (Tables.Rejoin,
+// the rejoin method), reads the dead worker's remaining records from the
+// batch after its last one applied, and pushes them in the steps it joined
+// at.
 type SyncHandler[V Number] struct {
 	store   *StoreHandler[V]
 	workers int
@@ -58,12 +70,26 @@ type SyncHandler[V Number] struct {
 	applied map[int]int                     // epoch → steps applied, while it runs
 	ended   int                             // epochs below this are over
 	pulls   heldPulls[V, syncAt]            // held until their step's turn
-	err     error                           // set once a worker died
+	// pos counts, per running epoch and worker, the worker's batches
+	// applied: where its replacement goes on reading.
+	pos map[int]map[int32]int
+	// absent are the dead workers whose replacement has not rejoined.
+	absent map[int32]bool
+	// joined are the replacements that rejoined in a running epoch.
+	joined map[int32]syncJoin
+	// incs are the incarnations of the processes that rejoined: a death
+	// announced of an older one is not theirs.
+	incs map[int32]int64
 }
 
 // syncAt is what a held pull waits for: every step of epoch before step
 // applied.
 type syncAt struct{ epoch, step int }
+
+// syncJoin is where a replacement joined: its batch from (of the dead
+// worker's sequence) is pushed as step of epoch, the next ones as the
+// steps after; it takes no part in the steps before.
+type syncJoin struct{ epoch, step, from int }
 
 type syncStep[V Number] struct {
 	reqs  map[int32]*KVRequest[V]
@@ -79,6 +105,8 @@ func NewSyncHandler[V Number](store *StoreHandler[V], workers int) (*SyncHandler
 	return &SyncHandler[V]{
 		store: store, workers: workers, steps: make(map[int32]*syncStep[V]),
 		done: make(map[int]map[int32]*KVRequest[V]), applied: make(map[int]int),
+		pos: make(map[int]map[int32]int), absent: make(map[int32]bool),
+		joined: make(map[int32]syncJoin), incs: make(map[int32]int64),
 	}, nil
 }
 
@@ -94,13 +122,15 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 	}
 	epoch, step := int(req.Cmd>>syncStepBits), int(req.Cmd&MaxSyncSteps)
 	h.mu.Lock()
-	if h.err != nil {
-		err := h.err
-		h.mu.Unlock()
-		_ = srv.RespondError(srv.n.ctx, req, err)
-		return
-	}
 	if step == MaxSyncSteps {
+		// The replacement of a dead worker that had sent all its steps
+		// says so without rejoining the steps.
+		delete(h.absent, req.Sender)
+		if epoch < h.ended {
+			h.mu.Unlock()
+			_ = srv.Respond(srv.n.ctx, req, KVPairs[V]{})
+			return
+		}
 		d := h.done[epoch]
 		if d == nil {
 			d = make(map[int32]*KVRequest[V])
@@ -108,6 +138,11 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 		}
 		d[req.Sender] = req
 	} else {
+		if err := h.memberLocked(req.Sender, epoch, step); err != nil {
+			h.mu.Unlock()
+			_ = srv.RespondError(srv.n.ctx, req, err)
+			return
+		}
 		st := h.steps[req.Cmd]
 		if st == nil {
 			st = &syncStep[V]{reqs: make(map[int32]*KVRequest[V]), parts: make(map[int32]KVPairs[V])}
@@ -124,6 +159,27 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 	answers, err := h.completeLocked(epoch)
 	pulls := h.duePullsLocked()
 	h.mu.Unlock()
+	h.answer(srv, answers, err, pulls)
+}
+
+// memberLocked says why worker may not push step of epoch, if it may
+// not: it is dead and not back, or it rejoined at a later step.
+func (h *SyncHandler[V]) memberLocked(worker int32, epoch, step int) error {
+	if epoch < h.ended {
+		return fmt.Errorf("worker %d pushed step %d of epoch %d, which is over", worker, step, epoch)
+	}
+	if h.absent[worker] {
+		return fmt.Errorf("worker %d pushed step %d of epoch %d after its death, without rejoining", worker, step, epoch)
+	}
+	if j, ok := h.joined[worker]; ok && j.epoch == epoch && step < j.step {
+		return fmt.Errorf("worker %d pushed step %d of epoch %d; it rejoined at step %d", worker, step, epoch, j.step)
+	}
+	return nil
+}
+
+// answer sends what a change of the steps completed: the pushes of the
+// applied steps (or err, if applying failed) and the pulls now due.
+func (h *SyncHandler[V]) answer(srv *KVServer[V], answers []*KVRequest[V], err error, pulls []*KVRequest[V]) {
 	for _, a := range answers {
 		if err != nil {
 			_ = srv.RespondError(srv.n.ctx, a, err)
@@ -149,11 +205,6 @@ func (h *SyncHandler[V]) pull(req *KVRequest[V], srv *KVServer[V]) {
 		return
 	}
 	h.mu.Lock()
-	if err := h.err; err != nil {
-		h.mu.Unlock()
-		_ = srv.RespondError(srv.n.ctx, req, err)
-		return
-	}
 	if h.stepDueLocked(epoch, step) {
 		h.mu.Unlock()
 		h.store.Handle(req, srv)
@@ -180,6 +231,29 @@ func (h *SyncHandler[V]) duePullsLocked() []*KVRequest[V] {
 	return h.pulls.take(func(at syncAt) bool { return h.stepDueLocked(at.epoch, at.step) }, nil)
 }
 
+// stepReadyLocked says whether step of epoch has the part of every
+// worker that takes part in it: all but those done with the epoch, the
+// dead ones not back, and replacements that joined at a later step.
+func (h *SyncHandler[V]) stepReadyLocked(epoch, step int, st *syncStep[V], done map[int32]*KVRequest[V]) bool {
+	in := len(st.reqs)
+	for id := range done {
+		if _, ok := st.reqs[id]; !ok {
+			in++
+		}
+	}
+	for id := range h.absent {
+		if _, ok := st.reqs[id]; !ok && done[id] == nil {
+			in++
+		}
+	}
+	for id, j := range h.joined {
+		if _, ok := st.reqs[id]; !ok && done[id] == nil && !h.absent[id] && j.epoch == epoch && step < j.step {
+			in++
+		}
+	}
+	return in >= h.workers
+}
+
 // completeLocked applies every step of epoch that has all its parts, in
 // step order, and returns the requests to answer; then, if every worker
 // is done with the epoch, their SyncDone requests too. h.mu must be held.
@@ -195,16 +269,27 @@ func (h *SyncHandler[V]) completeLocked(epoch int) ([]*KVRequest[V], error) {
 	slices.Sort(cmds)
 	for _, cmd := range cmds {
 		st := h.steps[cmd]
-		if len(st.reqs)+len(done) < h.workers {
+		step := int(cmd & MaxSyncSteps)
+		if !h.stepReadyLocked(epoch, step, st, done) {
 			break // steps complete in order: a later one cannot be ready
 		}
 		if err := h.applyStep(st); err != nil {
 			return answers, err
 		}
-		h.applied[epoch] = int(cmd&MaxSyncSteps) + 1
+		h.applied[epoch] = step + 1
 		delete(h.steps, cmd)
-		for _, r := range st.reqs {
+		pos := h.pos[epoch]
+		if pos == nil {
+			pos = make(map[int32]int)
+			h.pos[epoch] = pos
+		}
+		for id, r := range st.reqs {
 			answers = append(answers, r)
+			batch := step
+			if j, ok := h.joined[id]; ok && j.epoch == epoch {
+				batch = j.from + step - j.step
+			}
+			pos[id] = batch + 1
 		}
 	}
 	if len(done) == h.workers && !h.pendingIn(epoch) {
@@ -213,7 +298,13 @@ func (h *SyncHandler[V]) completeLocked(epoch int) ([]*KVRequest[V], error) {
 		}
 		delete(h.done, epoch)
 		delete(h.applied, epoch)
+		delete(h.pos, epoch)
 		h.ended = max(h.ended, epoch+1)
+		for id, j := range h.joined {
+			if j.epoch < h.ended {
+				delete(h.joined, id)
+			}
+		}
 	}
 	return answers, nil
 }
@@ -225,6 +316,41 @@ func (h *SyncHandler[V]) pendingIn(epoch int) bool {
 		}
 	}
 	return false
+}
+
+// leftLocked forgets what worker's process sent and no step applied yet:
+// its parts of pending steps and its held pulls. Nobody waits for their
+// answers. h.mu must be held.
+func (h *SyncHandler[V]) leftLocked(worker int32) {
+	for cmd, st := range h.steps {
+		delete(st.reqs, worker)
+		delete(st.parts, worker)
+		if len(st.reqs) == 0 {
+			delete(h.steps, cmd)
+		}
+	}
+	h.pulls.take(func(syncAt) bool { return false }, func(r *KVRequest[V]) bool { return r.Sender == worker })
+}
+
+// completeAllLocked completes every running epoch after a change of
+// who takes part in the steps. h.mu must be held.
+func (h *SyncHandler[V]) completeAllLocked() ([]*KVRequest[V], error) {
+	epochs := map[int]bool{}
+	for cmd := range h.steps {
+		epochs[int(cmd>>syncStepBits)] = true
+	}
+	for e := range h.done {
+		epochs[e] = true
+	}
+	var answers []*KVRequest[V]
+	for _, e := range slices.Sorted(maps.Keys(epochs)) {
+		a, err := h.completeLocked(e)
+		answers = append(answers, a...)
+		if err != nil {
+			return answers, err
+		}
+	}
+	return answers, nil
 }
 
 // applyStep adds up the workers' parts in rank (id) order and applies the
@@ -329,37 +455,94 @@ func hashSum[V Number](parts []KVPairs[V], dim int) KVPairs[V] {
 	return KVPairs[V]{Keys: keys, Vals: vals}
 }
 
-// ErrSyncWorkerDied fails the pending and later steps of a synchronous
-// job once a worker died: its part of the step will never come.
+// ErrSyncWorkerDied is what a synchronous program reports when it cannot
+// go on without a worker that died (a collective job's ring, say): its
+// program exits with conf.ExitRestartJob. Tables' synchronous steps go on
+// without a dead worker instead (see SyncHandler).
 var ErrSyncWorkerDied = errors.New("psnode: a worker died: synchronous training cannot go on")
 
-// WatchDeaths fails every pending and later synchronous step when a
-// worker of n dies, so that no worker waits forever for a step that
-// cannot complete. It returns when n closes.
+// WatchDeaths lets the steps go on without a worker of n once it is known
+// dead: its parts of steps not yet applied are dropped, and the steps wait
+// only for the live workers until its replacement rejoins. It returns when
+// n closes.
 func (h *SyncHandler[V]) WatchDeaths(n *Node, srv *KVServer[V]) {
 	n.onWorkerDeath(func(ev Event) {
-		err := fmt.Errorf("%w: worker rank %d: %s", ErrSyncWorkerDied, ev.Node.Rank, ev.Reason)
 		h.mu.Lock()
-		if h.err == nil {
-			h.err = err
+		if inc, ok := h.incs[ev.Node.ID]; ok && inc != ev.Node.Incarnation {
+			h.mu.Unlock() // the death of a process its replacement outlived
+			return
 		}
-		var pending []*KVRequest[V]
-		for cmd, st := range h.steps {
-			for _, r := range st.reqs {
-				pending = append(pending, r)
-			}
-			delete(h.steps, cmd)
-		}
-		for e, d := range h.done {
-			for _, r := range d {
-				pending = append(pending, r)
-			}
-			delete(h.done, e)
-		}
-		pending = append(pending, h.pulls.take(func(syncAt) bool { return true }, nil)...)
+		h.absent[ev.Node.ID] = true
+		delete(h.joined, ev.Node.ID)
+		h.leftLocked(ev.Node.ID)
+		answers, err := h.completeAllLocked()
+		pulls := h.duePullsLocked()
 		h.mu.Unlock()
-		for _, r := range pending {
-			_ = srv.RespondError(n.ctx, r, err)
-		}
+		n.log.WithFields(logrus.Fields{"worker": ev.Node.Rank, "reason": ev.Reason}).Warn("synchronous steps go on without a dead worker until its replacement rejoins")
+		h.answer(srv, answers, err, pulls)
 	})
+}
+
+// syncRejoin is a replacement worker's request to a server's synchronous
+// table (see Tables.Rejoin): Probe asks where the dead worker was and
+// forgets what it sent that is not applied; otherwise the replacement
+// asks to push its batch From of Epoch as step Step and the next ones as
+// the steps after.
+type syncRejoin struct {
+	Probe bool `json:"probe,omitempty"`
+	Epoch int  `json:"epoch"`
+	Step  int  `json:"step"`
+	From  int  `json:"from"`
+}
+
+// syncPlace is a server's answer for one synchronous table: the lowest
+// epoch not over (Ended), the steps of it applied, the worker's batches
+// of it applied and whether it said it was done with it; Accepted answers
+// a request to join.
+type syncPlace struct {
+	Ended    int  `json:"ended"`
+	Applied  int  `json:"applied"`
+	Batches  int  `json:"batches"`
+	Done     bool `json:"done,omitempty"`
+	Accepted bool `json:"accepted,omitempty"`
+}
+
+// rejoin answers a replacement worker's request; inc is the incarnation
+// of its process. A join is accepted when Epoch is the running one and
+// its Step not yet applied: the worker takes part from that step on.
+func (h *SyncHandler[V]) rejoin(worker int32, inc int64, r syncRejoin, srv *KVServer[V]) (syncPlace, error) {
+	h.mu.Lock()
+	h.incs[worker] = inc
+	var p syncPlace
+	if r.Probe {
+		// Whatever the dead process sent and no step applied is gone
+		// with it, even when its death is still on its way here; the
+		// steps go on without it until its replacement joins.
+		h.absent[worker] = true
+		delete(h.joined, worker)
+		h.leftLocked(worker)
+	} else {
+		if r.Epoch != h.ended {
+			h.mu.Unlock()
+			return p, fmt.Errorf("rejoin epoch %d: epoch %d is running", r.Epoch, h.ended)
+		}
+		if r.Step < 0 || r.Step >= MaxSyncSteps || r.From < 0 {
+			h.mu.Unlock()
+			return p, fmt.Errorf("rejoin at step %d from batch %d: out of range", r.Step, r.From)
+		}
+		if h.applied[r.Epoch] <= r.Step {
+			// A later step than an earlier round's lets the steps between
+			// go on without it.
+			h.joined[worker] = syncJoin{epoch: r.Epoch, step: r.Step, from: r.From}
+			delete(h.absent, worker)
+			p.Accepted = true
+		}
+	}
+	answers, err := h.completeAllLocked()
+	pulls := h.duePullsLocked()
+	p.Ended, p.Applied = h.ended, h.applied[h.ended]
+	p.Batches, p.Done = h.pos[h.ended][worker], h.done[h.ended][worker] != nil
+	h.mu.Unlock()
+	h.answer(srv, answers, err, pulls)
+	return p, nil
 }

@@ -107,7 +107,11 @@ func TestSyncStepsWaitForEveryWorker(t *testing.T) {
 	}
 }
 
-func TestSyncFailsWhenAWorkerDies(t *testing.T) {
+// TestSyncGoesOnWhenAWorkerDies: a step waits for a worker until it is
+// known dead, then is applied with the live workers' parts; the end of
+// the epoch still waits for its replacement, within the caller's
+// deadline.
+func TestSyncGoesOnWhenAWorkerDies(t *testing.T) {
 	c := startCluster(t, 1, 2, 201, func(p *conf.PS) {
 		p.HeartbeatInterval = 20 * time.Millisecond
 		p.HeartbeatTimeout = 300 * time.Millisecond
@@ -120,11 +124,22 @@ func TestSyncFailsWhenAWorkerDies(t *testing.T) {
 	}
 	c.net.Isolate(c.workers[1].ID())
 	cmd, _ := psnode.SyncStep(0, 0)
-	err = push(ctx, kv, []uint64{1}, []float64{1}, cmd)
-	// The server's answer crosses the wire as a message; the worker can
-	// still tell it from other failures, to ask for the job's restart.
-	if !errors.Is(err, psnode.ErrSyncWorkerDied) {
-		t.Fatalf("step with a dead worker: %v, want ErrSyncWorkerDied, not a hang", err)
+	if err := push(ctx, kv, []uint64{1}, []float64{1}, cmd); err != nil {
+		t.Fatalf("step with a dead worker: %v, want it applied with the live one", err)
+	}
+	var got []float64
+	ts, err := kv.Pull(ctx, []uint64{1}, &got, nil)
+	if err == nil {
+		err = kv.Wait(ctx, ts)
+	}
+	if err != nil || !slices.Equal(got, []float64{1}) {
+		t.Fatalf("pulled %v (%v) after the step, want [1]", got, err)
+	}
+	done, _ := psnode.SyncDone(0)
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := push(short, kv, nil, nil, done); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("end of epoch without the dead worker's replacement: %v, want the caller's deadline", err)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -151,6 +152,8 @@ type tableEntry struct {
 	srv  servedTable
 	end  epochCall // synchronous tables on workers: EndEpoch
 	idle epochCall // workers of bounded-delay and filtered tables: Idle
+	// shift is where a synchronous table's worker rejoined (Rejoin).
+	shift *atomic.Pointer[syncShift]
 }
 
 // epochCall sends a table's request about an epoch and returns how to
@@ -180,6 +183,9 @@ type servedTable interface {
 	lock()
 	unlock()
 	snapshotLocked() TableSnapshot
+	// rejoin answers a replacement worker on a synchronous table (see
+	// Tables.Rejoin); ok is false for a table that is not synchronous.
+	rejoin(worker int32, inc int64, r syncRejoin) (p syncPlace, ok bool, err error)
 }
 
 // NewTables makes the table set of node n, after its Start. On a server
@@ -255,11 +261,13 @@ type Table[V Number] struct {
 	ts    *Tables
 	desc  tableDesc
 	app   int32
-	kv    *KVWorker[V]     // workers
-	store *StoreHandler[V] // servers
-	srv   *KVServer[V]     // servers
-	ssp   *SSPHandler[V]   // servers of a bounded-delay table
-	sig   *residuals[V]    // workers of a table with Significance
+	kv    *KVWorker[V]              // workers
+	store *StoreHandler[V]          // servers
+	srv   *KVServer[V]              // servers
+	ssp   *SSPHandler[V]            // servers of a bounded-delay table
+	sync  *SyncHandler[V]           // servers of a synchronous table
+	sig   *residuals[V]             // workers of a table with Significance
+	shift atomic.Pointer[syncShift] // workers of a synchronous table that rejoined
 }
 
 // ErrNotWorker is returned by a Table's push and pull methods on a node
@@ -338,6 +346,7 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 		}
 		if spec.Sync {
 			e.end = t.epochCall(t.EndEpoch)
+			e.shift = &t.shift
 		}
 		if spec.Significance > 0 || spec.KKT > 0 {
 			t.sig = newResiduals[V](spec.Significance, spec.KKT, spec.Width)
@@ -413,6 +422,7 @@ func (t *Table[V]) serve(spec TableSpec[V]) error {
 			return err
 		}
 		handle = sh.Handle
+		t.sync = sh
 	}
 	var ssp *SSPHandler[V]
 	if t.desc.Staleness != nil {
@@ -504,6 +514,10 @@ func (t *Table[V]) PushStep(ctx context.Context, epoch, step int, keys []uint64,
 	if !t.desc.Sync {
 		return 0, fmt.Errorf("psnode: table %s is not synchronous: push with Push", t.desc.Name)
 	}
+	step, err := t.wireStep(epoch, step)
+	if err != nil {
+		return 0, err
+	}
 	cmd, err := SyncStep(epoch, step)
 	if err != nil {
 		return 0, err
@@ -550,6 +564,10 @@ func (t *Table[V]) PullStep(ctx context.Context, epoch, step int, keys []uint64,
 	}
 	if !t.desc.Sync {
 		return 0, fmt.Errorf("psnode: table %s is not synchronous: pull with Pull", t.desc.Name)
+	}
+	step, err := t.wireStep(epoch, step)
+	if err != nil {
+		return 0, err
 	}
 	cmd, err := SyncStep(epoch, step)
 	if err != nil {

@@ -48,7 +48,11 @@ type ckptTableFile struct {
 
 // serveCtl answers the control app's requests on a server.
 func (ts *Tables) serveCtl(req SimpleRequest) (int32, []byte, error) {
-	if req.Head != ctlCheckpoint {
+	switch req.Head {
+	case ctlRejoin:
+		return ts.serveRejoin(req)
+	case ctlCheckpoint:
+	default:
 		return 0, nil, fmt.Errorf("tables: unknown request %d", req.Head)
 	}
 	var r ckptRequest
@@ -297,6 +301,14 @@ func (s servedStore[V]) snapshot(fn func(TableSnapshot) error) error {
 	s.lock()
 	defer s.unlock()
 	return fn(s.snapshotLocked())
+}
+
+func (s servedStore[V]) rejoin(worker int32, inc int64, r syncRejoin) (syncPlace, bool, error) {
+	if s.t.sync == nil {
+		return syncPlace{}, false, nil
+	}
+	p, err := s.t.sync.rejoin(worker, inc, r, s.t.srv)
+	return p, true, err
 }
 
 // snapshotLocked returns the table's snapshot; the store's lock must be
