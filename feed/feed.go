@@ -12,6 +12,7 @@ import (
 
 	"github.com/spindle-ps/spindle/io/records"
 	"github.com/spindle-ps/spindle/io/split"
+	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -55,6 +56,14 @@ type Options struct {
 	// worker sends what it holds back and tells bounded-delay servers it
 	// holds no one back. An error stops the epoch.
 	Idle func(ctx context.Context, epoch int) error
+	// Resume, when set, is where a synchronous worker that replaces a
+	// dead one goes on (psnode.Tables.Rejoin): in epoch Resume.Epoch it
+	// reads its share from the start again but hands fn only the batches
+	// after the first Resume.Batches, which the dead worker's pushes
+	// applied; with psnode.AllBatches it reads nothing of that epoch.
+	// Every shard read is reported done with all its records, the
+	// skipped ones included.
+	Resume *psnode.SyncResume
 }
 
 // Batch is one mini-batch handed to the model.
@@ -73,6 +82,9 @@ type Stats struct {
 	Records int64 // records read (malformed ones excluded)
 	Bad     int   // malformed records skipped
 	Shards  int   // shards read
+	// Skipped counts the records of Records that were not handed to the
+	// step function (Options.Resume).
+	Skipped int64
 }
 
 // Feed runs a worker's epochs. It is not safe for concurrent use.
@@ -83,6 +95,7 @@ type Feed struct {
 	recs   []records.Example
 	bad    int // malformed records skipped so far
 	shards int // shards read so far
+	skip   int // batches of the epoch not to hand over (Options.Resume)
 }
 
 // New checks the options and returns a Feed.
@@ -137,6 +150,14 @@ func (f *Feed) syncEpoch(ctx context.Context, epoch int, fn func(context.Context
 			return err
 		}
 		f.plan, f.havePl = plan, true
+	}
+	f.skip = 0
+	if r := f.o.Resume; r != nil && r.Epoch == epoch {
+		if r.Batches == psnode.AllBatches {
+			return nil
+		}
+		f.skip = r.Batches
+		defer func() { f.skip = 0 }()
 	}
 	step := 0
 	for i := f.o.Rank; i < len(f.plan); i += f.o.Workers {
@@ -240,7 +261,9 @@ func (f *Feed) read(ctx context.Context, epoch int, sh tracker.Shard, step *int,
 		st.Records += int64(n)
 		s := *step
 		*step++
-		if err := fn(ctx, Batch{Epoch: epoch, Step: s, Examples: f.recs[:n]}); err != nil {
+		if s < f.skip {
+			st.Skipped += int64(n)
+		} else if err := fn(ctx, Batch{Epoch: epoch, Step: s, Examples: f.recs[:n]}); err != nil {
 			return total, err
 		}
 		if n < f.o.Batch {

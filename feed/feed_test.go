@@ -159,6 +159,68 @@ func TestSyncShareOfThePlan(t *testing.T) {
 	}
 }
 
+// TestSyncResumeSkipsAppliedBatches: a worker that replaces a dead one
+// reads its share again from the start but hands over only the batches
+// after those the dead worker's pushes applied, numbered as the dead
+// worker numbered them, and reports every shard with all its records;
+// the next epoch is read whole; an epoch the dead worker had finished is
+// not read at all.
+func TestSyncResumeSkipsAppliedBatches(t *testing.T) {
+	t.Parallel()
+	res := resolver(t)
+	sizes := []int{3, 5, 1, 4, 2}
+	plan := shards(t, res, writeFiles(t, sizes, nil))
+	// Rank 1 of 2, batches of 2: shard 1 (5 records: steps 0–2), shard 3
+	// (4 records: steps 3–4).
+	ft := &fakeTracker{plan: plan}
+	fd, err := New(Options{Tracker: ft, Resolver: res, Rank: 1, Workers: 2, Format: records.FormatLibSVM, Batch: 2,
+		Resume: &psnode.SyncResume{Epoch: 1, Batches: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for epoch, want := range [][]int{{0, 1, 2, 3, 4}, {2, 3, 4}} {
+		var steps []int
+		var first uint64
+		st, err := fd.Epoch(context.Background(), epoch, func(_ context.Context, b Batch) error {
+			if len(steps) == 0 {
+				first = key(b.Examples[0])
+			}
+			steps = append(steps, b.Step)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(steps, want) {
+			t.Errorf("epoch %d handed over steps %v, want %v", epoch, steps, want)
+		}
+		skipped := []int64{0, 4}[epoch]
+		if st.Records != 9 || st.Skipped != skipped || st.Shards != 2 {
+			t.Errorf("epoch %d: stats %+v, want 9 records, %d skipped, 2 shards", epoch, st, skipped)
+		}
+		// The third batch of epoch 1 starts at shard 1's fifth record.
+		if wantFirst := []uint64{1000, 1004}[epoch]; first != wantFirst {
+			t.Errorf("epoch %d's first batch starts at key %d, want %d", epoch, first, wantFirst)
+		}
+	}
+	if want := []int64{5, 4, 5, 4}; !slices.Equal(ft.recs, want) {
+		t.Errorf("shards reported with %v records, want %v", ft.recs, want)
+	}
+
+	ft = &fakeTracker{plan: plan}
+	fd, err = New(Options{Tracker: ft, Resolver: res, Rank: 1, Workers: 2, Format: records.FormatLibSVM, Batch: 2,
+		Resume: &psnode.SyncResume{Epoch: 3, Batches: psnode.AllBatches}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := fd.Epoch(context.Background(), 3, func(context.Context, Batch) error {
+		return errors.New("a batch of an epoch the dead worker finished")
+	})
+	if err != nil || st != (Stats{}) || len(ft.done) != 0 {
+		t.Errorf("finished epoch: %+v %v, shards done %v; want nothing read", st, err, ft.done)
+	}
+}
+
 func TestBadRecordBudgetAcrossShards(t *testing.T) {
 	t.Parallel()
 	res := resolver(t)

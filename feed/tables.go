@@ -1,6 +1,8 @@
 package feed
 
 import (
+	"context"
+
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/ckpt"
 	"github.com/spindle-ps/spindle/io/dfs"
@@ -36,4 +38,17 @@ func TablesOptions(job conf.Job, res *dfs.Resolver, tc *tracker.Client, modelFor
 		opts.Model = w
 	}
 	return opts, nil
+}
+
+// Rejoin takes a worker that replaces a dead one back into the steps of
+// its job's synchronous tables (psnode.Tables.Rejoin) and returns the
+// epoch to start at, and the Options.Resume to read it with. For any
+// other worker it returns epoch first (the job's conf.Job.ResumeEpoch)
+// and no Resume.
+func Rejoin(ctx context.Context, ts *psnode.Tables, first int) (int, *psnode.SyncResume, error) {
+	r, ok, err := ts.Rejoin(ctx)
+	if err != nil || !ok {
+		return first, nil, err
+	}
+	return max(first, r.Epoch), &r, nil
 }

@@ -14,10 +14,10 @@
 //
 // Synchronous mode (the default) aggregates every worker's gradients of a
 // step, table by table in worker-rank order, before anyone pulls again:
-// two runs with the same data and flags write bit-identical models. A
-// synchronous worker that cannot go on because another died exits with
-// status 75 (conf.ExitRestartJob), and the launcher starts the whole job
-// again from its newest checkpoint. --async lets workers run freely and
+// two runs with the same data and flags write bit-identical models. When
+// a worker dies the steps go on with the others, and its new process
+// rejoins them after the last of its batches the servers applied, as
+// ps-lr's does. --async lets workers run freely and
 // take shards on demand; a dead worker's shards go to the others.
 // --staleness T does the same with bounded delay on both tables: no
 // worker runs more than T mini-batches ahead of the slowest. In every

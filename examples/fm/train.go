@@ -287,6 +287,12 @@ func (w *worker) train(ctx context.Context) error {
 		Format: w.f.format, Batch: w.f.batch, MaxBadRecords: w.f.maxBadRecords,
 		Async: w.f.Free(), AfterShard: die,
 	}
+	// A worker that replaces a dead one goes on where it left off.
+	first, resume, err := feed.Rejoin(ctx, w.ts, w.job.ResumeEpoch)
+	if err != nil {
+		return err
+	}
+	opts.Resume = resume
 	if w.f.Free() {
 		opts.Idle = w.pipe.IdleHook(w.ts, w.f.requestTimeout)
 	}
@@ -296,7 +302,7 @@ func (w *worker) train(ctx context.Context) error {
 	}
 	w.traffic = w.ts.Bytes()
 	// A resumed job starts where its checkpoint left off.
-	for epoch := w.job.ResumeEpoch; epoch < w.f.epochs; epoch++ {
+	for epoch := first; epoch < w.f.epochs; epoch++ {
 		w.lossSum, w.examples = 0, 0
 		st, err := fd.Epoch(ctx, epoch, w.pipe.Step)
 		if err == nil {

@@ -12,10 +12,11 @@
 //
 // Synchronous mode (the default) aggregates every worker's gradients of a
 // step before anyone pulls again, in worker-rank order: two runs with the
-// same data and flags write bit-identical models. A synchronous worker
-// that cannot go on because another died exits with status 75
-// (conf.ExitRestartJob), and the launcher starts the whole job again from
-// its newest checkpoint. --async lets workers run freely and take shards
+// same data and flags write bit-identical models. When a worker dies the
+// steps go on with the others; the launcher starts it again and the new
+// process rejoins the steps (psnode.Tables.Rejoin), reading on after the
+// last of its batches the servers applied, so that every record is
+// applied once and no other task starts again. --async lets workers run freely and take shards
 // on demand; a dead worker's shards go to the others. --staleness T does
 // the same with bounded delay: no worker runs more than T mini-batches
 // ahead of the slowest (0 is bulk-synchronous, without bit-exactness). In

@@ -34,8 +34,8 @@ func main() {
 	defer stop()
 	if err := run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
-		// conf.ExitRestartJob when a synchronous worker died: the
-		// launcher restarts the job from its checkpoint.
+		// 1, or conf.ExitRestartJob for an error that asks the launcher
+		// to restart the whole job from its checkpoint.
 		os.Exit(feed.ExitStatus(err))
 	}
 }
@@ -95,12 +95,25 @@ func run(ctx context.Context) error {
 
 // train pulls the weights, pushes the gradient of ½(w[k] - k/10)² in
 // synchronous steps, and after each epoch worker 0 takes a checkpoint.
+// A worker that replaces a dead one goes on after the dead one's last
+// step the servers applied.
 func train(ctx context.Context, n *psnode.Node, tables *psnode.Tables, w *psnode.Table[float32], job conf.Job) error {
 	keys := []uint64{1, 2, 3, 4}
 	var weights []float32
 	grads := make([]float32, len(keys))
-	for epoch := job.ResumeEpoch; epoch < epochs; epoch++ {
-		for step := 0; step < steps; step++ {
+	first, resume, err := feed.Rejoin(ctx, tables, job.ResumeEpoch)
+	if err != nil {
+		return err
+	}
+	for epoch := first; epoch < epochs; epoch++ {
+		from := 0
+		if resume != nil && resume.Epoch == epoch {
+			from = resume.Batches
+			if from == psnode.AllBatches {
+				from = steps
+			}
+		}
+		for step := from; step < steps; step++ {
 			id, err := w.Pull(ctx, keys, &weights)
 			if err == nil {
 				err = w.Wait(ctx, id)
