@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/sirupsen/logrus"
 )
@@ -80,6 +81,9 @@ type SyncHandler[V Number] struct {
 	// incs are the incarnations of the processes that rejoined: a death
 	// announced of an older one is not theirs.
 	incs map[int32]int64
+	// lastApply is when a step was last applied: a death that lets the
+	// steps go on ends a stall that began about then.
+	lastApply time.Time
 }
 
 // syncAt is what a held pull waits for: every step of epoch before step
@@ -277,6 +281,7 @@ func (h *SyncHandler[V]) completeLocked(epoch int) ([]*KVRequest[V], error) {
 			return answers, err
 		}
 		h.applied[epoch] = step + 1
+		h.lastApply = time.Now()
 		delete(h.steps, cmd)
 		pos := h.pos[epoch]
 		if pos == nil {
@@ -475,10 +480,16 @@ func (h *SyncHandler[V]) WatchDeaths(n *Node, srv *KVServer[V]) {
 		h.absent[ev.Node.ID] = true
 		delete(h.joined, ev.Node.ID)
 		h.leftLocked(ev.Node.ID)
+		waiting := len(h.steps) > 0 || len(h.pulls) > 0
 		answers, err := h.completeAllLocked()
 		pulls := h.duePullsLocked()
+		var stalled time.Duration
+		if waiting && !h.lastApply.IsZero() {
+			// The steps had stopped for it since about its death.
+			stalled = time.Since(h.lastApply).Round(time.Millisecond)
+		}
 		h.mu.Unlock()
-		n.log.WithFields(logrus.Fields{"worker": ev.Node.Rank, "reason": ev.Reason}).Warn("synchronous steps go on without a dead worker until its replacement rejoins")
+		n.log.WithFields(logrus.Fields{"worker": ev.Node.Rank, "reason": ev.Reason, "stalled": stalled.String()}).Warn("synchronous steps go on without a dead worker until its replacement rejoins")
 		h.answer(srv, answers, err, pulls)
 	})
 }

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/examples/lr/gen"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/feed"
@@ -101,4 +103,57 @@ func BenchmarkTrain(b *testing.B) {
 			})
 		}
 	}
+}
+
+// stalledRE finds how long a server's synchronous steps had stopped when
+// it learned of a worker's death (psnode's log field "stalled").
+var stalledRE = regexp.MustCompile(`stalled=([0-9.]+[a-zµ]+)`)
+
+// BenchmarkSyncWorkerKilled measures what a worker's death costs a
+// synchronous job without checkpoints: every op runs the 2×2 job of 4
+// epochs undisturbed and then with worker 1 killed (SIGKILL) once epoch 1
+// has begun, alternately, and reports the means of:
+//
+//   - s-wall-undisturbed and s-wall-killed: each job's time, start to
+//     committed model;
+//   - s-lost: their difference, the time the death cost;
+//   - s-stall: how long the other worker's steps stood still, from the
+//     last step applied before the death to the servers letting the steps
+//     go on without the dead worker (the longest any server reports; 0
+//     when the death was known before any step waited for the worker).
+//
+// Run with -benchtime=1x or more.
+func BenchmarkSyncWorkerKilled(b *testing.B) {
+	var wall, killed, stall time.Duration
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if res, err, out := killedJobAt(b, fmt.Sprintf("lr-bench-undisturbed-%d", i), ""); err != nil || res.State != tracker.Succeeded {
+			b.Fatalf("undisturbed job: %v %v\n%s", res.State, err, out)
+		}
+		wall += time.Since(start)
+		start = time.Now()
+		res, err, out := killedJobAt(b, fmt.Sprintf("lr-bench-killed-%d", i), "", taskKill{conf.RoleWorker, 1, 1})
+		if err != nil || res.State != tracker.Succeeded {
+			b.Fatalf("job with a worker killed: %v %v\n%s", res.State, err, out)
+		}
+		killed += time.Since(start)
+		stalls := stalledRE.FindAllStringSubmatch(out, -1)
+		if len(stalls) == 0 {
+			b.Fatalf("no server says how long its steps stalled:\n%s", out)
+		}
+		var longest time.Duration
+		for _, m := range stalls {
+			d, err := time.ParseDuration(m[1])
+			if err != nil {
+				b.Fatalf("stalled=%s: %v", m[1], err)
+			}
+			longest = max(longest, d)
+		}
+		stall += longest
+	}
+	n := float64(b.N)
+	b.ReportMetric(wall.Seconds()/n, "s-wall-undisturbed")
+	b.ReportMetric(killed.Seconds()/n, "s-wall-killed")
+	b.ReportMetric((killed-wall).Seconds()/n, "s-lost")
+	b.ReportMetric(stall.Seconds()/n, "s-stall")
 }
