@@ -81,9 +81,6 @@ type SyncHandler[V Number] struct {
 	// incs are the incarnations of the processes that rejoined: a death
 	// announced of an older one is not theirs.
 	incs map[int32]int64
-	// lastApply is when a step was last applied: a death that lets the
-	// steps go on ends a stall that began about then.
-	lastApply time.Time
 }
 
 // syncAt is what a held pull waits for: every step of epoch before step
@@ -98,6 +95,7 @@ type syncJoin struct{ epoch, step, from int }
 type syncStep[V Number] struct {
 	reqs  map[int32]*KVRequest[V]
 	parts map[int32]KVPairs[V] // copies: requests alias receive buffers
+	at    map[int32]time.Time  // when each part came
 }
 
 // NewSyncHandler makes a synchronous handler over store for a job of
@@ -149,7 +147,7 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 		}
 		st := h.steps[req.Cmd]
 		if st == nil {
-			st = &syncStep[V]{reqs: make(map[int32]*KVRequest[V]), parts: make(map[int32]KVPairs[V])}
+			st = &syncStep[V]{reqs: make(map[int32]*KVRequest[V]), parts: make(map[int32]KVPairs[V]), at: make(map[int32]time.Time)}
 			h.steps[req.Cmd] = st
 		}
 		if _, dup := st.reqs[req.Sender]; dup {
@@ -159,6 +157,7 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 		}
 		st.reqs[req.Sender] = req
 		st.parts[req.Sender] = KVPairs[V]{Keys: slices.Clone(req.Keys), Vals: slices.Clone(req.Vals)}
+		st.at[req.Sender] = time.Now()
 	}
 	answers, err := h.completeLocked(epoch)
 	pulls := h.duePullsLocked()
@@ -281,7 +280,6 @@ func (h *SyncHandler[V]) completeLocked(epoch int) ([]*KVRequest[V], error) {
 			return answers, err
 		}
 		h.applied[epoch] = step + 1
-		h.lastApply = time.Now()
 		delete(h.steps, cmd)
 		pos := h.pos[epoch]
 		if pos == nil {
@@ -330,11 +328,30 @@ func (h *SyncHandler[V]) leftLocked(worker int32) {
 	for cmd, st := range h.steps {
 		delete(st.reqs, worker)
 		delete(st.parts, worker)
+		delete(st.at, worker)
 		if len(st.reqs) == 0 {
 			delete(h.steps, cmd)
 		}
 	}
 	h.pulls.take(func(syncAt) bool { return false }, func(r *KVRequest[V]) bool { return r.Sender == worker })
+}
+
+// stalledLocked returns how long the oldest part of a pending step has
+// waited: after a death, how long the live workers stood still for the
+// dead one. h.mu must be held.
+func (h *SyncHandler[V]) stalledLocked() time.Duration {
+	var oldest time.Time
+	for _, st := range h.steps {
+		for _, at := range st.at {
+			if oldest.IsZero() || at.Before(oldest) {
+				oldest = at
+			}
+		}
+	}
+	if oldest.IsZero() {
+		return 0
+	}
+	return time.Since(oldest).Round(time.Millisecond)
 }
 
 // completeAllLocked completes every running epoch after a change of
@@ -480,14 +497,9 @@ func (h *SyncHandler[V]) WatchDeaths(n *Node, srv *KVServer[V]) {
 		h.absent[ev.Node.ID] = true
 		delete(h.joined, ev.Node.ID)
 		h.leftLocked(ev.Node.ID)
-		waiting := len(h.steps) > 0 || len(h.pulls) > 0
+		stalled := h.stalledLocked()
 		answers, err := h.completeAllLocked()
 		pulls := h.duePullsLocked()
-		var stalled time.Duration
-		if waiting && !h.lastApply.IsZero() {
-			// The steps had stopped for it since about its death.
-			stalled = time.Since(h.lastApply).Round(time.Millisecond)
-		}
 		h.mu.Unlock()
 		n.log.WithFields(logrus.Fields{"worker": ev.Node.Rank, "reason": ev.Reason, "stalled": stalled.String()}).Warn("synchronous steps go on without a dead worker until its replacement rejoins")
 		h.answer(srv, answers, err, pulls)

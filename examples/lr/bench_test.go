@@ -117,14 +117,22 @@ var stalledRE = regexp.MustCompile(`stalled=([0-9.]+[a-zµ]+)`)
 //   - s-wall-undisturbed and s-wall-killed: each job's time, start to
 //     committed model;
 //   - s-lost: their difference, the time the death cost;
-//   - s-stall: how long the other worker's steps stood still, from the
-//     last step applied before the death to the servers letting the steps
-//     go on without the dead worker (the longest any server reports; 0
-//     when the death was known before any step waited for the worker).
+//   - s-stall: how long the other worker's steps stood still: how long
+//     the oldest of its pushes a server held had waited for the dead
+//     worker's part when the server let the steps go on without it (the
+//     longest any server reports; 0 when the death was known before a
+//     step waited for the dead worker).
+//
+// With SPINDLE_BENCH_BASELINE_PSLR naming another ps-lr binary (an older
+// one, whose synchronous jobs start again from their newest checkpoint
+// when a worker dies), every op also runs the same kill with that binary
+// and a checkpoint every epoch, and reports s-wall-killed-baseline.
 //
 // Run with -benchtime=1x or more.
 func BenchmarkSyncWorkerKilled(b *testing.B) {
-	var wall, killed, stall time.Duration
+	baseline := os.Getenv("SPINDLE_BENCH_BASELINE_PSLR")
+	var wall, killed, stall, base time.Duration
+	kill := taskKill{conf.RoleWorker, 1, 1}
 	for i := 0; i < b.N; i++ {
 		start := time.Now()
 		if res, err, out := killedJobAt(b, fmt.Sprintf("lr-bench-undisturbed-%d", i), ""); err != nil || res.State != tracker.Succeeded {
@@ -132,7 +140,7 @@ func BenchmarkSyncWorkerKilled(b *testing.B) {
 		}
 		wall += time.Since(start)
 		start = time.Now()
-		res, err, out := killedJobAt(b, fmt.Sprintf("lr-bench-killed-%d", i), "", taskKill{conf.RoleWorker, 1, 1})
+		res, err, out := killedJobAt(b, fmt.Sprintf("lr-bench-killed-%d", i), "", kill)
 		if err != nil || res.State != tracker.Succeeded {
 			b.Fatalf("job with a worker killed: %v %v\n%s", res.State, err, out)
 		}
@@ -150,10 +158,21 @@ func BenchmarkSyncWorkerKilled(b *testing.B) {
 			longest = max(longest, d)
 		}
 		stall += longest
+		if baseline != "" {
+			start = time.Now()
+			res, err, out := killedJobWith(b, baseline, fmt.Sprintf("lr-bench-baseline-%d", i), filepath.Join(b.TempDir(), "ckpt"), kill)
+			if err != nil || res.State != tracker.Succeeded {
+				b.Fatalf("baseline job with a worker killed: %v %v\n%s", res.State, err, out)
+			}
+			base += time.Since(start)
+		}
 	}
 	n := float64(b.N)
 	b.ReportMetric(wall.Seconds()/n, "s-wall-undisturbed")
 	b.ReportMetric(killed.Seconds()/n, "s-wall-killed")
 	b.ReportMetric((killed-wall).Seconds()/n, "s-lost")
 	b.ReportMetric(stall.Seconds()/n, "s-stall")
+	if baseline != "" {
+		b.ReportMetric(base.Seconds()/n, "s-wall-killed-baseline")
+	}
 }

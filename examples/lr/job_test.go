@@ -335,6 +335,12 @@ func killedJob(t *testing.T, name, ckDir string, role conf.Role) (job.Result, er
 // more than it is killed.
 func killedJobAt(t testing.TB, name, ckDir string, kills ...taskKill) (job.Result, error, string) {
 	t.Helper()
+	return killedJobWith(t, psLR, name, ckDir, kills...)
+}
+
+// killedJobWith is killedJobAt running the ps-lr binary bin.
+func killedJobWith(t testing.TB, bin, name, ckDir string, kills ...taskKill) (job.Result, error, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out lockedBuf
@@ -344,7 +350,7 @@ func killedJobAt(t testing.TB, name, ckDir string, kills ...taskKill) (job.Resul
 	}
 	spec := job.JobSpec{
 		Name:        name,
-		Command:     []string{psLR, "--epochs", "4"},
+		Command:     []string{bin, "--epochs", "4"},
 		NumWorkers:  2,
 		NumServers:  2,
 		MaxAttempts: 1 + slices.Max(append(slices.Collect(maps.Values(perTask)), 0)),
