@@ -293,8 +293,9 @@ func TestDistributedModelQuality(t *testing.T) {
 
 // TestEveryRecordOnceWithAWorkerKilled kills worker 1 with SIGKILL after
 // its first shard of the first epoch, in asynchronous mode: the launcher
-// restarts it, its unfinished shard goes back to the queue, and every
-// epoch counts every record exactly once.
+// restarts it, its unfinished shard goes back to the queue, every epoch
+// counts every record exactly once, and the model scores within 0.002 AUC
+// of the same job undisturbed.
 func TestEveryRecordOnceWithAWorkerKilled(t *testing.T) {
 	r := runJob(t, 2, 2, 1<<20, "--epochs", "2", "--async", "--die-after", "1:1")
 	for _, tr := range r.res.Tasks {
@@ -311,8 +312,11 @@ func TestEveryRecordOnceWithAWorkerKilled(t *testing.T) {
 			t.Errorf("epoch %d counted %d records, want %d", e, got, want)
 		}
 	}
-	if r.auc < trueAUC-0.02 {
-		t.Errorf("AUC %.4f after a worker was killed, true weights %.4f", r.auc, trueAUC)
+	// Within 0.002 of the same job undisturbed.
+	u := runJob(t, 2, 2, 1<<20, "--epochs", "2", "--async")
+	t.Logf("test AUC %.4f after worker 1 was killed, %.4f without", r.auc, u.auc)
+	if math.Abs(r.auc-u.auc) > 0.002 {
+		t.Errorf("AUC %.4f after a worker was killed, %.4f without: more than 0.002 apart", r.auc, u.auc)
 	}
 }
 
