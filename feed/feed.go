@@ -60,7 +60,7 @@ type Options struct {
 	// dead one goes on (psnode.Tables.Rejoin): in epoch Resume.Epoch it
 	// reads its share from the start again but hands fn only the batches
 	// after the first Resume.Batches, which the dead worker's pushes
-	// applied; with psnode.AllBatches it reads nothing of that epoch.
+	// reached; with psnode.AllBatches it reads nothing of that epoch.
 	// Every shard read is reported done with all its records, the
 	// skipped ones included.
 	Resume *psnode.SyncResume

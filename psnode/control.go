@@ -738,6 +738,21 @@ func (n *Node) markDead(id int32, reason string) {
 	n.sendAll(out)
 }
 
+// markDeadOf records the death of process d the scheduler announced,
+// unless a new process has taken its id since: the announcement may come
+// after the table update that brought the new one, and is not its death.
+func (n *Node) markDeadOf(d transport.Node, reason string) {
+	n.mu.Lock()
+	if nd, ok := n.table[d.ID]; ok && nd.Incarnation != d.Incarnation {
+		n.mu.Unlock()
+		n.log.WithFields(logrus.Fields{"peer_id": d.ID, "reason": reason}).Debug("death of a replaced process ignored")
+		return
+	}
+	out := n.markDeadLocked(d.ID, reason)
+	n.mu.Unlock()
+	n.sendAll(out)
+}
+
 // markDeadLocked declares node id dead: subscribers hear of it, requests
 // and barriers waiting on it fail, retransmissions to it stop, and the
 // scheduler tells every live node. It returns the messages to send.

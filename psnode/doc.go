@@ -73,14 +73,14 @@
 // exactly the weights after step s. Each table keeps its own
 // steps; Tables.EndEpoch ends all of them at once (ending one and waiting
 // before the next deadlocks with a worker still pushing steps of the
-// other). A worker's death holds no step back: once it is known dead the
-// steps go on with the live workers, and its parts of steps not yet
-// applied are dropped. The end of the epoch waits for its replacement, a
-// new process of the same rank, which calls Tables.Rejoin: it goes on in
-// the running epoch after the last of the dead worker's batches the
-// servers applied, joining the steps at one no server has applied yet
-// (see rejoin.go for the protocol). So every batch is applied once,
-// without restarting any other process.
+// other). A worker's death holds no step back: the parts it sent are
+// applied with their steps, and once it is known dead the later steps go
+// on with the live workers. The end of the epoch waits for its
+// replacement, a new process of the same rank, which calls Tables.Rejoin:
+// it goes on in the running epoch after the last of the dead worker's
+// batches the servers received, joining the steps at one no server has
+// applied yet (see rejoin.go for the protocol). So no batch is applied
+// twice, and no other process starts again.
 //
 // A bounded-delay table (TableSpec.BoundedDelay, stale synchronous
 // parallel) applies pushes at once but lets no worker run more than

@@ -673,7 +673,7 @@ func (n *Node) handle(m *transport.Message) {
 		n.onLeave(m)
 	case transport.CmdNodeDead:
 		for _, d := range meta.Control.Nodes {
-			n.markDead(d.ID, "declared dead by the scheduler: "+meta.Control.Reason)
+			n.markDeadOf(d, "declared dead by the scheduler: "+meta.Control.Reason)
 		}
 	default:
 		n.log.WithField("cmd", cmd.String()).Debug("unknown control command ignored")

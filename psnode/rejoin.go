@@ -19,21 +19,24 @@ import (
 // it trains:
 //
 //  1. It probes every server (ctlRejoin, {"probe": true}). Each server
-//     forgets what the dead process sent that no step applied, and
-//     answers, for every synchronous table, the running epoch, the steps
-//     of it applied, and how many of the dead worker's batches of it were
-//     applied (or that it had said it was done with the epoch).
+//     marks the dead process's requests as nobody's to answer (the parts
+//     it received are applied with their steps all the same) and answers,
+//     for every synchronous table, the running epoch, how many of the
+//     dead worker's batches of it it received (or that the worker had
+//     said it was done with the epoch), and the lowest step the
+//     replacement may join at: none applied yet, and after the dead
+//     process's last part.
 //  2. The replacement goes on in the lowest running epoch, after the
-//     furthest batch any server applied: a batch whose push reached some
+//     furthest batch any server received: a batch whose push reached some
 //     servers and not others before the death is not sent again, so no
 //     key gets a batch twice (those that missed it go without).
 //  3. It asks every server to let it push that batch as step J of the
-//     epoch, J the most steps any server has applied, and the next
-//     batches as the steps after. A server that has applied step J
-//     already refuses and says how far it is; the replacement asks every
-//     server again with the new J. The servers that accepted wait for its
-//     part from step J on, which soon holds the others back, so the
-//     rounds end within a few steps.
+//     epoch, J the highest of the servers' lowest steps, and the next
+//     batches as the steps after. A server that has moved past J refuses
+//     and says where it is; the replacement asks every server again with
+//     the new J. The servers that accepted wait for its part from step J
+//     on, which soon holds the others back, so the rounds end within a
+//     few steps.
 //
 // A worker whose dead predecessor had ended the epoch (on any server: it
 // sent every step) does not join the steps; it only ends the epoch again.
@@ -53,7 +56,7 @@ type rejoinRequest struct {
 
 // SyncResume is where a replacement worker goes on (Tables.Rejoin):
 // epoch Epoch, after the first Batches batches of the dead worker's share
-// of it, which the servers applied; Batches is AllBatches when every one
+// of it, which the servers received; Batches is AllBatches when every one
 // was.
 type SyncResume struct {
 	Epoch, Batches int
@@ -125,7 +128,7 @@ func (ts *Tables) rejoinCall(ctx context.Context, r rejoinRequest, names []strin
 // Rejoin takes a worker that replaces a dead one (Self().IsRecovery) back
 // into the steps of the job's synchronous tables, and returns where it
 // goes on: the epoch, and the batches of its share of it to skip, which
-// the dead worker's pushes applied. Its batches of that epoch then carry
+// the dead worker's pushes reached. Its batches of that epoch then carry
 // the steps it joined at: push and pull them with the feed's step numbers
 // as usual (PushBatch, PullBatch), counting the skipped ones. ok is false
 // when there is nothing to rejoin: not a replacement, or no synchronous
@@ -169,10 +172,10 @@ func (ts *Tables) Rejoin(ctx context.Context) (res SyncResume, ok bool, err erro
 			if res.Batches != AllBatches {
 				res.Batches = max(res.Batches, p.Batches)
 			}
-			steps[name] = max(steps[name], p.Applied)
+			steps[name] = max(steps[name], p.Next)
 		}
 	}
-	log := ts.n.log.WithFields(logrus.Fields{"epoch": res.Epoch, "batches_applied": res.Batches})
+	log := ts.n.log.WithFields(logrus.Fields{"epoch": res.Epoch, "batches_received": res.Batches})
 	if res.Batches == AllBatches {
 		log.Info("rejoined: the dead worker had sent every step of the epoch")
 		return res, true, nil
@@ -187,7 +190,7 @@ func (ts *Tables) Rejoin(ctx context.Context) (res SyncResume, ok bool, err erro
 			for name, p := range ps {
 				if !p.Accepted {
 					all = false
-					steps[name] = max(steps[name], p.Applied)
+					steps[name] = max(steps[name], p.Next)
 				}
 			}
 		}
@@ -213,7 +216,7 @@ func (t *Table[V]) wireStep(epoch, step int) (int, error) {
 		return step, nil
 	}
 	if step < sh.from {
-		return 0, fmt.Errorf("psnode: table %s: batch %d of epoch %d was applied before this worker rejoined at batch %d", t.desc.Name, step, epoch, sh.from)
+		return 0, fmt.Errorf("psnode: table %s: batch %d of epoch %d was sent before this worker rejoined at batch %d", t.desc.Name, step, epoch, sh.from)
 	}
 	return step - sh.from + sh.at, nil
 }

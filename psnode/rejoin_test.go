@@ -44,9 +44,9 @@ func runBatches(ctx context.Context, tab *psnode.Table[float64], rank, epoch, fr
 }
 
 // TestSyncWorkerRejoins kills a worker of a synchronous job mid-epoch,
-// with a push of its sent but not applied: the steps go on with the live
-// worker, the dead one's pending part is dropped, and its replacement
-// rejoins after the last batch the servers applied. At the end every
+// with a push of its sent but not applied: that step is applied with its
+// part, the next goes on with the live worker alone, and its replacement
+// rejoins after the last batch the servers received. At the end every
 // batch of both workers is applied exactly once, in that epoch and the
 // next.
 func TestSyncWorkerRejoins(t *testing.T) {
@@ -107,9 +107,10 @@ func TestSyncWorkerRejoins(t *testing.T) {
 	_ = w1.Close()
 	c.net.Heal()
 
-	// The steps go on without it: worker 0's batch 4 is applied alone.
+	// Batch 4 is applied with the part the dead worker sent; batch 5,
+	// which it never sent, without it.
 	r0 := c.workers[0].Rank()
-	if err := runBatches(ctx, workers[0].tab, r0, 0, 4, 5); err != nil {
+	if err := runBatches(ctx, workers[0].tab, r0, 0, 4, 6); err != nil {
 		t.Fatalf("a step with a dead worker: %v", err)
 	}
 
@@ -125,16 +126,16 @@ func TestSyncWorkerRejoins(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("rejoin: %v %v", ok, err)
 	}
-	// Batch 4's part was never applied: the replacement sends it again.
-	if res != (psnode.SyncResume{Epoch: 0, Batches: 4}) {
-		t.Fatalf("rejoin at %+v, want epoch 0 after 4 batches", res)
+	// Batch 4 reached the servers: the replacement goes on at batch 5.
+	if res != (psnode.SyncResume{Epoch: 0, Batches: 5}) {
+		t.Fatalf("rejoin at %+v, want epoch 0 after 5 batches", res)
 	}
-	if _, err := rtab.PushBatch(ctx, 0, 3, batchKeys(r1), []float64{1, 1}); err == nil {
+	if _, err := rtab.PushBatch(ctx, 0, 4, batchKeys(r1), []float64{1, 1}); err == nil {
 		t.Error("a batch the dead worker's pushes applied was accepted again")
 	}
 	workers[1] = node{rts, rtab}
 	for i, w := range workers {
-		rank, from := []int{r0, r1}[i], []int{5, 4}[i]
+		rank, from := []int{r0, r1}[i], []int{6, 5}[i]
 		go func() {
 			err := runBatches(ctx, w.tab, rank, 0, from, batches)
 			if err == nil {

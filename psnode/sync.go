@@ -53,14 +53,15 @@ func SyncDone(epoch int) (int32, error) {
 // SyncHandler applies pushes in synchronous steps (see SyncStep) to a
 // StoreHandler's table, and answers pulls at once from it.
 //
-// A worker that dies (WatchDeaths) holds no step back: the steps go on
-// with the live workers, and its parts of steps not yet applied are
-// dropped, so that nothing it sent is applied twice when its replacement
-// reads the same records again. The end of the epoch still waits for it:
-// its replacement (a new process of the same rank) rejoins (Tables.Rejoin,
+// A worker that dies (WatchDeaths) holds no step back: the steps it had
+// sent its part of are applied with that part, as if it were alive, and
+// the later ones go on with the live workers. What counts is what a
+// server received, not when it learned of the death, so every server
+// applies the same parts. The end of the epoch still waits for it: its
+// replacement (a new process of the same rank) rejoins (Tables.Rejoin,
 // the rejoin method), reads the dead worker's remaining records from the
-// batch after its last one applied, and pushes them in the steps it joined
-// at.
+// batch after its last one received, and pushes them in the steps it
+// joined at, so that no batch is applied twice.
 type SyncHandler[V Number] struct {
 	store   *StoreHandler[V]
 	workers int
@@ -72,8 +73,11 @@ type SyncHandler[V Number] struct {
 	ended   int                             // epochs below this are over
 	pulls   heldPulls[V, syncAt]            // held until their step's turn
 	// pos counts, per running epoch and worker, the worker's batches
-	// applied: where its replacement goes on reading.
-	pos map[int]map[int32]int
+	// received (each is applied once its step completes): where its
+	// replacement goes on reading. last is the worker's last step
+	// received in the running epoch (−1 for none).
+	pos  map[int]map[int32]int
+	last map[int]map[int32]int
 	// absent are the dead workers whose replacement has not rejoined.
 	absent map[int32]bool
 	// joined are the replacements that rejoined in a running epoch.
@@ -93,6 +97,8 @@ type syncAt struct{ epoch, step int }
 type syncJoin struct{ epoch, step, from int }
 
 type syncStep[V Number] struct {
+	// reqs are the requests to answer once the step is applied, by
+	// sender; nil for a dead process's part, which nobody waits for.
 	reqs  map[int32]*KVRequest[V]
 	parts map[int32]KVPairs[V] // copies: requests alias receive buffers
 	at    map[int32]time.Time  // when each part came
@@ -107,7 +113,7 @@ func NewSyncHandler[V Number](store *StoreHandler[V], workers int) (*SyncHandler
 	return &SyncHandler[V]{
 		store: store, workers: workers, steps: make(map[int32]*syncStep[V]),
 		done: make(map[int]map[int32]*KVRequest[V]), applied: make(map[int]int),
-		pos: make(map[int]map[int32]int), absent: make(map[int32]bool),
+		pos: make(map[int]map[int32]int), last: make(map[int]map[int32]int), absent: make(map[int32]bool),
 		joined: make(map[int32]syncJoin), incs: make(map[int32]int64),
 	}, nil
 }
@@ -158,6 +164,7 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 		st.reqs[req.Sender] = req
 		st.parts[req.Sender] = KVPairs[V]{Keys: slices.Clone(req.Keys), Vals: slices.Clone(req.Vals)}
 		st.at[req.Sender] = time.Now()
+		h.receivedLocked(req.Sender, epoch, step)
 	}
 	answers, err := h.completeLocked(epoch)
 	pulls := h.duePullsLocked()
@@ -281,18 +288,10 @@ func (h *SyncHandler[V]) completeLocked(epoch int) ([]*KVRequest[V], error) {
 		}
 		h.applied[epoch] = step + 1
 		delete(h.steps, cmd)
-		pos := h.pos[epoch]
-		if pos == nil {
-			pos = make(map[int32]int)
-			h.pos[epoch] = pos
-		}
-		for id, r := range st.reqs {
-			answers = append(answers, r)
-			batch := step
-			if j, ok := h.joined[id]; ok && j.epoch == epoch {
-				batch = j.from + step - j.step
+		for _, r := range st.reqs {
+			if r != nil {
+				answers = append(answers, r)
 			}
-			pos[id] = batch + 1
 		}
 	}
 	if len(done) == h.workers && !h.pendingIn(epoch) {
@@ -302,6 +301,7 @@ func (h *SyncHandler[V]) completeLocked(epoch int) ([]*KVRequest[V], error) {
 		delete(h.done, epoch)
 		delete(h.applied, epoch)
 		delete(h.pos, epoch)
+		delete(h.last, epoch)
 		h.ended = max(h.ended, epoch+1)
 		for id, j := range h.joined {
 			if j.epoch < h.ended {
@@ -321,16 +321,38 @@ func (h *SyncHandler[V]) pendingIn(epoch int) bool {
 	return false
 }
 
-// leftLocked forgets what worker's process sent and no step applied yet:
-// its parts of pending steps and its held pulls. Nobody waits for their
-// answers. h.mu must be held.
+// receivedLocked notes worker's part of step of epoch. h.mu must be held.
+func (h *SyncHandler[V]) receivedLocked(worker int32, epoch, step int) {
+	batch := step
+	if j, ok := h.joined[worker]; ok && j.epoch == epoch {
+		batch = j.from + step - j.step
+	}
+	if h.pos[epoch] == nil {
+		h.pos[epoch], h.last[epoch] = make(map[int32]int), make(map[int32]int)
+	}
+	h.pos[epoch][worker] = max(h.pos[epoch][worker], batch+1)
+	if l, ok := h.last[epoch][worker]; !ok || step > l {
+		h.last[epoch][worker] = step
+	}
+}
+
+// nextLocked is the lowest step of epoch a replacement of worker may join
+// at: none applied yet, and after the dead process's last part.
+func (h *SyncHandler[V]) nextLocked(worker int32, epoch int) int {
+	next := h.applied[epoch]
+	if l, ok := h.last[epoch][worker]; ok {
+		next = max(next, l+1)
+	}
+	return next
+}
+
+// leftLocked marks what worker's process sent as nobody's to answer: its
+// parts of pending steps stay (they are applied with their steps), its
+// held pulls go. h.mu must be held.
 func (h *SyncHandler[V]) leftLocked(worker int32) {
-	for cmd, st := range h.steps {
-		delete(st.reqs, worker)
-		delete(st.parts, worker)
-		delete(st.at, worker)
-		if len(st.reqs) == 0 {
-			delete(h.steps, cmd)
+	for _, st := range h.steps {
+		if _, ok := st.reqs[worker]; ok {
+			st.reqs[worker] = nil
 		}
 	}
 	h.pulls.take(func(syncAt) bool { return false }, func(r *KVRequest[V]) bool { return r.Sender == worker })
@@ -342,7 +364,10 @@ func (h *SyncHandler[V]) leftLocked(worker int32) {
 func (h *SyncHandler[V]) stalledLocked() time.Duration {
 	var oldest time.Time
 	for _, st := range h.steps {
-		for _, at := range st.at {
+		for id, at := range st.at {
+			if st.reqs[id] == nil {
+				continue // a dead process's part waits for nothing
+			}
 			if oldest.IsZero() || at.Before(oldest) {
 				oldest = at
 			}
@@ -484,9 +509,9 @@ func hashSum[V Number](parts []KVPairs[V], dim int) KVPairs[V] {
 var ErrSyncWorkerDied = errors.New("psnode: a worker died: synchronous training cannot go on")
 
 // WatchDeaths lets the steps go on without a worker of n once it is known
-// dead: its parts of steps not yet applied are dropped, and the steps wait
-// only for the live workers until its replacement rejoins. It returns when
-// n closes.
+// dead: the steps it sent its part of are applied with it, the others
+// wait only for the live workers until its replacement rejoins. It returns
+// when n closes.
 func (h *SyncHandler[V]) WatchDeaths(n *Node, srv *KVServer[V]) {
 	n.onWorkerDeath(func(ev Event) {
 		h.mu.Lock()
@@ -519,12 +544,13 @@ type syncRejoin struct {
 }
 
 // syncPlace is a server's answer for one synchronous table: the lowest
-// epoch not over (Ended), the steps of it applied, the worker's batches
-// of it applied and whether it said it was done with it; Accepted answers
-// a request to join.
+// epoch not over (Ended), the lowest step of it the worker may join at
+// (Next: none applied, and after the dead process's last part), the
+// worker's batches of it received and whether it said it was done with
+// it; Accepted answers a request to join.
 type syncPlace struct {
 	Ended    int  `json:"ended"`
-	Applied  int  `json:"applied"`
+	Next     int  `json:"next"`
 	Batches  int  `json:"batches"`
 	Done     bool `json:"done,omitempty"`
 	Accepted bool `json:"accepted,omitempty"`
@@ -532,15 +558,15 @@ type syncPlace struct {
 
 // rejoin answers a replacement worker's request; inc is the incarnation
 // of its process. A join is accepted when Epoch is the running one and
-// its Step not yet applied: the worker takes part from that step on.
+// Step is not before Next: the worker takes part from that step on.
 func (h *SyncHandler[V]) rejoin(worker int32, inc int64, r syncRejoin, srv *KVServer[V]) (syncPlace, error) {
 	h.mu.Lock()
 	h.incs[worker] = inc
 	var p syncPlace
 	if r.Probe {
-		// Whatever the dead process sent and no step applied is gone
-		// with it, even when its death is still on its way here; the
-		// steps go on without it until its replacement joins.
+		// The dead process is gone, even when its death is still on its
+		// way here: nobody waits for its answers, and the steps it sent no
+		// part of go on without it until its replacement joins.
 		h.absent[worker] = true
 		delete(h.joined, worker)
 		h.leftLocked(worker)
@@ -553,7 +579,7 @@ func (h *SyncHandler[V]) rejoin(worker int32, inc int64, r syncRejoin, srv *KVSe
 			h.mu.Unlock()
 			return p, fmt.Errorf("rejoin at step %d from batch %d: out of range", r.Step, r.From)
 		}
-		if h.applied[r.Epoch] <= r.Step {
+		if r.Step >= h.nextLocked(worker, r.Epoch) {
 			// A later step than an earlier round's lets the steps between
 			// go on without it.
 			h.joined[worker] = syncJoin{epoch: r.Epoch, step: r.Step, from: r.From}
@@ -563,7 +589,7 @@ func (h *SyncHandler[V]) rejoin(worker int32, inc int64, r syncRejoin, srv *KVSe
 	}
 	answers, err := h.completeAllLocked()
 	pulls := h.duePullsLocked()
-	p.Ended, p.Applied = h.ended, h.applied[h.ended]
+	p.Ended, p.Next = h.ended, h.nextLocked(worker, h.ended)
 	p.Batches, p.Done = h.pos[h.ended][worker], h.done[h.ended][worker] != nil
 	h.mu.Unlock()
 	h.answer(srv, answers, err, pulls)

@@ -16,7 +16,7 @@
 // step, table by table in worker-rank order, before anyone pulls again:
 // two runs with the same data and flags write bit-identical models. When
 // a worker dies the steps go on with the others, and its new process
-// rejoins them after the last of its batches the servers applied, as
+// rejoins them after the last of its batches the servers received, as
 // ps-lr's does. --async lets workers run freely and
 // take shards on demand; a dead worker's shards go to the others.
 // --staleness T does the same with bounded delay on both tables: no

@@ -15,12 +15,12 @@
 // same data and flags write bit-identical models. When a worker dies the
 // steps go on with the others; the launcher starts it again and the new
 // process rejoins the steps (psnode.Tables.Rejoin), reading on after the
-// last of its batches the servers applied, so that every record is
-// applied once and no other task starts again. --async lets workers run freely and take shards
-// on demand; a dead worker's shards go to the others. --staleness T does
-// the same with bounded delay: no worker runs more than T mini-batches
-// ahead of the slowest (0 is bulk-synchronous, without bit-exactness). In
-// every mode a worker pipelines (--prefetch, on by default): it sends the
+// last of its batches the servers received, so that no record is applied
+// twice and no other task starts again. --async lets workers run freely
+// and take shards on demand; a dead worker's shards go to the others.
+// --staleness T does the same with bounded delay: no worker runs more
+// than T mini-batches ahead of the slowest (0 is bulk-synchronous,
+// without bit-exactness). In every mode a worker pipelines (--prefetch, on by default): it sends the
 // pulls of the next mini-batches before it computes and pushes the
 // current one; in synchronous mode the servers hold such a pull until the
 // step before is applied, so the model is the same bit for bit.

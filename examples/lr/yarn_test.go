@@ -283,6 +283,17 @@ func TestHadoopYARNWorkerKilled(t *testing.T) {
 		if tr.Restarts != 0 {
 			t.Errorf("the manifest says the job started again %d time(s); want none", tr.Restarts)
 		}
+		// The servers say how long the other worker stood still.
+		var stalls []string
+		for _, log := range hadooptest.ContainerFiles(t, r.app.String(), "stderr") {
+			for _, m := range stalledRE.FindAllStringSubmatch(log, -1) {
+				stalls = append(stalls, m[1])
+			}
+		}
+		if len(stalls) == 0 {
+			t.Errorf("no server's log says the steps went on without the dead worker")
+		}
+		t.Logf("the servers' steps stood still for %v", stalls)
 		checkEveryRecordOnce(t, tr, 4)
 		auc, want := evalAUC(t, s.Output, os.LookupEnv), straightJob(t).auc
 		t.Logf("test AUC: %.4f after worker 1 was killed, %.4f without", auc, want)

@@ -96,7 +96,7 @@ func run(ctx context.Context) error {
 // train pulls the weights, pushes the gradient of ½(w[k] - k/10)² in
 // synchronous steps, and after each epoch worker 0 takes a checkpoint.
 // A worker that replaces a dead one goes on after the dead one's last
-// step the servers applied.
+// step the servers received.
 func train(ctx context.Context, n *psnode.Node, tables *psnode.Tables, w *psnode.Table[float32], job conf.Job) error {
 	keys := []uint64{1, 2, 3, 4}
 	var weights []float32
