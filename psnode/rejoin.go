@@ -151,6 +151,10 @@ func (ts *Tables) Rejoin(ctx context.Context) (res SyncResume, ok bool, err erro
 	if !ts.n.Self().IsRecovery || len(names) == 0 {
 		return res, false, nil
 	}
+	// A server answers control requests one at a time, after any
+	// checkpoint it is writing: the same bound as that.
+	ctx, cancel := context.WithTimeout(ctx, ts.opts.IOTimeout)
+	defer cancel()
 	places, err := ts.rejoinCall(ctx, rejoinRequest{Probe: true}, names)
 	if err != nil {
 		return res, false, fmt.Errorf("psnode: rejoin the synchronous steps: %w", err)
