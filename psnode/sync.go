@@ -85,6 +85,9 @@ type SyncHandler[V Number] struct {
 	// incs are the incarnations of the processes that rejoined: a death
 	// announced of an older one is not theirs.
 	incs map[int32]int64
+	// gone are the end-of-epoch requests of dead processes: they count as
+	// done, but nobody waits for their answers.
+	gone map[*KVRequest[V]]bool
 }
 
 // syncAt is what a held pull waits for: every step of epoch before step
@@ -114,7 +117,7 @@ func NewSyncHandler[V Number](store *StoreHandler[V], workers int) (*SyncHandler
 		store: store, workers: workers, steps: make(map[int32]*syncStep[V]),
 		done: make(map[int]map[int32]*KVRequest[V]), applied: make(map[int]int),
 		pos: make(map[int]map[int32]int), last: make(map[int]map[int32]int), absent: make(map[int32]bool),
-		joined: make(map[int32]syncJoin), incs: make(map[int32]int64),
+		joined: make(map[int32]syncJoin), incs: make(map[int32]int64), gone: make(map[*KVRequest[V]]bool),
 	}, nil
 }
 
@@ -143,6 +146,9 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 		if d == nil {
 			d = make(map[int32]*KVRequest[V])
 			h.done[epoch] = d
+		}
+		if old := d[req.Sender]; old != nil {
+			delete(h.gone, old) // replaced by its replacement's
 		}
 		d[req.Sender] = req
 	} else {
@@ -296,6 +302,10 @@ func (h *SyncHandler[V]) completeLocked(epoch int) ([]*KVRequest[V], error) {
 	}
 	if len(done) == h.workers && !h.pendingIn(epoch) {
 		for _, r := range done {
+			if h.gone[r] {
+				delete(h.gone, r)
+				continue
+			}
 			answers = append(answers, r)
 		}
 		delete(h.done, epoch)
@@ -347,12 +357,17 @@ func (h *SyncHandler[V]) nextLocked(worker int32, epoch int) int {
 }
 
 // leftLocked marks what worker's process sent as nobody's to answer: its
-// parts of pending steps stay (they are applied with their steps), its
-// held pulls go. h.mu must be held.
+// parts of pending steps stay (they are applied with their steps), and so
+// does its end of an epoch; its held pulls go. h.mu must be held.
 func (h *SyncHandler[V]) leftLocked(worker int32) {
 	for _, st := range h.steps {
 		if _, ok := st.reqs[worker]; ok {
 			st.reqs[worker] = nil
+		}
+	}
+	for _, d := range h.done {
+		if r := d[worker]; r != nil {
+			h.gone[r] = true
 		}
 	}
 	h.pulls.take(func(syncAt) bool { return false }, func(r *KVRequest[V]) bool { return r.Sender == worker })

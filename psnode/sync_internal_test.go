@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/spindle-ps/spindle/psnode/store"
 )
 
 // TestMergeSumMatchesHashSum: for sorted parts, the merge adds up the
@@ -34,5 +36,31 @@ func TestMergeSumMatchesHashSum(t *testing.T) {
 	}
 	if isStrictlySorted([]uint64{1, 1}) || isStrictlySorted([]uint64{2, 1}) || !isStrictlySorted([]uint64{1, 2}) {
 		t.Fatal("isStrictlySorted")
+	}
+}
+
+// TestSyncDeadWorkersEndOfEpochIsNotAnswered: a dead worker's end of the
+// epoch still counts, but the answer is not sent to its id, where its
+// replacement now lives; its replacement's own end is answered.
+func TestSyncDeadWorkersEndOfEpochIsNotAnswered(t *testing.T) {
+	st, err := NewStoreHandler[float32](store.Sum[float32]{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := NewSyncHandler(st, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := func(id int32) *KVRequest[float32] { return &KVRequest[float32]{KVMeta: KVMeta{Push: true, Sender: id}} }
+	dead, live := done(9), done(11)
+	h.done[0] = map[int32]*KVRequest[float32]{9: dead}
+	h.leftLocked(9)
+	h.done[0][11] = live
+	answers, err := h.completeLocked(0)
+	if err != nil || len(answers) != 1 || answers[0] != live || h.ended != 1 {
+		t.Fatalf("answers %v (%v), ended %d: want only the live worker's, and the epoch over", answers, err, h.ended)
+	}
+	if len(h.gone) != 0 {
+		t.Errorf("%d dead requests still kept after the epoch", len(h.gone))
 	}
 }
