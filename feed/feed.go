@@ -22,6 +22,7 @@ type Tracker interface {
 	Plan(ctx context.Context) ([]tracker.Shard, error)
 	NextShard(ctx context.Context, epoch, worker, attempt int) (tracker.Shard, tracker.Dispatch, time.Duration, error)
 	ShardDone(ctx context.Context, epoch int, id int64, worker, attempt int, records int64) error
+	DoneShards(ctx context.Context, epoch int) (map[int64]int64, error)
 }
 
 // Options configure a Feed.
@@ -58,11 +59,13 @@ type Options struct {
 	Idle func(ctx context.Context, epoch int) error
 	// Resume, when set, is where a synchronous worker that replaces a
 	// dead one goes on (psnode.Tables.Rejoin): in epoch Resume.Epoch it
-	// reads its share from the start again but hands fn only the batches
-	// after the first Resume.Batches, which the dead worker's pushes
-	// reached; with psnode.AllBatches it reads nothing of that epoch.
-	// Every shard read is reported done with all its records, the
-	// skipped ones included.
+	// hands fn only the batches of its share after the first
+	// Resume.Batches, which the dead worker's pushes reached; with
+	// psnode.AllBatches it reads nothing of that epoch. A shard the
+	// tracker has as done whose batches all come before is not read again
+	// (its batches are its records over Batch, rounded up); the others
+	// are read from their start, and reported done with all their
+	// records, the skipped ones included.
 	Resume *psnode.SyncResume
 }
 
@@ -152,16 +155,29 @@ func (f *Feed) syncEpoch(ctx context.Context, epoch int, fn func(context.Context
 		f.plan, f.havePl = plan, true
 	}
 	f.skip = 0
+	var done map[int64]int64
 	if r := f.o.Resume; r != nil && r.Epoch == epoch {
 		if r.Batches == psnode.AllBatches {
 			return nil
 		}
 		f.skip = r.Batches
 		defer func() { f.skip = 0 }()
+		var err error
+		if done, err = f.o.Tracker.DoneShards(ctx, epoch); err != nil {
+			return err
+		}
 	}
 	step := 0
 	for i := f.o.Rank; i < len(f.plan); i += f.o.Workers {
 		sh := f.plan[i]
+		if n, ok := done[sh.ID]; ok {
+			if b := int((n + int64(f.o.Batch) - 1) / int64(f.o.Batch)); step+b <= f.skip {
+				step += b
+				st.Records += n
+				st.Skipped += n
+				continue
+			}
+		}
 		if err := f.shard(ctx, epoch, sh, &step, fn, st); err != nil {
 			return err
 		}

@@ -73,6 +73,14 @@ type fakeTracker struct {
 	recs  []int64
 }
 
+func (f *fakeTracker) DoneShards(context.Context, int) (map[int64]int64, error) {
+	out := map[int64]int64{}
+	for i, id := range f.done {
+		out[id] = f.recs[i]
+	}
+	return out, nil
+}
+
 func (f *fakeTracker) Plan(context.Context) ([]tracker.Shard, error) {
 	f.plans++
 	return f.plan, nil
@@ -160,11 +168,11 @@ func TestSyncShareOfThePlan(t *testing.T) {
 }
 
 // TestSyncResumeSkipsAppliedBatches: a worker that replaces a dead one
-// reads its share again from the start but hands over only the batches
-// after those the dead worker's pushes applied, numbered as the dead
-// worker numbered them, and reports every shard with all its records;
-// the next epoch is read whole; an epoch the dead worker had finished is
-// not read at all.
+// hands over only the batches after those the dead worker's pushes
+// reached, numbered as the dead worker numbered them, reading again only
+// the shards not yet done or not wholly received and reporting each with
+// all its records; the next epoch is read whole; an epoch the dead worker
+// had finished is not read at all.
 func TestSyncResumeSkipsAppliedBatches(t *testing.T) {
 	t.Parallel()
 	res := resolver(t)
@@ -207,13 +215,33 @@ func TestSyncResumeSkipsAppliedBatches(t *testing.T) {
 		t.Errorf("shards reported with %v records, want %v", ft.recs, want)
 	}
 
+	// A shard the tracker has as done, all of whose batches were
+	// received, is not read again: shard 1's 5 records are 3 batches.
+	ft = &fakeTracker{plan: plan, done: []int64{1}, recs: []int64{5}}
+	fd, err = New(Options{Tracker: ft, Resolver: res, Rank: 1, Workers: 2, Format: records.FormatLibSVM, Batch: 2,
+		Resume: &psnode.SyncResume{Epoch: 1, Batches: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []int
+	st, err := fd.Epoch(context.Background(), 1, func(_ context.Context, b Batch) error {
+		steps = append(steps, b.Step)
+		return nil
+	})
+	if err != nil || !slices.Equal(steps, []int{3, 4}) || st.Records != 9 || st.Skipped != 5 || st.Shards != 1 {
+		t.Errorf("resumed after a done shard: steps %v, stats %+v (%v); want steps [3 4], 9 records, 5 skipped, 1 shard read", steps, st, err)
+	}
+	if want := []int64{1, 3}; !slices.Equal(ft.done, want) {
+		t.Errorf("shards reported done %v, want %v (shard 1 not again)", ft.done, want)
+	}
+
 	ft = &fakeTracker{plan: plan}
 	fd, err = New(Options{Tracker: ft, Resolver: res, Rank: 1, Workers: 2, Format: records.FormatLibSVM, Batch: 2,
 		Resume: &psnode.SyncResume{Epoch: 3, Batches: psnode.AllBatches}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := fd.Epoch(context.Background(), 3, func(context.Context, Batch) error {
+	st, err = fd.Epoch(context.Background(), 3, func(context.Context, Batch) error {
 		return errors.New("a batch of an epoch the dead worker finished")
 	})
 	if err != nil || st != (Stats{}) || len(ft.done) != 0 {

@@ -203,6 +203,18 @@ func (c *Client) ShardDone(ctx context.Context, epoch int, id int64, worker, att
 	})
 }
 
+// DoneShards returns the shards of epoch reported done, by id, each with
+// its record count.
+func (c *Client) DoneShards(ctx context.Context, epoch int) (map[int64]int64, error) {
+	var done map[int64]int64
+	err := c.call(ctx, "done shards", func(rpc *trackerrpc.TrackerClient) error {
+		var err error
+		done, err = rpc.DoneShards(ctx, c.secret, int32(epoch))
+		return err
+	})
+	return done, err
+}
+
 // Plan returns every shard of the job in plan order.
 func (c *Client) Plan(ctx context.Context) ([]Shard, error) {
 	var ws []*trackerrpc.Shard

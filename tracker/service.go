@@ -213,6 +213,17 @@ func (h *handler) ShardDone(_ context.Context, secret string, epoch int32, shard
 	return nil
 }
 
+func (h *handler) DoneShards(_ context.Context, secret string, epoch int32) (map[int64]int64, error) {
+	if err := h.auth(secret); err != nil {
+		return nil, err
+	}
+	done, err := h.s.state.DoneShards(int(epoch))
+	if err != nil {
+		return nil, badRequest(err)
+	}
+	return done, nil
+}
+
 func (h *handler) Plan(_ context.Context, secret string) ([]*trackerrpc.Shard, error) {
 	if err := h.auth(secret); err != nil {
 		return nil, err

@@ -48,7 +48,16 @@ func TestServiceOverTCP(t *testing.T) {
 	if err != nil || got.EpochRecords[0] != 42 || got.Metrics["test_auc"] != 0.75 || got.ShardsTotal != 2 {
 		t.Fatalf("status %+v %v", got, err)
 	}
+	if done, err := c.DoneShards(ctx, 0); err != nil || len(done) != 1 || done[sh.ID] != 42 {
+		t.Fatalf("done shards of epoch 0: %v %v, want shard %d with 42 records", done, err, sh.ID)
+	}
+	if done, err := c.DoneShards(ctx, 1); err != nil || len(done) != 0 {
+		t.Fatalf("done shards of epoch 1: %v %v, want none", done, err)
+	}
 	var re *RemoteError
+	if _, err := c.DoneShards(ctx, -1); !errors.As(err, &re) {
+		t.Fatalf("done shards of a bad epoch: %v, want RemoteError", err)
+	}
 	if _, _, _, err := c.NextShard(ctx, -5, 0, 0); !errors.As(err, &re) {
 		t.Fatalf("bad epoch: %v, want RemoteError", err)
 	}

@@ -188,6 +188,7 @@ type epochState struct {
 	queue   []int // shard indexes not handed out, next first
 	owner   []int // worker rank reading each shard; -1 for none
 	done    []bool
+	recs    []int64 // records of each shard done
 	ndone   int
 	records int64
 }
@@ -251,7 +252,7 @@ func (s *State) epochLocked(e int) *epochState {
 	if ep != nil {
 		return ep
 	}
-	ep = &epochState{queue: make([]int, len(s.shards)), owner: make([]int, len(s.shards)), done: make([]bool, len(s.shards))}
+	ep = &epochState{queue: make([]int, len(s.shards)), owner: make([]int, len(s.shards)), done: make([]bool, len(s.shards)), recs: make([]int64, len(s.shards))}
 	for i := range ep.queue {
 		ep.queue[i] = i
 		ep.owner[i] = -1
@@ -361,6 +362,7 @@ func (s *State) ShardDone(epoch int, id int64, worker, attempt int, records int6
 		return nil
 	}
 	ep.done[id] = true
+	ep.recs[id] = records
 	ep.owner[id] = -1
 	ep.ndone++
 	ep.records += records
@@ -373,6 +375,27 @@ func (s *State) ShardDone(epoch int, id int64, worker, attempt int, records int6
 		}
 	}
 	return nil
+}
+
+// DoneShards returns the shards of epoch reported done, each with the
+// records its reader counted.
+func (s *State) DoneShards(epoch int) (map[int64]int64, error) {
+	if epoch < 0 || epoch > maxEpoch {
+		return nil, fmt.Errorf("tracker: epoch %d out of range", epoch)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int64]int64{}
+	ep := s.epochs[epoch]
+	if ep == nil {
+		return out, nil
+	}
+	for id, d := range ep.done {
+		if d {
+			out[int64(id)] = ep.recs[id]
+		}
+	}
+	return out, nil
 }
 
 // WorkerLost puts what worker was reading, in every epoch, back at the

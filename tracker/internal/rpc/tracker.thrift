@@ -80,4 +80,7 @@ service Tracker {
   JobStatus status(1: string secret) throws (1: TrackerError err)
   void kill(1: string secret, 2: string reason) throws (1: TrackerError err)
   void commitCheckpoint(1: string secret, 2: Checkpoint ckpt) throws (1: TrackerError err)
+  // The shards of epoch reported done, each with its record count: where
+  // a worker that replaces a dead one need not read again.
+  map<i64, i64> doneShards(1: string secret, 2: i32 epoch) throws (1: TrackerError err)
 }

@@ -2330,6 +2330,10 @@ type Tracker interface {
 	//  - Secret
 	//  - Ckpt
 	CommitCheckpoint(ctx context.Context, secret string, ckpt *Checkpoint) (_err error)
+	// Parameters:
+	//  - Secret
+	//  - Epoch
+	DoneShards(ctx context.Context, secret string, epoch int32) (_r map[int64]int64, _err error)
 }
 
 type TrackerClient struct {
@@ -2539,6 +2543,28 @@ func (p *TrackerClient) CommitCheckpoint(ctx context.Context, secret string, ckp
 	return nil
 }
 
+// Parameters:
+//   - Secret
+//   - Epoch
+func (p *TrackerClient) DoneShards(ctx context.Context, secret string, epoch int32) (_r map[int64]int64, _err error) {
+	var _args33 TrackerDoneShardsArgs
+	_args33.Secret = secret
+	_args33.Epoch = epoch
+	var _result35 TrackerDoneShardsResult
+	var _meta34 thrift.ResponseMeta
+	_meta34, _err = p.Client_().Call(ctx, "doneShards", &_args33, &_result35)
+	p.SetLastResponseMeta_(_meta34)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result35.Err != nil:
+		return _r, _result35.Err
+	}
+
+	return _result35.GetSuccess(), nil
+}
+
 type TrackerProcessor struct {
 	processorMap map[string]thrift.TProcessorFunction
 	handler      Tracker
@@ -2559,15 +2585,16 @@ func (p *TrackerProcessor) ProcessorMap() map[string]thrift.TProcessorFunction {
 
 func NewTrackerProcessor(handler Tracker) *TrackerProcessor {
 
-	self33 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self33.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
-	self33.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
-	self33.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
-	self33.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
-	self33.processorMap["status"] = &trackerProcessorStatus{handler: handler}
-	self33.processorMap["kill"] = &trackerProcessorKill{handler: handler}
-	self33.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
-	return self33
+	self36 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self36.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
+	self36.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
+	self36.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
+	self36.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
+	self36.processorMap["status"] = &trackerProcessorStatus{handler: handler}
+	self36.processorMap["kill"] = &trackerProcessorKill{handler: handler}
+	self36.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
+	self36.processorMap["doneShards"] = &trackerProcessorDoneShards{handler: handler}
+	return self36
 }
 
 func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -2580,12 +2607,12 @@ func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TPro
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x34 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x37 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x34.Write(ctx, oprot)
+	x37.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x34
+	return false, x37
 
 }
 
@@ -2594,7 +2621,7 @@ type trackerProcessorNextShard struct {
 }
 
 func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err35 error
+	var _write_err38 error
 	args := TrackerNextShardArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2644,21 +2671,21 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc36 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
+			_exc39 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err35 = thrift.WrapTException(err2)
+				_write_err38 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc36.Write(ctx, oprot); _write_err35 == nil && err2 != nil {
-				_write_err35 = thrift.WrapTException(err2)
+			if err2 := _exc39.Write(ctx, oprot); _write_err38 == nil && err2 != nil {
+				_write_err38 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err35 == nil && err2 != nil {
-				_write_err35 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err38 == nil && err2 != nil {
+				_write_err38 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err35 == nil && err2 != nil {
-				_write_err35 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err38 == nil && err2 != nil {
+				_write_err38 = thrift.WrapTException(err2)
 			}
-			if _write_err35 != nil {
-				return false, thrift.WrapTException(_write_err35)
+			if _write_err38 != nil {
+				return false, thrift.WrapTException(_write_err38)
 			}
 			return true, err
 		}
@@ -2667,19 +2694,19 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.REPLY, seqId); err2 != nil {
-		_write_err35 = thrift.WrapTException(err2)
+		_write_err38 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err35 == nil && err2 != nil {
-		_write_err35 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err38 == nil && err2 != nil {
+		_write_err38 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err35 == nil && err2 != nil {
-		_write_err35 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err38 == nil && err2 != nil {
+		_write_err38 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err35 == nil && err2 != nil {
-		_write_err35 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err38 == nil && err2 != nil {
+		_write_err38 = thrift.WrapTException(err2)
 	}
-	if _write_err35 != nil {
-		return false, thrift.WrapTException(_write_err35)
+	if _write_err38 != nil {
+		return false, thrift.WrapTException(_write_err38)
 	}
 	return true, err
 }
@@ -2689,7 +2716,7 @@ type trackerProcessorShardDone struct {
 }
 
 func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err37 error
+	var _write_err40 error
 	args := TrackerShardDoneArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2739,40 +2766,40 @@ func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc38 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
+			_exc41 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err37 = thrift.WrapTException(err2)
+				_write_err40 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc38.Write(ctx, oprot); _write_err37 == nil && err2 != nil {
-				_write_err37 = thrift.WrapTException(err2)
+			if err2 := _exc41.Write(ctx, oprot); _write_err40 == nil && err2 != nil {
+				_write_err40 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err37 == nil && err2 != nil {
-				_write_err37 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err40 == nil && err2 != nil {
+				_write_err40 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err37 == nil && err2 != nil {
-				_write_err37 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err40 == nil && err2 != nil {
+				_write_err40 = thrift.WrapTException(err2)
 			}
-			if _write_err37 != nil {
-				return false, thrift.WrapTException(_write_err37)
+			if _write_err40 != nil {
+				return false, thrift.WrapTException(_write_err40)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.REPLY, seqId); err2 != nil {
-		_write_err37 = thrift.WrapTException(err2)
+		_write_err40 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err37 == nil && err2 != nil {
-		_write_err37 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err40 == nil && err2 != nil {
+		_write_err40 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err37 == nil && err2 != nil {
-		_write_err37 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err40 == nil && err2 != nil {
+		_write_err40 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err37 == nil && err2 != nil {
-		_write_err37 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err40 == nil && err2 != nil {
+		_write_err40 = thrift.WrapTException(err2)
 	}
-	if _write_err37 != nil {
-		return false, thrift.WrapTException(_write_err37)
+	if _write_err40 != nil {
+		return false, thrift.WrapTException(_write_err40)
 	}
 	return true, err
 }
@@ -2782,7 +2809,7 @@ type trackerProcessorPlan struct {
 }
 
 func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err39 error
+	var _write_err42 error
 	args := TrackerPlanArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2832,21 +2859,21 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc40 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
+			_exc43 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err39 = thrift.WrapTException(err2)
+				_write_err42 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc40.Write(ctx, oprot); _write_err39 == nil && err2 != nil {
-				_write_err39 = thrift.WrapTException(err2)
+			if err2 := _exc43.Write(ctx, oprot); _write_err42 == nil && err2 != nil {
+				_write_err42 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err39 == nil && err2 != nil {
-				_write_err39 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err42 == nil && err2 != nil {
+				_write_err42 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err39 == nil && err2 != nil {
-				_write_err39 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err42 == nil && err2 != nil {
+				_write_err42 = thrift.WrapTException(err2)
 			}
-			if _write_err39 != nil {
-				return false, thrift.WrapTException(_write_err39)
+			if _write_err42 != nil {
+				return false, thrift.WrapTException(_write_err42)
 			}
 			return true, err
 		}
@@ -2855,19 +2882,19 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.REPLY, seqId); err2 != nil {
-		_write_err39 = thrift.WrapTException(err2)
+		_write_err42 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err39 == nil && err2 != nil {
-		_write_err39 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err42 == nil && err2 != nil {
+		_write_err42 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err39 == nil && err2 != nil {
-		_write_err39 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err42 == nil && err2 != nil {
+		_write_err42 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err39 == nil && err2 != nil {
-		_write_err39 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err42 == nil && err2 != nil {
+		_write_err42 = thrift.WrapTException(err2)
 	}
-	if _write_err39 != nil {
-		return false, thrift.WrapTException(_write_err39)
+	if _write_err42 != nil {
+		return false, thrift.WrapTException(_write_err42)
 	}
 	return true, err
 }
@@ -2877,7 +2904,7 @@ type trackerProcessorReportMetrics struct {
 }
 
 func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err41 error
+	var _write_err44 error
 	args := TrackerReportMetricsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2927,40 +2954,40 @@ func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc42 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
+			_exc45 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err41 = thrift.WrapTException(err2)
+				_write_err44 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc42.Write(ctx, oprot); _write_err41 == nil && err2 != nil {
-				_write_err41 = thrift.WrapTException(err2)
+			if err2 := _exc45.Write(ctx, oprot); _write_err44 == nil && err2 != nil {
+				_write_err44 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err41 == nil && err2 != nil {
-				_write_err41 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err44 == nil && err2 != nil {
+				_write_err44 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err41 == nil && err2 != nil {
-				_write_err41 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err44 == nil && err2 != nil {
+				_write_err44 = thrift.WrapTException(err2)
 			}
-			if _write_err41 != nil {
-				return false, thrift.WrapTException(_write_err41)
+			if _write_err44 != nil {
+				return false, thrift.WrapTException(_write_err44)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.REPLY, seqId); err2 != nil {
-		_write_err41 = thrift.WrapTException(err2)
+		_write_err44 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err41 == nil && err2 != nil {
-		_write_err41 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err44 == nil && err2 != nil {
+		_write_err44 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err41 == nil && err2 != nil {
-		_write_err41 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err44 == nil && err2 != nil {
+		_write_err44 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err41 == nil && err2 != nil {
-		_write_err41 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err44 == nil && err2 != nil {
+		_write_err44 = thrift.WrapTException(err2)
 	}
-	if _write_err41 != nil {
-		return false, thrift.WrapTException(_write_err41)
+	if _write_err44 != nil {
+		return false, thrift.WrapTException(_write_err44)
 	}
 	return true, err
 }
@@ -2970,7 +2997,7 @@ type trackerProcessorStatus struct {
 }
 
 func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err43 error
+	var _write_err46 error
 	args := TrackerStatusArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3020,21 +3047,21 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc44 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
+			_exc47 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err43 = thrift.WrapTException(err2)
+				_write_err46 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc44.Write(ctx, oprot); _write_err43 == nil && err2 != nil {
-				_write_err43 = thrift.WrapTException(err2)
+			if err2 := _exc47.Write(ctx, oprot); _write_err46 == nil && err2 != nil {
+				_write_err46 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err43 == nil && err2 != nil {
-				_write_err43 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err46 == nil && err2 != nil {
+				_write_err46 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err43 == nil && err2 != nil {
-				_write_err43 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err46 == nil && err2 != nil {
+				_write_err46 = thrift.WrapTException(err2)
 			}
-			if _write_err43 != nil {
-				return false, thrift.WrapTException(_write_err43)
+			if _write_err46 != nil {
+				return false, thrift.WrapTException(_write_err46)
 			}
 			return true, err
 		}
@@ -3043,19 +3070,19 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.REPLY, seqId); err2 != nil {
-		_write_err43 = thrift.WrapTException(err2)
+		_write_err46 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err43 == nil && err2 != nil {
-		_write_err43 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err46 == nil && err2 != nil {
+		_write_err46 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err43 == nil && err2 != nil {
-		_write_err43 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err46 == nil && err2 != nil {
+		_write_err46 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err43 == nil && err2 != nil {
-		_write_err43 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err46 == nil && err2 != nil {
+		_write_err46 = thrift.WrapTException(err2)
 	}
-	if _write_err43 != nil {
-		return false, thrift.WrapTException(_write_err43)
+	if _write_err46 != nil {
+		return false, thrift.WrapTException(_write_err46)
 	}
 	return true, err
 }
@@ -3065,7 +3092,7 @@ type trackerProcessorKill struct {
 }
 
 func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err45 error
+	var _write_err48 error
 	args := TrackerKillArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3115,40 +3142,40 @@ func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc46 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
+			_exc49 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err45 = thrift.WrapTException(err2)
+				_write_err48 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc46.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
-				_write_err45 = thrift.WrapTException(err2)
+			if err2 := _exc49.Write(ctx, oprot); _write_err48 == nil && err2 != nil {
+				_write_err48 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
-				_write_err45 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err48 == nil && err2 != nil {
+				_write_err48 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
-				_write_err45 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err48 == nil && err2 != nil {
+				_write_err48 = thrift.WrapTException(err2)
 			}
-			if _write_err45 != nil {
-				return false, thrift.WrapTException(_write_err45)
+			if _write_err48 != nil {
+				return false, thrift.WrapTException(_write_err48)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.REPLY, seqId); err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+		_write_err48 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err48 == nil && err2 != nil {
+		_write_err48 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err48 == nil && err2 != nil {
+		_write_err48 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err48 == nil && err2 != nil {
+		_write_err48 = thrift.WrapTException(err2)
 	}
-	if _write_err45 != nil {
-		return false, thrift.WrapTException(_write_err45)
+	if _write_err48 != nil {
+		return false, thrift.WrapTException(_write_err48)
 	}
 	return true, err
 }
@@ -3158,7 +3185,7 @@ type trackerProcessorCommitCheckpoint struct {
 }
 
 func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err47 error
+	var _write_err50 error
 	args := TrackerCommitCheckpointArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3208,40 +3235,135 @@ func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId in
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc48 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
+			_exc51 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err47 = thrift.WrapTException(err2)
+				_write_err50 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc48.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
-				_write_err47 = thrift.WrapTException(err2)
+			if err2 := _exc51.Write(ctx, oprot); _write_err50 == nil && err2 != nil {
+				_write_err50 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
-				_write_err47 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err50 == nil && err2 != nil {
+				_write_err50 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
-				_write_err47 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err50 == nil && err2 != nil {
+				_write_err50 = thrift.WrapTException(err2)
 			}
-			if _write_err47 != nil {
-				return false, thrift.WrapTException(_write_err47)
+			if _write_err50 != nil {
+				return false, thrift.WrapTException(_write_err50)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.REPLY, seqId); err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+		_write_err50 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err50 == nil && err2 != nil {
+		_write_err50 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err50 == nil && err2 != nil {
+		_write_err50 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err50 == nil && err2 != nil {
+		_write_err50 = thrift.WrapTException(err2)
 	}
-	if _write_err47 != nil {
-		return false, thrift.WrapTException(_write_err47)
+	if _write_err50 != nil {
+		return false, thrift.WrapTException(_write_err50)
+	}
+	return true, err
+}
+
+type trackerProcessorDoneShards struct {
+	handler Tracker
+}
+
+func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err52 error
+	args := TrackerDoneShardsArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "doneShards", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := TrackerDoneShardsResult{}
+	if retval, err2 := p.handler.DoneShards(ctx, args.Secret, args.Epoch); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TrackerError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc53 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing doneShards: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "doneShards", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err52 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc53.Write(ctx, oprot); _write_err52 == nil && err2 != nil {
+				_write_err52 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err52 == nil && err2 != nil {
+				_write_err52 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err52 == nil && err2 != nil {
+				_write_err52 = thrift.WrapTException(err2)
+			}
+			if _write_err52 != nil {
+				return false, thrift.WrapTException(_write_err52)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "doneShards", thrift.REPLY, seqId); err2 != nil {
+		_write_err52 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err52 == nil && err2 != nil {
+		_write_err52 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err52 == nil && err2 != nil {
+		_write_err52 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err52 == nil && err2 != nil {
+		_write_err52 = thrift.WrapTException(err2)
+	}
+	if _write_err52 != nil {
+		return false, thrift.WrapTException(_write_err52)
 	}
 	return true, err
 }
@@ -4233,11 +4355,11 @@ func (p *TrackerPlanResult) ReadField0(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*Shard, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem49 := &Shard{}
-		if err := _elem49.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem49), err)
+		_elem54 := &Shard{}
+		if err := _elem54.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem54), err)
 		}
-		p.Success = append(p.Success, _elem49)
+		p.Success = append(p.Success, _elem54)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -4454,19 +4576,19 @@ func (p *TrackerReportMetricsArgs) ReadField4(ctx context.Context, iprot thrift.
 	tMap := make(map[string]float64, size)
 	p.Metrics = tMap
 	for i := 0; i < size; i++ {
-		var _key50 string
+		var _key55 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key50 = v
+			_key55 = v
 		}
-		var _val51 float64
+		var _val56 float64
 		if v, err := iprot.ReadDouble(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val51 = v
+			_val56 = v
 		}
-		p.Metrics[_key50] = _val51
+		p.Metrics[_key55] = _val56
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -5443,4 +5565,332 @@ func (p *TrackerCommitCheckpointResult) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("TrackerCommitCheckpointResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Secret
+//   - Epoch
+type TrackerDoneShardsArgs struct {
+	Secret string `thrift:"secret,1" db:"secret" json:"secret"`
+	Epoch  int32  `thrift:"epoch,2" db:"epoch" json:"epoch"`
+}
+
+func NewTrackerDoneShardsArgs() *TrackerDoneShardsArgs {
+	return &TrackerDoneShardsArgs{}
+}
+
+func (p *TrackerDoneShardsArgs) GetSecret() string {
+	return p.Secret
+}
+
+func (p *TrackerDoneShardsArgs) GetEpoch() int32 {
+	return p.Epoch
+}
+func (p *TrackerDoneShardsArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerDoneShardsArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Secret = v
+	}
+	return nil
+}
+
+func (p *TrackerDoneShardsArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Epoch = v
+	}
+	return nil
+}
+
+func (p *TrackerDoneShardsArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "doneShards_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerDoneShardsArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "secret", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:secret: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Secret)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.secret (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:secret: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerDoneShardsArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "epoch", thrift.I32, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:epoch: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Epoch)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.epoch (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:epoch: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerDoneShardsArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerDoneShardsArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type TrackerDoneShardsResult struct {
+	Success map[int64]int64 `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TrackerError   `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewTrackerDoneShardsResult() *TrackerDoneShardsResult {
+	return &TrackerDoneShardsResult{}
+}
+
+var TrackerDoneShardsResult_Success_DEFAULT map[int64]int64
+
+func (p *TrackerDoneShardsResult) GetSuccess() map[int64]int64 {
+	return p.Success
+}
+
+var TrackerDoneShardsResult_Err_DEFAULT *TrackerError
+
+func (p *TrackerDoneShardsResult) GetErr() *TrackerError {
+	if !p.IsSetErr() {
+		return TrackerDoneShardsResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *TrackerDoneShardsResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *TrackerDoneShardsResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *TrackerDoneShardsResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.MAP {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerDoneShardsResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	_, _, size, err := iprot.ReadMapBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading map begin: ", err)
+	}
+	tMap := make(map[int64]int64, size)
+	p.Success = tMap
+	for i := 0; i < size; i++ {
+		var _key57 int64
+		if v, err := iprot.ReadI64(ctx); err != nil {
+			return thrift.PrependError("error reading field 0: ", err)
+		} else {
+			_key57 = v
+		}
+		var _val58 int64
+		if v, err := iprot.ReadI64(ctx); err != nil {
+			return thrift.PrependError("error reading field 0: ", err)
+		} else {
+			_val58 = v
+		}
+		p.Success[_key57] = _val58
+	}
+	if err := iprot.ReadMapEnd(ctx); err != nil {
+		return thrift.PrependError("error reading map end: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerDoneShardsResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TrackerError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *TrackerDoneShardsResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "doneShards_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerDoneShardsResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.MAP, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := oprot.WriteMapBegin(ctx, thrift.I64, thrift.I64, len(p.Success)); err != nil {
+			return thrift.PrependError("error writing map begin: ", err)
+		}
+		for k, v := range p.Success {
+			if err := oprot.WriteI64(ctx, int64(k)); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T. (0) field write error: ", p), err)
+			}
+			if err := oprot.WriteI64(ctx, int64(v)); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T. (0) field write error: ", p), err)
+			}
+		}
+		if err := oprot.WriteMapEnd(ctx); err != nil {
+			return thrift.PrependError("error writing map end: ", err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TrackerDoneShardsResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TrackerDoneShardsResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerDoneShardsResult(%+v)", *p)
 }
