@@ -86,7 +86,8 @@ type Stats struct {
 	Bad     int   // malformed records skipped
 	Shards  int   // shards read
 	// Skipped counts the records of Records that were not handed to the
-	// step function (Options.Resume).
+	// step function (Options.Resume), those of done shards not opened
+	// again included (their count is the tracker's).
 	Skipped int64
 }
 

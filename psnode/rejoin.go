@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"sync/atomic"
 
 	"github.com/sirupsen/logrus"
@@ -76,9 +75,7 @@ func (ts *Tables) serveRejoin(req SimpleRequest) (int32, []byte, error) {
 	if !ok {
 		return 0, nil, fmt.Errorf("tables: rejoin request from unknown node %d", req.Sender)
 	}
-	ts.mu.Lock()
-	tables := slices.Clone(ts.tables)
-	ts.mu.Unlock()
+	tables := ts.list()
 	out := map[string]syncPlace{}
 	for _, e := range tables {
 		if e.srv == nil {
@@ -138,16 +135,14 @@ func (ts *Tables) Rejoin(ctx context.Context) (res SyncResume, ok bool, err erro
 	if ts.n.Role() != transport.RoleWorker {
 		return res, false, ErrNotWorker
 	}
-	ts.mu.Lock()
 	var names []string
 	shifts := map[string]*atomic.Pointer[syncShift]{}
-	for _, e := range ts.tables {
+	for _, e := range ts.list() {
 		if e.desc.Sync && e.shift != nil {
 			names = append(names, e.desc.Name)
 			shifts[e.desc.Name] = e.shift
 		}
 	}
-	ts.mu.Unlock()
 	if !ts.n.Self().IsRecovery || len(names) == 0 {
 		return res, false, nil
 	}

@@ -103,8 +103,14 @@ type syncStep[V Number] struct {
 	// reqs are the requests to answer once the step is applied, by
 	// sender; nil for a dead process's part, which nobody waits for.
 	reqs  map[int32]*KVRequest[V]
-	parts map[int32]KVPairs[V] // copies: requests alias receive buffers
-	at    map[int32]time.Time  // when each part came
+	parts map[int32]syncPart[V]
+}
+
+// syncPart is a worker's part of a step: a copy (requests alias receive
+// buffers), and when it came.
+type syncPart[V Number] struct {
+	kv KVPairs[V]
+	at time.Time
 }
 
 // NewSyncHandler makes a synchronous handler over store for a job of
@@ -159,7 +165,7 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 		}
 		st := h.steps[req.Cmd]
 		if st == nil {
-			st = &syncStep[V]{reqs: make(map[int32]*KVRequest[V]), parts: make(map[int32]KVPairs[V]), at: make(map[int32]time.Time)}
+			st = &syncStep[V]{reqs: make(map[int32]*KVRequest[V]), parts: make(map[int32]syncPart[V])}
 			h.steps[req.Cmd] = st
 		}
 		if _, dup := st.reqs[req.Sender]; dup {
@@ -168,8 +174,7 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 			return
 		}
 		st.reqs[req.Sender] = req
-		st.parts[req.Sender] = KVPairs[V]{Keys: slices.Clone(req.Keys), Vals: slices.Clone(req.Vals)}
-		st.at[req.Sender] = time.Now()
+		st.parts[req.Sender] = syncPart[V]{kv: KVPairs[V]{Keys: slices.Clone(req.Keys), Vals: slices.Clone(req.Vals)}, at: time.Now()}
 		h.receivedLocked(req.Sender, epoch, step)
 	}
 	answers, err := h.completeLocked(epoch)
@@ -356,10 +361,14 @@ func (h *SyncHandler[V]) nextLocked(worker int32, epoch int) int {
 	return next
 }
 
-// leftLocked marks what worker's process sent as nobody's to answer: its
-// parts of pending steps stay (they are applied with their steps), and so
-// does its end of an epoch; its held pulls go. h.mu must be held.
+// leftLocked records that worker's process is gone: the steps it sent no
+// part of go on without it until its replacement joins; what it sent is
+// nobody's to answer: its parts of pending steps stay (they are applied
+// with their steps), and so does its end of an epoch; its held pulls go.
+// h.mu must be held.
 func (h *SyncHandler[V]) leftLocked(worker int32) {
+	h.absent[worker] = true
+	delete(h.joined, worker)
 	for _, st := range h.steps {
 		if _, ok := st.reqs[worker]; ok {
 			st.reqs[worker] = nil
@@ -379,12 +388,12 @@ func (h *SyncHandler[V]) leftLocked(worker int32) {
 func (h *SyncHandler[V]) stalledLocked() time.Duration {
 	var oldest time.Time
 	for _, st := range h.steps {
-		for id, at := range st.at {
+		for id, p := range st.parts {
 			if st.reqs[id] == nil {
 				continue // a dead process's part waits for nothing
 			}
-			if oldest.IsZero() || at.Before(oldest) {
-				oldest = at
+			if oldest.IsZero() || p.at.Before(oldest) {
+				oldest = p.at
 			}
 		}
 	}
@@ -427,7 +436,7 @@ func (h *SyncHandler[V]) applyStep(st *syncStep[V]) error {
 	parts := make([]KVPairs[V], len(senders))
 	sorted := true
 	for i, id := range senders {
-		p := st.parts[id]
+		p := st.parts[id].kv
 		if len(p.Vals) != len(p.Keys)*dim {
 			return fmt.Errorf("worker %d pushed %d values for %d keys; the server keeps %d per key", id, len(p.Vals), len(p.Keys), dim)
 		}
@@ -534,8 +543,6 @@ func (h *SyncHandler[V]) WatchDeaths(n *Node, srv *KVServer[V]) {
 			h.mu.Unlock() // the death of a process its replacement outlived
 			return
 		}
-		h.absent[ev.Node.ID] = true
-		delete(h.joined, ev.Node.ID)
 		h.leftLocked(ev.Node.ID)
 		stalled := h.stalledLocked()
 		answers, err := h.completeAllLocked()
@@ -580,10 +587,7 @@ func (h *SyncHandler[V]) rejoin(worker int32, inc int64, r syncRejoin, srv *KVSe
 	var p syncPlace
 	if r.Probe {
 		// The dead process is gone, even when its death is still on its
-		// way here: nobody waits for its answers, and the steps it sent no
-		// part of go on without it until its replacement joins.
-		h.absent[worker] = true
-		delete(h.joined, worker)
+		// way here.
 		h.leftLocked(worker)
 	} else {
 		if r.Epoch != h.ended {

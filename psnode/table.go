@@ -384,6 +384,13 @@ func (ts *Tables) add(e *tableEntry) error {
 	return nil
 }
 
+// list returns the tables declared so far, in declaration order.
+func (ts *Tables) list() []*tableEntry {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return slices.Clone(ts.tables)
+}
+
 func (ts *Tables) remove(e *tableEntry) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -660,9 +667,7 @@ func (ts *Tables) onEvery(ctx context.Context, epoch int, what string, pick func
 	if ts.n.Role() != transport.RoleWorker {
 		return ErrNotWorker
 	}
-	ts.mu.Lock()
-	tables := slices.Clone(ts.tables)
-	ts.mu.Unlock()
+	tables := ts.list()
 	var waits []func(context.Context) error
 	for _, e := range tables {
 		call := pick(e)
@@ -687,9 +692,7 @@ func (ts *Tables) onEvery(ctx context.Context, epoch int, what string, pick func
 // Bytes returns the bytes on the wire of every table's pushes, pulls and
 // their answers (Table.Bytes), as this node sent and received them.
 func (ts *Tables) Bytes() AppBytes {
-	ts.mu.Lock()
-	tables := slices.Clone(ts.tables)
-	ts.mu.Unlock()
+	tables := ts.list()
 	var sum AppBytes
 	for _, e := range tables {
 		b := ts.n.AppBytes(e.app)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"slices"
 	"strings"
 	"time"
 
@@ -74,9 +73,7 @@ func (ts *Tables) serveCtl(req SimpleRequest) (int32, []byte, error) {
 
 // writeCheckpoint writes this server's files of checkpoint n.
 func (ts *Tables) writeCheckpoint(ctx context.Context, n int) ([]ckptTableFile, error) {
-	ts.mu.Lock()
-	tables := slices.Clone(ts.tables)
-	ts.mu.Unlock()
+	tables := ts.list()
 	rank := ts.n.Rank()
 	var out []ckptTableFile
 	for _, e := range tables {
@@ -142,9 +139,7 @@ func (ts *Tables) Checkpoint(ctx context.Context, epochs int) error {
 	if err != nil {
 		return fmt.Errorf("psnode: checkpoint %d: %w", epochs, err)
 	}
-	ts.mu.Lock()
-	tables := slices.Clone(ts.tables)
-	ts.mu.Unlock()
+	tables := ts.list()
 	c := CheckpointCommit{N: epochs, Epoch: epochs, NextEpoch: epochs}
 	got := make(map[string]int) // table → servers that wrote it
 	seen := make(map[int]bool)
@@ -273,9 +268,7 @@ func (e tableDesc) differs(d tableDesc) string {
 // export writes this server's part of every table, holding every table
 // still (after Finish's barrier nothing pushes anyway).
 func (ts *Tables) export(ctx context.Context) error {
-	ts.mu.Lock()
-	tables := slices.Clone(ts.tables)
-	ts.mu.Unlock()
+	tables := ts.list()
 	var snaps []TableSnapshot
 	for _, e := range tables {
 		if e.srv == nil {
