@@ -43,6 +43,7 @@ done
 # files beside them. protoc-gen-go is pinned to the protobuf runtime in go.mod.
 protoc_gen_go_version=v1.31.0
 proto_dirs=(
+	internal/hadoop/proto
 	yarn/internal/proto
 	yarn/internal/tokenpb
 )

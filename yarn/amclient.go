@@ -11,8 +11,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spindle-ps/spindle/conf"
-	"github.com/spindle-ps/spindle/yarn/internal/creds"
-	"github.com/spindle-ps/spindle/yarn/internal/hrpc"
+	"github.com/spindle-ps/spindle/internal/hadoop/creds"
+	"github.com/spindle-ps/spindle/internal/hadoop/hrpc"
+	hpb "github.com/spindle-ps/spindle/internal/hadoop/proto"
 	pb "github.com/spindle-ps/spindle/yarn/internal/proto"
 	"github.com/spindle-ps/spindle/yarn/internal/tokenpb"
 )
@@ -380,12 +381,12 @@ func containerIDFromProto(p *pb.ContainerIdProto) ContainerID {
 
 func nodeIDFromProto(p *pb.NodeIdProto) NodeID { return NodeID{Host: p.GetHost(), Port: p.GetPort()} }
 
-func tokenFromProto(p *pb.TokenProto) Token {
+func tokenFromProto(p *hpb.TokenProto) Token {
 	return Token{Identifier: p.GetIdentifier(), Password: p.GetPassword(), Kind: p.GetKind(), Service: p.GetService()}
 }
 
-func tokenProto(t Token) *pb.TokenProto {
-	return &pb.TokenProto{Identifier: t.Identifier, Password: t.Password, Kind: proto.String(t.Kind), Service: proto.String(t.Service)}
+func tokenProto(t Token) *hpb.TokenProto {
+	return &hpb.TokenProto{Identifier: t.Identifier, Password: t.Password, Kind: proto.String(t.Kind), Service: proto.String(t.Service)}
 }
 
 func containerFromProto(p *pb.ContainerProto) Container {

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spindle-ps/spindle/conf"
-	"github.com/spindle-ps/spindle/yarn/internal/hrpc"
+	"github.com/spindle-ps/spindle/internal/hadoop/hrpc"
 	pb "github.com/spindle-ps/spindle/yarn/internal/proto"
 )
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spindle-ps/spindle/yarn/internal/hrpc"
+	"github.com/spindle-ps/spindle/internal/hadoop/hrpc"
 )
 
 // ErrApplicationNotFound matches (errors.Is) a ResourceManager's

@@ -5,7 +5,7 @@ import (
 	"io/fs"
 	"testing"
 
-	"github.com/spindle-ps/spindle/yarn/internal/hrpc"
+	"github.com/spindle-ps/spindle/internal/hadoop/hrpc"
 )
 
 func TestApplicationIDString(t *testing.T) {

@@ -133,14 +133,19 @@ var rules = []rule{
 		to:   not(in("conf", "io", "tracker")),
 	},
 	{
-		name: "yarn speaks Hadoop's protocols on its own: conf only",
+		name: "yarn speaks Hadoop's protocols on its own: conf and the shared Hadoop IPC only",
 		from: in("yarn"),
-		to:   not(in("conf", "yarn")),
+		to:   not(in("conf", "yarn", "internal/hadoop")),
 	},
 	{
-		name: "io imports only conf (and io)",
+		name: "io imports only conf, io and the shared Hadoop IPC",
 		from: in("io"),
-		to:   not(in("conf", "io")),
+		to:   not(in("conf", "io", "internal/hadoop")),
+	},
+	{
+		name: "the shared Hadoop IPC stands below yarn and io: conf only",
+		from: in("internal/hadoop"),
+		to:   not(in("conf", "internal/hadoop")),
 	},
 	{
 		name: "psnode runs anywhere: conf only",
@@ -212,11 +217,12 @@ func TestRulesCatchWrongArrows(t *testing.T) {
 		"job sits under submit: no submit, cmd, examples": {"job/local": {deps: []string{module + "/submit"}}},
 		"the job's policy knows no cluster: package job imports neither its clusters nor yarn": {"job": {deps: []string{module + "/yarn"}}},
 		"tracker imports only conf and io (and its own internal packages)":                     {"tracker": {deps: []string{module + "/yarn"}}},
-		"yarn speaks Hadoop's protocols on its own: conf only":                                 {"yarn/libs": {deps: []string{module + "/io/dfs"}}},
-		"io imports only conf (and io)":                                                        {"io/model": {deps: []string{module + "/psnode"}}},
+		"yarn speaks Hadoop's protocols on its own: conf and the shared Hadoop IPC only":       {"yarn/libs": {deps: []string{module + "/io/dfs"}}},
+		"io imports only conf, io and the shared Hadoop IPC":                                   {"io/model": {deps: []string{module + "/psnode"}}},
+		"the shared Hadoop IPC stands below yarn and io: conf only":                            {"internal/hadoop/hrpc": {deps: []string{module + "/yarn"}}},
 		"psnode runs anywhere: conf only":                                                      {"psnode/launch": {deps: []string{module + "/tracker"}}},
 		"feed is the workers' data loop: tracker, io, psnode and conf only":                    {"feed": {deps: []string{module + "/job"}}},
-		"workers link neither YARN nor the supervisor nor the command":                         {"examples/lr": {deps: []string{module + "/yarn/internal/hrpc"}}},
+		"workers link neither YARN nor the supervisor nor the command":                         {"examples/lr": {deps: []string{module + "/yarn/internal/proto"}}},
 		"examples/dense trains with collectives: no servers' tables or partitioners":           {"examples/dense/dense": {imports: []string{module + "/psnode/store"}}},
 	}
 	for _, r := range rules {

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	hpb "github.com/spindle-ps/spindle/internal/hadoop/proto"
 	pb "github.com/spindle-ps/spindle/yarn/internal/proto"
 )
 
@@ -27,7 +28,7 @@ func TestNoRegistryConflict(t *testing.T) {
 	if theirs == 0 || ours != 2 {
 		t.Fatalf("registered files: %d of colinmarc/hdfs's, %d of ours; want some and 2", theirs, ours)
 	}
-	for _, m := range []protoreflect.ProtoMessage{&pb.RpcRequestHeaderProto{}, &pb.ApplicationReportProto{}} {
+	for _, m := range []protoreflect.ProtoMessage{&hpb.RpcRequestHeaderProto{}, &pb.ApplicationReportProto{}} {
 		name := m.ProtoReflect().Descriptor().FullName()
 		if _, err := protoregistry.GlobalTypes.FindMessageByName(name); err != nil {
 			t.Errorf("%s: %v", name, err)

@@ -35,8 +35,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/spindle-ps/spindle/yarn/internal/proto"
-	"github.com/spindle-ps/spindle/yarn/internal/sasl"
+	pb "github.com/spindle-ps/spindle/internal/hadoop/proto"
+	"github.com/spindle-ps/spindle/internal/hadoop/sasl"
 )
 
 // Auth is an authentication method.

@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/spindle-ps/spindle/yarn/internal/proto"
+	pb "github.com/spindle-ps/spindle/internal/hadoop/proto"
 )
 
 // Special call ids (Hadoop's RpcConstants and AuthProtocol).

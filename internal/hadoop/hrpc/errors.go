@@ -5,7 +5,7 @@ import (
 	"io/fs"
 	"strings"
 
-	pb "github.com/spindle-ps/spindle/yarn/internal/proto"
+	pb "github.com/spindle-ps/spindle/internal/hadoop/proto"
 )
 
 // ErrClosed is returned by calls on a connection that Close closed.

@@ -18,7 +18,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/spindle-ps/spindle/yarn/internal/proto"
+	pb "github.com/spindle-ps/spindle/internal/hadoop/proto"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -127,10 +127,10 @@ func TestGoldenSimple(t *testing.T) {
 		00 00 00 5d
 		1a 08 02 10 00 18 05 22 10 30313233343536373839616263646566 28 01
 		41 12 07 0a 05 616c696365 1a 36`+protoName+`
-		00 00 00 6a
+		00 00 00 6e
 		1a 08 02 10 00 18 00 22 10 30313233343536373839616263646566 28 01
 		4d 0a 11`+hex.EncodeToString([]byte("getNewApplication"))+` 12 36`+protoName+` 18 01
-		00`)
+		04 0a 02 72 6d`)
 	cnc, snc := net.Pipe()
 	got := make(chan []byte, 1)
 	go func() {
@@ -138,7 +138,7 @@ func TestGoldenSimple(t *testing.T) {
 		b, _ := io.ReadAll(io.LimitReader(snc, int64(len(want))))
 		got <- b
 		s := &fakeServer{nc: snc}
-		s.reply(0, pb.RpcResponseHeaderProto_SUCCESS, &pb.GetNewApplicationResponseProto{}, "", "")
+		s.reply(0, pb.RpcResponseHeaderProto_SUCCESS, &pb.GetDelegationTokenResponseProto{}, "", "")
 	}()
 	var id [16]byte
 	copy(id[:], "0123456789abcdef")
@@ -147,7 +147,7 @@ func TestGoldenSimple(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := c.Call(context.Background(), "getNewApplication", &pb.GetNewApplicationRequestProto{}, &pb.GetNewApplicationResponseProto{}); err != nil {
+	if err := c.Call(context.Background(), "getNewApplication", &pb.GetDelegationTokenRequestProto{Renewer: proto.String("rm")}, &pb.GetDelegationTokenResponseProto{}); err != nil {
 		t.Fatal(err)
 	}
 	if b := <-got; !bytes.Equal(b, want) {
@@ -312,7 +312,7 @@ func TestOutOfOrderMultiplexing(t *testing.T) {
 		}
 		for i := len(ids) - 1; i >= 0; i-- { // reply in reverse order, with a ping in between
 			s.reply(pingCallID, pb.RpcResponseHeaderProto_SUCCESS, &pb.RpcSaslProto{State: pb.RpcSaslProto_SUCCESS.Enum()}, "", "")
-			resp := &pb.GetNewApplicationResponseProto{ApplicationId: &pb.ApplicationIdProto{Id: proto.Int32(ids[i])}}
+			resp := &pb.GetDelegationTokenResponseProto{Token: &pb.TokenProto{Identifier: []byte{byte(ids[i])}, Password: []byte{}, Kind: proto.String("k"), Service: proto.String("s")}}
 			if err := s.reply(ids[i], pb.RpcResponseHeaderProto_SUCCESS, resp, "", ""); err != nil {
 				return err
 			}
@@ -321,24 +321,24 @@ func TestOutOfOrderMultiplexing(t *testing.T) {
 		return err
 	})
 	type result struct {
-		resp *pb.GetNewApplicationResponseProto
+		resp *pb.GetDelegationTokenResponseProto
 		err  error
 	}
 	results := make(chan result, n)
 	for range n {
 		go func() {
-			resp := &pb.GetNewApplicationResponseProto{}
-			err := c.Call(context.Background(), "getNewApplication", &pb.GetNewApplicationRequestProto{}, resp)
+			resp := &pb.GetDelegationTokenResponseProto{}
+			err := c.Call(context.Background(), "getNewApplication", &pb.GetDelegationTokenRequestProto{Renewer: proto.String("rm")}, resp)
 			results <- result{resp, err}
 		}()
 	}
-	seen := map[int32]bool{}
+	seen := map[byte]bool{}
 	for range n {
 		r := <-results
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
-		seen[r.resp.GetApplicationId().GetId()] = true
+		seen[r.resp.GetToken().GetIdentifier()[0]] = true
 	}
 	if len(seen) != n {
 		t.Errorf("distinct replies %v, want %d", seen, n)
@@ -356,7 +356,7 @@ func TestContextCancelKeepsConnection(t *testing.T) {
 			return err
 		}
 		// The abandoned call's late reply must be discarded.
-		s.reply(h1.GetCallId(), pb.RpcResponseHeaderProto_SUCCESS, &pb.GetClusterMetricsResponseProto{}, "", "")
+		s.reply(h1.GetCallId(), pb.RpcResponseHeaderProto_SUCCESS, &pb.GetDelegationTokenResponseProto{}, "", "")
 		if err := s.reply(h2.GetCallId(), pb.RpcResponseHeaderProto_ERROR, nil, "org.apache.hadoop.yarn.exceptions.ApplicationNotFoundException", "Application with id 'x' doesn't exist in RM."); err != nil {
 			return err
 		}
@@ -365,11 +365,11 @@ func TestContextCancelKeepsConnection(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	err := c.Call(ctx, "getClusterMetrics", &pb.GetClusterMetricsRequestProto{}, &pb.GetClusterMetricsResponseProto{})
+	err := c.Call(ctx, "getClusterMetrics", &pb.GetDelegationTokenRequestProto{Renewer: proto.String("rm")}, &pb.GetDelegationTokenResponseProto{})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
 	}
-	err = c.Call(context.Background(), "getApplicationReport", &pb.GetApplicationReportRequestProto{}, &pb.GetApplicationReportResponseProto{})
+	err = c.Call(context.Background(), "getApplicationReport", &pb.GetDelegationTokenRequestProto{Renewer: proto.String("rm")}, &pb.GetDelegationTokenResponseProto{})
 	var re *RemoteError
 	if !errors.As(err, &re) || re.Fatal || re.Method != "getApplicationReport" || re.ShortClass() != "ApplicationNotFoundException" {
 		t.Fatalf("err = %#v, want a non-fatal ApplicationNotFoundException", err)
@@ -387,12 +387,12 @@ func TestFatalClosesConnection(t *testing.T) {
 		}
 		return s.reply(h.GetCallId(), pb.RpcResponseHeaderProto_FATAL, nil, "org.apache.hadoop.ipc.RpcServerException", "bad header")
 	})
-	err := c.Call(context.Background(), "getClusterMetrics", &pb.GetClusterMetricsRequestProto{}, &pb.GetClusterMetricsResponseProto{})
+	err := c.Call(context.Background(), "getClusterMetrics", &pb.GetDelegationTokenRequestProto{Renewer: proto.String("rm")}, &pb.GetDelegationTokenResponseProto{})
 	var re *RemoteError
 	if !errors.As(err, &re) || !re.Fatal {
 		t.Fatalf("err = %v, want fatal RemoteError", err)
 	}
-	err2 := c.Call(context.Background(), "getClusterMetrics", &pb.GetClusterMetricsRequestProto{}, &pb.GetClusterMetricsResponseProto{})
+	err2 := c.Call(context.Background(), "getClusterMetrics", &pb.GetDelegationTokenRequestProto{Renewer: proto.String("rm")}, &pb.GetDelegationTokenResponseProto{})
 	if !errors.As(err2, &re) {
 		t.Fatalf("call after FATAL: %v, want the connection's fatal error", err2)
 	}
@@ -406,12 +406,12 @@ func TestOversizedFrame(t *testing.T) {
 		_, err := s.nc.Write([]byte{0x7f, 0xff, 0xff, 0xff})
 		return err
 	})
-	err := c.Call(context.Background(), "getClusterMetrics", &pb.GetClusterMetricsRequestProto{}, &pb.GetClusterMetricsResponseProto{})
+	err := c.Call(context.Background(), "getClusterMetrics", &pb.GetDelegationTokenRequestProto{Renewer: proto.String("rm")}, &pb.GetDelegationTokenResponseProto{})
 	if !errors.Is(err, ErrFrameTooLarge) {
 		t.Fatalf("err = %v, want ErrFrameTooLarge", err)
 	}
-	big := &pb.KillApplicationRequestProto{Diagnostics: proto.String(strings.Repeat("x", 2048))}
-	if err := c.Call(context.Background(), "forceKillApplication", big, &pb.KillApplicationResponseProto{}); !errors.Is(err, ErrFrameTooLarge) {
+	big := &pb.GetDelegationTokenRequestProto{Renewer: proto.String(strings.Repeat("x", 2048))}
+	if err := c.Call(context.Background(), "forceKillApplication", big, &pb.GetDelegationTokenResponseProto{}); !errors.Is(err, ErrFrameTooLarge) {
 		t.Fatalf("oversized request: err = %v, want ErrFrameTooLarge", err)
 	}
 }
@@ -426,7 +426,7 @@ func TestCloseIdempotentFailsPending(t *testing.T) {
 	})
 	errc := make(chan error, 1)
 	go func() {
-		errc <- c.Call(context.Background(), "getClusterMetrics", &pb.GetClusterMetricsRequestProto{}, &pb.GetClusterMetricsResponseProto{})
+		errc <- c.Call(context.Background(), "getClusterMetrics", &pb.GetDelegationTokenRequestProto{Renewer: proto.String("rm")}, &pb.GetDelegationTokenResponseProto{})
 	}()
 	<-started
 	c.Close()
@@ -434,7 +434,7 @@ func TestCloseIdempotentFailsPending(t *testing.T) {
 	if err := <-errc; !errors.Is(err, ErrClosed) {
 		t.Fatalf("pending call: %v, want ErrClosed", err)
 	}
-	if err := c.Call(context.Background(), "x", &pb.GetClusterMetricsRequestProto{}, &pb.GetClusterMetricsResponseProto{}); !errors.Is(err, ErrClosed) {
+	if err := c.Call(context.Background(), "x", &pb.GetDelegationTokenRequestProto{Renewer: proto.String("rm")}, &pb.GetDelegationTokenResponseProto{}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("call after Close: %v, want ErrClosed", err)
 	}
 }

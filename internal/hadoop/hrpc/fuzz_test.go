@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	pb "github.com/spindle-ps/spindle/yarn/internal/proto"
+	pb "github.com/spindle-ps/spindle/internal/hadoop/proto"
 )
 
 // FuzzReadResponse feeds arbitrary bytes to the response decoder, whole
@@ -16,7 +16,7 @@ import (
 // panics nor accepts a frame above the limit, and that both ways agree.
 func FuzzReadResponse(f *testing.F) {
 	for _, m := range [][]proto.Message{
-		{&pb.RpcResponseHeaderProto{CallId: proto.Uint32(7), Status: pb.RpcResponseHeaderProto_SUCCESS.Enum()}, &pb.GetNewApplicationResponseProto{ApplicationId: &pb.ApplicationIdProto{Id: proto.Int32(1)}}},
+		{&pb.RpcResponseHeaderProto{CallId: proto.Uint32(7), Status: pb.RpcResponseHeaderProto_SUCCESS.Enum()}, &pb.GetDelegationTokenResponseProto{Token: &pb.TokenProto{Identifier: []byte{1}, Password: []byte{2}, Kind: proto.String("k"), Service: proto.String("s")}}},
 		{&pb.RpcResponseHeaderProto{CallId: proto.Uint32(0xffffffdf), Status: pb.RpcResponseHeaderProto_SUCCESS.Enum()}, &pb.RpcSaslProto{State: pb.RpcSaslProto_NEGOTIATE.Enum()}},
 		{&pb.RpcResponseHeaderProto{CallId: proto.Uint32(3), Status: pb.RpcResponseHeaderProto_ERROR.Enum(), ExceptionClassName: proto.String("x.Y"), ErrorMsg: proto.String("m")}},
 	} {
