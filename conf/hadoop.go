@@ -14,13 +14,16 @@ import (
 	"strings"
 )
 
-// The environment variables that locate Hadoop's client configuration and
-// name the Hadoop user.
+// The environment variables that locate Hadoop's client configuration,
+// name the Hadoop user and locate its credentials.
 const (
-	EnvHadoopConfDir  = "HADOOP_CONF_DIR"
-	EnvYARNConfDir    = "YARN_CONF_DIR"
-	EnvHadoopHome     = "HADOOP_HOME"
-	EnvHadoopUserName = "HADOOP_USER_NAME"
+	EnvHadoopConfDir   = "HADOOP_CONF_DIR"
+	EnvYARNConfDir     = "YARN_CONF_DIR"
+	EnvHadoopHome      = "HADOOP_HOME"
+	EnvHadoopUserName  = "HADOOP_USER_NAME"
+	EnvHadoopTokenFile = "HADOOP_TOKEN_FILE_LOCATION"
+	EnvKrb5CCName      = "KRB5CCNAME"
+	EnvKrb5Config      = "KRB5_CONFIG"
 )
 
 // hadoopConfFiles are the files LoadHadoopConf reads, in the order their
@@ -420,11 +423,61 @@ func (hc HadoopConf) Keys() []string {
 	return keys
 }
 
-// Hadoop is what a Hadoop client starts from: the configuration and the
-// user it acts as.
+// Hadoop is what a Hadoop client starts from: the configuration, the
+// user it acts as and how it proves who it is.
 type Hadoop struct {
 	Conf HadoopConf
-	User string
+	// User is the simple-authentication user. With Kerberos the cluster
+	// takes the user from the credentials instead.
+	User     string
+	Security HadoopSecurity
+}
+
+// HadoopSecurity is where a client finds its credentials for a secured
+// cluster (hadoop.security.authentication=kerberos): a delegation-token
+// file (inside a YARN container), a keytab named by flags, or a Kerberos
+// ticket cache.
+type HadoopSecurity struct {
+	// Kerberos is true when hadoop.security.authentication is kerberos.
+	Kerberos bool
+	// TokenFile is $HADOOP_TOKEN_FILE_LOCATION: the credentials file a
+	// NodeManager writes for a container ("" outside one).
+	TokenFile string
+	// CCache is the ticket cache: $KRB5CCNAME without its FILE: prefix,
+	// else /tmp/krb5cc_<uid>. Other cache types (KEYRING:, KCM:, DIR:)
+	// are kept with their prefix, for the login to refuse by name.
+	CCache string
+	// Krb5Conf is $KRB5_CONFIG, else /etc/krb5.conf.
+	Krb5Conf string
+	// Principal and Keytab log in from a keytab instead of the ticket
+	// cache; flags set them (ps-submit --principal/--keytab), never the
+	// environment.
+	Principal, Keytab string
+}
+
+// LoadHadoopSecurity reads the security settings of hc and the
+// environment variables Hadoop and Kerberos clients read.
+func LoadHadoopSecurity(hc HadoopConf, lookup Lookup) HadoopSecurity {
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	env := func(k string) string { v, _ := lookup(k); return strings.TrimSpace(v) }
+	s := HadoopSecurity{
+		Kerberos:  strings.EqualFold(strings.TrimSpace(hc.GetDefault("hadoop.security.authentication", "simple")), "kerberos"),
+		TokenFile: env(EnvHadoopTokenFile),
+		CCache:    env(EnvKrb5CCName),
+		Krb5Conf:  env(EnvKrb5Config),
+	}
+	if rest, ok := strings.CutPrefix(s.CCache, "FILE:"); ok {
+		s.CCache = rest
+	}
+	if s.CCache == "" {
+		s.CCache = fmt.Sprintf("/tmp/krb5cc_%d", os.Getuid())
+	}
+	if s.Krb5Conf == "" {
+		s.Krb5Conf = "/etc/krb5.conf"
+	}
+	return s
 }
 
 // LoadHadoop finds the Hadoop configuration the Hadoop way
@@ -440,5 +493,5 @@ func LoadHadoop(lookup Lookup) (Hadoop, error) {
 	if err != nil {
 		return Hadoop{}, err
 	}
-	return Hadoop{Conf: hc, User: user}, nil
+	return Hadoop{Conf: hc, User: user, Security: LoadHadoopSecurity(hc, lookup)}, nil
 }

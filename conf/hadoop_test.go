@@ -461,3 +461,20 @@ func TestLoadHadoop(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadHadoopSecurity(t *testing.T) {
+	env := map[string]string{EnvKrb5CCName: "FILE:/tmp/cc", EnvKrb5Config: "/etc/k.conf", EnvHadoopTokenFile: "/c/tokens"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	s := LoadHadoopSecurity(HadoopConf{"hadoop.security.authentication": " Kerberos "}, lookup)
+	if s != (HadoopSecurity{Kerberos: true, TokenFile: "/c/tokens", CCache: "/tmp/cc", Krb5Conf: "/etc/k.conf"}) {
+		t.Errorf("got %+v", s)
+	}
+	s = LoadHadoopSecurity(HadoopConf{}, nil)
+	if s.Kerberos || s.TokenFile != "" || s.CCache != "/tmp/krb5cc_"+strconv.Itoa(os.Getuid()) || s.Krb5Conf != "/etc/krb5.conf" {
+		t.Errorf("defaults %+v", s)
+	}
+	env[EnvKrb5CCName] = "KEYRING:persistent:1000"
+	if s = LoadHadoopSecurity(HadoopConf{}, lookup); s.CCache != "KEYRING:persistent:1000" {
+		t.Errorf("a keyring cache became %q", s.CCache)
+	}
+}

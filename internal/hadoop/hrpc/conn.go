@@ -1,6 +1,10 @@
 // Package hrpc is a client for Hadoop's IPC protocol, version 9, with
-// protobuf RPC (ProtobufRpcEngine2), SIMPLE and TOKEN (SASL DIGEST-MD5)
-// authentication, and many calls in flight on one connection.
+// protobuf RPC (ProtobufRpcEngine2), SIMPLE, TOKEN (SASL DIGEST-MD5) and
+// KERBEROS (SASL GSSAPI) authentication, and many calls in flight on one
+// connection. SASL's quality of protection is "auth" (Hadoop's
+// hadoop.rpc.protection=authentication, its default): nothing is wrapped
+// after the handshake, and a server that insists on integrity or privacy
+// is refused with an error that says so.
 //
 // # Wire
 //
@@ -8,7 +12,7 @@
 //
 //	"hrpc" 0x09 0x00 <auth: 0x00 NONE | 0xDF SASL>
 //
-// then, for TOKEN auth, the SASL exchange (call id -33), then the
+// then, for TOKEN and KERBEROS auth, the SASL exchange (call id -33), then the
 // IpcConnectionContextProto (call id -3, no reply), then calls with call
 // ids 0, 1, 2, … Each call's frame is RpcRequestHeaderProto +
 // RequestHeaderProto + request; each response frame is
@@ -33,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/spindle-ps/spindle/internal/hadoop/proto"
@@ -47,6 +52,9 @@ const (
 	AuthSimple Auth = iota
 	// AuthToken authenticates with a Hadoop token over SASL DIGEST-MD5.
 	AuthToken
+	// AuthKerberos authenticates with a Kerberos service ticket over SASL
+	// GSSAPI.
+	AuthKerberos
 )
 
 // DefaultMaxFrame is the default Options.MaxFrame: 128 MiB, Hadoop's
@@ -66,13 +74,20 @@ type Options struct {
 	// protocols are version 1).
 	ProtocolVersion uint64
 	// User is the effective user for AuthSimple. It is not sent with
-	// AuthToken: the token names the user.
+	// AuthToken (the token names the user) nor with AuthKerberos (the
+	// ticket does).
 	User string
 	// Auth is the authentication method; the zero value is AuthSimple.
 	Auth Auth
 	// TokenIdentifier and TokenPassword are the token's identifier and
 	// password bytes for AuthToken.
 	TokenIdentifier, TokenPassword []byte
+	// Kerberos is the logged-in client for AuthKerberos.
+	Kerberos *krbclient.Client
+	// ServicePrincipal is the server's principal for AuthKerberos, without
+	// its realm and with _HOST already resolved ("rm/rm1.example.com"; see
+	// package kerberos). The server must offer exactly this principal.
+	ServicePrincipal string
 	// ClientID identifies this client to the server's retry cache; zero
 	// means a random one.
 	ClientID [16]byte
@@ -213,26 +228,13 @@ func (c *Conn) requestHeader(callID int32, clientID []byte) *pb.RpcRequestHeader
 // handshake writes the preamble, runs SASL if needed and sends the
 // connection context. It runs before the reader goroutine starts.
 func (c *Conn) handshake() error {
-	authByte := byte(0x00)
-	if c.opts.Auth == AuthToken {
-		authByte = 0xDF
+	user, err := c.authenticate()
+	if err != nil {
+		return err
 	}
-	preamble := []byte{'h', 'r', 'p', 'c', 9, 0, authByte}
-	user := &pb.UserInformationProto{}
-	if c.opts.Auth == AuthToken {
-		if _, err := c.nc.Write(preamble); err != nil {
-			return err
-		}
-		simple, err := c.saslToken()
-		if err != nil {
-			return err
-		}
-		if simple {
-			user.EffectiveUser = proto.String(c.opts.User)
-		}
-		preamble = nil
-	} else {
-		user.EffectiveUser = proto.String(c.opts.User)
+	var preamble []byte
+	if c.opts.Auth == AuthSimple {
+		preamble = simplePreamble // written with the context, in one frame
 	}
 	ctxPkt, err := packet(c.requestHeader(connContextCallID, c.clientID),
 		&pb.IpcConnectionContextProto{UserInfo: user, Protocol: proto.String(c.opts.Protocol)})
@@ -241,6 +243,93 @@ func (c *Conn) handshake() error {
 	}
 	_, err = c.nc.Write(append(preamble, ctxPkt...))
 	return err
+}
+
+var (
+	simplePreamble = []byte{'h', 'r', 'p', 'c', 9, 0, 0x00}
+	saslPreamble   = []byte{'h', 'r', 'p', 'c', 9, 0, 0xDF}
+)
+
+// authenticate writes the preamble and runs the SASL exchange for
+// AuthToken and AuthKerberos (for AuthSimple it writes nothing). It
+// returns the user the connection context must name.
+func (c *Conn) authenticate() (*pb.UserInformationProto, error) {
+	user := &pb.UserInformationProto{}
+	switch c.opts.Auth {
+	case AuthToken:
+		if _, err := c.nc.Write(saslPreamble); err != nil {
+			return nil, err
+		}
+		simple, err := c.saslToken()
+		if err != nil {
+			return nil, err
+		}
+		if simple {
+			user.EffectiveUser = proto.String(c.opts.User)
+		}
+	case AuthKerberos:
+		if _, err := c.nc.Write(saslPreamble); err != nil {
+			return nil, err
+		}
+		name, err := c.saslKerberos()
+		if err != nil {
+			return nil, err
+		}
+		user.EffectiveUser = proto.String(name)
+	default:
+		user.EffectiveUser = proto.String(c.opts.User)
+	}
+	return user, nil
+}
+
+// Authenticate runs the start of a connection on nc, the preamble and
+// the SASL exchange of opts.Auth (AuthToken or AuthKerberos), and stops
+// there, for a client library that speaks Hadoop IPC itself but cannot
+// authenticate this way: the library then writes the connection context
+// and its calls on the connection SkipPreamble(nc) returns. ctx bounds
+// the exchange; nc stays open whatever the outcome.
+func Authenticate(ctx context.Context, nc net.Conn, opts Options) error {
+	opts = withDefaults(opts)
+	if opts.Auth == AuthSimple {
+		return errors.New("hrpc: Authenticate needs AuthToken or AuthKerberos")
+	}
+	c := &Conn{nc: nc, opts: opts}
+	stop := deadlineFromContext(ctx, nc)
+	_, err := c.authenticate()
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
+	nc.SetDeadline(time.Time{})
+	if cerr := ctx.Err(); err != nil && cerr != nil && isTimeout(err) {
+		err = cerr
+	}
+	return err
+}
+
+// SkipPreamble returns nc with its first 7 written bytes dropped: the
+// preamble of a client library whose connection Authenticate has already
+// opened. Those bytes must be a version 9 preamble.
+func SkipPreamble(nc net.Conn) net.Conn { return &skipPreamble{Conn: nc} }
+
+type skipPreamble struct {
+	net.Conn
+	seen int // preamble bytes dropped so far
+}
+
+func (s *skipPreamble) Write(b []byte) (int, error) {
+	n := 0
+	for s.seen < len(saslPreamble) && n < len(b) {
+		if s.seen < 5 && b[n] != saslPreamble[s.seen] {
+			return n, fmt.Errorf("hrpc: the client library began with %q, not a version 9 preamble", b[:n+1])
+		}
+		s.seen++
+		n++
+	}
+	if n == len(b) {
+		return n, nil
+	}
+	m, err := s.Conn.Write(b[n:])
+	return n + m, err
 }
 
 // saslToken runs the TOKEN / DIGEST-MD5 exchange:
