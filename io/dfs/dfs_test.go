@@ -324,8 +324,19 @@ func TestDialTimeoutFromConf(t *testing.T) {
 	if o.DialTimeout != 1500*time.Millisecond || o.RPCTimeout >= 0 || o.IOTimeout != 2500*time.Millisecond {
 		t.Errorf("timeouts dial %v rpc %v io %v", o.DialTimeout, o.RPCTimeout, o.IOTimeout)
 	}
-	if _, err := dfs.HDFSOptionsFromConf(conf.HadoopConf{"fs.defaultFS": "hdfs://nn:1", "hadoop.security.authentication": "kerberos"}, "", "bob"); err == nil {
-		t.Error("kerberos accepted")
+	if _, err := dfs.HDFSOptionsFromConf(conf.HadoopConf{"fs.defaultFS": "hdfs://nn:1", "hadoop.security.authentication": "kerberos"}, "", "bob"); err == nil || !strings.Contains(err.Error(), "dfs.namenode.kerberos.principal") {
+		t.Errorf("kerberos without the NameNode's principal: %v", err)
+	}
+	if _, err := dfs.HDFSOptionsFromConf(conf.HadoopConf{"fs.defaultFS": "hdfs://nn:1", "hadoop.security.authentication": "ldap"}, "", "bob"); err == nil {
+		t.Error("an unknown authentication accepted")
+	}
+	ko, err := dfs.HDFSOptionsFromConf(conf.HadoopConf{"fs.defaultFS": "hdfs://nn:1", "hadoop.security.authentication": "Kerberos",
+		"dfs.namenode.kerberos.principal": "nn/_HOST@EXAMPLE.COM", "dfs.data.transfer.protection": "authentication"}, "", "")
+	if err != nil || !ko.Kerberos || ko.NamenodePrincipal != "nn/_HOST@EXAMPLE.COM" || ko.DataTransferProtection != "authentication" {
+		t.Errorf("kerberos options %+v, %v", ko, err)
+	}
+	if _, err := dfs.NewHDFS(ko); err == nil || !strings.Contains(err.Error(), "kinit") {
+		t.Errorf("a Kerberos file system without a login or a token: %v", err)
 	}
 	if _, err := dfs.HDFSOptionsFromConf(conf.HadoopConf{"fs.defaultFS": "hdfs://nn:1", "ipc.client.connect.timeout": "soon"}, "", "bob"); err == nil {
 		t.Error("a malformed timeout accepted")

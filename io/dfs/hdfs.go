@@ -14,8 +14,11 @@ import (
 
 	"github.com/colinmarc/hdfs/v2"
 	"github.com/colinmarc/hdfs/v2/hadoopconf"
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/hadoop/creds"
+	"github.com/spindle-ps/spindle/internal/hadoop/kerberos"
 )
 
 // HDFSOptions configures an HDFS file system. HDFSOptionsFromConf fills
@@ -49,6 +52,20 @@ type HDFSOptions struct {
 	// DataTransferProtection is "", "authentication", "integrity" or
 	// "privacy" (dfs.data.transfer.protection, dfs.encrypt.data.transfer).
 	DataTransferProtection string
+
+	// Kerberos is set when the cluster uses Kerberos
+	// (hadoop.security.authentication=kerberos); exactly one of Login and
+	// Token must then be set.
+	Kerberos bool
+	// NamenodePrincipal is dfs.namenode.kerberos.principal
+	// ("nn/_HOST@REALM").
+	NamenodePrincipal string
+	// Login is a logged-in Kerberos client (ps-submit, a user's shell).
+	// User is then the principal's short name.
+	Login *krbclient.Client
+	// Token is an HDFS delegation token for this file system (inside a
+	// YARN container). User is then the token's owner.
+	Token *creds.Token
 }
 
 // Defaults of HDFSOptions, from Hadoop's core-default.xml and
@@ -63,9 +80,10 @@ const (
 // authority (empty: the one of fs.defaultFS) acting as user, reading
 // dfs.namenode.rpc-address.*, dfs.ha.namenodes.*, ipc.client.connect.timeout,
 // ipc.client.rpc-timeout.ms, dfs.client.socket-timeout,
-// dfs.client.use.datanode.hostname, dfs.data.transfer.protection and
-// dfs.encrypt.data.transfer. Kerberos (hadoop.security.authentication=
-// kerberos) is not supported and is an error.
+// dfs.client.use.datanode.hostname, dfs.data.transfer.protection,
+// dfs.encrypt.data.transfer, hadoop.security.authentication and
+// dfs.namenode.kerberos.principal. With Kerberos the caller sets Login or
+// Token (Resolver does).
 func HDFSOptionsFromConf(hc conf.HadoopConf, authority, user string) (HDFSOptions, error) {
 	if authority == "" {
 		def := hc.DefaultFS()
@@ -75,13 +93,21 @@ func HDFSOptionsFromConf(hc conf.HadoopConf, authority, user string) (HDFSOption
 		}
 		authority = u.Authority
 	}
-	if auth := strings.ToLower(hc.GetDefault("hadoop.security.authentication", "simple")); strings.TrimSpace(auth) != "simple" {
-		return HDFSOptions{}, fmt.Errorf("dfs: hadoop.security.authentication=%s is not supported (only simple)", auth)
+	o := HDFSOptions{Authority: authority, Namenodes: hc.Namenodes(authority), User: user}
+	switch auth := strings.ToLower(strings.TrimSpace(hc.GetDefault("hadoop.security.authentication", "simple"))); auth {
+	case "simple":
+	case "kerberos":
+		o.Kerberos = true
+		o.NamenodePrincipal = strings.TrimSpace(hc.GetDefault("dfs.namenode.kerberos.principal", ""))
+		if o.NamenodePrincipal == "" {
+			return HDFSOptions{}, fmt.Errorf("dfs: hdfs://%s: hadoop.security.authentication=kerberos but dfs.namenode.kerberos.principal is not set", authority)
+		}
+	default:
+		return HDFSOptions{}, fmt.Errorf("dfs: hadoop.security.authentication=%s is not supported (simple or kerberos)", auth)
 	}
-	if user == "" {
+	if user == "" && !o.Kerberos {
 		return HDFSOptions{}, fmt.Errorf("dfs: hdfs://%s: no Hadoop user", authority)
 	}
-	o := HDFSOptions{Authority: authority, Namenodes: hc.Namenodes(authority), User: user}
 	if len(o.Namenodes) == 0 {
 		return HDFSOptions{}, fmt.Errorf("dfs: hdfs://%s: no NameNode address (dfs.ha.namenodes.%s lists none with a dfs.namenode.rpc-address)", authority, authority)
 	}
@@ -176,6 +202,20 @@ var _ FileSystem = (*HDFS)(nil)
 func NewHDFS(opts HDFSOptions) (*HDFS, error) {
 	if opts.Authority == "" || len(opts.Namenodes) == 0 {
 		return nil, fmt.Errorf("dfs: HDFSOptions needs an Authority and Namenodes")
+	}
+	if opts.Kerberos {
+		switch {
+		case opts.Token != nil:
+			d, err := creds.ParseDelegation(opts.Token.Identifier)
+			if err != nil {
+				return nil, fmt.Errorf("dfs: hdfs://%s: delegation token: %w", opts.Authority, err)
+			}
+			opts.User = d.Owner
+		case opts.Login != nil:
+			opts.User = kerberos.Name(opts.Login)
+		default:
+			return nil, fmt.Errorf("dfs: hdfs://%s uses Kerberos: no Kerberos login and no delegation token for it: %s", opts.Authority, kerberos.Hint)
+		}
 	}
 	if opts.User == "" {
 		return nil, fmt.Errorf("dfs: hdfs://%s: HDFSOptions needs a User", opts.Authority)

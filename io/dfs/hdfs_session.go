@@ -14,7 +14,13 @@ import (
 	"time"
 
 	"github.com/colinmarc/hdfs/v2"
+
+	"github.com/spindle-ps/spindle/internal/hadoop/hrpc"
+	"github.com/spindle-ps/spindle/internal/hadoop/kerberos"
 )
+
+// namenodeProtocol is the NameNode's client protocol, as Hadoop IPC names it.
+const namenodeProtocol = "org.apache.hadoop.hdfs.protocol.ClientProtocol"
 
 // session is one hdfs.Client (one NameNode connection) and the
 // bookkeeping that lets a context interrupt its calls.
@@ -74,6 +80,22 @@ func (s *session) dialNamenode(libCtx context.Context, network, addr string) (ne
 		}
 		s.lastDialErr.Store(&err)
 		return nil, err
+	}
+	if t := s.h.opts.Token; s.h.opts.Kerberos && t != nil {
+		// The client cannot authenticate with a token: do it for it, and
+		// hand it a connection that has passed the SASL exchange.
+		err := hrpc.Authenticate(ctx, c, hrpc.Options{
+			Protocol: namenodeProtocol, Auth: hrpc.AuthToken,
+			TokenIdentifier: t.Identifier, TokenPassword: t.Password,
+			DialTimeout: s.h.opts.DialTimeout,
+		})
+		if err != nil {
+			c.Close()
+			err = fmt.Errorf("delegation token of %s: %w", t.Service, err)
+			s.lastDialErr.Store(&err)
+			return nil, err
+		}
+		c = hrpc.SkipPreamble(c)
 	}
 	s.conn.Store(&c)
 	return c, nil
@@ -149,14 +171,20 @@ func (h *HDFS) connect(ctx context.Context) (*session, error) {
 	s := &session{h: h, sem: make(chan struct{}, 1)}
 	s.dialCtx.Store(&ctx)
 	defer s.dialCtx.Store(nil)
-	client, err := hdfs.NewClient(hdfs.ClientOptions{
+	copts := hdfs.ClientOptions{
 		Addresses:              h.opts.Namenodes,
 		User:                   h.opts.User,
 		UseDatanodeHostname:    h.opts.UseDatanodeHostname,
 		NamenodeDialFunc:       s.dialNamenode,
 		DatanodeDialFunc:       s.dialDatanode,
 		DataTransferProtection: h.opts.DataTransferProtection,
-	})
+	}
+	if h.opts.Kerberos && h.opts.Token == nil {
+		// The client speaks GSSAPI itself, and mutually authenticates.
+		copts.KerberosClient = h.opts.Login
+		copts.KerberosServicePrincipleName, _ = kerberos.SplitPrincipal(h.opts.NamenodePrincipal)
+	}
+	client, err := hdfs.NewClient(copts)
 	if err != nil {
 		if p := s.lastDialErr.Load(); p != nil {
 			err = *p // the client flattens it into a string

@@ -13,8 +13,9 @@ import (
 // NameNode authority and user. It is safe for concurrent use; Close it to
 // close the HDFS connections.
 type Resolver struct {
-	hc   conf.HadoopConf
-	user string
+	hc    conf.HadoopConf
+	user  string
+	creds Credentials
 
 	mu     sync.Mutex
 	hdfs   map[resolverKey]*HDFS
@@ -27,7 +28,14 @@ type resolverKey struct{ authority, user string }
 // HDFSOptionsFromConf) acting as user, which is typically
 // hc.User(lookup): $HADOOP_USER_NAME or the login name.
 func NewResolver(hc conf.HadoopConf, user string) *Resolver {
-	return &Resolver{hc: hc, user: user, hdfs: map[resolverKey]*HDFS{}}
+	return NewSecureResolver(hc, user, Credentials{})
+}
+
+// NewSecureResolver is NewResolver for a cluster that may use Kerberos:
+// an HDFS of hc whose hadoop.security.authentication is kerberos is
+// reached with c's delegation token for it, else with c's login.
+func NewSecureResolver(hc conf.HadoopConf, user string, c Credentials) *Resolver {
+	return &Resolver{hc: hc, user: user, creds: c, hdfs: map[resolverKey]*HDFS{}}
 }
 
 // Resolve returns the file system of uri and the name of uri within it
@@ -67,6 +75,13 @@ func (r *Resolver) Resolve(ctx context.Context, uri string) (FileSystem, string,
 	if err != nil {
 		return nil, "", fmt.Errorf("dfs: resolve %s: %w", uri, err)
 	}
+	if opts.Kerberos {
+		if t, ok := r.creds.tokenFor(ctx, opts); ok {
+			opts.Token = &t
+		} else {
+			opts.Login = r.creds.Login
+		}
+	}
 	h, err := NewHDFS(opts)
 	if err != nil {
 		return nil, "", fmt.Errorf("dfs: resolve %s: %w", uri, err)
@@ -99,10 +114,21 @@ func (r *Resolver) Close() error {
 // DefaultResolver returns a Resolver for the Hadoop configuration and
 // user found through lookup (conf.LoadHadoop): local files and the HDFS
 // of that configuration.
+//
+// On a Kerberos-secured cluster it authenticates with the HDFS
+// delegation tokens of $HADOOP_TOKEN_FILE_LOCATION (a YARN container's),
+// else with the Kerberos ticket cache (LoadCredentials).
 func DefaultResolver(lookup conf.Lookup) (*Resolver, error) {
 	h, err := conf.LoadHadoop(lookup)
 	if err != nil {
 		return nil, err
 	}
-	return NewResolver(h.Conf, h.User), nil
+	if !h.Security.Kerberos {
+		return NewResolver(h.Conf, h.User), nil
+	}
+	c, err := LoadCredentials(h.Security)
+	if err != nil {
+		return nil, err
+	}
+	return NewSecureResolver(h.Conf, h.User, c), nil
 }

@@ -1,0 +1,156 @@
+package dfs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"strings"
+
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/hadoop/creds"
+	"github.com/spindle-ps/spindle/internal/hadoop/hrpc"
+	"github.com/spindle-ps/spindle/internal/hadoop/kerberos"
+	hpb "github.com/spindle-ps/spindle/internal/hadoop/proto"
+)
+
+// Credentials are what a Resolver authenticates with to a Kerberos-secured
+// HDFS: delegation tokens (inside a YARN container), else a Kerberos
+// login.
+type Credentials struct {
+	Login  *krbclient.Client
+	Tokens *creds.Credentials
+}
+
+// LoadCredentials finds the credentials of this process: the HDFS
+// delegation tokens of s.TokenFile when it names a file that holds some,
+// else a Kerberos login from s.Keytab or the ticket cache (see package
+// kerberos); the error says how to log in when there is neither.
+func LoadCredentials(s conf.HadoopSecurity) (Credentials, error) {
+	if s.TokenFile != "" && s.Keytab == "" {
+		c, err := creds.ReadFile(s.TokenFile)
+		if err != nil {
+			return Credentials{}, fmt.Errorf("dfs: credentials file %s ($%s): %w", s.TokenFile, conf.EnvHadoopTokenFile, err)
+		}
+		if _, ok := c.Find(creds.KindHDFSDelegation); ok {
+			return Credentials{Tokens: c}, nil
+		}
+	}
+	cl, err := kerberos.Login(s)
+	if err != nil {
+		return Credentials{}, fmt.Errorf("dfs: the cluster uses Kerberos: %w", err)
+	}
+	return Credentials{Login: cl}, nil
+}
+
+// tokenFor finds the HDFS delegation token whose service is the file
+// system of o: "ha-hdfs:<nameservice>", or one of its NameNodes as
+// host:port or ip:port.
+func (c Credentials) tokenFor(ctx context.Context, o HDFSOptions) (creds.Token, bool) {
+	if c.Tokens == nil {
+		return creds.Token{}, false
+	}
+	want := map[string]bool{"ha-hdfs:" + o.Authority: true, o.Authority: true}
+	for _, nn := range o.Namenodes {
+		want[nn] = true
+		if svc, err := tokenService(ctx, nn); err == nil {
+			want[svc] = true
+		}
+	}
+	aliases := make([]string, 0, len(c.Tokens.Tokens))
+	for a := range c.Tokens.Tokens {
+		aliases = append(aliases, a)
+	}
+	sort.Strings(aliases) // the choice is the same every time
+	for _, alias := range aliases {
+		if t := c.Tokens.Tokens[alias]; t.Kind == creds.KindHDFSDelegation && want[t.Service] {
+			return t, true
+		}
+	}
+	return creds.Token{}, false
+}
+
+// tokenService is the service Hadoop gives a token of the server at addr:
+// its IP address and port (hadoop.security.token.service.use_ip).
+func tokenService(ctx context.Context, addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	if net.ParseIP(host) == nil {
+		ips, err := net.DefaultResolver.LookupHost(ctx, host)
+		if err != nil || len(ips) == 0 {
+			return "", fmt.Errorf("resolve %s: %v", host, err)
+		}
+		host = ips[0]
+		for _, ip := range ips { // Hadoop's clients resolve to IPv4 first
+			if p := net.ParseIP(ip); p != nil && p.To4() != nil {
+				host = ip
+				break
+			}
+		}
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// DelegationToken asks a NameNode of h, over Kerberos, for a delegation
+// token that renewer (a principal: the ResourceManager's, which renews it
+// while the application runs) may renew. A YARN container reaches HDFS
+// with it, having no Kerberos credentials of its own. Its service names h
+// the way tokenFor looks it up. It needs a Kerberos login.
+func (h *HDFS) DelegationToken(ctx context.Context, renewer string) (creds.Token, error) {
+	if h.opts.Login == nil {
+		return creds.Token{}, fmt.Errorf("dfs: hdfs://%s: a delegation token needs a Kerberos login", h.opts.Authority)
+	}
+	var errs []error
+	for _, nn := range h.opts.Namenodes {
+		t, err := h.delegationTokenFrom(ctx, nn, renewer)
+		if err == nil {
+			return t, nil
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", nn, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return creds.Token{}, fmt.Errorf("dfs: hdfs://%s: delegation token: %w", h.opts.Authority, errors.Join(errs...))
+}
+
+func (h *HDFS) delegationTokenFrom(ctx context.Context, nn, renewer string) (creds.Token, error) {
+	spn, _, err := kerberos.ServicePrincipal(h.opts.NamenodePrincipal, nn)
+	if err != nil {
+		return creds.Token{}, err
+	}
+	if h.opts.RPCTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, h.opts.RPCTimeout)
+		defer cancel()
+	}
+	c, err := hrpc.Dial(ctx, nn, hrpc.Options{
+		Protocol: namenodeProtocol, Auth: hrpc.AuthKerberos,
+		Kerberos: h.opts.Login, ServicePrincipal: spn, DialTimeout: h.opts.DialTimeout,
+	})
+	if err != nil {
+		return creds.Token{}, err
+	}
+	defer c.Close()
+	resp := &hpb.GetDelegationTokenResponseProto{}
+	if err := c.Call(ctx, "getDelegationToken", &hpb.GetDelegationTokenRequestProto{Renewer: proto.String(renewer)}, resp); err != nil {
+		return creds.Token{}, err
+	}
+	tp := resp.GetToken()
+	if tp == nil || len(tp.GetIdentifier()) == 0 {
+		return creds.Token{}, errors.New("the NameNode issued no token (is security off on it?)")
+	}
+	svc := "ha-hdfs:" + h.opts.Authority
+	if len(h.opts.Namenodes) == 1 && strings.Contains(h.opts.Authority, ":") {
+		if svc, err = tokenService(ctx, nn); err != nil {
+			return creds.Token{}, err
+		}
+	}
+	return creds.Token{Identifier: tp.GetIdentifier(), Password: tp.GetPassword(), Kind: creds.KindHDFSDelegation, Service: svc}, nil
+}

@@ -1,0 +1,71 @@
+package dfs
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/hadoop/creds"
+)
+
+// TestTokenFor: a file system takes the HDFS delegation token whose
+// service names it (its nameservice, or a NameNode as host:port or
+// ip:port), never another file system's or another kind's.
+func TestTokenFor(t *testing.T) {
+	cr := creds.New()
+	cr.Tokens["a"] = creds.Token{Identifier: []byte("nn"), Kind: creds.KindHDFSDelegation, Service: "127.0.0.1:8020"}
+	cr.Tokens["b"] = creds.Token{Identifier: []byte("ha"), Kind: creds.KindHDFSDelegation, Service: "ha-hdfs:ns1"}
+	cr.Tokens["c"] = creds.Token{Identifier: []byte("rm"), Kind: creds.KindRMDelegation, Service: "127.0.0.1:8032"}
+	c := Credentials{Tokens: cr}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		o    HDFSOptions
+		want string // identifier; "" for none
+	}{
+		{HDFSOptions{Authority: "localhost:8020", Namenodes: []string{"localhost:8020"}}, "nn"},
+		{HDFSOptions{Authority: "127.0.0.1:8020", Namenodes: []string{"127.0.0.1:8020"}}, "nn"},
+		{HDFSOptions{Authority: "ns1", Namenodes: []string{"nn1.example.com:8020", "nn2.example.com:8020"}}, "ha"},
+		{HDFSOptions{Authority: "localhost:8032", Namenodes: []string{"localhost:8032"}}, ""},
+		{HDFSOptions{Authority: "other:9000", Namenodes: []string{"other.invalid:9000"}}, ""},
+	} {
+		tok, ok := c.tokenFor(ctx, tc.o)
+		if got := string(tok.Identifier); ok != (tc.want != "") || got != tc.want {
+			t.Errorf("%s: token %q (%v), want %q", tc.o.Authority, got, ok, tc.want)
+		}
+	}
+	if _, ok := (Credentials{}).tokenFor(ctx, HDFSOptions{Authority: "localhost:8020", Namenodes: []string{"localhost:8020"}}); ok {
+		t.Error("a token found in no credentials")
+	}
+}
+
+// TestLoadCredentials: a container's credentials file with an HDFS
+// token is used as is; one without (an AM's with only its own token) or
+// none at all means logging in, and without a ticket the error says how.
+func TestLoadCredentials(t *testing.T) {
+	dir := t.TempDir()
+	withHDFS, withoutHDFS := filepath.Join(dir, "with"), filepath.Join(dir, "without")
+	cr := creds.New()
+	cr.Tokens["am"] = creds.Token{Identifier: []byte{1}, Password: []byte{2}, Kind: creds.KindAMRMToken, Service: "rm:8030"}
+	if err := cr.WriteFile(withoutHDFS); err != nil {
+		t.Fatal(err)
+	}
+	cr.Tokens["nn"] = creds.Token{Identifier: []byte{3}, Password: []byte{4}, Kind: creds.KindHDFSDelegation, Service: "127.0.0.1:8020"}
+	if err := cr.WriteFile(withHDFS); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadCredentials(conf.HadoopSecurity{Kerberos: true, TokenFile: withHDFS})
+	if err != nil || c.Tokens == nil || c.Login != nil {
+		t.Fatalf("with an HDFS token: %+v, %v", c, err)
+	}
+	for _, file := range []string{withoutHDFS, ""} {
+		_, err := LoadCredentials(conf.HadoopSecurity{Kerberos: true, TokenFile: file, CCache: filepath.Join(dir, "cc"), Krb5Conf: filepath.Join(dir, "krb5.conf")})
+		if err == nil || !strings.Contains(err.Error(), "krb5.conf") {
+			t.Errorf("token file %q, no krb5.conf: %v", file, err)
+		}
+	}
+	if _, err := LoadCredentials(conf.HadoopSecurity{Kerberos: true, TokenFile: filepath.Join(dir, "missing")}); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("a missing credentials file: %v", err)
+	}
+}
