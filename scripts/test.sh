@@ -2,8 +2,8 @@
 # Runs every test of Spindle on this machine, installing what is missing
 # first: gofmt, generated code and go vet, go test -race over every package,
 # then the Hadoop stage against a real mini cluster (HDFS + YARN) started
-# from Maven Central jars. The Hadoop stage fails, never skips, when the
-# cluster cannot run.
+# from Maven Central jars, and the Kerberos stage against the same cluster
+# secured with Kerberos. Both fail, never skip, when the cluster cannot run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -47,4 +47,14 @@ scripts/hadoop-smoke.sh
 # they fail, rather than skip, when the cluster does not answer.
 say "Hadoop stage: go test -race -run Hadoop ./... against the mini cluster"
 go test -race -count=1 -timeout 20m -run 'Hadoop' ./...
+
+# The Kerberos tests (TestKerberos...) need the cluster secured: its own KDC,
+# HDFS and YARN that accept only Kerberos and delegation tokens.
+say "Kerberos stage: restarting the mini cluster secured with Kerberos"
+scripts/minicluster.sh stop
+scripts/minicluster.sh start --kerberos
+eval "$(scripts/minicluster.sh env)"
+export SPINDLE_TEST_KERBEROS=required
+say "Kerberos stage: go test -race -run Kerberos ./... against the secured cluster"
+go test -race -count=1 -timeout 10m -run 'Kerberos' ./...
 say "all tests passed"

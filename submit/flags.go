@@ -36,6 +36,7 @@ var helpGroups = []struct {
 	{"Environment of the tasks", []string{"env", "server-env", "worker-env", "files", "archives"}},
 	{"Resources (YARN)", []string{"worker-cores", "worker-memory", "server-cores", "server-memory", "queue"}},
 	{"Application (YARN)", []string{"am-memory", "am-cores", "max-app-attempts", "priority", "tags", "allocation-timeout", "blacklist-after"}},
+	{"Kerberos (YARN)", []string{"principal", "keytab"}},
 	{"Other", []string{"detach", "jobs-dir", "dry-run", "insecure", "help"}},
 }
 
@@ -108,6 +109,9 @@ func (o *Options) flagSet() *flag.FlagSet {
 	fs.StringVar(&o.Tags, "tags", o.Tags, "YARN application tags `TAG[,TAG...]`, at most 10 of at most 100 ASCII characters")
 	fs.StringVar(&o.AllocationTimeout, "allocation-timeout", o.AllocationTimeout, "fail the job when a task waits longer than `DURATION` for a container (30s, 10m); the tasks wait this long plus 2m for each other to start")
 	o.intVar(fs, &o.BlacklistAfter, "blacklist-after", "after `N` failed launches on one node, add it to the application's YARN blacklist (0: never); preempted or lost containers do not count")
+
+	fs.StringVar(&o.Principal, "principal", o.Principal, "on a Kerberos-secured cluster, log in as `USER@REALM` from --keytab instead of the ticket cache kinit leaves ($KRB5CCNAME)")
+	fs.StringVar(&o.Keytab, "keytab", o.Keytab, "the keytab `FILE` of --principal")
 
 	fs.BoolVar(&o.Detach, "detach", o.Detach, "with --cluster yarn: print the application's id and exit once it is submitted; follow it with '"+progName+" status'")
 	fs.StringVar(&o.JobsDir, "jobs-dir", o.JobsDir, "with --cluster local: keep the job's directory (each task's output, its status) under `DIR` (default $HOME/.spindle/jobs)")

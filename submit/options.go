@@ -68,6 +68,10 @@ type Options struct {
 	JobName string
 	// Queue is the YARN queue (--queue); default "default".
 	Queue string
+	// Principal and Keytab (--principal, --keytab) log ps-submit in to a
+	// Kerberos-secured cluster from a keytab; without them it uses the
+	// ticket cache kinit left ($KRB5CCNAME).
+	Principal, Keytab string
 	// AMMemory (--am-memory, default "512m") and AMCores (--am-cores,
 	// default 1) size the ApplicationMaster's container; Complete
 	// converts AMMemory into AMMemoryMB.
@@ -337,6 +341,17 @@ func (o *Options) Validate() error {
 	}
 	if strings.TrimSpace(o.Queue) == "" {
 		errs = append(errs, errors.New("--queue: must not be empty"))
+	}
+	if (o.Principal == "") != (o.Keytab == "") {
+		errs = append(errs, errors.New("--principal and --keytab go together"))
+	}
+	if o.Principal != "" && o.Cluster != ClusterYARN {
+		errs = append(errs, errors.New("--principal and --keytab: only with --cluster yarn (a local job's tasks log in from the ticket cache)"))
+	}
+	if o.Keytab != "" {
+		if _, err := os.Stat(o.Keytab); err != nil {
+			errs = append(errs, fmt.Errorf("--keytab %s: %w", o.Keytab, err))
+		}
 	}
 	if _, err := parseLogLevel(o.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level %q: %w", o.LogLevel, err))

@@ -50,6 +50,7 @@ func TestCompleteParsesEveryFlag(t *testing.T) {
 		{"num-workers alias --n=", []string{"--n=5"}, func(o *Options) any { return o.NumWorkers }, 5},
 		{"the last value counts", []string{"-n", "two", "-n", "2"}, func(o *Options) any { return o.NumWorkers }, 2},
 		{"num-servers", []string{"--num-servers", "2"}, func(o *Options) any { return o.NumServers }, 2},
+		{"principal and keytab", []string{"--cluster", "yarn", "--principal", "alice@EXAMPLE.COM", "--keytab", file}, func(o *Options) any { return o.Principal + " " + o.Keytab }, "alice@EXAMPLE.COM " + file},
 		{"num-servers alias -s", []string{"-s", "3"}, func(o *Options) any { return o.NumServers }, 3},
 		{"worker-cores", []string{"--worker-cores", "4"}, func(o *Options) any { return o.WorkerCores }, 4},
 		{"server-cores", []string{"--server-cores=2"}, func(o *Options) any { return o.ServerCores }, 2},
@@ -188,6 +189,10 @@ func TestClusterDefaultsFromEnvironment(t *testing.T) {
 func TestUsageErrors(t *testing.T) {
 	t.Parallel()
 	missing := filepath.Join(t.TempDir(), "no-such-file")
+	file := filepath.Join(t.TempDir(), "alice.keytab")
+	if err := os.WriteFile(file, []byte{5, 2}, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		args []string
@@ -223,6 +228,9 @@ func TestUsageErrors(t *testing.T) {
 		{"zero attempts", []string{"-n", "1", "--max-attempts", "0", "./prog"}, nil, []string{"--max-attempts 0: need at least 1"}},
 		{"zero cores", []string{"-n", "1", "--worker-cores", "0", "--server-cores", "-1", "./prog"}, nil, []string{"--worker-cores 0: need at least 1", "--server-cores -1: need at least 1"}},
 		{"empty queue", []string{"-n", "1", "--queue", "", "./prog"}, nil, []string{"--queue: must not be empty"}},
+		{"principal without keytab", []string{"--cluster", "yarn", "-n", "1", "--principal", "alice@EXAMPLE.COM", "./prog"}, nil, []string{"--principal and --keytab go together"}},
+		{"missing keytab", []string{"--cluster", "yarn", "-n", "1", "--principal", "alice@EXAMPLE.COM", "--keytab", missing, "./prog"}, nil, []string{"--keytab " + missing + ": "}},
+		{"keytab with a local job", []string{"-n", "1", "--principal", "alice@EXAMPLE.COM", "--keytab", file, "./prog"}, nil, []string{"--principal and --keytab: only with --cluster yarn"}},
 		{"bad boolean", []string{"-n", "1", "--dry-run=maybe", "./prog"}, nil, []string{"dry-run"}},
 		{"several problems at once", []string{"-n", "-1", "-s", "-2", "--worker-memory", "3x", "--env", "novalue",
 			"--checkpoint-interval", "5x", "--cluster", "mesos", "--files", missing}, nil, []string{

@@ -136,6 +136,7 @@ func (o *Options) runYARNJob(ctx context.Context) error {
 		Priority:          o.Priority,
 		Tags:              o.TagList,
 		AllocationTimeout: o.AllocationTimeoutDuration,
+		Login:             yarnclient.Login{Principal: o.Principal, Keytab: o.Keytab},
 		OnReport: func(r yarn.ApplicationReport) {
 			line := fmt.Sprintf("%s: application %s %s", progName, r.ID, r.State)
 			if r.State.Terminal() {
@@ -328,6 +329,8 @@ func (o *Options) writeJob(w *bufio.Writer) {
 	opt("server-cores", strconv.Itoa(o.ServerCores))
 	opt("server-memory", fmt.Sprintf("%d MB", o.ServerMemoryMB))
 	opt("queue", o.Queue)
+	opt("principal", o.Principal)
+	opt("keytab", o.Keytab)
 	opt("am-memory", fmt.Sprintf("%d MB", o.AMMemoryMB))
 	opt("am-cores", strconv.Itoa(o.AMCores))
 	opt("max-app-attempts", strconv.Itoa(o.MaxAppAttempts))

@@ -37,7 +37,7 @@
 // # Usage
 //
 //	h, err := conf.LoadHadoop(os.LookupEnv) // configuration and user
-//	rm, err := yarn.NewRMClient(ctx, h.Conf, h.User)
+//	rm, err := yarn.NewRMClient(ctx, h.Conf, yarn.Identity{User: h.User}) // with Kerberos: Identity.Kerberos
 //	...
 //	defer rm.Close()
 //	app, err := rm.NewApplication(ctx)

@@ -19,7 +19,7 @@ func connectRM(t *testing.T) (*hadooptest.Cluster, *yarn.RMClient) {
 	cl := hadooptest.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rm, err := yarn.NewRMClient(ctx, cl.Conf, cl.User)
+	rm, err := yarn.NewRMClient(ctx, cl.Conf, yarn.Identity{User: cl.User})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,15 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/hadoop/creds"
 	"github.com/spindle-ps/spindle/internal/hadoop/hrpc"
+	"github.com/spindle-ps/spindle/internal/hadoop/kerberos"
+	hpb "github.com/spindle-ps/spindle/internal/hadoop/proto"
 	pb "github.com/spindle-ps/spindle/yarn/internal/proto"
 )
 
@@ -37,22 +43,85 @@ func RMAddress(hc conf.HadoopConf) string {
 	return hc.GetDefault(KeyRMHostname, "0.0.0.0") + ":" + strconv.Itoa(DefaultRMPort)
 }
 
-// RMClient talks to a ResourceManager's ApplicationClientProtocol with
-// SIMPLE authentication. It is safe for concurrent use; calls share one
-// connection.
+// RMClient talks to a ResourceManager's ApplicationClientProtocol, with
+// SIMPLE authentication or, on a secured cluster, Kerberos. It is safe for
+// concurrent use; calls share one connection.
 type RMClient struct {
 	conn *hrpc.Conn
 	addr string
 }
 
-// NewRMClient connects to the ResourceManager hc names, as user.
-func NewRMClient(ctx context.Context, hc conf.HadoopConf, user string) (*RMClient, error) {
+// Identity is who a client is: a user name under simple authentication,
+// or a logged-in Kerberos client on a cluster whose
+// hadoop.security.authentication is kerberos.
+type Identity struct {
+	User     string
+	Kerberos *krbclient.Client
+}
+
+// NewRMClient connects to the ResourceManager hc names, as id. With
+// hadoop.security.authentication=kerberos it authenticates with
+// id.Kerberos to the principal yarn.resourcemanager.principal names.
+func NewRMClient(ctx context.Context, hc conf.HadoopConf, id Identity) (*RMClient, error) {
 	addr := RMAddress(hc)
-	c, err := hrpc.Dial(ctx, addr, hrpc.Options{Protocol: ApplicationClientProtocol, User: user})
+	opts := hrpc.Options{Protocol: ApplicationClientProtocol, User: id.User}
+	if strings.EqualFold(strings.TrimSpace(hc.GetDefault("hadoop.security.authentication", "simple")), "kerberos") {
+		if id.Kerberos == nil {
+			return nil, fmt.Errorf("yarn: resource manager %s uses Kerberos, and there is no Kerberos login: %s", addr, kerberos.Hint)
+		}
+		spn, _, err := kerberos.ServicePrincipal(hc.GetDefault(KeyRMPrincipal, ""), addr)
+		if err != nil {
+			return nil, fmt.Errorf("yarn: resource manager %s uses Kerberos, but %s is not set", addr, KeyRMPrincipal)
+		}
+		opts.Auth, opts.Kerberos, opts.ServicePrincipal = hrpc.AuthKerberos, id.Kerberos, spn
+	}
+	c, err := hrpc.Dial(ctx, addr, opts)
 	if err != nil {
 		return nil, fmt.Errorf("yarn: connect to resource manager %s: %w", addr, err)
 	}
 	return &RMClient{conn: c, addr: addr}, nil
+}
+
+// KeyRMPrincipal names the ResourceManager's Kerberos principal.
+const KeyRMPrincipal = "yarn.resourcemanager.principal"
+
+// RMPrincipal is the ResourceManager's principal with _HOST resolved, the
+// renewer of the delegation tokens an application carries.
+func RMPrincipal(hc conf.HadoopConf) (string, error) {
+	setting := hc.GetDefault(KeyRMPrincipal, "")
+	spn, realm, err := kerberos.ServicePrincipal(setting, RMAddress(hc))
+	if err != nil {
+		return "", fmt.Errorf("yarn: %s is not set", KeyRMPrincipal)
+	}
+	if realm != "" {
+		spn += "@" + realm
+	}
+	return spn, nil
+}
+
+// DelegationToken asks the ResourceManager for a delegation token that
+// renewer may renew. Its service is the ResourceManager's address (IP
+// and port), as Hadoop's clients look it up.
+func (c *RMClient) DelegationToken(ctx context.Context, renewer string) (Token, error) {
+	resp := &hpb.GetDelegationTokenResponseProto{}
+	if err := c.call(ctx, "getDelegationToken", &hpb.GetDelegationTokenRequestProto{Renewer: proto.String(renewer)}, resp); err != nil {
+		return Token{}, err
+	}
+	tp := resp.GetToken()
+	if tp == nil || len(tp.GetIdentifier()) == 0 {
+		return Token{}, errors.New("yarn: getDelegationToken: the resource manager issued no token")
+	}
+	t := tokenFromProto(tp)
+	if t.Kind == "" {
+		t.Kind = creds.KindRMDelegation
+	}
+	if host, port, err := net.SplitHostPort(c.addr); err == nil {
+		if ips, err := net.DefaultResolver.LookupHost(ctx, host); err == nil && len(ips) > 0 {
+			host = ips[0]
+		}
+		t.Service = net.JoinHostPort(host, port)
+	}
+	return t, nil
 }
 
 // Addr is the ResourceManager address the client is connected to.

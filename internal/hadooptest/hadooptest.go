@@ -65,7 +65,13 @@ func Connect(t testing.TB) *Cluster {
 	if !strings.HasPrefix(hc.DefaultFS(), "hdfs://") {
 		unavailable(t, "fs.defaultFS is %q, not an hdfs:// URI", hc.DefaultFS())
 	}
-	r := dfs.NewResolver(hc, user)
+	var cred dfs.Credentials
+	if h.Security.Kerberos {
+		if cred, err = dfs.LoadCredentials(h.Security); err != nil {
+			unavailable(t, "%v", err)
+		}
+	}
+	r := dfs.NewSecureResolver(hc, user, cred)
 	t.Cleanup(func() { r.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -77,6 +83,30 @@ func Connect(t testing.TB) *Cluster {
 		unavailable(t, "NameNode of %s does not answer: %v", hc.DefaultFS(), err)
 	}
 	return &Cluster{Conf: hc, User: user, Resolver: r, FS: fsys.(*dfs.HDFS)}
+}
+
+// EnvKerberosRequired is the variable that makes the Kerberos tests fail,
+// not skip, without a Kerberos-secured cluster (scripts/test.sh sets it
+// for its Kerberos stage).
+const EnvKerberosRequired = "SPINDLE_TEST_KERBEROS"
+
+// ConnectKerberos is Connect for the tests of a Kerberos-secured cluster:
+// scripts/minicluster.sh start --kerberos, whose env sets
+// SPINDLE_MINICLUSTER_KERBEROS=1 and the ticket cache of its user. They
+// skip without one, or fail when SPINDLE_TEST_KERBEROS=required.
+func ConnectKerberos(t testing.TB) *Cluster {
+	t.Helper()
+	if os.Getenv("SPINDLE_MINICLUSTER_KERBEROS") != "1" {
+		if os.Getenv(EnvKerberosRequired) == "required" {
+			t.Fatalf("Kerberos cluster required (%s=required) but SPINDLE_MINICLUSTER_KERBEROS is not 1", EnvKerberosRequired)
+		}
+		t.Skip("no Kerberos-secured cluster (start one with scripts/minicluster.sh start --kerberos; eval \"$(scripts/minicluster.sh env)\")")
+	}
+	c := Connect(t)
+	if !strings.EqualFold(c.Conf.GetDefault("hadoop.security.authentication", ""), "kerberos") {
+		t.Fatalf("SPINDLE_MINICLUSTER_KERBEROS=1 but the cluster's hadoop.security.authentication is %q", c.Conf.GetDefault("hadoop.security.authentication", ""))
+	}
+	return c
 }
 
 // TempDir creates a fresh HDFS directory for t, removed when t ends, and

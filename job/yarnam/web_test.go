@@ -60,7 +60,7 @@ func TestHadoopAMStatusPage(t *testing.T) {
 	cl := hadooptest.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	rm, err := yarn.NewRMClient(ctx, cl.Conf, cl.User)
+	rm, err := yarn.NewRMClient(ctx, cl.Conf, yarn.Identity{User: cl.User})
 	if err != nil {
 		t.Fatal(err)
 	}

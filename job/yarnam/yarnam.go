@@ -96,6 +96,11 @@ type Options struct {
 	// means a file the AM writes on its own host, which only containers
 	// on that host can read.
 	KeysFile string
+	// Tokens is the Credentials blob every task container gets: on a
+	// Kerberos-secured cluster, the application's delegation tokens
+	// (HDFS, the ResourceManager's), with which the NodeManager localizes
+	// the task's files and the task reaches HDFS. nil means none.
+	Tokens []byte
 }
 
 // Defaults of Options.
@@ -546,6 +551,7 @@ func (c *Cluster) place(ln *launch) {
 		Commands:       containerCommand(ln.l.Command),
 		Env:            envMap(ln.l.Env(node, c.opts.Env)),
 		LocalResources: c.opts.Resources,
+		Tokens:         c.opts.Tokens,
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, rpcTimeout)
 	err := c.opts.NM.StartContainer(ctx, ct, lc)

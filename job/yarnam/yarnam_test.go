@@ -271,7 +271,7 @@ func TestHadoopRunAM(t *testing.T) {
 	cl := hadooptest.Connect(t)
 	ctx0, cancel0 := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel0()
-	rm, err := yarn.NewRMClient(ctx0, cl.Conf, cl.User)
+	rm, err := yarn.NewRMClient(ctx0, cl.Conf, yarn.Identity{User: cl.User})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,7 +513,7 @@ func TestHadoopRunAMKilled(t *testing.T) {
 	cl := hadooptest.Connect(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	rm, err := yarn.NewRMClient(ctx, cl.Conf, cl.User)
+	rm, err := yarn.NewRMClient(ctx, cl.Conf, yarn.Identity{User: cl.User})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestHadoopSubmitYARNApplicationFlags(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/spindle-ps/spindle/cmd/ps-submit").CombinedOutput(); err != nil {
 		t.Fatalf("go build ps-submit: %v\n%s", err, out)
 	}
-	rm, err := yarn.NewRMClient(ctx, cl.Conf, cl.User)
+	rm, err := yarn.NewRMClient(ctx, cl.Conf, yarn.Identity{User: cl.User})
 	if err != nil {
 		t.Fatal(err)
 	}

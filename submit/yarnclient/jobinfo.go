@@ -38,10 +38,11 @@ const maxStatusJSON = 64 << 20
 // when neither can be read, stErr saying why; err is the report's
 // failure.
 func JobStatus(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup) (r yarn.ApplicationReport, st *web.Status, stErr error, err error) {
-	rm, hc, user, err := yarnClient(ctx, lookup)
+	rm, hcl, err := yarnClient(ctx, lookup)
 	if err != nil {
 		return r, nil, nil, err
 	}
+	hc, user := hcl.hc, hcl.user
 	defer rm.Close()
 	if r, err = rm.ApplicationReport(ctx, id); err != nil {
 		return r, nil, nil, fmt.Errorf("yarnclient: report of application %s: %w", id, err)
@@ -52,7 +53,7 @@ func JobStatus(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup) (
 			return r, st, nil, nil
 		}
 	}
-	resolver := dfs.NewResolver(hc, user)
+	resolver := hcl.resolver()
 	defer resolver.Close()
 	fst, err := finalStatus(ctx, resolver, LogsURI(user, id))
 	if err != nil {
@@ -168,16 +169,17 @@ func (f LogFile) Open(ctx context.Context) (io.ReadCloser, error) { return f.ope
 // where the ApplicationMaster copies them; once it is over, from HDFS
 // only. Files are sorted by task, launch and stream.
 func Logs(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup) (files []LogFile, over bool, err error) {
-	rm, hc, user, err := yarnClient(ctx, lookup)
+	rm, hcl, err := yarnClient(ctx, lookup)
 	if err != nil {
 		return nil, false, err
 	}
+	hc, user := hcl.hc, hcl.user
 	defer rm.Close()
 	r, err := rm.ApplicationReport(ctx, id)
 	if err != nil {
 		return nil, false, fmt.Errorf("yarnclient: report of application %s: %w", id, err)
 	}
-	resolver := dfs.NewResolver(hc, user)
+	resolver := hcl.resolver()
 	defer resolver.Close()
 	seen := map[string]bool{}
 	if !r.State.Terminal() {
@@ -219,7 +221,7 @@ func Logs(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup) (files
 		files = append(files, LogFile{Task: task, Seq: seq, Stream: stream, Where: fsys.URI(name),
 			open: func(ctx context.Context) (io.ReadCloser, error) {
 				// The resolver is closed when Logs returns: a new one per read.
-				res := dfs.NewResolver(hc, user)
+				res := hcl.resolver()
 				f, p, err := res.Resolve(ctx, fsys.URI(name))
 				if err != nil {
 					res.Close()

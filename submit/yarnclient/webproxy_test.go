@@ -27,7 +27,7 @@ var amStatusURLRE = regexp.MustCompile(`status_url="?(http://[^"\s]+)`)
 func TestHadoopStatusPageThroughProxyOnly(t *testing.T) {
 	cl := hadooptest.Connect(t)
 	bin := buildPSSubmit(t)
-	rm, err := yarn.NewRMClient(context.Background(), cl.Conf, cl.User)
+	rm, err := yarn.NewRMClient(context.Background(), cl.Conf, yarn.Identity{User: cl.User})
 	if err != nil {
 		t.Fatal(err)
 	}

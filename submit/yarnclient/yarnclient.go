@@ -75,6 +75,9 @@ type Options struct {
 	// result. The staging directory is then left to the
 	// ApplicationMaster, which removes it when the job ends.
 	Detach bool
+	// Login is how Submit logs in to a Kerberos-secured cluster; the zero
+	// value uses the ticket cache.
+	Login Login
 }
 
 // statusTimeout bounds each call of the AM's tracker for the job's status.
@@ -166,12 +169,12 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 			return res, fmt.Errorf("yarnclient: find the ps-submit binary to ship: %w", err)
 		}
 	}
-	h, err := conf.LoadHadoop(lookup)
+	hcl, err := newHadoopClient(lookup, opts.Login)
 	if err != nil {
 		return res, err
 	}
-	hc, user := h.Conf, h.User
-	resolver := dfs.NewResolver(hc, user)
+	hc, user := hcl.hc, hcl.user
+	resolver := hcl.resolver()
 	defer resolver.Close()
 	// What the ApplicationMaster would refuse is refused now, before an
 	// application exists.
@@ -179,11 +182,15 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 		return res, err
 	}
 
-	rm, err := yarn.NewRMClient(ctx, hc, user)
+	rm, err := hcl.rm(ctx)
 	if err != nil {
-		return res, fmt.Errorf("yarnclient: connect to the resource manager: %w", err)
+		return res, err
 	}
 	defer rm.Close()
+	tokens, err := hcl.tokens(ctx, rm, resolver, append([]string{spec.Output, spec.CheckpointDir}, spec.Inputs...))
+	if err != nil {
+		return res, err
+	}
 	app, err := rm.NewApplication(ctx)
 	if err != nil {
 		return res, fmt.Errorf("yarnclient: new application: %w", err)
@@ -229,6 +236,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 		MaxAttempts:    int32(opts.AMMaxAttempts),
 		Priority:       int32(opts.Priority),
 		Tags:           opts.Tags,
+		Tokens:         tokens,
 	})
 	if err != nil {
 		return res, fmt.Errorf("yarnclient: submit the application: %w", err)
@@ -552,11 +560,24 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 			hc[k] = v
 		}
 	}
+	h.Security = conf.LoadHadoopSecurity(hc, lookup)
+	var cred dfs.Credentials
+	var tokens []byte
+	if h.Security.Kerberos {
+		// The AM has no Kerberos credentials: the client's delegation
+		// tokens reach HDFS, and go on to the tasks.
+		if cred, err = dfs.LoadCredentials(h.Security); err != nil {
+			return err
+		}
+		if tokens, err = taskTokens(h.Security.TokenFile); err != nil {
+			return fmt.Errorf("delegation tokens for the tasks: %w", err)
+		}
+	}
 	if lvl, err := logrus.ParseLevel(jc.Spec.LogLevel); err == nil && jc.Spec.LogLevel != "" {
 		log.Logger.SetLevel(lvl)
 	}
 	log = log.WithField("job", jc.Spec.Name)
-	resolver := dfs.NewResolver(hc, user)
+	resolver := dfs.NewSecureResolver(hc, user, cred)
 	defer resolver.Close()
 	am, err := yarn.NewAMClient(ctx, hc, "")
 	if err != nil {
@@ -585,6 +606,7 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		Keys:              jc.Keys,
 		WebProxy:          amWebProxy(hc, lookup, am.Attempt()),
 		KeysFile:          keysFileFor(jc),
+		Tokens:            tokens,
 		AllocationTimeout: allocTimeout,
 		NodeNamesWithPort: strings.EqualFold(strings.TrimSpace(hc.GetDefault("yarn.scheduler.include-port-in-node-name", "false")), "true"),
 	})
@@ -657,20 +679,16 @@ func amAttemptNumber(id string) int {
 
 // yarnClient connects to the ResourceManager with the Hadoop
 // configuration found the Hadoop way through lookup.
-func yarnClient(ctx context.Context, lookup conf.Lookup) (*yarn.RMClient, conf.HadoopConf, string, error) {
-	if lookup == nil {
-		lookup = func(string) (string, bool) { return "", false }
-	}
-	h, err := conf.LoadHadoop(lookup)
+func yarnClient(ctx context.Context, lookup conf.Lookup) (*yarn.RMClient, *hadoopClient, error) {
+	hcl, err := newHadoopClient(lookup, Login{})
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
-	hc, user := h.Conf, h.User
-	rm, err := yarn.NewRMClient(ctx, hc, user)
+	rm, err := hcl.rm(ctx)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("yarnclient: connect to the resource manager: %w", err)
+		return nil, nil, err
 	}
-	return rm, hc, user, nil
+	return rm, hcl, nil
 }
 
 // Application returns the ResourceManager's report of application
@@ -678,7 +696,7 @@ func yarnClient(ctx context.Context, lookup conf.Lookup) (*yarn.RMClient, conf.H
 // The Hadoop configuration and the user are found through lookup as
 // Submit finds them.
 func Application(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup) (yarn.ApplicationReport, error) {
-	rm, _, _, err := yarnClient(ctx, lookup)
+	rm, _, err := yarnClient(ctx, lookup)
 	if err != nil {
 		return yarn.ApplicationReport{}, err
 	}
@@ -700,7 +718,7 @@ func Kill(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, poll t
 	if poll <= 0 {
 		poll = 500 * time.Millisecond
 	}
-	rm, hc, user, err := yarnClient(ctx, lookup)
+	rm, hcl, err := yarnClient(ctx, lookup)
 	if err != nil {
 		return r, false, err
 	}
@@ -726,9 +744,9 @@ func Kill(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, poll t
 			}
 		}
 	}
-	resolver := dfs.NewResolver(hc, user)
+	resolver := hcl.resolver()
 	defer resolver.Close()
-	fsys, dir, err := resolver.Resolve(ctx, stagingURI(user, id))
+	fsys, dir, err := resolver.Resolve(ctx, stagingURI(hcl.user, id))
 	if err == nil {
 		err = fsys.RemoveAll(ctx, dir)
 	}

@@ -118,7 +118,7 @@ func yarnAppList(t *testing.T) (string, bool) {
 func TestHadoopSubmitYARN(t *testing.T) {
 	cl := hadooptest.Connect(t)
 	bin := buildPSSubmit(t)
-	rm, err := yarn.NewRMClient(context.Background(), cl.Conf, cl.User)
+	rm, err := yarn.NewRMClient(context.Background(), cl.Conf, yarn.Identity{User: cl.User})
 	if err != nil {
 		t.Fatal(err)
 	}

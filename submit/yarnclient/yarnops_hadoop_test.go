@@ -44,7 +44,7 @@ func TestHadoopYARNDryRun(t *testing.T) {
 	bin := buildPSSubmit(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rm, err := yarn.NewRMClient(ctx, cl.Conf, cl.User)
+	rm, err := yarn.NewRMClient(ctx, cl.Conf, yarn.Identity{User: cl.User})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,7 +137,7 @@ func TestHadoopDMLCOnlyProgramOnYARN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rm, err := yarn.NewRMClient(ctx, cl.Conf, cl.User)
+	rm, err := yarn.NewRMClient(ctx, cl.Conf, yarn.Identity{User: cl.User})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// The Kerberos tests run against scripts/minicluster.sh start --kerberos:
+// HDFS and YARN that accept only Kerberos (and the delegation tokens
+// issued under it), and DataNodes that authenticate block transfers. The
+// test user is the cluster's alice, logged in through the ticket cache
+// its env exports.
+
+// TestKerberosYARNTrain: the synchronous 2×2 LR job trains on the secured
+// cluster from HDFS to HDFS exactly as on a plain one. ps-submit logs in
+// from the ticket cache and talks Kerberos to the ResourceManager and the
+// NameNode; the ApplicationMaster and the tasks, which have no Kerberos
+// credentials, reach HDFS with the delegation tokens ps-submit obtained.
+// The model is the one the same job writes on this machine.
+func TestKerberosYARNTrain(t *testing.T) {
+	c := hadooptest.ConnectKerberos(t)
+	local := runJob(t, 2, 2, 2<<20, "--epochs", "2")
+	dir := uploadData(t, c)
+	spec := lrSpec(dir, "model")
+	spec.Command = []string{psLR, "--epochs", "2", "--test", "hdfs://" + dir + "/test.libsvm"}
+	spec.MaxAttempts = 1
+	r := runYARN(t, spec, nil)
+	if r.err != nil || r.res.State != tracker.Succeeded {
+		t.Fatalf("YARN job on the Kerberos cluster: %v %v\nAM log:\n%s", r.res.State, r.err, amLog(t, r.app))
+	}
+	if got, want := readModel(t, c, spec.Output), localModel(t, local); got != want {
+		t.Errorf("the model trained on the Kerberos cluster differs from the local run's (%d and %d lines)", strings.Count(got, "\n"), strings.Count(want, "\n"))
+	}
+	checkEveryRecordOnce(t, manifest(t, c, spec.Output), 2)
+	if got := r.res.Status.Metrics["test_auc"]; got < local.auc-0.002 || got > local.auc+0.002 {
+		t.Errorf("test AUC on the Kerberos cluster %.4f, local %.4f", got, local.auc)
+	}
+}
+
+// TestKerberosRefusals: ps-submit without a usable Kerberos login fails
+// before it submits anything, and says how to log in or which file is
+// wrong.
+func TestKerberosRefusals(t *testing.T) {
+	c := hadooptest.ConnectKerberos(t)
+	dir := c.TempDir(t)
+	bin := psSubmit(t)
+	principal := os.Getenv("SPINDLE_MINICLUSTER_PRINCIPAL")
+	wrongKeytab := os.Getenv("SPINDLE_MINICLUSTER_WRONG_KEYTAB")
+	expired := os.Getenv("SPINDLE_MINICLUSTER_EXPIRED_CCACHE")
+	if principal == "" || wrongKeytab == "" {
+		t.Fatal("the Kerberos mini cluster's env names no principal or wrong keytab (SPINDLE_MINICLUSTER_PRINCIPAL, SPINDLE_MINICLUSTER_WRONG_KEYTAB)")
+	}
+	missing := t.TempDir() + "/no-such-ccache"
+	cases := []struct {
+		name  string
+		env   []string
+		flags []string
+		want  []string // all in stderr
+	}{
+		{"no ticket", []string{"KRB5CCNAME=FILE:" + missing}, nil, []string{"no ticket cache at " + missing, "kinit", "--principal"}},
+		{"wrong keytab", []string{"KRB5CCNAME=FILE:" + missing}, []string{"--principal", principal, "--keytab", wrongKeytab}, []string{"keytab " + wrongKeytab, "wrong or outdated keytab"}},
+		{"keytab of someone else", []string{"KRB5CCNAME=FILE:" + missing}, []string{"--principal", "bob@EXAMPLE.COM", "--keytab", wrongKeytab}, []string{"keytab " + wrongKeytab + " holds no key for bob@EXAMPLE.COM"}},
+	}
+	if expired != "" {
+		cases = append(cases, struct {
+			name  string
+			env   []string
+			flags []string
+			want  []string
+		}{"expired ticket", []string{"KRB5CCNAME=FILE:" + expired}, nil, []string{"expired at", expired, "kinit"}})
+	} else {
+		t.Log("the cluster made no expired ticket cache: that case is not checked")
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			out := "hdfs://" + dir + "/" + strings.ReplaceAll(tc.name, " ", "-")
+			args := append([]string{"--cluster", "yarn", "-n", "1", "-s", "1", "--input", "hdfs://" + dir + "/none.libsvm", "--output", out}, tc.flags...)
+			cmd := exec.CommandContext(ctx, bin, append(args, "--", psLR)...)
+			cmd.Env = append(os.Environ(), tc.env...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			if ctx.Err() != nil {
+				t.Fatalf("ps-submit did not end within a minute: %s", stderr.String())
+			}
+			if err == nil {
+				t.Fatalf("ps-submit succeeded without a usable login:\n%s", stderr.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr.String(), w) {
+					t.Errorf("stderr does not say %q:\n%s", w, stderr.String())
+				}
+			}
+			if strings.Contains(stderr.String(), "application_") {
+				t.Errorf("an application was submitted:\n%s", stderr.String())
+			}
+		})
+	}
+}
