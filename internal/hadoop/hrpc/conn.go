@@ -255,28 +255,26 @@ var (
 // returns the user the connection context must name.
 func (c *Conn) authenticate() (*pb.UserInformationProto, error) {
 	user := &pb.UserInformationProto{}
-	switch c.opts.Auth {
-	case AuthToken:
-		if _, err := c.nc.Write(saslPreamble); err != nil {
-			return nil, err
-		}
-		simple, err := c.saslToken()
-		if err != nil {
-			return nil, err
-		}
-		if simple {
-			user.EffectiveUser = proto.String(c.opts.User)
-		}
-	case AuthKerberos:
-		if _, err := c.nc.Write(saslPreamble); err != nil {
-			return nil, err
-		}
+	if c.opts.Auth == AuthSimple {
+		user.EffectiveUser = proto.String(c.opts.User)
+		return user, nil
+	}
+	if _, err := c.nc.Write(saslPreamble); err != nil {
+		return nil, err
+	}
+	if c.opts.Auth == AuthKerberos {
 		name, err := c.saslKerberos()
 		if err != nil {
 			return nil, err
 		}
 		user.EffectiveUser = proto.String(name)
-	default:
+		return user, nil
+	}
+	simple, err := c.saslToken()
+	if err != nil {
+		return nil, err
+	}
+	if simple {
 		user.EffectiveUser = proto.String(c.opts.User)
 	}
 	return user, nil
@@ -345,30 +343,9 @@ func (c *Conn) saslToken() (simple bool, err error) {
 	if c.opts.TokenIdentifier == nil || c.opts.TokenPassword == nil {
 		return false, errors.New("hrpc: AuthToken without a token identifier and password")
 	}
-	if err := c.writeSasl(&pb.RpcSaslProto{State: pb.RpcSaslProto_NEGOTIATE.Enum()}); err != nil {
-		return false, err
-	}
-	neg, err := c.readSasl()
-	if err != nil {
-		return false, err
-	}
-	switch neg.GetState() {
-	case pb.RpcSaslProto_SUCCESS:
-		return true, nil
-	case pb.RpcSaslProto_NEGOTIATE:
-	default:
-		return false, fmt.Errorf("hrpc: sasl: unexpected %v in reply to NEGOTIATE", neg.GetState())
-	}
-	var auth *pb.RpcSaslProto_SaslAuth
-	var methods []string
-	for _, a := range neg.GetAuths() {
-		methods = append(methods, a.GetMethod()+"/"+a.GetMechanism())
-		if a.GetMethod() == "TOKEN" && a.GetMechanism() == "DIGEST-MD5" && auth == nil {
-			auth = a
-		}
-	}
-	if auth == nil {
-		return false, fmt.Errorf("hrpc: sasl: server does not offer TOKEN/DIGEST-MD5 (offers %v)", methods)
+	auth, err := c.negotiate("TOKEN", "DIGEST-MD5")
+	if err != nil || auth == nil {
+		return auth == nil && err == nil, err
 	}
 	ch, err := sasl.ParseChallenge(auth.GetChallenge())
 	if err != nil {
@@ -405,6 +382,34 @@ func (c *Conn) saslToken() (simple bool, err error) {
 		return false, fmt.Errorf("hrpc: sasl: unexpected %v after INITIATE", fin.GetState())
 	}
 	return false, sasl.VerifyRspAuth(fin.GetToken(), rspauth)
+}
+
+// negotiate sends NEGOTIATE and returns the server's offer of method and
+// mechanism; nil, nil when the server needs no SASL (it answered
+// SUCCESS).
+func (c *Conn) negotiate(method, mechanism string) (*pb.RpcSaslProto_SaslAuth, error) {
+	if err := c.writeSasl(&pb.RpcSaslProto{State: pb.RpcSaslProto_NEGOTIATE.Enum()}); err != nil {
+		return nil, err
+	}
+	neg, err := c.readSasl()
+	if err != nil {
+		return nil, err
+	}
+	switch neg.GetState() {
+	case pb.RpcSaslProto_SUCCESS:
+		return nil, nil
+	case pb.RpcSaslProto_NEGOTIATE:
+	default:
+		return nil, fmt.Errorf("hrpc: sasl: unexpected %v in reply to NEGOTIATE", neg.GetState())
+	}
+	var methods []string
+	for _, a := range neg.GetAuths() {
+		if a.GetMethod() == method && a.GetMechanism() == mechanism {
+			return a, nil
+		}
+		methods = append(methods, a.GetMethod()+"/"+a.GetMechanism())
+	}
+	return nil, fmt.Errorf("hrpc: sasl: server does not offer %s/%s (offers %v)", method, mechanism, methods)
 }
 
 func (c *Conn) writeSasl(m *pb.RpcSaslProto) error {

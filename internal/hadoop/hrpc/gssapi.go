@@ -41,30 +41,12 @@ func (c *Conn) saslKerberos() (string, error) {
 	if c.opts.ServicePrincipal == "" {
 		return "", errors.New("hrpc: AuthKerberos without the server's principal")
 	}
-	if err := c.writeSasl(&pb.RpcSaslProto{State: pb.RpcSaslProto_NEGOTIATE.Enum()}); err != nil {
-		return "", err
-	}
-	neg, err := c.readSasl()
+	auth, err := c.negotiate("KERBEROS", "GSSAPI")
 	if err != nil {
 		return "", err
 	}
-	switch neg.GetState() {
-	case pb.RpcSaslProto_SUCCESS:
-		return "", errors.New("hrpc: sasl: the server does not use Kerberos (it accepted the connection without authentication); check hadoop.security.authentication")
-	case pb.RpcSaslProto_NEGOTIATE:
-	default:
-		return "", fmt.Errorf("hrpc: sasl: unexpected %v in reply to NEGOTIATE", neg.GetState())
-	}
-	var auth *pb.RpcSaslProto_SaslAuth
-	var methods []string
-	for _, a := range neg.GetAuths() {
-		methods = append(methods, a.GetMethod()+"/"+a.GetMechanism())
-		if a.GetMethod() == "KERBEROS" && a.GetMechanism() == "GSSAPI" && auth == nil {
-			auth = a
-		}
-	}
 	if auth == nil {
-		return "", fmt.Errorf("hrpc: sasl: server does not offer KERBEROS/GSSAPI (offers %v)", methods)
+		return "", errors.New("hrpc: sasl: the server does not use Kerberos (it accepted the connection without authentication); check hadoop.security.authentication")
 	}
 	if offered := auth.GetProtocol() + "/" + auth.GetServerId(); offered != c.opts.ServicePrincipal {
 		return "", fmt.Errorf("hrpc: sasl: the server is %s, but its principal should be %s (check the *.principal settings)", offered, c.opts.ServicePrincipal)
