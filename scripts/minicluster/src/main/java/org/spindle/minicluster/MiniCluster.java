@@ -51,6 +51,7 @@ public final class MiniCluster {
 
   private static volatile MiniDFSCluster dfs;
   private static volatile MiniYARNCluster yarn;
+  private static volatile Kerberos kerberos;
 
   private MiniCluster() {
   }
@@ -89,8 +90,20 @@ public final class MiniCluster {
     ShutdownHookManager.get().addShutdownHook(() -> shutdown(readyFile), 100, 45, TimeUnit.SECONDS);
 
     try {
-      Configuration conf = configure(dataDir, args);
-      long t0 = System.nanoTime();
+      // Kerberos mode (start --kerberos): the KDC comes first; its time counts in startup_ms.
+      long tKdc = System.nanoTime();
+      if (boolProp("kerberos", false)) {
+        log("starting the KDC");
+        kerberos = Kerberos.start(new File(stateDir, "kdc"));
+        log("KDC up at " + kerberos.kdcAddress() + ", realm " + kerberos.realm + " after " + ms(tKdc) + " ms");
+      }
+      Configuration conf = configure(dataDir, kerberos, args);
+      long t0 = kerberos != null ? tKdc : System.nanoTime();
+      if (kerberos != null) {
+        kerberos.writeJvmSite(conf);
+        // Every server logs in again from its keytab setting; this is the same principal.
+        kerberos.login(conf);
+      }
 
       // Node i (DataNode i and NodeManager i) stands for host i: see hostAddress.
       String[] hostNames = new String[Math.max(dataNodes, nodeManagers)];
@@ -143,6 +156,10 @@ public final class MiniCluster {
 
       Map<String, String> ready = describe(rm, nodeManagers);
       writeConf(confDir, rm.getConfig(), ready);
+      if (kerberos != null) {
+        kerberos.describe(ready, rm.getConfig());
+        kerberos.awaitExpiry();
+      }
       ready.put("conf_dir", confDir.getPath());
       ready.put("data_dir", dataDir.getPath());
       ready.put("startup_ms", Long.toString(ms(t0)));
@@ -184,8 +201,8 @@ public final class MiniCluster {
     return dc;
   }
 
-  /** Hadoop configuration for a small sandbox on one machine. */
-  private static Configuration configure(File dataDir, String[] overrides) {
+  /** Hadoop configuration for a small sandbox on one machine; krb is null unless in Kerberos mode. */
+  private static Configuration configure(File dataDir, Kerberos krb, String[] overrides) {
     HdfsConfiguration.init();
     Configuration conf = new YarnConfiguration(new HdfsConfiguration());
     int nmMemoryMb = intProp("nm.memory.mb", 8192);
@@ -249,6 +266,10 @@ public final class MiniCluster {
     conf.setBoolean("yarn.scheduler.include-port-in-node-name", false);
     // DataNode i registers as host i while its connections come from 127.0.0.1.
     conf.setBoolean("dfs.namenode.datanode.registration.ip-hostname-check", false);
+
+    if (krb != null) {
+      krb.configure(conf);
+    }
 
     for (String kv : overrides) {
       int eq = kv.indexOf('=');
@@ -464,8 +485,10 @@ public final class MiniCluster {
         || k.equals("dfs.namenode.https-address")
         || k.equals("dfs.namenode.name.dir")
         || k.equals("dfs.namenode.checkpoint.dir")
-        || k.startsWith("dfs.datanode.")
-        || k.equals("yarn.node-attribute.fs-store.root-dir");
+        || k.startsWith("dfs.datanode.") && !k.equals("dfs.datanode.kerberos.principal")
+        || k.equals("yarn.node-attribute.fs-store.root-dir")
+        // Kerberos mode: the servers' keytabs (clients have their own credentials).
+        || k.contains("keytab");
   }
 
   /** Hadoop configuration XML, properties sorted by name. */
@@ -482,7 +505,7 @@ public final class MiniCluster {
     writeAtomically(f, sb.toString());
   }
 
-  private static String xml(String s) {
+  static String xml(String s) {
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("\"", "&quot;");
   }
 
@@ -528,6 +551,15 @@ public final class MiniCluster {
         d.shutdown();
       } catch (Throwable t) {
         log("stopping HDFS failed: " + t);
+      }
+    }
+    Kerberos k = kerberos;
+    if (k != null) {
+      log("stopping the KDC");
+      try {
+        k.stop();
+      } catch (Throwable t) {
+        log("stopping the KDC failed: " + t);
       }
     }
     log("stopped");
