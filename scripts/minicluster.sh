@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real Hadoop mini cluster (HDFS + YARN in one JVM) for Spindle's tests.
 #
-#   scripts/minicluster.sh start [key=value ...]   build on first use, start, wait until HDFS and YARN are usable
+#   scripts/minicluster.sh start [--kerberos] [key=value ...]
+#                                                  build on first use, start, wait until HDFS and YARN are usable
 #   scripts/minicluster.sh stop                    stop the cluster and every process it started (containers too)
 #   scripts/minicluster.sh status                  exit 0 and print one line if running and ready
 #   scripts/minicluster.sh env                     eval "$(scripts/minicluster.sh env)" for HADOOP_CONF_DIR etc.
@@ -14,6 +15,7 @@
 #
 # `start` takes optional key=value Hadoop configuration overrides, e.g.
 #   scripts/minicluster.sh start yarn.resourcemanager.am.max-attempts=1
+# `start --kerberos` secures HDFS and YARN with Kerberos, the KDC in the cluster JVM (see below).
 #
 # The cluster is Hadoop's MiniDFSCluster (1 NameNode, DataNodes) and MiniYARNCluster (1 ResourceManager,
 # NodeManagers) from Maven Central, started by scripts/minicluster/src/main/java/.../MiniCluster.java.
@@ -22,6 +24,33 @@
 # NodeManager i stand on "host" i: the first on localhost (127.0.0.1), the second on 127.0.0.2, and so on,
 # so that block locations and container placement tell nodes apart (the locality tests need it); the
 # scheduler names nodes by host alone (yarn.scheduler.include-port-in-node-name=false).
+#
+# Kerberos mode (`start --kerberos`; `status`, `env` and the clients follow the running mode, `stop`
+# stops the KDC too): the cluster JVM first starts a KDC (Hadoop's MiniKdc on Apache Kerby: realm
+# EXAMPLE.COM, TCP only, on 127.0.0.1 and an ephemeral port, AES keys only), then HDFS and YARN with
+# hadoop.security.authentication=kerberos. Everything Kerberos is in $SPINDLE_MINICLUSTER_DIR/kdc/:
+#   krb5.conf        for MIT-style clients (gokrb5: KRB5_CONFIG) and Java (-Djava.security.krb5.conf)
+#   service.keytab   spindle/localhost@EXAMPLE.COM, the principal of every server (they share the JVM,
+#                    whose Hadoop login user is JVM-wide), and HTTP/localhost@EXAMPLE.COM (SPNEGO)
+#   alice.keytab     the test user alice@EXAMPLE.COM
+#   alice.ccache     a TGT for alice (MIT ccache format 4, valid 24 h)
+#   wrong.keytab     alice with a key the KDC no longer has: logging in with it fails pre-authentication
+#   expired.ccache   a TGT for alice that expired seconds after it was issued, before the cluster was ready
+#   jvm-conf/        the cluster JVM's own core-site.xml (the Kerberos settings)
+# HDFS: block access tokens; SASL on the DataNodes' data transfer port (dfs.data.transfer.protection=
+# authentication) on unprivileged ports and plain HTTP (ignore.secure.ports.for.testing=true, no
+# HTTPS); hadoop.rpc.protection=authentication, which `start --kerberos hadoop.rpc.protection=privacy`
+# changes. YARN: DefaultContainerExecutor (containers run as this script's user, whatever the
+# application's user); the ResourceManager renews the HDFS delegation tokens applications come with
+# (renewer: its principal); containers get KRB5_CONFIG and JAVA_TOOL_OPTIONS=-Djava.security.krb5.conf.
+# Log aggregation is off (it needs Hadoop's native library with Kerberos): container logs are only in
+# the NodeManagers' log dirs (nodemanager_N_log_dirs in ready), neither `yarn logs` nor the
+# NodeManagers' web servers can read them. The conf dir has the principals and protections, no keytab
+# paths. `env` then also exports KRB5_CONFIG, KRB5CCNAME=FILE:<alice.ccache> and
+# SPINDLE_MINICLUSTER_{KERBEROS=1,REALM,KDC,PRINCIPAL,KEYTAB,WRONG_KEYTAB,EXPIRED_CCACHE}; in plain mode
+# it unsets those (KRB5_CONFIG and KRB5CCNAME only when they point into this state dir's kdc/).
+# HADOOP_USER_NAME means nothing to a secure cluster: who you are is in the ticket. The hdfs, yarn and
+# dshell commands use the ticket cache KRB5CCNAME names (FILE:path or path), alice's when it is unset.
 #
 # Environment knobs (defaults in brackets):
 #   SPINDLE_MINICLUSTER_DIR             state dir: conf/, data/, logs, pid, build cache [<repo>/.minicluster]
@@ -33,7 +62,8 @@
 #   SPINDLE_MINICLUSTER_NM_VCORES       vcores each NodeManager advertises [8]
 #   SPINDLE_MINICLUSTER_MIN_ALLOCATION_MB  yarn.scheduler.minimum-allocation-mb [64]
 #   SPINDLE_MINICLUSTER_HEARTBEAT_MS    NodeManager heartbeat interval [100]
-#   SPINDLE_MINICLUSTER_LOG_AGGREGATION  aggregate container logs into HDFS /tmp/logs (for `yarn logs`) [true]
+#   SPINDLE_MINICLUSTER_LOG_AGGREGATION  aggregate container logs into HDFS /tmp/logs (for `yarn logs`) [true;
+#                                       false in Kerberos mode, where it needs Hadoop's native library]
 #   SPINDLE_MINICLUSTER_NM_WEB          NodeManager web servers, which serve the containers' logs; each YARN
 #                                       web server gets its own web app (see separateWebApps) [true]
 #   SPINDLE_MINICLUSTER_HEAP            -Xmx of the cluster JVM [1g]
@@ -57,7 +87,7 @@ NM_MEMORY_MB="${SPINDLE_MINICLUSTER_NM_MEMORY_MB:-8192}"
 NM_VCORES="${SPINDLE_MINICLUSTER_NM_VCORES:-8}"
 MIN_ALLOCATION_MB="${SPINDLE_MINICLUSTER_MIN_ALLOCATION_MB:-64}"
 HEARTBEAT_MS="${SPINDLE_MINICLUSTER_HEARTBEAT_MS:-100}"
-LOG_AGGREGATION="${SPINDLE_MINICLUSTER_LOG_AGGREGATION:-true}"
+LOG_AGGREGATION="${SPINDLE_MINICLUSTER_LOG_AGGREGATION:-}"  # default set by cmd_start (mode)
 NM_WEB="${SPINDLE_MINICLUSTER_NM_WEB:-true}"
 HEAP="${SPINDLE_MINICLUSTER_HEAP:-1g}"
 START_TIMEOUT="${SPINDLE_MINICLUSTER_START_TIMEOUT:-300}"
@@ -80,6 +110,7 @@ state_dir_init() {
   LOG_FILE="$STATE_DIR/minicluster.log"
   PID_FILE="$STATE_DIR/minicluster.pid"
   READY_FILE="$STATE_DIR/ready"
+  KDC_DIR="$STATE_DIR/kdc"
 }
 
 # ---------------------------------------------------------------- tools
@@ -225,6 +256,17 @@ cluster_pid() {
 # ready_value KEY: a value from the ready file.
 ready_value() { sed -n "s/^$1=//p;T;q" "$READY_FILE" 2>/dev/null || true; }
 
+# pid_kerberos PID: "true" if the cluster JVM PID runs in Kerberos mode, else "false".
+pid_kerberos() {
+  if grep -qzxF -- "-Dspindle.minicluster.kerberos=true" "/proc/$1/cmdline" 2>/dev/null; then
+    echo true
+  else
+    echo false
+  fi
+}
+
+mode_name() { if [ "$1" = true ]; then echo Kerberos; else echo plain; fi; }
+
 is_ready() {
   local pid="$1"
   [ -n "$pid" ] && [ -f "$READY_FILE" ] && [ "$(ready_value pid)" = "$pid" ]
@@ -319,8 +361,26 @@ kill_leftovers() {
 # ---------------------------------------------------------------- commands
 
 cmd_start() {
-  local pid t_start=$SECONDS
+  local pid t_start=$SECONDS kerberos=false a
+  local args=()
+  for a in "$@"; do
+    case "$a" in
+      --kerberos) kerberos=true ;;
+      --*) die "unknown option '$a' (start takes --kerberos and key=value overrides)" ;;
+      *) args+=("$a") ;;
+    esac
+  done
+  set -- ${args[@]+"${args[@]}"}
+  if [ -z "$LOG_AGGREGATION" ]; then
+    # With Kerberos the NodeManagers read container logs with Hadoop's SecureIOUtils, which needs
+    # libhadoop (not in the Maven artifacts): aggregation would fail for every application.
+    LOG_AGGREGATION=true
+    [ "$kerberos" = false ] || LOG_AGGREGATION=false
+  fi
   pid="$(cluster_pid)"
+  if [ -n "$pid" ] && [ "$(pid_kerberos "$pid")" != "$kerberos" ]; then
+    die "a cluster in $(mode_name "$(pid_kerberos "$pid")") mode is running (pid $pid); stop it before starting one in $(mode_name "$kerberos") mode"
+  fi
   if [ -n "$pid" ] && is_ready "$pid"; then
     say "already running (pid $pid); $(status_line "$pid")"
     return 0
@@ -333,7 +393,7 @@ cmd_start() {
     kill_leftovers "$(cat "$PID_FILE" 2>/dev/null || true)"
     rm -f "$PID_FILE" "$READY_FILE"
     say "state dir $STATE_DIR (fresh data/ and conf/)"
-    rm -rf "$DATA_DIR" "$CONF_DIR"
+    rm -rf "$DATA_DIR" "$CONF_DIR" "$KDC_DIR"
     mkdir -p "$DATA_DIR" "$CONF_DIR"
     [ -f "$LOG_FILE" ] && mv -f "$LOG_FILE" "$LOG_FILE.1"
 
@@ -352,10 +412,19 @@ cmd_start() {
       "-Dspindle.minicluster.log.aggregation=$LOG_AGGREGATION"
       "-Dspindle.minicluster.nm.web=$NM_WEB"
       "-Dspindle.minicluster.dir=$STATE_DIR"
-      -cp "$CLASSES_DIR:$(cat "$CP_FILE")"
-      "$MAIN_CLASS" "$@"
     )
-    say "starting the cluster JVM: Hadoop $HADOOP_VERSION, 1 NameNode + $DATANODES DataNode(s), 1 ResourceManager + $NODEMANAGERS NodeManager(s), -Xmx$HEAP (log: $LOG_FILE)"
+    local what="" cp="$CLASSES_DIR:$(cat "$CP_FILE")"
+    if [ "$kerberos" = true ]; then
+      jvm+=(-Dspindle.minicluster.kerberos=true)
+      # The JVM's own core-site.xml, with the Kerberos settings, for the Configurations the
+      # servers make from scratch (written by the launcher before the servers start). The
+      # directory must exist before the JVM starts, or the JVM takes it for a missing jar.
+      mkdir -p "$KDC_DIR/jvm-conf"
+      cp="$KDC_DIR/jvm-conf:$cp"
+      what=", Kerberos (a KDC first; files in $KDC_DIR)"
+    fi
+    jvm+=(-cp "$cp" "$MAIN_CLASS" "$@")
+    say "starting the cluster JVM: Hadoop $HADOOP_VERSION, 1 NameNode + $DATANODES DataNode(s), 1 ResourceManager + $NODEMANAGERS NodeManager(s)$what, -Xmx$HEAP (log: $LOG_FILE)"
     # The JVM leads its own session (so the terminal's signals don't reach it); the pid file is
     # written by the shell that execs it. HADOOP_CONF_DIR is passed on to containers.
     (
@@ -418,7 +487,12 @@ status_line() {
   local pid="$1"
   echo "running (pid $pid): HDFS $(ready_value fs_default_fs), YARN RM $(ready_value rm_address)" \
        "(scheduler $(ready_value rm_scheduler_address), web http://$(ready_value rm_webapp_address))," \
-       "$(ready_value nodemanager_count) NodeManager(s); HADOOP_CONF_DIR=$CONF_DIR"
+       "$(ready_value nodemanager_count) NodeManager(s);$(kerberos_status) HADOOP_CONF_DIR=$CONF_DIR"
+}
+
+kerberos_status() {
+  [ "$(ready_value kerberos)" = true ] || return 0
+  echo " Kerberos realm $(ready_value kerberos_realm) (KDC $(ready_value kdc_address), krb5.conf $(ready_value krb5_conf));"
 }
 
 # stop_pid PID TIMEOUT: SIGTERM (the JVM's shutdown hook stops YARN, then HDFS), SIGKILL after TIMEOUT.
@@ -468,7 +542,8 @@ cmd_status() {
     return 2
   fi
   local a
-  for a in "$(ready_value namenode_rpc_address)" "$(ready_value rm_address)" "$(ready_value rm_scheduler_address)"; do
+  for a in "$(ready_value namenode_rpc_address)" "$(ready_value rm_address)" "$(ready_value rm_scheduler_address)" \
+           $(ready_value kdc_address); do
     if ! tcp_open "$a"; then
       echo "unhealthy (pid $pid): nothing listens on $a"
       return 1
@@ -496,6 +571,27 @@ cmd_env() {
   else
     say "warning: the cluster is not running; start it with scripts/minicluster.sh start"
   fi
+  if [ -n "$pid" ] && is_ready "$pid" && [ "$(ready_value kerberos)" = true ]; then
+    echo "export SPINDLE_MINICLUSTER_KERBEROS=1"
+    echo "export SPINDLE_MINICLUSTER_REALM=$(shell_quote "$(ready_value kerberos_realm)")"
+    echo "export SPINDLE_MINICLUSTER_KDC=$(shell_quote "$(ready_value kdc_address)")"
+    echo "export KRB5_CONFIG=$(shell_quote "$(ready_value krb5_conf)")"
+    echo "export KRB5CCNAME=$(shell_quote "FILE:$(ready_value kerberos_ccache)")"
+    echo "export SPINDLE_MINICLUSTER_PRINCIPAL=$(shell_quote "$(ready_value kerberos_principal)")"
+    echo "export SPINDLE_MINICLUSTER_KEYTAB=$(shell_quote "$(ready_value kerberos_keytab)")"
+    echo "export SPINDLE_MINICLUSTER_WRONG_KEYTAB=$(shell_quote "$(ready_value kerberos_wrong_keytab)")"
+    echo "export SPINDLE_MINICLUSTER_EXPIRED_CCACHE=$(shell_quote "$(ready_value kerberos_expired_ccache)")"
+  else
+    # Not in Kerberos mode: drop what an earlier Kerberos run's env exported, and KRB5_CONFIG and
+    # KRB5CCNAME only when they point into this state dir (they may be the user's own).
+    echo "unset SPINDLE_MINICLUSTER_KERBEROS SPINDLE_MINICLUSTER_REALM SPINDLE_MINICLUSTER_KDC" \
+         "SPINDLE_MINICLUSTER_PRINCIPAL SPINDLE_MINICLUSTER_KEYTAB SPINDLE_MINICLUSTER_WRONG_KEYTAB" \
+         "SPINDLE_MINICLUSTER_EXPIRED_CCACHE"
+    local kdc
+    kdc="$(shell_quote "$KDC_DIR/")"
+    echo "case \"\${KRB5_CONFIG:-}\" in $kdc*) unset KRB5_CONFIG ;; esac"
+    echo "case \"\${KRB5CCNAME:-}\" in $kdc*|FILE:$kdc*) unset KRB5CCNAME ;; esac"
+  fi
 }
 
 require_ready() {
@@ -511,8 +607,14 @@ run_client() {
   shift
   export HADOOP_CONF_DIR="$CONF_DIR" YARN_CONF_DIR="$CONF_DIR"
   export HADOOP_USER_NAME="${HADOOP_USER_NAME:-$(id -un)}"
+  local krb=()
+  if [ "$(ready_value kerberos)" = true ]; then
+    # Hadoop logs in from the ticket cache KRB5CCNAME names (FILE:path or path), alice's by default.
+    krb=("-Djava.security.krb5.conf=$(ready_value krb5_conf)")
+    export KRB5CCNAME="${KRB5CCNAME:-FILE:$(ready_value kerberos_ccache)}"
+  fi
   exec "$JAVA" "-Xmx$CLIENT_HEAP" -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:+IgnoreUnrecognizedVMOptions \
-    -Djava.net.preferIPv4Stack=true -Djava.awt.headless=true "${ADD_OPENS[@]}" \
+    -Djava.net.preferIPv4Stack=true -Djava.awt.headless=true "${ADD_OPENS[@]}" ${krb[@]+"${krb[@]}"} \
     "-Dlog4j.configuration=file:$SRC_DIR/src/main/resources/log4j-client.properties" \
     "-Dspindle.client.log.level=$level" \
     -cp "$CONF_DIR:$(cat "$CP_FILE")" "$cls" "$@"
@@ -570,7 +672,7 @@ cmd_dshell() {
 }
 
 usage() {
-  sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+  sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
   exit 2
 }
 
