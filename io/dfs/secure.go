@@ -42,7 +42,7 @@ func LoadCredentials(s conf.HadoopSecurity) (Credentials, error) {
 	}
 	cl, err := kerberos.Login(s)
 	if err != nil {
-		return Credentials{}, fmt.Errorf("dfs: the cluster uses Kerberos: %w", err)
+		return Credentials{}, fmt.Errorf("dfs: %w", err)
 	}
 	return Credentials{Login: cl}, nil
 }

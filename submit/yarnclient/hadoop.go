@@ -54,7 +54,7 @@ func newHadoopClient(lookup conf.Lookup, login Login) (*hadoopClient, error) {
 	sec.Principal, sec.Keytab = login.Principal, login.Keytab
 	kc, err := kerberos.Login(sec)
 	if err != nil {
-		return nil, fmt.Errorf("yarnclient: the cluster uses Kerberos: %w", err)
+		return nil, fmt.Errorf("yarnclient: %w", err)
 	}
 	c.user = kerberos.ShortName(kerberos.Name(kc))
 	c.id = yarn.Identity{User: c.user, Kerberos: kc}

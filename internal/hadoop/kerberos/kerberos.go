@@ -93,7 +93,7 @@ func loginCCache(path string, cfg *config.Config, now time.Time) (*client.Client
 	cc, err := loadCCache(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("kerberos: no ticket cache at %s (the cluster uses Kerberos): %s", path, Hint)
+			return nil, fmt.Errorf("kerberos: no ticket cache at %s: %s", path, Hint)
 		}
 		return nil, fmt.Errorf("kerberos: ticket cache %s: %w", path, err)
 	}
