@@ -455,6 +455,19 @@ type HadoopSecurity struct {
 	Principal, Keytab string
 }
 
+// RPCProtection is hadoop.rpc.protection as a list, in its order:
+// authentication, integrity or privacy (authentication by default, as
+// Hadoop's).
+func (hc HadoopConf) RPCProtection() []string {
+	var out []string
+	for _, p := range strings.Split(hc.GetDefault("hadoop.rpc.protection", "authentication"), ",") {
+		if p = strings.ToLower(strings.TrimSpace(p)); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // LoadHadoopSecurity reads the security settings of hc and the
 // environment variables Hadoop and Kerberos clients read.
 func LoadHadoopSecurity(hc HadoopConf, lookup Lookup) HadoopSecurity {

@@ -74,6 +74,7 @@ func NewRMClient(ctx context.Context, hc conf.HadoopConf, id Identity) (*RMClien
 			return nil, fmt.Errorf("yarn: resource manager %s uses Kerberos, but %s is not set", addr, KeyRMPrincipal)
 		}
 		opts.Auth, opts.Kerberos, opts.ServicePrincipal = hrpc.AuthKerberos, id.Kerberos, spn
+		opts.Protection = hc.RPCProtection()
 	}
 	c, err := hrpc.Dial(ctx, addr, opts)
 	if err != nil {

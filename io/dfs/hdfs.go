@@ -66,6 +66,9 @@ type HDFSOptions struct {
 	// Token is an HDFS delegation token for this file system (inside a
 	// YARN container). User is then the token's owner.
 	Token *creds.Token
+	// Protection is hadoop.rpc.protection: the protections the NameNode
+	// connection accepts, in order of preference (see hrpc.Options).
+	Protection []string
 }
 
 // Defaults of HDFSOptions, from Hadoop's core-default.xml and
@@ -98,6 +101,7 @@ func HDFSOptionsFromConf(hc conf.HadoopConf, authority, user string) (HDFSOption
 	case "simple":
 	case "kerberos":
 		o.Kerberos = true
+		o.Protection = hc.RPCProtection()
 		o.NamenodePrincipal = strings.TrimSpace(hc.GetDefault("dfs.namenode.kerberos.principal", ""))
 		if o.NamenodePrincipal == "" {
 			return HDFSOptions{}, fmt.Errorf("dfs: hdfs://%s: hadoop.security.authentication=kerberos but dfs.namenode.kerberos.principal is not set", authority)

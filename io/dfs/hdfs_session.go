@@ -84,18 +84,17 @@ func (s *session) dialNamenode(libCtx context.Context, network, addr string) (ne
 	if t := s.h.opts.Token; s.h.opts.Kerberos && t != nil {
 		// The client cannot authenticate with a token: do it for it, and
 		// hand it a connection that has passed the SASL exchange.
-		err := hrpc.Authenticate(ctx, c, hrpc.Options{
+		ac, err := hrpc.Authenticate(ctx, c, hrpc.Options{
 			Protocol: namenodeProtocol, Auth: hrpc.AuthToken,
 			TokenIdentifier: t.Identifier, TokenPassword: t.Password,
-			DialTimeout: s.h.opts.DialTimeout,
+			DialTimeout: s.h.opts.DialTimeout, Protection: s.h.opts.Protection,
 		})
 		if err != nil {
-			c.Close()
 			err = fmt.Errorf("delegation token of %s: %w", t.Service, err)
 			s.lastDialErr.Store(&err)
 			return nil, err
 		}
-		c = hrpc.SkipPreamble(c)
+		c = ac
 	}
 	s.conn.Store(&c)
 	return c, nil

@@ -133,6 +133,7 @@ func (h *HDFS) delegationTokenFrom(ctx context.Context, nn, renewer string) (cre
 	c, err := hrpc.Dial(ctx, nn, hrpc.Options{
 		Protocol: namenodeProtocol, Auth: hrpc.AuthKerberos,
 		Kerberos: h.opts.Login, ServicePrincipal: spn, DialTimeout: h.opts.DialTimeout,
+		Protection: h.opts.Protection,
 	})
 	if err != nil {
 		return creds.Token{}, err

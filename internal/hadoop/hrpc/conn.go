@@ -88,6 +88,11 @@ type Options struct {
 	// its realm and with _HOST already resolved ("rm/rm1.example.com"; see
 	// package kerberos). The server must offer exactly this principal.
 	ServicePrincipal string
+	// Protection lists the protections this client accepts for AuthToken
+	// and AuthKerberos, in order of preference: ProtectAuthentication,
+	// ProtectIntegrity, ProtectPrivacy (hadoop.rpc.protection). Empty
+	// takes the strongest the server offers.
+	Protection []string
 	// ClientID identifies this client to the server's retry cache; zero
 	// means a random one.
 	ClientID [16]byte
@@ -283,13 +288,15 @@ func (c *Conn) authenticate() (*pb.UserInformationProto, error) {
 // Authenticate runs the start of a connection on nc, the preamble and
 // the SASL exchange of opts.Auth (AuthToken or AuthKerberos), and stops
 // there, for a client library that speaks Hadoop IPC itself but cannot
-// authenticate this way: the library then writes the connection context
-// and its calls on the connection SkipPreamble(nc) returns. ctx bounds
-// the exchange; nc stays open whatever the outcome.
-func Authenticate(ctx context.Context, nc net.Conn, opts Options) error {
+// authenticate this way. It returns the connection the library must use:
+// its own preamble is dropped (SkipPreamble), and with integrity or
+// privacy its frames are wrapped and the server's unwrapped. ctx bounds
+// the exchange; nc is closed on failure.
+func Authenticate(ctx context.Context, nc net.Conn, opts Options) (net.Conn, error) {
 	opts = withDefaults(opts)
 	if opts.Auth == AuthSimple {
-		return errors.New("hrpc: Authenticate needs AuthToken or AuthKerberos")
+		nc.Close()
+		return nil, errors.New("hrpc: Authenticate needs AuthToken or AuthKerberos")
 	}
 	c := &Conn{nc: nc, opts: opts}
 	stop := deadlineFromContext(ctx, nc)
@@ -298,10 +305,14 @@ func Authenticate(ctx context.Context, nc net.Conn, opts Options) error {
 		err = ctx.Err()
 	}
 	nc.SetDeadline(time.Time{})
-	if cerr := ctx.Err(); err != nil && cerr != nil && isTimeout(err) {
-		err = cerr
+	if err != nil {
+		if cerr := ctx.Err(); cerr != nil && isTimeout(err) {
+			err = cerr
+		}
+		nc.Close()
+		return nil, err
 	}
-	return err
+	return SkipPreamble(c.nc), nil
 }
 
 // SkipPreamble returns nc with its first 7 written bytes dropped: the

@@ -1,12 +1,16 @@
 package hrpc
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
+	"github.com/jcmturner/gokrb5/v8/crypto"
 	"github.com/jcmturner/gokrb5/v8/gssapi"
 	"github.com/jcmturner/gokrb5/v8/iana/keyusage"
 	"github.com/jcmturner/gokrb5/v8/spnego"
+	"github.com/jcmturner/gokrb5/v8/types"
 	"google.golang.org/protobuf/proto"
 
 	pb "github.com/spindle-ps/spindle/internal/hadoop/proto"
@@ -89,18 +93,31 @@ func (c *Conn) saslKerberos() (string, error) {
 	if len(offer.Payload) != 4 {
 		return "", fmt.Errorf("hrpc: sasl: security-layer offer of %d bytes, want 4", len(offer.Payload))
 	}
-	if layers := offer.Payload[0]; layers&qopAuth == 0 {
-		return "", fmt.Errorf("hrpc: sasl: the server requires %s (hadoop.rpc.protection); this client supports authentication only", layerNames(layers))
+	layers := offer.Payload[0]
+	prot := choose(c.opts.Protection, map[string]bool{
+		ProtectAuthentication: layers&qopAuth != 0, ProtectIntegrity: layers&qopIntegrity != 0, ProtectPrivacy: layers&qopPrivacy != 0})
+	if prot == "" {
+		return "", fmt.Errorf("hrpc: sasl: the server offers %s (hadoop.rpc.protection), this client accepts %v", layerNames(layers), c.opts.Protection)
 	}
-	choice, err := gssapi.NewInitiatorWrapToken([]byte{qopAuth, 0, 0, 0}, key)
+	choice := []byte{qopAuth, 0, 0, 0}
+	var layer *gssLayer
+	if prot != ProtectAuthentication {
+		serverMax := int(offer.Payload[1])<<16 | int(offer.Payload[2])<<8 | int(offer.Payload[3])
+		if serverMax < 1024 {
+			return "", fmt.Errorf("hrpc: sasl: the server's largest message is %d bytes", serverMax)
+		}
+		layer = &gssLayer{key: key, sealed: prot == ProtectPrivacy, max: serverMax - wrapOverhead}
+		recvMax := min(c.opts.MaxFrame, 0xFFFFFF)
+		choice = []byte{qopIntegrity, byte(recvMax >> 16), byte(recvMax >> 8), byte(recvMax)}
+		if layer.sealed {
+			choice[0] = qopPrivacy
+		}
+	}
+	reply, err := newWrapToken(choice, key, 0)
 	if err != nil {
 		return "", fmt.Errorf("hrpc: kerberos: %w", err)
 	}
-	resp, err := choice.Marshal()
-	if err != nil {
-		return "", fmt.Errorf("hrpc: kerberos: %w", err)
-	}
-	if err := c.writeSasl(&pb.RpcSaslProto{State: pb.RpcSaslProto_RESPONSE.Enum(), Token: resp}); err != nil {
+	if err := c.writeSasl(&pb.RpcSaslProto{State: pb.RpcSaslProto_RESPONSE.Enum(), Token: reply}); err != nil {
 		return "", err
 	}
 	fin, err := c.readSasl()
@@ -110,7 +127,99 @@ func (c *Conn) saslKerberos() (string, error) {
 	if fin.GetState() != pb.RpcSaslProto_SUCCESS {
 		return "", fmt.Errorf("hrpc: sasl: unexpected %v after RESPONSE", fin.GetState())
 	}
+	if layer != nil {
+		c.nc = &protected{Conn: c.nc, layer: layer, max: layer.max, maxFrame: c.opts.MaxFrame}
+	}
 	return cl.Credentials.CName().PrincipalNameString() + "@" + cl.Credentials.Realm(), nil
+}
+
+// wrapOverhead bounds what a wrap token adds to its message: the 16-byte
+// header, and for a sealed one the confounder, the header's encrypted
+// copy and the checksum.
+const wrapOverhead = 128
+
+// gssLayer is GSSAPI's security layer for Kerberos 5 (RFC 4121 wrap
+// tokens): integrity, or with sealed confidentiality too. Messages from
+// this client are sealed or signed with the initiator's key usage and
+// numbered from 1 (the handshake's reply was 0).
+type gssLayer struct {
+	key    types.EncryptionKey
+	sealed bool
+	max    int
+	seq    uint64
+}
+
+// newWrapToken is an initiator's wrap token for msg: signed, not sealed.
+func newWrapToken(msg []byte, key types.EncryptionKey, seq uint64) ([]byte, error) {
+	et, err := crypto.GetEtype(key.KeyType)
+	if err != nil {
+		return nil, err
+	}
+	t := gssapi.WrapToken{Flags: 0, EC: uint16(et.GetHMACBitLength() / 8), SndSeqNum: seq, Payload: msg}
+	if err := t.SetCheckSum(key, keyusage.GSSAPI_INITIATOR_SEAL); err != nil {
+		return nil, err
+	}
+	return t.Marshal()
+}
+
+func (g *gssLayer) Wrap(msg []byte) ([]byte, error) {
+	g.seq++
+	if !g.sealed {
+		return newWrapToken(msg, g.key, g.seq)
+	}
+	// Sealed (RFC 4121 §4.2.4): header, then the encryption of the message
+	// followed by a copy of the header; no filler (EC 0), no rotation.
+	hdr := make([]byte, 16)
+	hdr[0], hdr[1], hdr[2], hdr[3] = 0x05, 0x04, 0x02, 0xFF
+	binary.BigEndian.PutUint64(hdr[8:], g.seq)
+	et, err := crypto.GetEtype(g.key.KeyType)
+	if err != nil {
+		return nil, err
+	}
+	_, ct, err := et.EncryptMessage(g.key.KeyValue, append(append(make([]byte, 0, len(msg)+16), msg...), hdr...), keyusage.GSSAPI_INITIATOR_SEAL)
+	if err != nil {
+		return nil, err
+	}
+	return append(hdr, ct...), nil
+}
+
+func (g *gssLayer) Unwrap(tok []byte) ([]byte, error) {
+	if len(tok) < 16 || tok[0] != 0x05 || tok[1] != 0x04 || tok[3] != 0xFF {
+		return nil, errors.New("not a wrap token")
+	}
+	flags := tok[2]
+	if flags&0x01 == 0 {
+		return nil, errors.New("wrap token not from the server")
+	}
+	ec, rrc := int(binary.BigEndian.Uint16(tok[4:])), int(binary.BigEndian.Uint16(tok[6:]))
+	data := tok[16:]
+	if len(data) > 0 && rrc > 0 { // undo the right rotation
+		r := rrc % len(data)
+		data = append(append([]byte{}, data[r:]...), data[:r]...)
+	}
+	if flags&0x02 == 0 {
+		if ec > len(data) {
+			return nil, errors.New("wrap token shorter than its checksum")
+		}
+		t := gssapi.WrapToken{Flags: flags, EC: uint16(ec), RRC: 0, SndSeqNum: binary.BigEndian.Uint64(tok[8:]),
+			Payload: data[:len(data)-ec], CheckSum: data[len(data)-ec:]}
+		if ok, err := t.Verify(g.key, keyusage.GSSAPI_ACCEPTOR_SEAL); !ok {
+			return nil, fmt.Errorf("wrap token does not verify: %v", err)
+		}
+		return t.Payload, nil
+	}
+	plain, err := crypto.DecryptMessage(data, g.key, keyusage.GSSAPI_ACCEPTOR_SEAL)
+	if err != nil {
+		return nil, err
+	}
+	if len(plain) < ec+16 {
+		return nil, errors.New("sealed wrap token too short")
+	}
+	inner := plain[len(plain)-16:]
+	if !bytes.Equal(inner[:6], tok[:6]) || !bytes.Equal(inner[8:], tok[8:16]) {
+		return nil, errors.New("sealed wrap token: the encrypted header differs from the token's")
+	}
+	return plain[:len(plain)-ec-16], nil
 }
 
 func layerNames(mask byte) string {

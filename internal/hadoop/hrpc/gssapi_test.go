@@ -16,6 +16,7 @@ import (
 	krbclient "github.com/jcmturner/gokrb5/v8/client"
 	"github.com/jcmturner/gokrb5/v8/config"
 	"github.com/jcmturner/gokrb5/v8/credentials"
+	"github.com/jcmturner/gokrb5/v8/crypto"
 	"github.com/jcmturner/gokrb5/v8/gssapi"
 	"github.com/jcmturner/gokrb5/v8/iana/keyusage"
 	"github.com/jcmturner/gokrb5/v8/messages"
@@ -161,13 +162,17 @@ func gssServer(s *fakeServer, principal string, mask byte, badSeal bool) (string
 	if ok, err := choice.Verify(sessionKey, keyusage.GSSAPI_INITIATOR_SEAL); !ok {
 		return "", fmt.Errorf("RESPONSE does not verify: %v", err)
 	}
-	if !bytes.Equal(choice.Payload, []byte{qopAuth, 0, 0, 0}) {
-		return "", fmt.Errorf("security layer chosen %x, want auth with no buffer", choice.Payload)
+	if len(choice.Payload) != 4 || choice.Payload[0]&mask == 0 || choice.Payload[0]&(choice.Payload[0]-1) != 0 {
+		return "", fmt.Errorf("security layer chosen %x of those offered %x", choice.Payload, mask)
 	}
 	if err := s.reply(saslCallID, pb.RpcResponseHeaderProto_SUCCESS, &pb.RpcSaslProto{State: pb.RpcSaslProto_SUCCESS.Enum()}, "", ""); err != nil {
 		return "", err
 	}
-	_, msgs, err = s.readRequest()
+	var acc *acceptor
+	if choice.Payload[0] != qopAuth {
+		acc = &acceptor{sealed: choice.Payload[0] == qopPrivacy}
+	}
+	msgs, err = acc.read(s)
 	if err != nil {
 		return "", err
 	}
@@ -175,7 +180,115 @@ func gssServer(s *fakeServer, principal string, mask byte, badSeal bool) (string
 	if err := proto.Unmarshal(msgs[0], cc); err != nil {
 		return "", err
 	}
-	return cc.GetUserInfo().GetEffectiveUser(), nil
+	// One call, answered through the layer.
+	msgs, err = acc.read(s)
+	if err != nil {
+		return "", err
+	}
+	req := &pb.GetDelegationTokenRequestProto{}
+	if err := proto.Unmarshal(msgs[1], req); err != nil {
+		return "", err
+	}
+	answer := &pb.GetDelegationTokenResponseProto{Token: &pb.TokenProto{Identifier: []byte(req.GetRenewer()), Password: []byte{}, Kind: proto.String("k"), Service: proto.String("s")}}
+	return cc.GetUserInfo().GetEffectiveUser(), acc.reply(s, answer)
+}
+
+// acceptor is the server's side of the security layer: it unwraps what
+// the client sends and wraps its answer. A nil acceptor reads and writes
+// plain frames.
+type acceptor struct {
+	sealed bool
+	seq    uint64
+	plain  []byte
+}
+
+// read returns the messages of the next frame (header first dropped).
+func (a *acceptor) read(s *fakeServer) ([][]byte, error) {
+	if a == nil {
+		_, msgs, err := s.readRequest()
+		return msgs, err
+	}
+	for len(a.plain) < 4 || len(a.plain) < 4+int(binary.BigEndian.Uint32(a.plain)) {
+		h, msgs, err := s.readRequest()
+		if err != nil {
+			return nil, err
+		}
+		w := &pb.RpcSaslProto{}
+		if err := proto.Unmarshal(msgs[0], w); err != nil || h.GetCallId() != saslCallID || w.GetState() != pb.RpcSaslProto_WRAP {
+			return nil, fmt.Errorf("not a WRAP message: %v %v", h, err)
+		}
+		tok := w.GetToken()
+		if len(tok) < 16 || tok[2]&0x01 != 0 || (tok[2]&0x02 != 0) != a.sealed {
+			return nil, fmt.Errorf("wrap token flags %x, sealed %v", tok[2], a.sealed)
+		}
+		var plain []byte
+		if a.sealed {
+			p, err := crypto.DecryptMessage(tok[16:], sessionKey, keyusage.GSSAPI_INITIATOR_SEAL)
+			if err != nil {
+				return nil, err
+			}
+			plain = p[:len(p)-16]
+		} else {
+			var t gssapi.WrapToken
+			if err := t.Unmarshal(tok, false); err != nil {
+				return nil, err
+			}
+			if ok, err := t.Verify(sessionKey, keyusage.GSSAPI_INITIATOR_SEAL); !ok {
+				return nil, fmt.Errorf("client wrap token does not verify: %v", err)
+			}
+			plain = t.Payload
+		}
+		a.plain = append(a.plain, plain...)
+	}
+	n := int(binary.BigEndian.Uint32(a.plain))
+	frame := a.plain[4 : 4+n]
+	a.plain = a.plain[4+n:]
+	var msgs [][]byte
+	for len(frame) > 0 {
+		m, rest, err := splitDelimited(frame)
+		if err != nil {
+			return nil, err
+		}
+		msgs, frame = append(msgs, m), rest
+	}
+	return msgs[1:], nil
+}
+
+// reply answers call 0 with body, through the layer.
+func (a *acceptor) reply(s *fakeServer, body proto.Message) error {
+	if a == nil {
+		return s.reply(0, pb.RpcResponseHeaderProto_SUCCESS, body, "", "")
+	}
+	inner, err := packet(&pb.RpcResponseHeaderProto{CallId: proto.Uint32(0), Status: pb.RpcResponseHeaderProto_SUCCESS.Enum()}, body)
+	if err != nil {
+		return err
+	}
+	a.seq++
+	hdr := []byte{0x05, 0x04, 0x01, 0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, byte(a.seq)}
+	var tok []byte
+	if a.sealed {
+		hdr[2] |= 0x02
+		et, err := crypto.GetEtype(sessionKey.KeyType)
+		if err != nil {
+			return err
+		}
+		_, ct, err := et.EncryptMessage(sessionKey.KeyValue, append(append([]byte{}, inner...), hdr...), keyusage.GSSAPI_ACCEPTOR_SEAL)
+		if err != nil {
+			return err
+		}
+		// Rotated right by 28 bytes, as some acceptors send it.
+		hdr[7] = 28
+		tok = append(append(hdr, ct[len(ct)-28:]...), ct[:len(ct)-28]...)
+	} else {
+		t := gssapi.WrapToken{Flags: 0x01, EC: 12, SndSeqNum: a.seq, Payload: inner}
+		if err := t.SetCheckSum(sessionKey, keyusage.GSSAPI_ACCEPTOR_SEAL); err != nil {
+			return err
+		}
+		if tok, err = t.Marshal(); err != nil {
+			return err
+		}
+	}
+	return s.reply(saslCallID, pb.RpcResponseHeaderProto_SUCCESS, &pb.RpcSaslProto{State: pb.RpcSaslProto_WRAP.Enum(), Token: tok}, "", "")
 }
 
 // TestSaslKerberos: the client presents its ticket for the configured
@@ -192,10 +305,13 @@ func TestSaslKerberos(t *testing.T) {
 		badSeal      bool
 		want         string // error; "" for success
 	}{
-		{"ok", "spindle/localhost", qopAuth | qopIntegrity | qopPrivacy, false, ""},
+		{"authentication", "spindle/localhost", qopAuth, false, ""},
+		{"integrity", "spindle/localhost", qopIntegrity, false, ""},
+		{"privacy", "spindle/localhost", qopPrivacy, false, ""},
+		{"the strongest offered", "spindle/localhost", qopAuth | qopIntegrity | qopPrivacy, false, ""},
 		{"other principal", "nn/elsewhere", qopAuth, false, "the server is nn/elsewhere, but its principal should be spindle/localhost"},
 		{"bad seal", "spindle/localhost", qopAuth, true, "does not verify with the ticket's key"},
-		{"privacy only", "spindle/localhost", qopPrivacy, false, "requires [privacy] (hadoop.rpc.protection)"},
+		{"nothing in common", "spindle/localhost", qopPrivacy, false, "the server offers [privacy] (hadoop.rpc.protection), this client accepts [authentication]"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cnc, snc := net.Pipe()
@@ -211,10 +327,21 @@ func TestSaslKerberos(t *testing.T) {
 			}()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			conn, err := NewConn(ctx, cnc, Options{Protocol: testProtocol, Auth: AuthKerberos, Kerberos: cl, ServicePrincipal: "spindle/localhost"})
+			opts := Options{Protocol: testProtocol, Auth: AuthKerberos, Kerberos: cl, ServicePrincipal: "spindle/localhost"}
+			if c.name == "nothing in common" {
+				opts.Protection = []string{ProtectAuthentication}
+			}
+			conn, err := NewConn(ctx, cnc, opts)
 			if c.want == "" {
 				if err != nil {
 					t.Fatal(err)
+				}
+				resp := &pb.GetDelegationTokenResponseProto{}
+				if err := conn.Call(ctx, "getDelegationToken", &pb.GetDelegationTokenRequestProto{Renewer: proto.String("through the layer")}, resp); err != nil {
+					t.Fatalf("call: %v", err)
+				}
+				if got := string(resp.GetToken().GetIdentifier()); got != "through the layer" {
+					t.Errorf("answer %q", got)
 				}
 				conn.Close()
 				r := <-done
@@ -238,43 +365,61 @@ func TestSaslKerberos(t *testing.T) {
 	}
 }
 
-// TestAuthenticateThenSkipPreamble: Authenticate opens a connection with
-// SASL for a library that then writes its own preamble, which
-// SkipPreamble drops, and its connection context, which goes through.
-func TestAuthenticateThenSkipPreamble(t *testing.T) {
+// TestAuthenticateForALibrary: Authenticate opens a connection with
+// SASL for a library that then writes its own preamble, which is
+// dropped, its connection context and its calls, which go through the
+// negotiated layer, as do the answers it reads.
+func TestAuthenticateForALibrary(t *testing.T) {
 	cl := ticketClient(t)
-	cnc, snc := net.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		defer snc.Close()
-		u, err := gssServer(&fakeServer{nc: snc}, "spindle/localhost", qopAuth, false)
-		if err == nil && u != "library-user" {
-			err = fmt.Errorf("connection context names %q", u)
+	for _, mask := range []byte{qopAuth, qopPrivacy} {
+		cnc, snc := net.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			defer snc.Close()
+			u, err := gssServer(&fakeServer{nc: snc}, "spindle/localhost", mask, false)
+			if err == nil && u != "library-user" {
+				err = fmt.Errorf("connection context names %q", u)
+			}
+			done <- err
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		lib, err := Authenticate(ctx, cnc, Options{Protocol: testProtocol, Auth: AuthKerberos, Kerberos: cl, ServicePrincipal: "spindle/localhost"})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
 		}
-		done <- err
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := Authenticate(ctx, cnc, Options{Protocol: testProtocol, Auth: AuthKerberos, Kerberos: cl, ServicePrincipal: "spindle/localhost"}); err != nil {
-		t.Fatal(err)
+		// The library's preamble, written in two pieces, then its context
+		// and a call in one write.
+		if n, err := lib.Write(simplePreamble[:3]); n != 3 || err != nil {
+			t.Fatalf("write: %d %v", n, err)
+		}
+		ctxPkt, err := packet((&Conn{}).requestHeader(connContextCallID, []byte{}),
+			&pb.IpcConnectionContextProto{UserInfo: &pb.UserInformationProto{EffectiveUser: proto.String("library-user")}, Protocol: proto.String(testProtocol)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		call, err := packet((&Conn{}).requestHeader(0, []byte{}), &pb.RequestHeaderProto{MethodName: proto.String("getDelegationToken"),
+			DeclaringClassProtocolName: proto.String(testProtocol), ClientProtocolVersion: proto.Uint64(1)},
+			&pb.GetDelegationTokenRequestProto{Renewer: proto.String("renewer")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lib.Write(append(append(append([]byte{}, simplePreamble[3:]...), ctxPkt...), call...)); err != nil {
+			t.Fatal(err)
+		}
+		r, err := readResponse(lib, DefaultMaxFrame)
+		if err != nil {
+			t.Fatalf("layer %x: read the answer: %v", mask, err)
+		}
+		answer := &pb.GetDelegationTokenResponseProto{}
+		if err := proto.Unmarshal(r.body, answer); err != nil || string(answer.GetToken().GetIdentifier()) != "renewer" {
+			t.Errorf("layer %x: answer %v, %v", mask, answer, err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("layer %x: %v", mask, err)
+		}
+		lib.Close()
 	}
-	lib := SkipPreamble(cnc)
-	// The library's preamble, written in two pieces, then its context.
-	if n, err := lib.Write(simplePreamble[:3]); n != 3 || err != nil {
-		t.Fatalf("write: %d %v", n, err)
-	}
-	ctxPkt, err := packet((&Conn{}).requestHeader(connContextCallID, []byte{}),
-		&pb.IpcConnectionContextProto{UserInfo: &pb.UserInformationProto{EffectiveUser: proto.String("library-user")}, Protocol: proto.String(testProtocol)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lib.Write(append(append([]byte{}, simplePreamble[3:]...), ctxPkt...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	cnc.Close()
 	if _, err := SkipPreamble(&net.TCPConn{}).Write([]byte("GET / HTTP/1.1")); err == nil || errors.Is(err, net.ErrClosed) {
 		t.Errorf("a stream that is not Hadoop IPC got through: %v", err)
 	}
