@@ -1,6 +1,8 @@
 // Package sasl implements the client side of SASL DIGEST-MD5 (RFC 2831) as
-// Hadoop's TOKEN authentication uses it: quality of protection "auth"
-// only, so nothing is wrapped after the handshake.
+// Hadoop's TOKEN authentication uses it. Quality of protection "auth"
+// leaves the connection as it is after the handshake; "auth-int" and
+// "auth-conf" (hadoop.rpc.protection integrity and privacy) protect each
+// message after it with a Layer.
 package sasl
 
 import (
@@ -9,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -16,12 +19,21 @@ import (
 // (RFC 2831 §2.1.1 limits it to 2048 bytes).
 const MaxChallenge = 2048
 
+// DefaultMaxBuf is the maxbuf of a challenge without the directive
+// (RFC 2831 §2.1.1), and the one a client's response announces.
+const DefaultMaxBuf = 65536
+
+// maxMaxBuf is the largest maxbuf RFC 2831 allows (2^24-1).
+const maxMaxBuf = 1<<24 - 1
+
 // Challenge is a parsed digest-challenge. Directives that may repeat
-// (realm, qop options) are collected.
+// (realm, qop options, cipher options) are collected.
 type Challenge struct {
 	Realms    []string
 	Nonce     string
 	QOP       []string
+	Ciphers   []string // the cipher options for qop auth-conf
+	MaxBuf    int      // the largest wrapped message the server accepts
 	Charset   string
 	Algorithm string
 }
@@ -47,9 +59,18 @@ func ParseChallenge(b []byte) (*Challenge, error) {
 			}
 			c.Nonce = d[1]
 		case "qop":
-			for _, q := range strings.Split(d[1], ",") {
-				c.QOP = append(c.QOP, strings.TrimSpace(q))
+			c.QOP = append(c.QOP, splitList(d[1])...)
+		case "cipher":
+			c.Ciphers = append(c.Ciphers, splitList(d[1])...)
+		case "maxbuf":
+			if c.MaxBuf != 0 {
+				return nil, errors.New("sasl: challenge has more than one maxbuf")
 			}
+			n, err := strconv.Atoi(d[1])
+			if err != nil || n <= 0 || n > maxMaxBuf || strings.TrimLeft(d[1], "0123456789") != "" {
+				return nil, fmt.Errorf("sasl: challenge maxbuf %q is not a number from 1 to %d", d[1], maxMaxBuf)
+			}
+			c.MaxBuf = n
 		case "charset":
 			c.Charset = d[1]
 		case "algorithm":
@@ -63,9 +84,18 @@ func ParseChallenge(b []byte) (*Challenge, error) {
 		return nil, fmt.Errorf("sasl: challenge algorithm %q, want md5-sess", c.Algorithm)
 	}
 	if len(c.QOP) == 0 {
-		c.QOP = []string{"auth"}
+		c.QOP = []string{QOPAuth}
+	}
+	if c.MaxBuf == 0 {
+		c.MaxBuf = DefaultMaxBuf
 	}
 	return c, nil
+}
+
+// splitList splits a comma-separated directive value (qop-options,
+// cipher-opts), dropping blanks around and between the items.
+func splitList(v string) []string {
+	return strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\r' || r == '\n' })
 }
 
 // parseDirectives splits `a=b,c="d,e"` into name/value pairs, names
@@ -116,26 +146,61 @@ type Digest struct {
 	CNonce    string // the client nonce, fresh for every exchange
 }
 
+// The qualities of protection (RFC 2831 §2.1.2.1, qop-value).
+const (
+	QOPAuth      = "auth"      // authentication only
+	QOPIntegrity = "auth-int"  // and integrity of every later message
+	QOPPrivacy   = "auth-conf" // and confidentiality as well
+)
+
+// The ciphers of qop auth-conf that Respond chooses from, best first.
+const (
+	CipherRC4  = "rc4"
+	Cipher3DES = "3des"
+)
+
 // Response computes the digest-response for challenge c, with nc=00000001
 // and qop=auth, and the rspauth value the server must send back.
 func (d Digest) Response(c *Challenge) (response []byte, rspauth string, err error) {
-	hasAuth := false
-	for _, q := range c.QOP {
-		hasAuth = hasAuth || q == "auth"
+	response, rspauth, _, err = d.Respond(c, []string{QOPAuth})
+	return response, rspauth, err
+}
+
+// Respond answers challenge c, with nc=00000001. It chooses the first
+// qop of prefer (QOPPrivacy, QOPIntegrity, QOPAuth) that the server
+// offers, and for QOPPrivacy the cipher: rc4 if the server offers it,
+// else 3des. It returns the digest-response, the rspauth value the
+// server must send back, and the Layer that protects the connection's
+// later messages (nil for QOPAuth). The Layer must only be used once
+// VerifyRspAuth has accepted the server's rspauth.
+func (d Digest) Respond(c *Challenge, prefer []string) (response []byte, rspauth string, layer Layer, err error) {
+	if c == nil {
+		return nil, "", nil, errors.New("sasl: no challenge")
 	}
-	if !hasAuth {
-		return nil, "", fmt.Errorf("sasl: server offers qop %v, only auth is supported", c.QOP)
+	qop, err := chooseQOP(c.QOP, prefer)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	cipher := ""
+	if qop == QOPPrivacy {
+		if cipher, err = chooseCipher(c.Ciphers); err != nil {
+			return nil, "", nil, err
+		}
 	}
 	realm := ""
 	if len(c.Realms) > 0 {
 		realm = c.Realms[0]
 	}
-	const nc, qop = "00000001", "auth"
+	const nc = "00000001"
 	inner := md5.Sum([]byte(d.Username + ":" + realm + ":" + d.Password))
-	a1 := string(inner[:]) + ":" + c.Nonce + ":" + d.CNonce
+	ha1 := md5.Sum([]byte(string(inner[:]) + ":" + c.Nonce + ":" + d.CNonce))
+	// RFC 2831 §2.1.2.1: A2 ends in 32 zeros when a security layer follows.
+	a2suffix := ""
+	if qop != QOPAuth {
+		a2suffix = ":00000000000000000000000000000000"
+	}
 	kd := func(a2 string) string {
-		ha1 := md5.Sum([]byte(a1))
-		ha2 := md5.Sum([]byte(a2))
+		ha2 := md5.Sum([]byte(a2 + a2suffix))
 		v := md5.Sum([]byte(hex.EncodeToString(ha1[:]) + ":" + c.Nonce + ":" + nc + ":" + d.CNonce + ":" + qop + ":" + hex.EncodeToString(ha2[:])))
 		return hex.EncodeToString(v[:])
 	}
@@ -144,9 +209,49 @@ func (d Digest) Response(c *Challenge) (response []byte, rspauth string, err err
 	if c.Charset == "utf-8" {
 		b.WriteString("charset=utf-8,")
 	}
-	fmt.Fprintf(&b, `username=%s,realm=%s,nonce=%s,nc=%s,cnonce=%s,digest-uri=%s,maxbuf=65536,response=%s,qop=%s`,
-		quote(d.Username), quote(realm), quote(c.Nonce), nc, quote(d.CNonce), quote(d.DigestURI), resp, qop)
-	return []byte(b.String()), kd(":" + d.DigestURI), nil
+	fmt.Fprintf(&b, `username=%s,realm=%s,nonce=%s,nc=%s,cnonce=%s,digest-uri=%s,maxbuf=%d,response=%s,qop=%s`,
+		quote(d.Username), quote(realm), quote(c.Nonce), nc, quote(d.CNonce), quote(d.DigestURI), DefaultMaxBuf, resp, qop)
+	if cipher != "" {
+		fmt.Fprintf(&b, ",cipher=%s", cipher)
+	}
+	if qop != QOPAuth {
+		if layer, err = newLayer(ha1, qop, cipher, c.MaxBuf); err != nil {
+			return nil, "", nil, err
+		}
+	}
+	return []byte(b.String()), kd(":" + d.DigestURI), layer, nil
+}
+
+// chooseQOP returns the first of prefer that the server offers.
+func chooseQOP(offered, prefer []string) (string, error) {
+	if len(prefer) == 0 {
+		return "", errors.New("sasl: no qop to choose from")
+	}
+	for _, p := range prefer {
+		switch p {
+		case QOPAuth, QOPIntegrity, QOPPrivacy:
+		default:
+			return "", fmt.Errorf("sasl: unknown qop %q (want %s, %s or %s)", p, QOPPrivacy, QOPIntegrity, QOPAuth)
+		}
+		for _, o := range offered {
+			if strings.EqualFold(o, p) {
+				return p, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("sasl: server offers qop %v, the client accepts %v", offered, prefer)
+}
+
+// chooseCipher returns rc4 if the server offers it, else 3des.
+func chooseCipher(offered []string) (string, error) {
+	for _, want := range []string{CipherRC4, Cipher3DES} {
+		for _, o := range offered {
+			if strings.EqualFold(o, want) {
+				return want, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("sasl: server offers ciphers %v for auth-conf, the client supports %s and %s", offered, CipherRC4, Cipher3DES)
 }
 
 // VerifyRspAuth checks the server's final "rspauth=<hex>" token.
