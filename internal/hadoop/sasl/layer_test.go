@@ -486,3 +486,37 @@ func TestDESKey(t *testing.T) {
 		}
 	}
 }
+
+// TestLayerWrapWhileUnwrap runs Wrap and Unwrap at the same time, as a
+// connection's writer and reader do (run with -race).
+func TestLayerWrapWhileUnwrap(t *testing.T) {
+	for _, tc := range layerCases {
+		l, s := testLayer(t, tc.qop, tc.cipher)
+		var fromServer [][]byte
+		for i := 0; i < 50; i++ {
+			fromServer = append(fromServer, s.wrap(testMessage(i, i)))
+		}
+		done := make(chan [][]byte, 1)
+		go func() {
+			var toks [][]byte
+			for i := 0; i < 50; i++ {
+				tok, err := l.Wrap(testMessage(i, 2*i))
+				if err != nil {
+					t.Error(err)
+				}
+				toks = append(toks, tok)
+			}
+			done <- toks
+		}()
+		for i, tok := range fromServer {
+			if got, err := l.Unwrap(tok); err != nil || !bytes.Equal(got, testMessage(i, i)) {
+				t.Fatalf("%s %s: message %d: %x, %v", tc.qop, tc.cipher, i, got, err)
+			}
+		}
+		for i, tok := range <-done {
+			if got, err := s.unwrap(tok); err != nil || !bytes.Equal(got, testMessage(i, 2*i)) {
+				t.Fatalf("%s %s: client message %d: %x, %v", tc.qop, tc.cipher, i, got, err)
+			}
+		}
+	}
+}
