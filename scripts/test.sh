@@ -49,12 +49,16 @@ say "Hadoop stage: go test -race -run Hadoop ./... against the mini cluster"
 go test -race -count=1 -timeout 20m -run 'Hadoop' ./...
 
 # The Kerberos tests (TestKerberos...) need the cluster secured: its own KDC,
-# HDFS and YARN that accept only Kerberos and delegation tokens.
-say "Kerberos stage: restarting the mini cluster secured with Kerberos"
-scripts/minicluster.sh stop
-scripts/minicluster.sh start --kerberos
-eval "$(scripts/minicluster.sh env)"
+# HDFS and YARN that accept only Kerberos and delegation tokens. They run
+# twice: with Hadoop's default RPC protection (authentication), and with
+# every RPC signed and encrypted (privacy).
 export SPINDLE_TEST_KERBEROS=required
-say "Kerberos stage: go test -race -run Kerberos ./... against the secured cluster"
-go test -race -count=1 -timeout 10m -run 'Kerberos' ./...
+for protection in authentication privacy; do
+  say "Kerberos stage: restarting the mini cluster secured with Kerberos, hadoop.rpc.protection=$protection"
+  scripts/minicluster.sh stop
+  scripts/minicluster.sh start --kerberos "hadoop.rpc.protection=$protection"
+  eval "$(scripts/minicluster.sh env)"
+  say "Kerberos stage: go test -race -run Kerberos ./... against the secured cluster ($protection)"
+  go test -race -count=1 -timeout 10m -run 'Kerberos' ./...
+done
 say "all tests passed"

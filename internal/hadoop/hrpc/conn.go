@@ -372,7 +372,7 @@ func (c *Conn) saslToken() (simple bool, err error) {
 		DigestURI: auth.GetProtocol() + "/" + auth.GetServerId(),
 		CNonce:    base64.StdEncoding.EncodeToString(cnonce),
 	}
-	resp, rspauth, err := d.Response(ch)
+	resp, rspauth, layer, err := d.Respond(ch, digestQOPs(c.opts.Protection))
 	if err != nil {
 		return false, err
 	}
@@ -392,7 +392,29 @@ func (c *Conn) saslToken() (simple bool, err error) {
 	if fin.GetState() != pb.RpcSaslProto_SUCCESS {
 		return false, fmt.Errorf("hrpc: sasl: unexpected %v after INITIATE", fin.GetState())
 	}
-	return false, sasl.VerifyRspAuth(fin.GetToken(), rspauth)
+	if err := sasl.VerifyRspAuth(fin.GetToken(), rspauth); err != nil {
+		return false, err
+	}
+	if layer != nil {
+		c.nc = &protected{Conn: c.nc, layer: layer, max: sasl.RawSendSize(layer), maxFrame: c.opts.MaxFrame}
+	}
+	return false, nil
+}
+
+// digestQOPs is DIGEST-MD5's name for each protection of want (empty:
+// the strongest first).
+func digestQOPs(want []string) []string {
+	if len(want) == 0 {
+		want = []string{ProtectPrivacy, ProtectIntegrity, ProtectAuthentication}
+	}
+	names := map[string]string{ProtectPrivacy: sasl.QOPPrivacy, ProtectIntegrity: sasl.QOPIntegrity, ProtectAuthentication: sasl.QOPAuth}
+	var out []string
+	for _, w := range want {
+		if q, ok := names[w]; ok {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 // negotiate sends NEGOTIATE and returns the server's offer of method and
