@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -269,6 +270,9 @@ type taskState struct {
 	state                string
 	node, container, log string
 	exit                 string
+	// downSince is when the task's last launch failed, until a new one is
+	// placed; zero otherwise (and while the whole job restarts).
+	downSince time.Time
 }
 
 // failures is how many of t's attempts so far count against MaxAttempts,
@@ -289,6 +293,9 @@ type run struct {
 	// blacklisted holds the nodes given to the cluster's blacklist.
 	nodeFails   map[string]int
 	blacklisted map[string]bool
+	// jobDownSince is when the whole job began to start again, until
+	// every task is placed; zero otherwise.
+	jobDownSince time.Time
 }
 
 func (r *run) loop(ctx context.Context) (tracker.JobState, error) {
@@ -398,6 +405,7 @@ func (r *run) onEvent(ctx context.Context, ev Event) error {
 		if t.Role == conf.RoleWorker {
 			r.state.SetWorkerHost(t.Rank, ev.Node)
 		}
+		r.notePlaced(t)
 		if t.Role == conf.RoleScheduler && !r.rootPlaced {
 			r.rootPlaced = true
 			r.contract.RootHost = ev.Node
@@ -424,6 +432,8 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	if t.Role == conf.RoleWorker {
 		r.state.WorkerLost(t.Rank)
 	}
+	t.downSince = time.Now()
+	r.state.AddEvent(tracker.Event{At: t.downSince, Kind: tracker.EventExited, Task: t.String(), Detail: firstLine(ex.Desc)})
 	if ex.Code == conf.ExitRestartJob {
 		// Not the task's failure: the job's restarts are bounded instead.
 		err := r.restartAll(ctx, fmt.Sprintf("%s asked to start the whole job again (%s)", t, ex.Desc), true)
@@ -499,6 +509,15 @@ func (r *run) restartAll(ctx context.Context, failed string, asked bool) error {
 		return err
 	}
 	r.log.WithFields(logrus.Fields{"cause": failed, "checkpoint": p.uri, "epoch": p.epoch}).Warn("starting the whole job again")
+	from := "from the start"
+	if p.uri != "" {
+		from = fmt.Sprintf("from checkpoint %s (epoch %d)", p.uri, p.epoch)
+	}
+	r.jobDownSince = time.Now()
+	r.state.AddEvent(tracker.Event{At: r.jobDownSince, Kind: tracker.EventJobRestart, Detail: firstLine(failed) + "; " + from})
+	for _, t := range r.tasks {
+		t.downSince = time.Time{} // the job's event covers them
+	}
 	if err := r.stopAll(ctx); err != nil {
 		return fmt.Errorf("%s, and the job cannot start again: %w", failed, err)
 	}
@@ -526,6 +545,37 @@ func (r *run) stopAll(ctx context.Context) error {
 		r.log.WithError(err).Error("tasks not stopped")
 	}
 	return err
+}
+
+// notePlaced records that t runs again after its exit, or the whole job
+// after its restart once t was the last task to be placed.
+func (r *run) notePlaced(t *taskState) {
+	now := time.Now()
+	if !t.downSince.IsZero() {
+		where := t.node
+		if t.container != "" {
+			where = t.container + " on " + t.node
+		}
+		r.state.AddEvent(tracker.Event{At: now, Kind: tracker.EventBack, Task: t.String(),
+			Detail: "running again (attempt " + strconv.Itoa(t.attempt) + ") in " + where, Took: now.Sub(t.downSince)})
+		t.downSince = time.Time{}
+	}
+	if r.jobDownSince.IsZero() {
+		return
+	}
+	for _, o := range r.tasks {
+		if !o.placed && !o.done {
+			return
+		}
+	}
+	r.state.AddEvent(tracker.Event{At: now, Kind: tracker.EventJobBack, Detail: "every task running again", Took: now.Sub(r.jobDownSince)})
+	r.jobDownSince = time.Time{}
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 func (r *run) allDone() bool {

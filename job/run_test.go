@@ -159,6 +159,23 @@ func commitCheckpoint(f *fake, dir string, n int) {
 	}
 }
 
+// checkEvents compares a status's events, as "task kind: detail"
+// ("kind: detail" for the whole job), with want.
+func checkEvents(t *testing.T, ev []tracker.Event, want ...string) {
+	t.Helper()
+	var got []string
+	for _, e := range ev {
+		s := e.Kind + ": " + e.Detail
+		if e.Task != "" {
+			s = e.Task + " " + s
+		}
+		got = append(got, s)
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 // TestRunPolicy checks every rule of Job.Run against a fake cluster.
 func TestRunPolicy(t *testing.T) {
 	t.Parallel()
@@ -297,6 +314,13 @@ func TestRunPolicy(t *testing.T) {
 				if got := envOf(f.launchesOf(worker1)[1], conf.EnvNumAttempt); got != "1" {
 					t.Errorf("second attempt's %s=%q", conf.EnvNumAttempt, got)
 				}
+				// The status's events: the exit, then the return and how long
+				// the worker was down.
+				ev := f.j.State().Status().Events
+				checkEvents(t, ev, "worker 1 exited: exit code 1", "worker 1 back: running again (attempt 1) in node-worker-1")
+				if len(ev) == 2 && (ev[1].Took <= 0 || ev[1].Took > ev[1].At.Sub(ev[0].At)) {
+					t.Errorf("worker 1 back after %v, its events %v apart", ev[1].Took, ev[1].At.Sub(ev[0].At))
+				}
 			},
 		},
 		{
@@ -398,6 +422,13 @@ func TestRunPolicy(t *testing.T) {
 				}
 				if got := envOf(f.launchesOf(worker0)[1], conf.EnvNumAttempt); got != "0" {
 					t.Errorf("worker 0's attempt after the restart is %q, want 0", got)
+				}
+				ev := f.j.State().Status().Events
+				checkEvents(t, ev, "server 0 exited: exit code 1",
+					"job restart: server 0 failed: exit code 1 on attempt 1 of 2; from checkpoint "+want+" (epoch 2)",
+					"job back: every task running again")
+				if len(ev) == 3 && (ev[2].Took <= 0 || ev[2].Took > ev[2].At.Sub(ev[1].At)) {
+					t.Errorf("the job back after %v, its events %v apart", ev[2].Took, ev[2].At.Sub(ev[1].At))
 				}
 			},
 		},

@@ -360,6 +360,35 @@ func writeJobStatus(w io.Writer, st *web.Status) {
 		}
 		fmt.Fprintf(w, "    %-12s %-10s %7d %8d  %-16s %s\n", t.Task, t.State, t.Attempt, t.Restarts, t.Node, where)
 	}
+	writeEvents(w, st.Events)
+}
+
+// maxEventsShown is how many of the newest events status prints.
+const maxEventsShown = 10
+
+// writeEvents prints the newest events: when, which task, what, and how
+// long it was down.
+func writeEvents(w io.Writer, events []web.Event) {
+	if len(events) == 0 {
+		return
+	}
+	if n := len(events); n > maxEventsShown {
+		fmt.Fprintf(w, "  events (the newest %d of %d):\n", maxEventsShown, n)
+		events = events[n-maxEventsShown:]
+	} else {
+		fmt.Fprintf(w, "  events:\n")
+	}
+	for _, e := range events {
+		task := e.Task
+		if task == "" {
+			task = "job"
+		}
+		took := ""
+		if e.TookSeconds > 0 {
+			took = fmt.Sprintf(" after %.3f s", e.TookSeconds)
+		}
+		fmt.Fprintf(w, "    %s  %-12s %s%s: %s\n", e.At.Local().Format("15:04:05.000"), task, e.Kind, took, e.Detail)
+	}
 }
 
 // logFile is one output file of one launch of a task.

@@ -127,10 +127,14 @@ func TestLogsAndStatusOfALocalJob(t *testing.T) {
 	}
 	code, out, errOut = cmd("status", id, "--jobs-dir", jobs)
 	for _, want := range []string{"local job " + id, "state          RUNNING", "metrics        epoch ", "loss=", "  loss, AUC      loss ", ", AUC 0.", "worker 0 ", "worker 1 ",
-		"    worker 1     running          1        1  127.0.0.1        exit code 3"} {
+		"    worker 1     running          1        1  127.0.0.1        exit code 3",
+		"  events:\n", "  worker 1     exited: exit code 3\n", " s: running again (attempt 1) in 127.0.0.1\n"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Errorf("status: exit %d, stderr %q, stdout lacks %q:\n%s", code, errOut, want, out)
 		}
+	}
+	if !regexp.MustCompile(`\n    \d\d:\d\d:\d\d\.\d{3}  worker 1     back after \d+\.\d{3} s: `).MatchString(out) {
+		t.Errorf("status does not say when worker 1 was back and after how long:\n%s", out)
 	}
 
 	// Following worker 1 until the job ends.

@@ -105,6 +105,38 @@ type Status struct {
 	// Failovers counts the times the whole job started again.
 	Tasks     []TaskStatus
 	Failovers int
+	// Events are the newest MaxEvents things that happened to the tasks,
+	// oldest first: exits, and how long each took to be running again.
+	Events []Event
+}
+
+// Kinds of Event.
+const (
+	// EventExited: a task's process ended with an error or was lost.
+	EventExited = "exited"
+	// EventBack: a task that exited runs again; Took is since its exit.
+	EventBack = "back"
+	// EventJobRestart: the whole job starts again (from a checkpoint).
+	EventJobRestart = "job restart"
+	// EventJobBack: after a job restart every task runs again; Took is
+	// since the restart began.
+	EventJobBack = "job back"
+)
+
+// MaxEvents bounds Status.Events; older events are dropped.
+const MaxEvents = 200
+
+// Event is one thing that happened to a job's tasks, for the status page
+// and ps-submit status.
+type Event struct {
+	At   time.Time
+	Kind string
+	// Task names the task ("worker 1"); empty for the whole job.
+	Task   string
+	Detail string
+	// Took is, for EventBack and EventJobBack, how long the task or the
+	// job was down.
+	Took time.Duration
 }
 
 // NodeLocalShare is the share of node-local shards among those handed
@@ -176,6 +208,7 @@ type State struct {
 	// firstData is Status.FirstData.
 	firstData time.Time
 	badNodes  []BadNode
+	events    []Event
 	// hosts are the workers' hosts (SetWorkerHost); located and local
 	// count the hand-outs (Status.LocatedGiven, LocalGiven).
 	hosts          map[int]string
@@ -506,6 +539,17 @@ func (s *State) AddBadNode(n BadNode) {
 	s.badNodes = append(s.badNodes, n)
 }
 
+// AddEvent records an event (Status.Events), keeping the newest
+// MaxEvents.
+func (s *State) AddEvent(e Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.events) == MaxEvents {
+		s.events = append(s.events[:0], s.events[1:]...)
+	}
+	s.events = append(s.events, e)
+}
+
 // SetTasks sets every task's state and the number of times the whole job
 // started again (Status.Tasks, Status.Failovers). The State keeps its own
 // copy.
@@ -582,6 +626,7 @@ func (s *State) Status() Status {
 		st.Roles = append(st.Roles, *s.roles[name])
 	}
 	st.BadNodes = slices.Clone(s.badNodes)
+	st.Events = slices.Clone(s.events)
 	st.LocatedGiven, st.LocalGiven = s.located, s.local
 	return st
 }

@@ -73,6 +73,9 @@ func TestStatusPageWithoutData(t *testing.T) {
 	if !strings.Contains(dom, `<p id="error" hidden="">`) {
 		t.Errorf("the page shows an error:\n%s", dom)
 	}
+	if !strings.Contains(dom, `<p id="no-events" class="empty-note">No task has failed.</p>`) {
+		t.Errorf("the page does not say that no task failed:\n%s", dom)
+	}
 }
 
 // buildTrainsim builds the test trainer.
@@ -183,12 +186,30 @@ func TestStatusPageOfALocalJob(t *testing.T) {
 		if st, err = getStatus(ctx, info.URL, info.Token); err != nil {
 			continue
 		}
-		ready = len(st.Epochs) >= 3 && len(st.Speed.Workers) == 2 && len(st.Speed.Times) >= 3
+		ready = len(st.Epochs) >= 3 && len(st.Speed.Workers) == 2 && len(st.Speed.Times) >= 3 && len(st.Events) >= 2
 		for _, task := range st.Tasks {
 			if task.Task == "worker 1" && (task.Restarts != 1 || task.State != "running") {
 				ready = false
 			}
 		}
+	}
+
+	// status.json has worker 1's exit, then its return with the time it
+	// was down.
+	var exited, back *web.Event
+	for i, e := range st.Events {
+		switch {
+		case e.Task == "worker 1" && e.Kind == tracker.EventExited && exited == nil:
+			exited = &st.Events[i]
+		case e.Task == "worker 1" && e.Kind == tracker.EventBack && exited != nil && back == nil:
+			back = &st.Events[i]
+		}
+	}
+	if exited == nil || back == nil {
+		t.Fatalf("events %+v: want worker 1's exit, then its return", st.Events)
+	}
+	if d := back.At.Sub(exited.At).Seconds(); back.TookSeconds <= 0 || back.TookSeconds > d+0.001 {
+		t.Errorf("worker 1 back after %.3f s, but its events are %.3f s apart", back.TookSeconds, d)
 	}
 
 	t0 := time.Now()
@@ -210,7 +231,11 @@ func TestStatusPageOfALocalJob(t *testing.T) {
 	}
 	for _, want := range []string{">loss<", ">AUC<", ">worker 0<", ">worker 1<",
 		`<tr class="running" data-task="worker 1"><td>worker 1</td><td>running</td><td class="num">1</td><td class="num">1</td>`,
-		`href="logs/worker/0/stdout"`, `href="logs/worker/1/stderr"`, `data-state="RUNNING"`} {
+		`href="logs/worker/0/stdout"`, `href="logs/worker/1/stderr"`, `data-state="RUNNING"`,
+		// The events: worker 1's failure, and its return with how long it took.
+		`<tr class="event-exited"><td>`, `</td><td>worker 1</td><td>exited</td><td class="num"></td><td>exit code 3`,
+		`</td><td>worker 1</td><td>running again</td><td class="num">`, `</td><td>running again (attempt 1) in `,
+		`<p id="no-events" class="empty-note" hidden="">`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the page has no %s:\n%s", want, dom)
 		}

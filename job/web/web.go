@@ -56,6 +56,19 @@ type Status struct {
 	// whose hosts were known, and those read on a host that stores them.
 	LocatedShards   int `json:"located_shards"`
 	NodeLocalShards int `json:"node_local_shards"`
+	// Events are the newest exits, restarts and recoveries, oldest
+	// first (tracker.Event).
+	Events []Event `json:"events"`
+}
+
+// Event is one of Status.Events. TookSeconds is how long the task or
+// the job was down, for the kinds "back" and "job back".
+type Event struct {
+	At          time.Time `json:"at"`
+	Kind        string    `json:"kind"`
+	Task        string    `json:"task,omitempty"`
+	Detail      string    `json:"detail"`
+	TookSeconds float64   `json:"took_s,omitempty"`
 }
 
 // RoleStatus is one role's tasks in Status.
@@ -271,7 +284,10 @@ func (h *Handler) Status() Status {
 	s := Status{Name: h.opts.Name, State: st.State, Epoch: st.Epoch, ShardsDone: st.ShardsDone, ShardsTotal: st.ShardsTotal,
 		Metrics: st.Metrics, MetricsEpoch: st.MetricsEpoch, Roles: []RoleStatus{}, Diagnostics: st.Diagnostics,
 		Started: st.Started, Now: h.opts.Now(), Failovers: st.Failovers, Epochs: []EpochPoint{}, Tasks: []Task{},
-		BadNodes: st.BadNodes, LocatedShards: st.LocatedGiven, NodeLocalShards: st.LocalGiven}
+		BadNodes: st.BadNodes, LocatedShards: st.LocatedGiven, NodeLocalShards: st.LocalGiven, Events: []Event{}}
+	for _, e := range st.Events {
+		s.Events = append(s.Events, Event{At: e.At, Kind: e.Kind, Task: e.Task, Detail: e.Detail, TookSeconds: e.Took.Seconds()})
+	}
 	for _, r := range st.Roles {
 		s.Roles = append(s.Roles, RoleStatus(r))
 	}

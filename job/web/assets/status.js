@@ -113,6 +113,25 @@
     body.replaceChildren(rows);
   }
 
+  // drawEvents lists the exits and recoveries, newest first.
+  function drawEvents(st) {
+    var body = $("events").tBodies[0];
+    var rows = document.createDocumentFragment();
+    var names = { "exited": "exited", "back": "running again", "job restart": "whole job restarting", "job back": "whole job running again" };
+    (st.events || []).slice().reverse().forEach(function (e) {
+      var tr = document.createElement("tr");
+      tr.className = "event-" + e.kind.replace(" ", "-");
+      cell(tr, new Date(e.at).toLocaleTimeString());
+      cell(tr, e.task || "job");
+      cell(tr, names[e.kind] || e.kind);
+      cell(tr, !e.took_s ? "" : e.took_s < 1 ? (e.took_s * 1000).toFixed(0) + " ms" : e.took_s.toFixed(2) + " s", "num");
+      cell(tr, e.detail);
+      rows.appendChild(tr);
+    });
+    body.replaceChildren(rows);
+    $("no-events").hidden = (st.events || []).length > 0;
+  }
+
   function drawMetrics(st) {
     var body = $("metrics").tBodies[0];
     var rows = document.createDocumentFragment();
@@ -162,6 +181,7 @@
     drawTime(st);
     drawSpeed(st);
     drawTasks(st);
+    drawEvents(st);
     drawMetrics(st);
     document.body.dataset.state = st.state;
     document.body.dataset.drawn = String(++draws);
