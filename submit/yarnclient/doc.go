@@ -18,5 +18,9 @@
 // and every task's container, without contacting the cluster.
 //
 // Every entry point finds the Hadoop configuration and user with
-// conf.LoadHadoop.
+// conf.LoadHadoop. On a Kerberos-secured cluster (hadoop.security.
+// authentication=kerberos) each logs in first (Options.Login, else the
+// ticket cache) and acts as the principal's short name; Submit ships
+// HDFS and ResourceManager delegation tokens in the application's
+// credentials, which the ApplicationMaster passes on to every task.
 package yarnclient

@@ -31,7 +31,8 @@ import (
 type Options struct {
 	// Lookup reads the environment: the Hadoop configuration is found
 	// with it the Hadoop way, and the user is HADOOP_USER_NAME or the
-	// login. nil means none (the login user, no configuration).
+	// login (with Kerberos, the principal's short name). nil means none
+	// (the login user, no configuration).
 	Lookup conf.Lookup
 	// Executable is the ps-submit binary that runs as the
 	// ApplicationMaster ("ps-submit am job.json"); "" means
