@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/job/local"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -24,10 +25,12 @@ import (
 // from the ticket cache and talks Kerberos to the ResourceManager and the
 // NameNode; the ApplicationMaster and the tasks, which have no Kerberos
 // credentials, reach HDFS with the delegation tokens ps-submit obtained.
-// The model is the one the same job writes on this machine.
+// The model is the one the same job writes on this machine, and so is the
+// model of the job run with the local launcher from and to the secured
+// HDFS, whose tasks log in from the ticket cache.
 func TestKerberosYARNTrain(t *testing.T) {
 	c := hadooptest.ConnectKerberos(t)
-	local := runJob(t, 2, 2, 2<<20, "--epochs", "2")
+	here := runJob(t, 2, 2, 2<<20, "--epochs", "2")
 	dir := uploadData(t, c)
 	spec := lrSpec(dir, "model")
 	spec.Command = []string{psLR, "--epochs", "2", "--test", "hdfs://" + dir + "/test.libsvm"}
@@ -36,12 +39,32 @@ func TestKerberosYARNTrain(t *testing.T) {
 	if r.err != nil || r.res.State != tracker.Succeeded {
 		t.Fatalf("YARN job on the Kerberos cluster: %v %v\nAM log:\n%s", r.res.State, r.err, amLog(t, r.app))
 	}
-	if got, want := readModel(t, c, spec.Output), localModel(t, local); got != want {
+	if got, want := readModel(t, c, spec.Output), localModel(t, here); got != want {
 		t.Errorf("the model trained on the Kerberos cluster differs from the local run's (%d and %d lines)", strings.Count(got, "\n"), strings.Count(want, "\n"))
 	}
 	checkEveryRecordOnce(t, manifest(t, c, spec.Output), 2)
-	if got := r.res.Status.Metrics["test_auc"]; got < local.auc-0.002 || got > local.auc+0.002 {
-		t.Errorf("test AUC on the Kerberos cluster %.4f, local %.4f", got, local.auc)
+	if got := r.res.Status.Metrics["test_auc"]; got < here.auc-0.002 || got > here.auc+0.002 {
+		t.Errorf("test AUC on the Kerberos cluster %.4f, local %.4f", got, here.auc)
+	}
+
+	// The same job with the local launcher: its tasks, processes of this
+	// machine, reach the secured HDFS from the ticket cache.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var out lockedBuf
+	localSpec := lrSpec(dir, "model-local")
+	localSpec.Command, localSpec.MaxAttempts = spec.Command, 1
+	res, err := local.Run(ctx, localSpec, local.Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(),
+		Planner: tracker.InputPlanner(c.Resolver), Resolver: c.Resolver})
+	if err != nil || res.State != tracker.Succeeded {
+		t.Fatalf("local job on the Kerberos cluster's HDFS: %v %v\n%s", res.State, err, out.String())
+	}
+	if got, want := readModel(t, c, localSpec.Output), localModel(t, here); got != want {
+		t.Errorf("the model the local launcher wrote to the Kerberos cluster differs from the local run's")
+	}
+	// Hadoop's own client reads it, as alice.
+	if cat, ok := hadooptest.HadoopShell(t, "-cat", dir+"/model-local/part-00000"); ok && !strings.HasPrefix(localModel(t, here), string(cat)) {
+		t.Errorf("hdfs dfs -cat of part-00000 (%d bytes) is not the model's start", len(cat))
 	}
 }
 
