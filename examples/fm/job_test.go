@@ -443,6 +443,7 @@ var statusRE = regexp.MustCompile(`· epoch (\d+) · shards (\d+)/(\d+)`)
 // of each epoch, and others as shards are done.
 func killedJob(t *testing.T, name, ckDir, role string) (string, error, string) {
 	t.Helper()
+	name = hadooptest.JobName(name)
 	modelDir := filepath.Join(t.TempDir(), "model")
 	flags := localFlags(name, 2, 2, modelDir)
 	if ckDir != "" {

@@ -345,6 +345,7 @@ func killedJobAt(t testing.TB, name, ckDir string, kills ...taskKill) (job.Resul
 // killedJobWith is killedJobAt running the ps-lr binary bin.
 func killedJobWith(t testing.TB, bin, name, ckDir string, kills ...taskKill) (job.Result, error, string) {
 	t.Helper()
+	name = hadooptest.JobName(name)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out lockedBuf

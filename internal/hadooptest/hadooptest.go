@@ -210,6 +210,16 @@ func BuildInto(t testing.TB, pkg, dir string) string {
 	return bin
 }
 
+// JobName is base made unique to this run of the tests ("base-" and 12
+// hex digits), for a local job whose processes KillTask must find: two
+// runs of the same tests on one machine (two checkouts, or CI beside a
+// developer) would otherwise kill each other's tasks.
+func JobName(base string) string {
+	var b [6]byte
+	rand.Read(b[:])
+	return base + "-" + hex.EncodeToString(b[:])
+}
+
 // KillTask sends SIGKILL to the program of role and rank (DMLC_ROLE,
 // DMLC_TASK_ID; rank is ignored for the scheduler, and role "" matches
 // any program of the job, such as its ApplicationMaster) of one job on this
@@ -217,8 +227,8 @@ func BuildInto(t testing.TB, pkg, dir string) string {
 // itself, not a shell around it. The job's processes are those with an
 // environment entry starting with job: ContainerOf(appID) for the
 // containers of a YARN application, or "SPINDLE_JOB_NAME=<name>" for a
-// local job with a name no other job's starts with. It returns the
-// process ids it killed.
+// local job with a name no other job's starts with (JobName). It returns
+// the process ids it killed.
 func KillTask(t testing.TB, job, role string, rank int) []int {
 	t.Helper()
 	procs, err := filepath.Glob("/proc/[0-9]*")
