@@ -29,38 +29,57 @@ func isAppCommand(args []string) bool {
 	return len(args) > 0 && (args[0] == cmdStatus || args[0] == cmdKill || args[0] == cmdLogs)
 }
 
-// parseAppCommand parses "status|kill APPLICATION_ID" (args without the
-// subcommand). help is true for -h or --help.
-func parseAppCommand(cmd string, args []string) (id yarn.ApplicationID, help bool, err error) {
+// parseAppCommand parses "status|kill APPLICATION_ID [--principal P
+// --keytab F]" (args without the subcommand). help is true for -h or
+// --help.
+func parseAppCommand(cmd string, args []string) (id yarn.ApplicationID, login yarnclient.Login, help bool, err error) {
 	var ids []string
-	for _, a := range args {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 		switch {
 		case a == "-h" || a == "-help" || a == "--help":
-			return id, true, nil
+			return id, login, true, nil
+		case strings.HasPrefix(a, "-") && (name == "principal" || name == "keytab"):
+			if !hasValue {
+				if i+1 >= len(args) {
+					return id, login, false, fmt.Errorf("%s: flag --%s needs a value", cmd, name)
+				}
+				i++
+				value = args[i]
+			}
+			if name == "principal" {
+				login.Principal = value
+			} else {
+				login.Keytab = value
+			}
 		case strings.HasPrefix(a, "-") && a != "-":
-			return id, false, fmt.Errorf("%s: unknown flag %s", cmd, a)
+			return id, login, false, fmt.Errorf("%s: unknown flag %s", cmd, a)
 		default:
 			ids = append(ids, a)
 		}
 	}
+	if (login.Principal == "") != (login.Keytab == "") {
+		return id, login, false, fmt.Errorf("%s: --principal and --keytab go together", cmd)
+	}
 	switch len(ids) {
 	case 0:
-		return id, false, fmt.Errorf("%s: missing the application id (application_<cluster timestamp>_<number>)", cmd)
+		return id, login, false, fmt.Errorf("%s: missing the application id (application_<cluster timestamp>_<number>)", cmd)
 	case 1:
 	default:
-		return id, false, fmt.Errorf("%s: want one application id, got %d: %s", cmd, len(ids), strings.Join(ids, " "))
+		return id, login, false, fmt.Errorf("%s: want one application id, got %d: %s", cmd, len(ids), strings.Join(ids, " "))
 	}
 	id, err = yarn.ParseApplicationID(strings.TrimSpace(ids[0]))
 	if err != nil {
-		return id, false, fmt.Errorf("%s: %q is not an application id (want application_<cluster timestamp>_<number>)", cmd, ids[0])
+		return id, login, false, fmt.Errorf("%s: %q is not an application id (want application_<cluster timestamp>_<number>)", cmd, ids[0])
 	}
-	return id, false, nil
+	return id, login, false, nil
 }
 
 // appCommandUsage is the help of the subcommands.
-const appCommandUsage = `Usage: %[1]s status JOB [--jobs-dir DIR]
-       %[1]s logs JOB [--task ROLE:RANK] [--follow] [--jobs-dir DIR]
-       %[1]s kill APPLICATION_ID
+const appCommandUsage = `Usage: %[1]s status JOB [--jobs-dir DIR] [--principal USER@REALM --keytab FILE]
+       %[1]s logs JOB [--task ROLE:RANK] [--follow] [--jobs-dir DIR] [--principal USER@REALM --keytab FILE]
+       %[1]s kill APPLICATION_ID [--principal USER@REALM --keytab FILE]
 
 JOB is a YARN application id (application_<cluster timestamp>_<number>)
 or a local job's id (local-<date>-<time>-<hex>, printed when it starts)
@@ -86,7 +105,8 @@ kill kills a YARN application and waits (up to %[2]v) until YARN
 reports it ended, then removes its staging directory.
 
 The Hadoop configuration is found as with --cluster yarn
-($HADOOP_CONF_DIR, ...). Exit status: 0 on success, 1 if the job is
+($HADOOP_CONF_DIR, ...). On a Kerberos-secured cluster they log in from
+the ticket cache kinit leaves, or from --keytab as --principal. Exit status: 0 on success, 1 if the job is
 unknown or the request failed, 2 on a usage error.
 `
 
@@ -94,7 +114,7 @@ unknown or the request failed, 2 on a usage error.
 // status.
 func runAppCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
 	cmd := args[0]
-	id, help, err := parseAppCommand(cmd, args[1:])
+	id, login, help, err := parseAppCommand(cmd, args[1:])
 	if help {
 		fmt.Fprintf(stdout, appCommandUsage, progName, killTimeout)
 		return 0
@@ -104,7 +124,7 @@ func runAppCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 		return 2
 	}
 	if cmd == cmdStatus {
-		r, err := yarnclient.Application(ctx, id, lookup)
+		r, err := yarnclient.Application(ctx, id, lookup, login)
 		if err != nil {
 			writeLines(stderr, progName+": ", appError(id, err).Error())
 			return 1
@@ -114,7 +134,7 @@ func runAppCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 	}
 	kctx, cancel := context.WithTimeout(ctx, killTimeout)
 	defer cancel()
-	r, already, err := yarnclient.Kill(kctx, id, lookup, 0)
+	r, already, err := yarnclient.Kill(kctx, id, lookup, login, 0)
 	switch {
 	case err != nil && errors.Is(err, yarn.ErrApplicationNotFound):
 		writeLines(stderr, progName+": ", appError(id, err).Error())

@@ -3,6 +3,8 @@ package submit
 import (
 	"strings"
 	"testing"
+
+	"github.com/spindle-ps/spindle/submit/yarnclient"
 )
 
 func TestParseAppCommand(t *testing.T) {
@@ -12,6 +14,7 @@ func TestParseAppCommand(t *testing.T) {
 		id      string
 		help    bool
 		wantErr string
+		login   yarnclient.Login
 	}{
 		{args: []string{"application_1700000000000_0001"}, id: "application_1700000000000_0001"},
 		{args: []string{" application_1700000000000_0042 "}, id: "application_1700000000000_0042"},
@@ -22,8 +25,15 @@ func TestParseAppCommand(t *testing.T) {
 		{args: []string{"application_x_1"}, wantErr: "is not an application id"},
 		{args: []string{"application_1700000000000_0001", "application_1700000000000_0002"}, wantErr: "want one application id, got 2"},
 		{args: []string{"--force", "application_1700000000000_0001"}, wantErr: "unknown flag --force"},
+		{args: []string{"application_1700000000000_0001", "--principal", "alice@EXAMPLE.COM", "--keytab=/k/alice.keytab"}, id: "application_1700000000000_0001",
+			login: yarnclient.Login{Principal: "alice@EXAMPLE.COM", Keytab: "/k/alice.keytab"}},
+		{args: []string{"application_1700000000000_0001", "--principal=alice@EXAMPLE.COM"}, wantErr: "--principal and --keytab go together"},
+		{args: []string{"application_1700000000000_0001", "--keytab"}, wantErr: "flag --keytab needs a value"},
 	} {
-		id, help, err := parseAppCommand("status", tt.args)
+		id, login, help, err := parseAppCommand("status", tt.args)
+		if err == nil && login != tt.login {
+			t.Errorf("%q: login %+v, want %+v", tt.args, login, tt.login)
+		}
 		switch {
 		case tt.wantErr != "":
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "status: ") {

@@ -99,6 +99,7 @@ type jobCommand struct {
 	follow  bool
 	jobsDir string
 	help    bool
+	login   yarnclient.Login
 }
 
 // parseJobCommand parses the arguments after the subcommand.
@@ -143,9 +144,22 @@ func parseJobCommand(cmd string, args []string) (jobCommand, error) {
 			c.task = &t
 		case (name == "follow" || name == "f") && cmd == cmdLogs && !hasValue:
 			c.follow = true
+		case name == "principal" || name == "keytab":
+			v, err := takeValue()
+			if err != nil {
+				return c, err
+			}
+			if name == "principal" {
+				c.login.Principal = v
+			} else {
+				c.login.Keytab = v
+			}
 		default:
 			return c, fmt.Errorf("%s: unknown flag %s", cmd, a)
 		}
+	}
+	if (c.login.Principal == "") != (c.login.Keytab == "") {
+		return c, fmt.Errorf("%s: --principal and --keytab go together", cmd)
 	}
 	switch len(pos) {
 	case 0:
@@ -248,7 +262,7 @@ func runJobCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 			writeUsageError(stderr, fmt.Errorf("%s: %q is not an application id (want application_<cluster timestamp>_<number>)", c.cmd, c.job))
 			return 2
 		}
-		r, st, stErr, err := yarnclient.JobStatus(ctx, id, lookup)
+		r, st, stErr, err := yarnclient.JobStatus(ctx, id, lookup, c.login)
 		if err != nil {
 			writeLines(stderr, progName+": ", appError(id, err).Error())
 			return 1
@@ -409,7 +423,7 @@ func listLogs(ctx context.Context, c jobCommand, lookup func(string) (string, bo
 		if err != nil {
 			return nil, false, fmt.Errorf("%s: %q is not an application id", c.cmd, c.job)
 		}
-		yf, over, err := yarnclient.Logs(ctx, id, lookup)
+		yf, over, err := yarnclient.Logs(ctx, id, lookup, c.login)
 		if err != nil {
 			return nil, false, appError(id, err)
 		}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/submit/yarnclient"
 )
 
 // lockedBuffer is a bytes.Buffer safe for concurrent use.
@@ -217,5 +219,19 @@ func TestPruneLocalJobsKeepsTheNewestAndTheRunning(t *testing.T) {
 	want := "local-20260101-000000-0002 local-20260103-000000-0004 local-20260104-000000-0005 mine"
 	if got := strings.Join(left, " "); got != want {
 		t.Errorf("left %s, want %s", got, want)
+	}
+}
+
+// TestParseJobCommandLogin: status and logs take the Kerberos login of
+// the other subcommands, both or neither.
+func TestParseJobCommandLogin(t *testing.T) {
+	t.Parallel()
+	c, err := parseJobCommand(cmdLogs, []string{"application_1700000000000_0001", "--task", "worker:1", "--principal", "alice@EXAMPLE.COM", "--keytab=/k/alice.keytab", "-f"})
+	if err != nil || c.job != "application_1700000000000_0001" || c.task == nil || !c.follow ||
+		c.login != (yarnclient.Login{Principal: "alice@EXAMPLE.COM", Keytab: "/k/alice.keytab"}) {
+		t.Errorf("logs: %+v, %v", c, err)
+	}
+	if _, err := parseJobCommand(cmdStatus, []string{"application_1700000000000_0001", "--keytab", "/k/alice.keytab"}); err == nil || !strings.Contains(err.Error(), "status: --principal and --keytab go together") {
+		t.Errorf("status with a keytab alone: %v", err)
 	}
 }

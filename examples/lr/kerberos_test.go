@@ -46,6 +46,23 @@ func TestKerberosYARNTrain(t *testing.T) {
 	if got := r.res.Status.Metrics["test_auc"]; got < here.auc-0.002 || got > here.auc+0.002 {
 		t.Errorf("test AUC on the Kerberos cluster %.4f, local %.4f", got, here.auc)
 	}
+	// ps-submit status logs in from the ticket cache, or from a keytab
+	// without one.
+	for _, args := range [][]string{
+		{"status", r.app.String()},
+		{"status", r.app.String(), "--principal", os.Getenv("SPINDLE_MINICLUSTER_PRINCIPAL"), "--keytab", os.Getenv("SPINDLE_MINICLUSTER_KEYTAB")},
+	} {
+		sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(sctx, psSubmit(t), args...)
+		if len(args) > 2 {
+			cmd.Env = append(os.Environ(), "KRB5CCNAME=FILE:"+t.TempDir()+"/no-cache")
+		}
+		out, err := cmd.CombinedOutput()
+		scancel()
+		if err != nil || !strings.Contains(string(out), "FINISHED") || !strings.Contains(string(out), "state          SUCCEEDED") {
+			t.Errorf("ps-submit %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
 
 	// The same job with the local launcher: its tasks, processes of this
 	// machine, reach the secured HDFS from the ticket cache.

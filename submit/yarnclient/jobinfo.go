@@ -37,8 +37,8 @@ const maxStatusJSON = 64 << 20
 // ApplicationMaster kept beside the containers' logs (LogsURI). st is nil
 // when neither can be read, stErr saying why; err is the report's
 // failure.
-func JobStatus(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup) (r yarn.ApplicationReport, st *web.Status, stErr error, err error) {
-	rm, hcl, err := yarnClient(ctx, lookup)
+func JobStatus(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login Login) (r yarn.ApplicationReport, st *web.Status, stErr error, err error) {
+	rm, hcl, err := yarnClient(ctx, lookup, login)
 	if err != nil {
 		return r, nil, nil, err
 	}
@@ -168,8 +168,8 @@ func (f LogFile) Open(ctx context.Context) (io.ReadCloser, error) { return f.ope
 // that ended before from the job's log directory in HDFS (LogsURI),
 // where the ApplicationMaster copies them; once it is over, from HDFS
 // only. Files are sorted by task, launch and stream.
-func Logs(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup) (files []LogFile, over bool, err error) {
-	rm, hcl, err := yarnClient(ctx, lookup)
+func Logs(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login Login) (files []LogFile, over bool, err error) {
+	rm, hcl, err := yarnClient(ctx, lookup, login)
 	if err != nil {
 		return nil, false, err
 	}

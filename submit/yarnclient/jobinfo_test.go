@@ -92,7 +92,7 @@ func TestHadoopStatusPageLogsAndStatus(t *testing.T) {
 			t.Fatalf("the job never had 3 epochs, both workers' speeds and worker 1's restart: %v %+v %v", r.State, st, stErr)
 		case <-tick.C:
 		}
-		if r, st, stErr, err = JobStatus(ctx, app, lookup); err != nil {
+		if r, st, stErr, err = JobStatus(ctx, app, lookup, Login{}); err != nil {
 			t.Fatal(err)
 		}
 		if r.State.Terminal() {

@@ -680,8 +680,8 @@ func amAttemptNumber(id string) int {
 
 // yarnClient connects to the ResourceManager with the Hadoop
 // configuration found the Hadoop way through lookup.
-func yarnClient(ctx context.Context, lookup conf.Lookup) (*yarn.RMClient, *hadoopClient, error) {
-	hcl, err := newHadoopClient(lookup, Login{})
+func yarnClient(ctx context.Context, lookup conf.Lookup, login Login) (*yarn.RMClient, *hadoopClient, error) {
+	hcl, err := newHadoopClient(lookup, login)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -695,9 +695,9 @@ func yarnClient(ctx context.Context, lookup conf.Lookup) (*yarn.RMClient, *hadoo
 // Application returns the ResourceManager's report of application
 // id; an unknown id gives an error matching yarn.ErrApplicationNotFound.
 // The Hadoop configuration and the user are found through lookup as
-// Submit finds them.
-func Application(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup) (yarn.ApplicationReport, error) {
-	rm, _, err := yarnClient(ctx, lookup)
+// Submit finds them; login is how to log in to a Kerberos-secured cluster.
+func Application(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login Login) (yarn.ApplicationReport, error) {
+	rm, _, err := yarnClient(ctx, lookup, login)
 	if err != nil {
 		return yarn.ApplicationReport{}, err
 	}
@@ -715,11 +715,11 @@ func Application(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup)
 // kill (then nothing was killed). Once the application has ended its
 // staging directory, /user/<user>/.spindle/<id>/, is removed: a killed
 // ApplicationMaster cannot remove it itself.
-func Kill(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, poll time.Duration) (r yarn.ApplicationReport, already bool, err error) {
+func Kill(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login Login, poll time.Duration) (r yarn.ApplicationReport, already bool, err error) {
 	if poll <= 0 {
 		poll = 500 * time.Millisecond
 	}
-	rm, hcl, err := yarnClient(ctx, lookup)
+	rm, hcl, err := yarnClient(ctx, lookup, login)
 	if err != nil {
 		return r, false, err
 	}
