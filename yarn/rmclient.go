@@ -69,7 +69,7 @@ func NewRMClient(ctx context.Context, hc conf.HadoopConf, id Identity) (*RMClien
 		if id.Kerberos == nil {
 			return nil, fmt.Errorf("yarn: resource manager %s uses Kerberos, and there is no Kerberos login: %s", addr, kerberos.Hint)
 		}
-		spn, _, err := kerberos.ServicePrincipal(hc.GetDefault(KeyRMPrincipal, ""), addr)
+		spn, _, err := kerberos.ServicePrincipal(ctx, hc.GetDefault(KeyRMPrincipal, ""), addr)
 		if err != nil {
 			return nil, fmt.Errorf("yarn: resource manager %s uses Kerberos, but %s is not set", addr, KeyRMPrincipal)
 		}
@@ -88,9 +88,9 @@ const KeyRMPrincipal = "yarn.resourcemanager.principal"
 
 // RMPrincipal is the ResourceManager's principal with _HOST resolved, the
 // renewer of the delegation tokens an application carries.
-func RMPrincipal(hc conf.HadoopConf) (string, error) {
+func RMPrincipal(ctx context.Context, hc conf.HadoopConf) (string, error) {
 	setting := hc.GetDefault(KeyRMPrincipal, "")
-	spn, realm, err := kerberos.ServicePrincipal(setting, RMAddress(hc))
+	spn, realm, err := kerberos.ServicePrincipal(ctx, setting, RMAddress(hc))
 	if err != nil {
 		return "", fmt.Errorf("yarn: %s is not set", KeyRMPrincipal)
 	}

@@ -121,7 +121,7 @@ func (h *HDFS) DelegationToken(ctx context.Context, renewer string) (creds.Token
 }
 
 func (h *HDFS) delegationTokenFrom(ctx context.Context, nn, renewer string) (creds.Token, error) {
-	spn, _, err := kerberos.ServicePrincipal(h.opts.NamenodePrincipal, nn)
+	spn, _, err := kerberos.ServicePrincipal(ctx, h.opts.NamenodePrincipal, nn)
 	if err != nil {
 		return creds.Token{}, err
 	}

@@ -85,7 +85,7 @@ func (c *hadoopClient) tokens(ctx context.Context, rm *yarn.RMClient, res *dfs.R
 	if !c.secure() {
 		return nil, nil
 	}
-	renewer, err := yarn.RMPrincipal(c.hc)
+	renewer, err := yarn.RMPrincipal(ctx, c.hc)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@
 package kerberos
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -152,9 +153,9 @@ func ShortName(principal string) string {
 // ServicePrincipal resolves a server principal setting such as
 // dfs.namenode.kerberos.principal ("nn/_HOST@REALM") for the server at
 // addr (host:port): _HOST becomes the host's canonical name, lower case,
-// as Hadoop's SecurityUtil does. It returns the principal without its
-// realm ("nn/nn1.example.com") and the realm.
-func ServicePrincipal(setting, addr string) (spn, realm string, err error) {
+// as Hadoop's SecurityUtil does (the lookups end with ctx). It returns the
+// principal without its realm ("nn/nn1.example.com") and the realm.
+func ServicePrincipal(ctx context.Context, setting, addr string) (spn, realm string, err error) {
 	if strings.TrimSpace(setting) == "" {
 		return "", "", errors.New("kerberos: no server principal configured")
 	}
@@ -165,7 +166,7 @@ func ServicePrincipal(setting, addr string) (spn, realm string, err error) {
 		if herr != nil {
 			host = addr
 		}
-		parts[1] = strings.ToLower(canonicalHost(host))
+		parts[1] = strings.ToLower(canonicalHost(ctx, host))
 		spn = strings.Join(parts, "/")
 	}
 	return spn, realm, nil
@@ -173,18 +174,19 @@ func ServicePrincipal(setting, addr string) (spn, realm string, err error) {
 
 // canonicalHost is the host's name as its address resolves back, or the
 // host itself when it does not.
-func canonicalHost(host string) string {
+func canonicalHost(ctx context.Context, host string) string {
+	r := net.DefaultResolver
 	if ip := net.ParseIP(host); ip == nil {
-		if cname, err := net.LookupCNAME(host); err == nil && cname != "" {
+		if cname, err := r.LookupCNAME(ctx, host); err == nil && cname != "" {
 			host = strings.TrimSuffix(cname, ".")
 		}
-		addrs, err := net.LookupHost(host)
+		addrs, err := r.LookupHost(ctx, host)
 		if err != nil || len(addrs) == 0 {
 			return host
 		}
 		host = addrs[0]
 	}
-	names, err := net.LookupAddr(host)
+	names, err := r.LookupAddr(ctx, host)
 	if err != nil || len(names) == 0 {
 		return host
 	}

@@ -1,6 +1,7 @@
 package kerberos
 
 import (
+	"context"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -18,12 +19,12 @@ func TestServicePrincipal(t *testing.T) {
 		{"rm/rm1.example.com@EXAMPLE.COM", "10.0.0.1:8032", "rm/rm1.example.com", "EXAMPLE.COM"},
 		{"spindle/localhost", "localhost:1", "spindle/localhost", ""},
 	} {
-		spn, realm, err := ServicePrincipal(c.setting, c.addr)
+		spn, realm, err := ServicePrincipal(context.Background(), c.setting, c.addr)
 		if err != nil || spn != c.spn || realm != c.realm {
 			t.Errorf("ServicePrincipal(%q, %q) = %q, %q, %v; want %q, %q", c.setting, c.addr, spn, realm, err, c.spn, c.realm)
 		}
 	}
-	if _, _, err := ServicePrincipal(" ", "h:1"); err == nil {
+	if _, _, err := ServicePrincipal(context.Background(), " ", "h:1"); err == nil {
 		t.Error("an empty principal setting was accepted")
 	}
 }
