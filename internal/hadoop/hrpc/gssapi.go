@@ -208,6 +208,14 @@ func (g *gssLayer) Unwrap(tok []byte) ([]byte, error) {
 		}
 		return t.Payload, nil
 	}
+	et, err := crypto.GetEtype(g.key.KeyType)
+	if err != nil {
+		return nil, err
+	}
+	// The library slices the ciphertext by these sizes without checking.
+	if len(data) < et.GetConfounderByteSize()+et.GetHMACBitLength()/8+16+ec {
+		return nil, errors.New("sealed wrap token too short")
+	}
 	plain, err := crypto.DecryptMessage(data, g.key, keyusage.GSSAPI_ACCEPTOR_SEAL)
 	if err != nil {
 		return nil, err

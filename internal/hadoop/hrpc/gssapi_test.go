@@ -424,3 +424,29 @@ func TestAuthenticateForALibrary(t *testing.T) {
 		t.Errorf("a stream that is not Hadoop IPC got through: %v", err)
 	}
 }
+
+// FuzzGSSUnwrap: whatever a server sends as a wrap token, Unwrap returns
+// an error or a message, and never panics; only tokens sealed or signed
+// with the key are accepted.
+func FuzzGSSUnwrap(f *testing.F) {
+	for _, sealed := range []bool{false, true} {
+		a := &acceptor{sealed: sealed}
+		inner := []byte("\x00\x00\x00\x02\x01\x00")
+		a.seq++
+		hdr := []byte{0x05, 0x04, 0x01, 0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}
+		t := gssapi.WrapToken{Flags: 0x01, EC: 12, SndSeqNum: 1, Payload: inner}
+		if err := t.SetCheckSum(sessionKey, keyusage.GSSAPI_ACCEPTOR_SEAL); err == nil {
+			if tok, err := t.Marshal(); err == nil {
+				f.Add(tok, sealed)
+			}
+		}
+		f.Add(append(hdr, inner...), sealed)
+	}
+	f.Add([]byte{0x05, 0x04, 0x03, 0xFF, 0, 0, 0xff, 0xff}, true)
+	f.Fuzz(func(t *testing.T, tok []byte, sealed bool) {
+		g := &gssLayer{key: sessionKey, sealed: sealed}
+		if msg, err := g.Unwrap(tok); err == nil && len(msg) >= len(tok) {
+			t.Fatalf("a %d-byte message out of a %d-byte token", len(msg), len(tok))
+		}
+	})
+}
