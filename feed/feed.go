@@ -25,6 +25,17 @@ type Tracker interface {
 	DoneShards(ctx context.Context, epoch int) (map[int64]int64, error)
 }
 
+// EventReporter is a Tracker that also records the job's events
+// (tracker.Client is one). A Feed resuming a dead worker's place reports
+// its rejoin through it.
+type EventReporter interface {
+	ReportEvent(ctx context.Context, e tracker.Event) error
+}
+
+// started approximates the process's start, for how long a replacement
+// worker took to rejoin.
+var started = time.Now()
+
 // Options configure a Feed.
 type Options struct {
 	// Tracker hands out the shards and is told when each is done.
@@ -100,6 +111,8 @@ type Feed struct {
 	bad    int // malformed records skipped so far
 	shards int // shards read so far
 	skip   int // batches of the epoch not to hand over (Options.Resume)
+	// reported is set once the rejoin of Options.Resume is reported.
+	reported bool
 }
 
 // New checks the options and returns a Feed.
@@ -134,6 +147,7 @@ func (f *Feed) Bad() int { return f.bad }
 func (f *Feed) Epoch(ctx context.Context, epoch int, fn func(context.Context, Batch) error) (Stats, error) {
 	var st Stats
 	var err error
+	f.reportRejoin(ctx)
 	if f.o.Async {
 		err = f.asyncEpoch(ctx, epoch, fn, &st)
 	} else {
@@ -143,6 +157,27 @@ func (f *Feed) Epoch(ctx context.Context, epoch int, fn func(context.Context, Ba
 		return st, fmt.Errorf("epoch %d: %w", epoch, err)
 	}
 	return st, nil
+}
+
+// reportRejoin tells the tracker, once and when it is an EventReporter,
+// that this worker took a dead one's place in the synchronous steps
+// (Options.Resume), and how long after its start. The report is for the
+// job's events only: its failure is ignored.
+func (f *Feed) reportRejoin(ctx context.Context) {
+	r, ok := f.o.Tracker.(EventReporter)
+	if f.o.Resume == nil || f.reported || !ok {
+		return
+	}
+	f.reported = true
+	where := fmt.Sprintf("rejoined the synchronous steps at batch %d of epoch %d (the servers had the dead worker's batches before it)",
+		f.o.Resume.Batches, f.o.Resume.Epoch)
+	if f.o.Resume.Batches == psnode.AllBatches {
+		where = fmt.Sprintf("rejoined the synchronous steps after epoch %d (the servers had every batch of it from the dead worker)", f.o.Resume.Epoch)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_ = r.ReportEvent(rctx, tracker.Event{Kind: tracker.EventRejoined, Task: fmt.Sprintf("worker %d", f.o.Rank),
+		Detail: where, Took: time.Since(started)})
 }
 
 // syncEpoch reads this worker's share of the plan, shards rank,

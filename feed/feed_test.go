@@ -67,10 +67,16 @@ func shards(t *testing.T, res *dfs.Resolver, dir string) []tracker.Shard {
 
 // fakeTracker serves a fixed plan and records the shards reported done.
 type fakeTracker struct {
-	plan  []tracker.Shard
-	plans int
-	done  []int64
-	recs  []int64
+	plan   []tracker.Shard
+	plans  int
+	done   []int64
+	recs   []int64
+	events []tracker.Event
+}
+
+func (f *fakeTracker) ReportEvent(_ context.Context, e tracker.Event) error {
+	f.events = append(f.events, e)
+	return nil
 }
 
 func (f *fakeTracker) DoneShards(context.Context, int) (map[int64]int64, error) {
@@ -213,6 +219,11 @@ func TestSyncResumeSkipsAppliedBatches(t *testing.T) {
 	}
 	if want := []int64{5, 4, 5, 4}; !slices.Equal(ft.recs, want) {
 		t.Errorf("shards reported with %v records, want %v", ft.recs, want)
+	}
+	// The rejoin is one of the job's events, reported once.
+	if len(ft.events) != 1 || ft.events[0].Kind != tracker.EventRejoined || ft.events[0].Task != "worker 1" ||
+		ft.events[0].Detail != "rejoined the synchronous steps at batch 2 of epoch 1 (the servers had the dead worker's batches before it)" || ft.events[0].Took <= 0 {
+		t.Errorf("events %+v, want worker 1's rejoin once", ft.events)
 	}
 
 	// A shard the tracker has as done, all of whose batches were

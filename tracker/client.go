@@ -215,6 +215,14 @@ func (c *Client) DoneShards(ctx context.Context, epoch int) (map[int64]int64, er
 	return done, err
 }
 
+// ReportEvent records something that happened to a task, as the task
+// saw it (Status.Events); only EventRejoined is accepted.
+func (c *Client) ReportEvent(ctx context.Context, e Event) error {
+	return c.call(ctx, "report event", func(rpc *trackerrpc.TrackerClient) error {
+		return rpc.ReportEvent(ctx, c.secret, e.Kind, e.Task, e.Detail, e.Took.Microseconds())
+	})
+}
+
 // Plan returns every shard of the job in plan order.
 func (c *Client) Plan(ctx context.Context) ([]Shard, error) {
 	var ws []*trackerrpc.Shard

@@ -224,6 +224,30 @@ func (h *handler) DoneShards(_ context.Context, secret string, epoch int32) (map
 	return done, nil
 }
 
+// Limits of a reported event's strings.
+const (
+	maxEventTask   = 64
+	maxEventDetail = 1000
+)
+
+func (h *handler) ReportEvent(_ context.Context, secret, kind, task, detail string, tookMicros int64) error {
+	if err := h.auth(secret); err != nil {
+		return err
+	}
+	switch {
+	case kind != EventRejoined:
+		return badRequest(fmt.Errorf("tracker: event kind %q: a task may report only %q", kind, EventRejoined))
+	case task == "" || len(task) > maxEventTask:
+		return badRequest(fmt.Errorf("tracker: event task %q: want 1 to %d bytes", task, maxEventTask))
+	case len(detail) > maxEventDetail:
+		return badRequest(fmt.Errorf("tracker: event detail of %d bytes, limit %d", len(detail), maxEventDetail))
+	case tookMicros < 0:
+		return badRequest(fmt.Errorf("tracker: event took %d µs", tookMicros))
+	}
+	h.s.state.AddEvent(Event{At: time.Now(), Kind: kind, Task: task, Detail: detail, Took: time.Duration(tookMicros) * time.Microsecond})
+	return nil
+}
+
 func (h *handler) Plan(_ context.Context, secret string) ([]*trackerrpc.Shard, error) {
 	if err := h.auth(secret); err != nil {
 		return nil, err

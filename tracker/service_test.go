@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,7 +55,20 @@ func TestServiceOverTCP(t *testing.T) {
 	if done, err := c.DoneShards(ctx, 1); err != nil || len(done) != 0 {
 		t.Fatalf("done shards of epoch 1: %v %v, want none", done, err)
 	}
+	// A worker's rejoin is recorded; events of other kinds are refused.
+	if err := c.ReportEvent(ctx, Event{Kind: EventRejoined, Task: "worker 1", Detail: "rejoined", Took: 1500 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := st.Status().Events; len(ev) != 1 || ev[0].Task != "worker 1" || ev[0].Took != 1500*time.Millisecond || ev[0].At.IsZero() {
+		t.Fatalf("events %+v", ev)
+	}
 	var re *RemoteError
+	if err := c.ReportEvent(ctx, Event{Kind: EventJobRestart, Task: "worker 1"}); !errors.As(err, &re) {
+		t.Fatalf("a job restart reported by a task: %v, want RemoteError", err)
+	}
+	if err := c.ReportEvent(ctx, Event{Kind: EventRejoined, Task: "worker 1", Detail: strings.Repeat("x", 2000)}); !errors.As(err, &re) {
+		t.Fatalf("a 2000-byte detail: %v, want RemoteError", err)
+	}
 	if _, err := c.DoneShards(ctx, -1); !errors.As(err, &re) {
 		t.Fatalf("done shards of a bad epoch: %v, want RemoteError", err)
 	}

@@ -121,6 +121,9 @@ const (
 	// EventJobBack: after a job restart every task runs again; Took is
 	// since the restart began.
 	EventJobBack = "job back"
+	// EventRejoined: a worker that replaces a dead one rejoined the
+	// synchronous steps (reported by the worker); Took is from its start.
+	EventRejoined = "rejoined"
 )
 
 // MaxEvents bounds Status.Events; older events are dropped.

@@ -493,6 +493,18 @@ func checkRejoined(t *testing.T, res job.Result, err error, out string, attempts
 	if !strings.Contains(out, "rejoined") {
 		t.Errorf("no replacement says it rejoined the steps:\n%s", out)
 	}
+	// Each replacement's rejoin is one of the job's events.
+	rejoins := map[string]int{}
+	for _, e := range res.Status.Events {
+		if e.Kind == tracker.EventRejoined {
+			rejoins[e.Task]++
+		}
+	}
+	for rank, n := range attempts {
+		if got := rejoins[fmt.Sprintf("worker %d", rank)]; got != n-1 {
+			t.Errorf("worker %d rejoined %d time(s) by the job's events, want %d: %+v", rank, got, n-1, res.Status.Events)
+		}
+	}
 	straight := straightJob(t)
 	auc := evalAUC(t, res.Output, func(string) (string, bool) { return "", false })
 	t.Logf("test AUC %.4f after workers were killed, %.4f without", auc, straight.auc)

@@ -62,7 +62,8 @@ type Status struct {
 }
 
 // Event is one of Status.Events. TookSeconds is how long the task or
-// the job was down, for the kinds "back" and "job back".
+// the job was down, for the kinds "back" and "job back", and how long
+// after its start a replacement worker rejoined, for "rejoined".
 type Event struct {
 	At          time.Time `json:"at"`
 	Kind        string    `json:"kind"`

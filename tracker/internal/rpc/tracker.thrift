@@ -83,4 +83,8 @@ service Tracker {
   // The shards of epoch reported done, each with its record count: where
   // a worker that replaces a dead one need not read again.
   map<i64, i64> doneShards(1: string secret, 2: i32 epoch) throws (1: TrackerError err)
+  // Something that happened to a task, which the task itself saw (a
+  // worker that replaces a dead one rejoined the steps), for the job's
+  // events; took is how long it took, in microseconds.
+  void reportEvent(1: string secret, 2: string kind, 3: string task, 4: string detail, 5: i64 tookMicros) throws (1: TrackerError err)
 }

@@ -2334,6 +2334,13 @@ type Tracker interface {
 	//  - Secret
 	//  - Epoch
 	DoneShards(ctx context.Context, secret string, epoch int32) (_r map[int64]int64, _err error)
+	// Parameters:
+	//  - Secret
+	//  - Kind
+	//  - Task
+	//  - Detail
+	//  - TookMicros
+	ReportEvent(ctx context.Context, secret string, kind string, task string, detail string, tookMicros int64) (_err error)
 }
 
 type TrackerClient struct {
@@ -2565,6 +2572,34 @@ func (p *TrackerClient) DoneShards(ctx context.Context, secret string, epoch int
 	return _result35.GetSuccess(), nil
 }
 
+// Parameters:
+//   - Secret
+//   - Kind
+//   - Task
+//   - Detail
+//   - TookMicros
+func (p *TrackerClient) ReportEvent(ctx context.Context, secret string, kind string, task string, detail string, tookMicros int64) (_err error) {
+	var _args36 TrackerReportEventArgs
+	_args36.Secret = secret
+	_args36.Kind = kind
+	_args36.Task = task
+	_args36.Detail = detail
+	_args36.TookMicros = tookMicros
+	var _result38 TrackerReportEventResult
+	var _meta37 thrift.ResponseMeta
+	_meta37, _err = p.Client_().Call(ctx, "reportEvent", &_args36, &_result38)
+	p.SetLastResponseMeta_(_meta37)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result38.Err != nil:
+		return _result38.Err
+	}
+
+	return nil
+}
+
 type TrackerProcessor struct {
 	processorMap map[string]thrift.TProcessorFunction
 	handler      Tracker
@@ -2585,16 +2620,17 @@ func (p *TrackerProcessor) ProcessorMap() map[string]thrift.TProcessorFunction {
 
 func NewTrackerProcessor(handler Tracker) *TrackerProcessor {
 
-	self36 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self36.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
-	self36.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
-	self36.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
-	self36.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
-	self36.processorMap["status"] = &trackerProcessorStatus{handler: handler}
-	self36.processorMap["kill"] = &trackerProcessorKill{handler: handler}
-	self36.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
-	self36.processorMap["doneShards"] = &trackerProcessorDoneShards{handler: handler}
-	return self36
+	self39 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self39.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
+	self39.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
+	self39.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
+	self39.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
+	self39.processorMap["status"] = &trackerProcessorStatus{handler: handler}
+	self39.processorMap["kill"] = &trackerProcessorKill{handler: handler}
+	self39.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
+	self39.processorMap["doneShards"] = &trackerProcessorDoneShards{handler: handler}
+	self39.processorMap["reportEvent"] = &trackerProcessorReportEvent{handler: handler}
+	return self39
 }
 
 func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -2607,12 +2643,12 @@ func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TPro
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x37 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x40 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x37.Write(ctx, oprot)
+	x40.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x37
+	return false, x40
 
 }
 
@@ -2621,7 +2657,7 @@ type trackerProcessorNextShard struct {
 }
 
 func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err38 error
+	var _write_err41 error
 	args := TrackerNextShardArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2671,21 +2707,21 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc39 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
+			_exc42 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err38 = thrift.WrapTException(err2)
+				_write_err41 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc39.Write(ctx, oprot); _write_err38 == nil && err2 != nil {
-				_write_err38 = thrift.WrapTException(err2)
+			if err2 := _exc42.Write(ctx, oprot); _write_err41 == nil && err2 != nil {
+				_write_err41 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err38 == nil && err2 != nil {
-				_write_err38 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err41 == nil && err2 != nil {
+				_write_err41 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err38 == nil && err2 != nil {
-				_write_err38 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err41 == nil && err2 != nil {
+				_write_err41 = thrift.WrapTException(err2)
 			}
-			if _write_err38 != nil {
-				return false, thrift.WrapTException(_write_err38)
+			if _write_err41 != nil {
+				return false, thrift.WrapTException(_write_err41)
 			}
 			return true, err
 		}
@@ -2694,19 +2730,19 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.REPLY, seqId); err2 != nil {
-		_write_err38 = thrift.WrapTException(err2)
+		_write_err41 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err38 == nil && err2 != nil {
-		_write_err38 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err41 == nil && err2 != nil {
+		_write_err41 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err38 == nil && err2 != nil {
-		_write_err38 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err41 == nil && err2 != nil {
+		_write_err41 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err38 == nil && err2 != nil {
-		_write_err38 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err41 == nil && err2 != nil {
+		_write_err41 = thrift.WrapTException(err2)
 	}
-	if _write_err38 != nil {
-		return false, thrift.WrapTException(_write_err38)
+	if _write_err41 != nil {
+		return false, thrift.WrapTException(_write_err41)
 	}
 	return true, err
 }
@@ -2716,7 +2752,7 @@ type trackerProcessorShardDone struct {
 }
 
 func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err40 error
+	var _write_err43 error
 	args := TrackerShardDoneArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2766,40 +2802,40 @@ func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc41 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
+			_exc44 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err40 = thrift.WrapTException(err2)
+				_write_err43 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc41.Write(ctx, oprot); _write_err40 == nil && err2 != nil {
-				_write_err40 = thrift.WrapTException(err2)
+			if err2 := _exc44.Write(ctx, oprot); _write_err43 == nil && err2 != nil {
+				_write_err43 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err40 == nil && err2 != nil {
-				_write_err40 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err43 == nil && err2 != nil {
+				_write_err43 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err40 == nil && err2 != nil {
-				_write_err40 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err43 == nil && err2 != nil {
+				_write_err43 = thrift.WrapTException(err2)
 			}
-			if _write_err40 != nil {
-				return false, thrift.WrapTException(_write_err40)
+			if _write_err43 != nil {
+				return false, thrift.WrapTException(_write_err43)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.REPLY, seqId); err2 != nil {
-		_write_err40 = thrift.WrapTException(err2)
+		_write_err43 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err40 == nil && err2 != nil {
-		_write_err40 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err43 == nil && err2 != nil {
+		_write_err43 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err40 == nil && err2 != nil {
-		_write_err40 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err43 == nil && err2 != nil {
+		_write_err43 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err40 == nil && err2 != nil {
-		_write_err40 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err43 == nil && err2 != nil {
+		_write_err43 = thrift.WrapTException(err2)
 	}
-	if _write_err40 != nil {
-		return false, thrift.WrapTException(_write_err40)
+	if _write_err43 != nil {
+		return false, thrift.WrapTException(_write_err43)
 	}
 	return true, err
 }
@@ -2809,7 +2845,7 @@ type trackerProcessorPlan struct {
 }
 
 func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err42 error
+	var _write_err45 error
 	args := TrackerPlanArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2859,21 +2895,21 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc43 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
+			_exc46 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err42 = thrift.WrapTException(err2)
+				_write_err45 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc43.Write(ctx, oprot); _write_err42 == nil && err2 != nil {
-				_write_err42 = thrift.WrapTException(err2)
+			if err2 := _exc46.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
+				_write_err45 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err42 == nil && err2 != nil {
-				_write_err42 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
+				_write_err45 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err42 == nil && err2 != nil {
-				_write_err42 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
+				_write_err45 = thrift.WrapTException(err2)
 			}
-			if _write_err42 != nil {
-				return false, thrift.WrapTException(_write_err42)
+			if _write_err45 != nil {
+				return false, thrift.WrapTException(_write_err45)
 			}
 			return true, err
 		}
@@ -2882,19 +2918,19 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.REPLY, seqId); err2 != nil {
-		_write_err42 = thrift.WrapTException(err2)
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err42 == nil && err2 != nil {
-		_write_err42 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err42 == nil && err2 != nil {
-		_write_err42 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err42 == nil && err2 != nil {
-		_write_err42 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if _write_err42 != nil {
-		return false, thrift.WrapTException(_write_err42)
+	if _write_err45 != nil {
+		return false, thrift.WrapTException(_write_err45)
 	}
 	return true, err
 }
@@ -2904,7 +2940,7 @@ type trackerProcessorReportMetrics struct {
 }
 
 func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err44 error
+	var _write_err47 error
 	args := TrackerReportMetricsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2954,40 +2990,40 @@ func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc45 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
+			_exc48 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err44 = thrift.WrapTException(err2)
+				_write_err47 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc45.Write(ctx, oprot); _write_err44 == nil && err2 != nil {
-				_write_err44 = thrift.WrapTException(err2)
+			if err2 := _exc48.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
+				_write_err47 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err44 == nil && err2 != nil {
-				_write_err44 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
+				_write_err47 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err44 == nil && err2 != nil {
-				_write_err44 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
+				_write_err47 = thrift.WrapTException(err2)
 			}
-			if _write_err44 != nil {
-				return false, thrift.WrapTException(_write_err44)
+			if _write_err47 != nil {
+				return false, thrift.WrapTException(_write_err47)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.REPLY, seqId); err2 != nil {
-		_write_err44 = thrift.WrapTException(err2)
+		_write_err47 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err44 == nil && err2 != nil {
-		_write_err44 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
+		_write_err47 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err44 == nil && err2 != nil {
-		_write_err44 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
+		_write_err47 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err44 == nil && err2 != nil {
-		_write_err44 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
+		_write_err47 = thrift.WrapTException(err2)
 	}
-	if _write_err44 != nil {
-		return false, thrift.WrapTException(_write_err44)
+	if _write_err47 != nil {
+		return false, thrift.WrapTException(_write_err47)
 	}
 	return true, err
 }
@@ -2997,7 +3033,7 @@ type trackerProcessorStatus struct {
 }
 
 func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err46 error
+	var _write_err49 error
 	args := TrackerStatusArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3047,21 +3083,21 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc47 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
+			_exc50 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err46 = thrift.WrapTException(err2)
+				_write_err49 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc47.Write(ctx, oprot); _write_err46 == nil && err2 != nil {
-				_write_err46 = thrift.WrapTException(err2)
+			if err2 := _exc50.Write(ctx, oprot); _write_err49 == nil && err2 != nil {
+				_write_err49 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err46 == nil && err2 != nil {
-				_write_err46 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err49 == nil && err2 != nil {
+				_write_err49 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err46 == nil && err2 != nil {
-				_write_err46 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err49 == nil && err2 != nil {
+				_write_err49 = thrift.WrapTException(err2)
 			}
-			if _write_err46 != nil {
-				return false, thrift.WrapTException(_write_err46)
+			if _write_err49 != nil {
+				return false, thrift.WrapTException(_write_err49)
 			}
 			return true, err
 		}
@@ -3070,19 +3106,19 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.REPLY, seqId); err2 != nil {
-		_write_err46 = thrift.WrapTException(err2)
+		_write_err49 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err46 == nil && err2 != nil {
-		_write_err46 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err49 == nil && err2 != nil {
+		_write_err49 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err46 == nil && err2 != nil {
-		_write_err46 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err49 == nil && err2 != nil {
+		_write_err49 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err46 == nil && err2 != nil {
-		_write_err46 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err49 == nil && err2 != nil {
+		_write_err49 = thrift.WrapTException(err2)
 	}
-	if _write_err46 != nil {
-		return false, thrift.WrapTException(_write_err46)
+	if _write_err49 != nil {
+		return false, thrift.WrapTException(_write_err49)
 	}
 	return true, err
 }
@@ -3092,7 +3128,7 @@ type trackerProcessorKill struct {
 }
 
 func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err48 error
+	var _write_err51 error
 	args := TrackerKillArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3142,40 +3178,40 @@ func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc49 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
+			_exc52 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err48 = thrift.WrapTException(err2)
+				_write_err51 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc49.Write(ctx, oprot); _write_err48 == nil && err2 != nil {
-				_write_err48 = thrift.WrapTException(err2)
+			if err2 := _exc52.Write(ctx, oprot); _write_err51 == nil && err2 != nil {
+				_write_err51 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err48 == nil && err2 != nil {
-				_write_err48 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err51 == nil && err2 != nil {
+				_write_err51 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err48 == nil && err2 != nil {
-				_write_err48 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err51 == nil && err2 != nil {
+				_write_err51 = thrift.WrapTException(err2)
 			}
-			if _write_err48 != nil {
-				return false, thrift.WrapTException(_write_err48)
+			if _write_err51 != nil {
+				return false, thrift.WrapTException(_write_err51)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.REPLY, seqId); err2 != nil {
-		_write_err48 = thrift.WrapTException(err2)
+		_write_err51 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err48 == nil && err2 != nil {
-		_write_err48 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err51 == nil && err2 != nil {
+		_write_err51 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err48 == nil && err2 != nil {
-		_write_err48 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err51 == nil && err2 != nil {
+		_write_err51 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err48 == nil && err2 != nil {
-		_write_err48 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err51 == nil && err2 != nil {
+		_write_err51 = thrift.WrapTException(err2)
 	}
-	if _write_err48 != nil {
-		return false, thrift.WrapTException(_write_err48)
+	if _write_err51 != nil {
+		return false, thrift.WrapTException(_write_err51)
 	}
 	return true, err
 }
@@ -3185,7 +3221,7 @@ type trackerProcessorCommitCheckpoint struct {
 }
 
 func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err50 error
+	var _write_err53 error
 	args := TrackerCommitCheckpointArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3235,40 +3271,40 @@ func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId in
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc51 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
+			_exc54 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err50 = thrift.WrapTException(err2)
+				_write_err53 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc51.Write(ctx, oprot); _write_err50 == nil && err2 != nil {
-				_write_err50 = thrift.WrapTException(err2)
+			if err2 := _exc54.Write(ctx, oprot); _write_err53 == nil && err2 != nil {
+				_write_err53 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err50 == nil && err2 != nil {
-				_write_err50 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err53 == nil && err2 != nil {
+				_write_err53 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err50 == nil && err2 != nil {
-				_write_err50 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err53 == nil && err2 != nil {
+				_write_err53 = thrift.WrapTException(err2)
 			}
-			if _write_err50 != nil {
-				return false, thrift.WrapTException(_write_err50)
+			if _write_err53 != nil {
+				return false, thrift.WrapTException(_write_err53)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.REPLY, seqId); err2 != nil {
-		_write_err50 = thrift.WrapTException(err2)
+		_write_err53 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err50 == nil && err2 != nil {
-		_write_err50 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err53 == nil && err2 != nil {
+		_write_err53 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err50 == nil && err2 != nil {
-		_write_err50 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err53 == nil && err2 != nil {
+		_write_err53 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err50 == nil && err2 != nil {
-		_write_err50 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err53 == nil && err2 != nil {
+		_write_err53 = thrift.WrapTException(err2)
 	}
-	if _write_err50 != nil {
-		return false, thrift.WrapTException(_write_err50)
+	if _write_err53 != nil {
+		return false, thrift.WrapTException(_write_err53)
 	}
 	return true, err
 }
@@ -3278,7 +3314,7 @@ type trackerProcessorDoneShards struct {
 }
 
 func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err52 error
+	var _write_err55 error
 	args := TrackerDoneShardsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3328,21 +3364,21 @@ func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, i
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc53 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing doneShards: "+err2.Error())
+			_exc56 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing doneShards: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "doneShards", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err52 = thrift.WrapTException(err2)
+				_write_err55 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc53.Write(ctx, oprot); _write_err52 == nil && err2 != nil {
-				_write_err52 = thrift.WrapTException(err2)
+			if err2 := _exc56.Write(ctx, oprot); _write_err55 == nil && err2 != nil {
+				_write_err55 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err52 == nil && err2 != nil {
-				_write_err52 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err55 == nil && err2 != nil {
+				_write_err55 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err52 == nil && err2 != nil {
-				_write_err52 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err55 == nil && err2 != nil {
+				_write_err55 = thrift.WrapTException(err2)
 			}
-			if _write_err52 != nil {
-				return false, thrift.WrapTException(_write_err52)
+			if _write_err55 != nil {
+				return false, thrift.WrapTException(_write_err55)
 			}
 			return true, err
 		}
@@ -3351,19 +3387,112 @@ func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, i
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "doneShards", thrift.REPLY, seqId); err2 != nil {
-		_write_err52 = thrift.WrapTException(err2)
+		_write_err55 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err52 == nil && err2 != nil {
-		_write_err52 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err55 == nil && err2 != nil {
+		_write_err55 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err52 == nil && err2 != nil {
-		_write_err52 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err55 == nil && err2 != nil {
+		_write_err55 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err52 == nil && err2 != nil {
-		_write_err52 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err55 == nil && err2 != nil {
+		_write_err55 = thrift.WrapTException(err2)
 	}
-	if _write_err52 != nil {
-		return false, thrift.WrapTException(_write_err52)
+	if _write_err55 != nil {
+		return false, thrift.WrapTException(_write_err55)
+	}
+	return true, err
+}
+
+type trackerProcessorReportEvent struct {
+	handler Tracker
+}
+
+func (p *trackerProcessorReportEvent) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err57 error
+	args := TrackerReportEventArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "reportEvent", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := TrackerReportEventResult{}
+	if err2 := p.handler.ReportEvent(ctx, args.Secret, args.Kind, args.Task, args.Detail, args.TookMicros); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TrackerError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc58 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportEvent: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "reportEvent", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err57 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc58.Write(ctx, oprot); _write_err57 == nil && err2 != nil {
+				_write_err57 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err57 == nil && err2 != nil {
+				_write_err57 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err57 == nil && err2 != nil {
+				_write_err57 = thrift.WrapTException(err2)
+			}
+			if _write_err57 != nil {
+				return false, thrift.WrapTException(_write_err57)
+			}
+			return true, err
+		}
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "reportEvent", thrift.REPLY, seqId); err2 != nil {
+		_write_err57 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err57 == nil && err2 != nil {
+		_write_err57 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err57 == nil && err2 != nil {
+		_write_err57 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err57 == nil && err2 != nil {
+		_write_err57 = thrift.WrapTException(err2)
+	}
+	if _write_err57 != nil {
+		return false, thrift.WrapTException(_write_err57)
 	}
 	return true, err
 }
@@ -4355,11 +4484,11 @@ func (p *TrackerPlanResult) ReadField0(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*Shard, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem54 := &Shard{}
-		if err := _elem54.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem54), err)
+		_elem59 := &Shard{}
+		if err := _elem59.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem59), err)
 		}
-		p.Success = append(p.Success, _elem54)
+		p.Success = append(p.Success, _elem59)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -4576,19 +4705,19 @@ func (p *TrackerReportMetricsArgs) ReadField4(ctx context.Context, iprot thrift.
 	tMap := make(map[string]float64, size)
 	p.Metrics = tMap
 	for i := 0; i < size; i++ {
-		var _key55 string
+		var _key60 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key55 = v
+			_key60 = v
 		}
-		var _val56 float64
+		var _val61 float64
 		if v, err := iprot.ReadDouble(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val56 = v
+			_val61 = v
 		}
-		p.Metrics[_key55] = _val56
+		p.Metrics[_key60] = _val61
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -5798,19 +5927,19 @@ func (p *TrackerDoneShardsResult) ReadField0(ctx context.Context, iprot thrift.T
 	tMap := make(map[int64]int64, size)
 	p.Success = tMap
 	for i := 0; i < size; i++ {
-		var _key57 int64
+		var _key62 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key57 = v
+			_key62 = v
 		}
-		var _val58 int64
+		var _val63 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val58 = v
+			_val63 = v
 		}
-		p.Success[_key57] = _val58
+		p.Success[_key62] = _val63
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -5893,4 +6022,376 @@ func (p *TrackerDoneShardsResult) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("TrackerDoneShardsResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Secret
+//   - Kind
+//   - Task
+//   - Detail
+//   - TookMicros
+type TrackerReportEventArgs struct {
+	Secret     string `thrift:"secret,1" db:"secret" json:"secret"`
+	Kind       string `thrift:"kind,2" db:"kind" json:"kind"`
+	Task       string `thrift:"task,3" db:"task" json:"task"`
+	Detail     string `thrift:"detail,4" db:"detail" json:"detail"`
+	TookMicros int64  `thrift:"tookMicros,5" db:"tookMicros" json:"tookMicros"`
+}
+
+func NewTrackerReportEventArgs() *TrackerReportEventArgs {
+	return &TrackerReportEventArgs{}
+}
+
+func (p *TrackerReportEventArgs) GetSecret() string {
+	return p.Secret
+}
+
+func (p *TrackerReportEventArgs) GetKind() string {
+	return p.Kind
+}
+
+func (p *TrackerReportEventArgs) GetTask() string {
+	return p.Task
+}
+
+func (p *TrackerReportEventArgs) GetDetail() string {
+	return p.Detail
+}
+
+func (p *TrackerReportEventArgs) GetTookMicros() int64 {
+	return p.TookMicros
+}
+func (p *TrackerReportEventArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerReportEventArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Secret = v
+	}
+	return nil
+}
+
+func (p *TrackerReportEventArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Kind = v
+	}
+	return nil
+}
+
+func (p *TrackerReportEventArgs) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Task = v
+	}
+	return nil
+}
+
+func (p *TrackerReportEventArgs) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Detail = v
+	}
+	return nil
+}
+
+func (p *TrackerReportEventArgs) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.TookMicros = v
+	}
+	return nil
+}
+
+func (p *TrackerReportEventArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "reportEvent_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerReportEventArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "secret", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:secret: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Secret)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.secret (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:secret: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerReportEventArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "kind", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:kind: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Kind)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.kind (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:kind: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerReportEventArgs) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "task", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:task: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Task)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.task (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:task: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerReportEventArgs) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "detail", thrift.STRING, 4); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:detail: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Detail)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.detail (4) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 4:detail: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerReportEventArgs) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "tookMicros", thrift.I64, 5); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:tookMicros: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.TookMicros)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.tookMicros (5) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 5:tookMicros: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerReportEventArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerReportEventArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Err
+type TrackerReportEventResult struct {
+	Err *TrackerError `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewTrackerReportEventResult() *TrackerReportEventResult {
+	return &TrackerReportEventResult{}
+}
+
+var TrackerReportEventResult_Err_DEFAULT *TrackerError
+
+func (p *TrackerReportEventResult) GetErr() *TrackerError {
+	if !p.IsSetErr() {
+		return TrackerReportEventResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *TrackerReportEventResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *TrackerReportEventResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerReportEventResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TrackerError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *TrackerReportEventResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "reportEvent_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerReportEventResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TrackerReportEventResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerReportEventResult(%+v)", *p)
 }
