@@ -169,10 +169,10 @@ func (f *Feed) reportRejoin(ctx context.Context) {
 		return
 	}
 	f.reported = true
-	where := fmt.Sprintf("rejoined the synchronous steps at batch %d of epoch %d (the servers had the dead worker's batches before it)",
+	where := fmt.Sprintf("at batch %d of epoch %d (the servers had the dead worker's batches before it)",
 		f.o.Resume.Batches, f.o.Resume.Epoch)
 	if f.o.Resume.Batches == psnode.AllBatches {
-		where = fmt.Sprintf("rejoined the synchronous steps after epoch %d (the servers had every batch of it from the dead worker)", f.o.Resume.Epoch)
+		where = fmt.Sprintf("after epoch %d (the servers had every batch of it from the dead worker)", f.o.Resume.Epoch)
 	}
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -222,7 +222,7 @@ func TestSyncResumeSkipsAppliedBatches(t *testing.T) {
 	}
 	// The rejoin is one of the job's events, reported once.
 	if len(ft.events) != 1 || ft.events[0].Kind != tracker.EventRejoined || ft.events[0].Task != "worker 1" ||
-		ft.events[0].Detail != "rejoined the synchronous steps at batch 2 of epoch 1 (the servers had the dead worker's batches before it)" || ft.events[0].Took <= 0 {
+		ft.events[0].Detail != "at batch 2 of epoch 1 (the servers had the dead worker's batches before it)" || ft.events[0].Took <= 0 {
 		t.Errorf("events %+v, want worker 1's rejoin once", ft.events)
 	}
 
