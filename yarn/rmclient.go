@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"sort"
 	"strconv"
@@ -116,12 +115,11 @@ func (c *RMClient) DelegationToken(ctx context.Context, renewer string) (Token, 
 	if t.Kind == "" {
 		t.Kind = creds.KindRMDelegation
 	}
-	if host, port, err := net.SplitHostPort(c.addr); err == nil {
-		if ips, err := net.DefaultResolver.LookupHost(ctx, host); err == nil && len(ips) > 0 {
-			host = ips[0]
-		}
-		t.Service = net.JoinHostPort(host, port)
+	svc, err := creds.Service(ctx, c.addr)
+	if err != nil {
+		return Token{}, fmt.Errorf("yarn: getDelegationToken: the resource manager's address: %w", err)
 	}
+	t.Service = svc
 	return t, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sort"
 	"strings"
 
@@ -57,7 +56,7 @@ func (c Credentials) tokenFor(ctx context.Context, o HDFSOptions) (creds.Token, 
 	want := map[string]bool{"ha-hdfs:" + o.Authority: true, o.Authority: true}
 	for _, nn := range o.Namenodes {
 		want[nn] = true
-		if svc, err := tokenService(ctx, nn); err == nil {
+		if svc, err := creds.Service(ctx, nn); err == nil {
 			want[svc] = true
 		}
 	}
@@ -72,29 +71,6 @@ func (c Credentials) tokenFor(ctx context.Context, o HDFSOptions) (creds.Token, 
 		}
 	}
 	return creds.Token{}, false
-}
-
-// tokenService is the service Hadoop gives a token of the server at addr:
-// its IP address and port (hadoop.security.token.service.use_ip).
-func tokenService(ctx context.Context, addr string) (string, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", err
-	}
-	if net.ParseIP(host) == nil {
-		ips, err := net.DefaultResolver.LookupHost(ctx, host)
-		if err != nil || len(ips) == 0 {
-			return "", fmt.Errorf("resolve %s: %v", host, err)
-		}
-		host = ips[0]
-		for _, ip := range ips { // Hadoop's clients resolve to IPv4 first
-			if p := net.ParseIP(ip); p != nil && p.To4() != nil {
-				host = ip
-				break
-			}
-		}
-	}
-	return net.JoinHostPort(host, port), nil
 }
 
 // DelegationToken asks a NameNode of h, over Kerberos, for a delegation
@@ -149,7 +125,7 @@ func (h *HDFS) delegationTokenFrom(ctx context.Context, nn, renewer string) (cre
 	}
 	svc := "ha-hdfs:" + h.opts.Authority
 	if len(h.opts.Namenodes) == 1 && strings.Contains(h.opts.Authority, ":") {
-		if svc, err = tokenService(ctx, nn); err != nil {
+		if svc, err = creds.Service(ctx, nn); err != nil {
 			return creds.Token{}, err
 		}
 	}

@@ -2,7 +2,9 @@ package creds
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"net"
 )
 
 // Kinds of the delegation tokens a client obtains for its application.
@@ -39,4 +41,28 @@ func ParseDelegation(identifier []byte) (Delegation, error) {
 		}
 	}
 	return Delegation{Owner: string(f[0]), Renewer: string(f[1]), RealUser: string(f[2])}, nil
+}
+
+// Service is the service Hadoop gives a token of the server at addr
+// (host:port): its IP address and port (hadoop.security.token.service.
+// use_ip), an IPv4 address first, as Hadoop's clients resolve.
+func Service(ctx context.Context, addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", err
+	}
+	if net.ParseIP(host) == nil {
+		ips, err := net.DefaultResolver.LookupHost(ctx, host)
+		if err != nil || len(ips) == 0 {
+			return "", fmt.Errorf("resolve %s: %v", host, err)
+		}
+		host = ips[0]
+		for _, ip := range ips {
+			if p := net.ParseIP(ip); p != nil && p.To4() != nil {
+				host = ip
+				break
+			}
+		}
+	}
+	return net.JoinHostPort(host, port), nil
 }

@@ -220,7 +220,7 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-func (c *Conn) requestHeader(callID int32, clientID []byte) *pb.RpcRequestHeaderProto {
+func requestHeader(callID int32, clientID []byte) *pb.RpcRequestHeaderProto {
 	return &pb.RpcRequestHeaderProto{
 		RpcKind:    pb.RpcKindProto_RPC_PROTOCOL_BUFFER.Enum(),
 		RpcOp:      pb.RpcRequestHeaderProto_RPC_FINAL_PACKET.Enum(),
@@ -241,7 +241,7 @@ func (c *Conn) handshake() error {
 	if c.opts.Auth == AuthSimple {
 		preamble = simplePreamble // written with the context, in one frame
 	}
-	ctxPkt, err := packet(c.requestHeader(connContextCallID, c.clientID),
+	ctxPkt, err := packet(requestHeader(connContextCallID, c.clientID),
 		&pb.IpcConnectionContextProto{UserInfo: user, Protocol: proto.String(c.opts.Protocol)})
 	if err != nil {
 		return err
@@ -446,7 +446,7 @@ func (c *Conn) negotiate(method, mechanism string) (*pb.RpcSaslProto_SaslAuth, e
 }
 
 func (c *Conn) writeSasl(m *pb.RpcSaslProto) error {
-	p, err := packet(c.requestHeader(saslCallID, []byte{}), m)
+	p, err := packet(requestHeader(saslCallID, []byte{}), m)
 	if err != nil {
 		return err
 	}
@@ -494,7 +494,7 @@ func (c *Conn) Call(ctx context.Context, method string, req, resp proto.Message)
 	c.pending[id] = cl
 	c.mu.Unlock()
 
-	p, err := packet(c.requestHeader(id, c.clientID), &pb.RequestHeaderProto{
+	p, err := packet(requestHeader(id, c.clientID), &pb.RequestHeaderProto{
 		MethodName:                 proto.String(method),
 		DeclaringClassProtocolName: proto.String(c.opts.Protocol),
 		ClientProtocolVersion:      proto.Uint64(c.opts.ProtocolVersion),

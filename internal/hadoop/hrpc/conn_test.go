@@ -156,7 +156,7 @@ func TestGoldenSimple(t *testing.T) {
 }
 
 func TestGoldenSaslHeader(t *testing.T) {
-	p, err := packet((&Conn{}).requestHeader(saslCallID, []byte{}), &pb.RpcSaslProto{State: pb.RpcSaslProto_NEGOTIATE.Enum()})
+	p, err := packet(requestHeader(saslCallID, []byte{}), &pb.RpcSaslProto{State: pb.RpcSaslProto_NEGOTIATE.Enum()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,12 +7,14 @@ import (
 	"fmt"
 
 	"github.com/jcmturner/gokrb5/v8/crypto"
+	"github.com/jcmturner/gokrb5/v8/crypto/etype"
 	"github.com/jcmturner/gokrb5/v8/gssapi"
 	"github.com/jcmturner/gokrb5/v8/iana/keyusage"
 	"github.com/jcmturner/gokrb5/v8/spnego"
 	"github.com/jcmturner/gokrb5/v8/types"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/spindle-ps/spindle/internal/hadoop/kerberos"
 	pb "github.com/spindle-ps/spindle/internal/hadoop/proto"
 )
 
@@ -30,13 +32,14 @@ const (
 //	S: NEGOTIATE auths=[{KERBEROS, GSSAPI, protocol "rm", serverId "host"}, ...]
 //	C: INITIATE token=<GSS-API initial token: AP-REQ for protocol/serverId> auths=[that auth]
 //	S: CHALLENGE token=<wrap token from the acceptor: security layers offered, max size>
-//	C: RESPONSE token=<wrap token from the initiator: layer chosen (none), size 0>
+//	C: RESPONSE token=<wrap token from the initiator: layer chosen, max size>
 //	S: SUCCESS
 //
 // The server's wrap token is sealed with the ticket's session key, which
 // only the real service could have read from the ticket: checking it
-// authenticates the server. It returns the client's principal, the user
-// the connection context names.
+// authenticates the server. With integrity or privacy chosen, c.nc then
+// goes through the layer. It returns the client's principal, the user the
+// connection context names.
 func (c *Conn) saslKerberos() (string, error) {
 	cl := c.opts.Kerberos
 	if cl == nil || cl.Credentials == nil {
@@ -99,21 +102,25 @@ func (c *Conn) saslKerberos() (string, error) {
 	if prot == "" {
 		return "", fmt.Errorf("hrpc: sasl: the server offers %s (hadoop.rpc.protection), this client accepts %v", layerNames(layers), c.opts.Protection)
 	}
+	et, err := crypto.GetEtype(key.KeyType)
+	if err != nil {
+		return "", fmt.Errorf("hrpc: kerberos: %w", err)
+	}
 	choice := []byte{qopAuth, 0, 0, 0}
 	var layer *gssLayer
+	serverMax := int(offer.Payload[1])<<16 | int(offer.Payload[2])<<8 | int(offer.Payload[3])
 	if prot != ProtectAuthentication {
-		serverMax := int(offer.Payload[1])<<16 | int(offer.Payload[2])<<8 | int(offer.Payload[3])
 		if serverMax < 1024 {
 			return "", fmt.Errorf("hrpc: sasl: the server's largest message is %d bytes", serverMax)
 		}
-		layer = &gssLayer{key: key, sealed: prot == ProtectPrivacy, max: serverMax - wrapOverhead}
+		layer = &gssLayer{key: key, et: et, sealed: prot == ProtectPrivacy}
 		recvMax := min(c.opts.MaxFrame, 0xFFFFFF)
 		choice = []byte{qopIntegrity, byte(recvMax >> 16), byte(recvMax >> 8), byte(recvMax)}
 		if layer.sealed {
 			choice[0] = qopPrivacy
 		}
 	}
-	reply, err := newWrapToken(choice, key, 0)
+	reply, err := newWrapToken(choice, key, et, 0)
 	if err != nil {
 		return "", fmt.Errorf("hrpc: kerberos: %w", err)
 	}
@@ -128,9 +135,9 @@ func (c *Conn) saslKerberos() (string, error) {
 		return "", fmt.Errorf("hrpc: sasl: unexpected %v after RESPONSE", fin.GetState())
 	}
 	if layer != nil {
-		c.nc = &protected{Conn: c.nc, layer: layer, max: layer.max, maxFrame: c.opts.MaxFrame}
+		c.nc = &protected{Conn: c.nc, layer: layer, max: serverMax - wrapOverhead, maxFrame: c.opts.MaxFrame}
 	}
-	return cl.Credentials.CName().PrincipalNameString() + "@" + cl.Credentials.Realm(), nil
+	return kerberos.Name(cl), nil
 }
 
 // wrapOverhead bounds what a wrap token adds to its message: the 16-byte
@@ -144,17 +151,13 @@ const wrapOverhead = 128
 // numbered from 1 (the handshake's reply was 0).
 type gssLayer struct {
 	key    types.EncryptionKey
+	et     etype.EType // the key's encryption type
 	sealed bool
-	max    int
 	seq    uint64
 }
 
 // newWrapToken is an initiator's wrap token for msg: signed, not sealed.
-func newWrapToken(msg []byte, key types.EncryptionKey, seq uint64) ([]byte, error) {
-	et, err := crypto.GetEtype(key.KeyType)
-	if err != nil {
-		return nil, err
-	}
+func newWrapToken(msg []byte, key types.EncryptionKey, et etype.EType, seq uint64) ([]byte, error) {
 	t := gssapi.WrapToken{Flags: 0, EC: uint16(et.GetHMACBitLength() / 8), SndSeqNum: seq, Payload: msg}
 	if err := t.SetCheckSum(key, keyusage.GSSAPI_INITIATOR_SEAL); err != nil {
 		return nil, err
@@ -165,18 +168,14 @@ func newWrapToken(msg []byte, key types.EncryptionKey, seq uint64) ([]byte, erro
 func (g *gssLayer) Wrap(msg []byte) ([]byte, error) {
 	g.seq++
 	if !g.sealed {
-		return newWrapToken(msg, g.key, g.seq)
+		return newWrapToken(msg, g.key, g.et, g.seq)
 	}
 	// Sealed (RFC 4121 §4.2.4): header, then the encryption of the message
 	// followed by a copy of the header; no filler (EC 0), no rotation.
 	hdr := make([]byte, 16)
 	hdr[0], hdr[1], hdr[2], hdr[3] = 0x05, 0x04, 0x02, 0xFF
 	binary.BigEndian.PutUint64(hdr[8:], g.seq)
-	et, err := crypto.GetEtype(g.key.KeyType)
-	if err != nil {
-		return nil, err
-	}
-	_, ct, err := et.EncryptMessage(g.key.KeyValue, append(append(make([]byte, 0, len(msg)+16), msg...), hdr...), keyusage.GSSAPI_INITIATOR_SEAL)
+	_, ct, err := g.et.EncryptMessage(g.key.KeyValue, append(append(make([]byte, 0, len(msg)+16), msg...), hdr...), keyusage.GSSAPI_INITIATOR_SEAL)
 	if err != nil {
 		return nil, err
 	}
@@ -208,15 +207,11 @@ func (g *gssLayer) Unwrap(tok []byte) ([]byte, error) {
 		}
 		return t.Payload, nil
 	}
-	et, err := crypto.GetEtype(g.key.KeyType)
-	if err != nil {
-		return nil, err
-	}
 	// The library slices the ciphertext by these sizes without checking.
-	if len(data) < et.GetConfounderByteSize()+et.GetHMACBitLength()/8+16+ec {
+	if len(data) < g.et.GetConfounderByteSize()+g.et.GetHMACBitLength()/8+16+ec {
 		return nil, errors.New("sealed wrap token too short")
 	}
-	plain, err := crypto.DecryptMessage(data, g.key, keyusage.GSSAPI_ACCEPTOR_SEAL)
+	plain, err := g.et.DecryptMessage(g.key.KeyValue, data, keyusage.GSSAPI_ACCEPTOR_SEAL)
 	if err != nil {
 		return nil, err
 	}
@@ -232,6 +227,9 @@ func (g *gssLayer) Unwrap(tok []byte) ([]byte, error) {
 
 func layerNames(mask byte) string {
 	var names []string
+	if mask&qopAuth != 0 {
+		names = append(names, "authentication")
+	}
 	if mask&qopIntegrity != 0 {
 		names = append(names, "integrity")
 	}

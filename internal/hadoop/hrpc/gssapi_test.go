@@ -393,12 +393,12 @@ func TestAuthenticateForALibrary(t *testing.T) {
 		if n, err := lib.Write(simplePreamble[:3]); n != 3 || err != nil {
 			t.Fatalf("write: %d %v", n, err)
 		}
-		ctxPkt, err := packet((&Conn{}).requestHeader(connContextCallID, []byte{}),
+		ctxPkt, err := packet(requestHeader(connContextCallID, []byte{}),
 			&pb.IpcConnectionContextProto{UserInfo: &pb.UserInformationProto{EffectiveUser: proto.String("library-user")}, Protocol: proto.String(testProtocol)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		call, err := packet((&Conn{}).requestHeader(0, []byte{}), &pb.RequestHeaderProto{MethodName: proto.String("getDelegationToken"),
+		call, err := packet(requestHeader(0, []byte{}), &pb.RequestHeaderProto{MethodName: proto.String("getDelegationToken"),
 			DeclaringClassProtocolName: proto.String(testProtocol), ClientProtocolVersion: proto.Uint64(1)},
 			&pb.GetDelegationTokenRequestProto{Renewer: proto.String("renewer")})
 		if err != nil {
@@ -443,8 +443,12 @@ func FuzzGSSUnwrap(f *testing.F) {
 		f.Add(append(hdr, inner...), sealed)
 	}
 	f.Add([]byte{0x05, 0x04, 0x03, 0xFF, 0, 0, 0xff, 0xff}, true)
+	et, err := crypto.GetEtype(sessionKey.KeyType)
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, tok []byte, sealed bool) {
-		g := &gssLayer{key: sessionKey, sealed: sealed}
+		g := &gssLayer{key: sessionKey, et: et, sealed: sealed}
 		if msg, err := g.Unwrap(tok); err == nil && len(msg) >= len(tok) {
 			t.Fatalf("a %d-byte message out of a %d-byte token", len(msg), len(tok))
 		}

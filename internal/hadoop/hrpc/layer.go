@@ -43,7 +43,7 @@ func (p *protected) Write(b []byte) (int, error) {
 		if err != nil {
 			return off, fmt.Errorf("hrpc: wrap: %w", err)
 		}
-		frame, err := packet((&Conn{}).requestHeader(saslCallID, []byte{}), &pb.RpcSaslProto{State: pb.RpcSaslProto_WRAP.Enum(), Token: tok})
+		frame, err := packet(requestHeader(saslCallID, []byte{}), &pb.RpcSaslProto{State: pb.RpcSaslProto_WRAP.Enum(), Token: tok})
 		if err != nil {
 			return off, err
 		}
