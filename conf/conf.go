@@ -139,6 +139,13 @@ type PS struct {
 	// (SPINDLE_PARTITIONER): "range" (default) or "hash".
 	Partitioner string
 
+	// Replicas is how many other servers keep a copy of each server's
+	// tables (SPINDLE_REPLICAS): the next Replicas servers after it on
+	// the ring of server ranks. A server that dies is then replaced by a
+	// new process that restores its tables from them, and no other task
+	// starts again. Default 0: no replicas. At most NumServers-1.
+	Replicas int
+
 	// TaskID is this process's index among the processes of its role
 	// (DMLC_TASK_ID, or DMLC_WORKER_ID / DMLC_SERVER_ID). -1 means unset:
 	// the scheduler then ranks nodes by (host, port). When set, it is the
@@ -268,6 +275,9 @@ func (p PS) Validate() error {
 	case "range", "hash":
 	default:
 		bad(EnvPartitioner, "%q: want range or hash", p.Partitioner)
+	}
+	if p.Replicas < 0 || (p.NumServers > 0 && p.Replicas >= p.NumServers) {
+		bad(EnvReplicas, "%d: want 0 to %s-1 (%d)", p.Replicas, EnvNumServer, p.NumServers-1)
 	}
 	if p.TaskID < -1 {
 		bad(EnvTaskID, "%d: must not be negative", p.TaskID)

@@ -59,6 +59,7 @@ const (
 	EnvResendRetries      = "SPINDLE_RESEND_RETRIES"
 	EnvDropSeed           = "SPINDLE_DROP_SEED"
 	EnvPartitioner        = "SPINDLE_PARTITIONER"
+	EnvReplicas           = "SPINDLE_REPLICAS"
 	EnvRegisterTimeout    = "SPINDLE_REGISTER_TIMEOUT"
 	EnvShutdownTimeout    = "SPINDLE_SHUTDOWN_TIMEOUT"
 )
@@ -168,6 +169,7 @@ func FromEnv(c Config, lookup Lookup) (Config, error) {
 		}
 	}
 	str(EnvPartitioner, &p.Partitioner)
+	integer(EnvReplicas, &p.Replicas)
 	// DMLC_TASK_ID wins; the per-role ids of other launchers are aliases.
 	if !integer(EnvTaskID, &p.TaskID) {
 		switch p.Role {
@@ -332,6 +334,9 @@ func (p PS) Environ() []string {
 	}
 	if p.Partitioner != d.Partitioner {
 		add(EnvPartitioner, p.Partitioner)
+	}
+	if p.Replicas != 0 {
+		add(EnvReplicas, strconv.Itoa(p.Replicas))
 	}
 	if p.TaskID >= 0 {
 		add(EnvTaskID, strconv.Itoa(p.TaskID))

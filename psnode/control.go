@@ -397,6 +397,9 @@ func (n *Node) onTable(m *transport.Message) bool {
 		if _, d := n.dead[nd.ID]; d || ok {
 			delete(n.dead, nd.ID)
 			n.emit(Event{Kind: NodeRecovered, Node: nd})
+			for _, c := range n.customers {
+				c.peerBack(nd.ID)
+			}
 		}
 	}
 	return true

@@ -5,8 +5,11 @@ import (
 	crand "crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/psnode/transport"
 )
@@ -32,6 +35,19 @@ type customer struct {
 	pending map[int32]*request
 	failed  map[int32]error
 	order   []int32 // failed timestamps, oldest first
+
+	// hold makes the customer keep each request's message to every
+	// server until it answers, and wait for a dead server's replacement
+	// instead of failing (see holdForReplicas). down are the servers
+	// known dead and not yet replaced, with the generation of their
+	// death (a late timer of an earlier death does nothing).
+	hold    bool
+	down    map[int32]int
+	downGen int
+	// failOnReplace fails the requests waiting for a peer that a new
+	// process replaced: the dead one will not answer them, and the new
+	// one did not receive them (replication: it fetches a snapshot).
+	failOnReplace bool
 }
 
 // request is one outstanding request: the peers yet to answer and what to
@@ -45,6 +61,9 @@ type request struct {
 	finish     func(err error) error
 	callback   func(error)
 	onMiss     func(peer, ts int32) error // a server misses a key list: send it (keycache.go)
+	// sent holds, on a hold customer, the message to each peer yet to
+	// answer, its data frames owned, to send again to a replacement.
+	sent map[int32]*transport.Message
 }
 
 const (
@@ -253,6 +272,7 @@ func (c *customer) reply(m *transport.Message) {
 		c.mu.Lock()
 	}
 	delete(r.waiting, peer)
+	delete(r.sent, peer)
 	left := len(r.waiting)
 	c.mu.Unlock()
 	switch {
@@ -310,14 +330,42 @@ func (c *customer) complete(ts int32, r *request, err error) {
 	}
 }
 
-// peerDead fails every request still waiting for peer. It may be called
-// with Node.mu held.
+// peerDead fails every request still waiting for peer. A hold customer
+// keeps the requests whose message to peer it holds instead: they go to
+// peer's replacement (peerBack), and fail with err only when none comes
+// within replacementWait. It may be called with Node.mu held.
 func (c *customer) peerDead(peer int32, err error) {
 	c.mu.Lock()
 	var hit []int32
+	held := 0
 	for ts, r := range c.pending {
-		if r.waiting[peer] {
-			hit = append(hit, ts)
+		if !r.waiting[peer] {
+			continue
+		}
+		if c.hold && r.sent[peer] != nil {
+			held++
+			continue
+		}
+		hit = append(hit, ts)
+	}
+	if role, _ := transport.IDRole(peer); c.hold && role == transport.RoleServer {
+		c.downGen++
+		if c.down == nil {
+			c.down = make(map[int32]int)
+		}
+		gen := c.downGen
+		c.down[peer] = gen
+		c.n.goFunc(func() {
+			t := time.NewTimer(replacementWait)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				c.giveUp(peer, gen, err)
+			case <-c.n.ctx.Done():
+			}
+		})
+		if held > 0 {
+			c.n.log.WithFields(logrus.Fields{"peer": peer, "requests": held, "app": c.app}).Warn("requests wait for the dead server's replacement")
 		}
 	}
 	c.mu.Unlock()
@@ -332,6 +380,129 @@ func (c *customer) peerDead(peer int32, err error) {
 			c.n.goFunc(func() { c.complete(ts, r, err) })
 		}
 	}
+}
+
+// replacementWait bounds how long a hold customer's requests wait for a
+// dead server's replacement before they fail with its death.
+const replacementWait = 5 * time.Minute
+
+// holdForReplicas turns on what a KV worker needs when its servers keep
+// replicas: each request's messages are kept (keep) until their server
+// answers, a dead server's requests wait for its replacement, which gets
+// them again (peerBack), and requests made meanwhile are held for it.
+func (c *customer) holdForReplicas() { c.hold = true }
+
+// keep records the messages of request ts, to send them again to a
+// server's replacement. Their data frames are copied: the caller may
+// reuse its buffers once the send returns.
+func (c *customer) keep(ts int32, msgs ...*transport.Message) {
+	if !c.hold {
+		return
+	}
+	for _, m := range msgs {
+		cp := *m
+		buf := make([]byte, 0, m.DataBytes())
+		cp.Data = make([][]byte, len(m.Data))
+		for i, d := range m.Data {
+			buf = append(buf, d...)
+			cp.Data[i] = buf[len(buf)-len(d) : len(buf) : len(buf)]
+		}
+		c.mu.Lock()
+		if r := c.pending[ts]; r != nil && r.waiting[m.Meta.Recver] {
+			if r.sent == nil {
+				r.sent = make(map[int32]*transport.Message)
+			}
+			r.sent[m.Meta.Recver] = &cp
+		}
+		c.mu.Unlock()
+	}
+}
+
+// isDown says whether peer is dead and not yet replaced, for a hold
+// customer: a message to it waits for its replacement.
+func (c *customer) isDown(peer int32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, d := c.down[peer]
+	return d
+}
+
+// peerBack sends a hold customer's outstanding messages to peer again, in
+// the order of their requests: a new process took over peer's id, and
+// what the dead one received but did not answer is lost with it. A
+// server answers a message it already applied without applying it again
+// (see SyncHandler and replica.go). It may be called with Node.mu held.
+func (c *customer) peerBack(peer int32) {
+	if c.failOnReplace {
+		c.failWaiting(peer, fmt.Errorf("psnode: node %d was replaced by a new process", peer))
+		return
+	}
+	if !c.hold {
+		return
+	}
+	c.mu.Lock()
+	delete(c.down, peer)
+	var tss []int32
+	for ts, r := range c.pending {
+		if r.waiting[peer] && r.sent[peer] != nil && !r.completing {
+			tss = append(tss, ts)
+		}
+	}
+	slices.Sort(tss) // oldest first
+	out := make([]*transport.Message, 0, len(tss))
+	for _, ts := range tss {
+		cp := *c.pending[ts].sent[peer]
+		out = append(out, &cp)
+	}
+	c.mu.Unlock()
+	if len(out) == 0 {
+		return
+	}
+	c.n.log.WithFields(logrus.Fields{"peer": peer, "requests": len(out), "app": c.app}).Info("requests sent again to the dead server's replacement")
+	c.n.goFunc(func() {
+		for _, m := range out {
+			ctx, cancel := context.WithTimeout(c.n.ctx, 30*time.Second)
+			err := c.n.send(ctx, m)
+			cancel()
+			if err != nil {
+				c.fail(m.Meta.Timestamp, err)
+			}
+		}
+	})
+}
+
+// giveUp fails the requests waiting for peer when it is still down since
+// the death of generation gen: no replacement came in time.
+func (c *customer) giveUp(peer int32, gen int, err error) {
+	c.mu.Lock()
+	if g, ok := c.down[peer]; !ok || g != gen {
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	c.failWaiting(peer, fmt.Errorf("no replacement within %v: %w", replacementWait, err))
+}
+
+// failWaiting fails every request waiting for peer with err, off the
+// caller's goroutine (completions run callbacks, which may call into the
+// node whose lock the caller may hold).
+func (c *customer) failWaiting(peer int32, err error) {
+	c.mu.Lock()
+	var hit []int32
+	for ts, r := range c.pending {
+		if r.waiting[peer] {
+			hit = append(hit, ts)
+		}
+	}
+	c.mu.Unlock()
+	if len(hit) == 0 {
+		return
+	}
+	c.n.goFunc(func() {
+		for _, ts := range hit {
+			c.fail(ts, err)
+		}
+	})
 }
 
 // failAll fails every outstanding request with err (at Close).

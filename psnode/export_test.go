@@ -3,3 +3,6 @@ package psnode
 // ForgetKeyLists makes s forget every key list workers asked it to keep,
 // as a server started again would: for tests of the key cache's misses.
 func ForgetKeyLists[V Number](s *KVServer[V]) { s.keys = newKeyCaches(DefaultKeyCacheBytes) }
+
+// ReplicaApp is the app id of the servers' replication messages.
+const ReplicaApp = replicaApp

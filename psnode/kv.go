@@ -149,6 +149,9 @@ func NewKVWorker[V Number](n *Node, appID, customerID int32, opts ...WorkerOptio
 	if err != nil {
 		return nil, err
 	}
+	if n.cfg.Replicas > 0 && n.cfg.NumServers > 1 {
+		w.c.holdForReplicas()
+	}
 	return w, nil
 }
 
@@ -297,6 +300,7 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 				return err
 			}
 			m.Meta.Timestamp = ts
+			w.c.keep(ts, m)
 			ctx, cancel := context.WithTimeout(w.n.ctx, 30*time.Second)
 			defer cancel()
 			return w.n.send(ctx, m)
@@ -333,6 +337,12 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 	ts := w.c.newRequest(peers, onReply, finish, o.callback, onMiss)
 	for _, m := range msgs {
 		m.Meta.Timestamp = ts
+	}
+	w.c.keep(ts, msgs...)
+	for _, m := range msgs {
+		if w.c.hold && w.c.isDown(m.Meta.Recver) {
+			continue // its replacement gets it (customer.peerBack)
+		}
 		if err := w.n.send(ctx, m); err != nil {
 			w.c.fail(ts, err)
 			return ts, err

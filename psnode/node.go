@@ -60,6 +60,7 @@ type Node struct {
 	customers   map[custKey]*customer
 	handlers    map[int32]*customer
 	unclaimed   map[unclaimedKey][]unclaimedMsg
+	early       []*transport.Message     // data messages that came before the table
 	left        map[int32]bool           // scheduler: nodes that finished
 	admitting   map[int32]map[int32]bool // scheduler: recovering node → peers yet to acknowledge it
 	leftCh      chan struct{}            // scheduler: signalled on each leave
@@ -398,6 +399,14 @@ func (n *Node) incarnation(id int32) (int64, bool) {
 	return nd.Incarnation, ok
 }
 
+// isDead says whether node id is known dead and not replaced.
+func (n *Node) isDead(id int32) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, d := n.dead[id]
+	return d
+}
+
 // DeadNodes returns the ids of the nodes currently known to be dead, sorted.
 func (n *Node) DeadNodes() []int32 {
 	n.mu.Lock()
@@ -602,6 +611,14 @@ func (n *Node) handle(m *transport.Message) {
 	}
 	if !n.accept(m) {
 		n.mu.Lock()
+		if cmd == transport.CmdNone && !n.ready && len(n.early) < customerQueue {
+			// A peer that learned of this process (it replaces a dead
+			// node) may send before the scheduler's table reaches it:
+			// judged once the table is here (replayEarly).
+			n.early = append(n.early, m)
+			n.mu.Unlock()
+			return
+		}
 		n.stats.Ignored++
 		n.mu.Unlock()
 		if n.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
@@ -647,7 +664,11 @@ func (n *Node) handle(m *transport.Message) {
 		case n.role == transport.RoleScheduler:
 			n.onRegister(m)
 		default:
-			if n.onTable(m) && meta.Request {
+			ok := n.onTable(m)
+			if ok {
+				n.replayEarly()
+			}
+			if ok && meta.Request {
 				// The scheduler admits a recovering node once every
 				// peer has applied its entry: acknowledge.
 				n.sendAll([]*transport.Message{{Meta: transport.Meta{
@@ -677,6 +698,19 @@ func (n *Node) handle(m *transport.Message) {
 		}
 	default:
 		n.log.WithField("cmd", cmd.String()).Debug("unknown control command ignored")
+	}
+}
+
+// replayEarly handles the data messages that arrived before this node
+// had its table, now that it has: those of nodes in it are kept, the
+// others ignored.
+func (n *Node) replayEarly() {
+	n.mu.Lock()
+	early := n.early
+	n.early = nil
+	n.mu.Unlock()
+	for _, m := range early {
+		n.handle(m)
 	}
 }
 

@@ -246,6 +246,27 @@ func (h *StoreHandler[V]) Restore(key uint64, vals, state []V) error {
 	return nil
 }
 
+// RestoreAll is Restore for many keys at once, under one lock, with room
+// made for them first: vals holds dim values per key and state dim times
+// the updater's state width.
+func (h *StoreHandler[V]) RestoreAll(keys []uint64, vals, state []V) error {
+	d, sw := h.dim, h.dim*h.upd.StateWidth()
+	if len(vals) != len(keys)*d || len(state) != len(keys)*sw {
+		return fmt.Errorf("psnode: restore %d keys: %d values and %d state values, want %d and %d per key", len(keys), len(vals), len(state), d, sw)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.table.Reserve(len(keys)); err != nil {
+		return fmt.Errorf("psnode: restore %d keys: %w", len(keys), err)
+	}
+	for i, k := range keys {
+		slot, _ := h.table.Insert(k)
+		copy(h.table.Vals(slot), vals[i*d:(i+1)*d])
+		copy(h.table.State(slot), state[i*sw:(i+1)*sw])
+	}
+	return nil
+}
+
 // Dim returns the number of values per key.
 func (h *StoreHandler[V]) Dim() int { return h.dim }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/psnode/transport"
 )
 
 // Synchronous training: in every step each worker pushes its gradients to
@@ -88,6 +90,20 @@ type SyncHandler[V Number] struct {
 	// gone are the end-of-epoch requests of dead processes: they count as
 	// done, but nobody waits for their answers.
 	gone map[*KVRequest[V]]bool
+	// repl, on a server whose tables keep replicas (replica.go), numbers
+	// an applied step (replApply: steps of epoch applied after it) or an
+	// ended epoch (replEnded), under mu, and returns how to forward it to
+	// the replicas; the pushes it completes are answered once they have
+	// it. A push sent again to a new process that restored the table is
+	// answered without being applied again.
+	repl func(kind int32, epoch, steps int, sum KVPairs[V]) func(done func())
+}
+
+// syncOut is what one change of the steps completed: the requests to
+// answer and, with replicas, the update they wait for.
+type syncOut[V Number] struct {
+	fwd  func(done func())
+	reqs []*KVRequest[V]
 }
 
 // syncAt is what a held pull waits for: every step of epoch before step
@@ -158,6 +174,13 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 		}
 		d[req.Sender] = req
 	} else {
+		if h.repl != nil && (epoch < h.ended || (epoch == h.ended && step < h.applied[epoch])) && !h.absent[req.Sender] {
+			// Applied before this process restored the table from its
+			// replicas: the dead one applied it, but did not answer.
+			h.mu.Unlock()
+			_ = srv.Respond(srv.n.ctx, req, KVPairs[V]{})
+			return
+		}
 		if err := h.memberLocked(req.Sender, epoch, step); err != nil {
 			h.mu.Unlock()
 			_ = srv.RespondError(srv.n.ctx, req, err)
@@ -169,6 +192,13 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 			h.steps[req.Cmd] = st
 		}
 		if _, dup := st.reqs[req.Sender]; dup {
+			if h.repl != nil {
+				// Sent again to this new process while its first copy was
+				// on the way: either answer will do.
+				st.reqs[req.Sender] = req
+				h.mu.Unlock()
+				return
+			}
 			h.mu.Unlock()
 			_ = srv.RespondError(srv.n.ctx, req, fmt.Errorf("worker %d pushed step %d of epoch %d twice", req.Sender, step, epoch))
 			return
@@ -199,13 +229,25 @@ func (h *SyncHandler[V]) memberLocked(worker int32, epoch, step int) error {
 }
 
 // answer sends what a change of the steps completed: the pushes of the
-// applied steps (or err, if applying failed) and the pulls now due.
-func (h *SyncHandler[V]) answer(srv *KVServer[V], answers []*KVRequest[V], err error, pulls []*KVRequest[V]) {
-	for _, a := range answers {
-		if err != nil {
-			_ = srv.RespondError(srv.n.ctx, a, err)
+// applied steps (or err, if applying failed), once their replicas have
+// them, and the pulls now due, at once: a pull reads the primary, whose
+// state the replicas will have.
+func (h *SyncHandler[V]) answer(srv *KVServer[V], outs []syncOut[V], err error, pulls []*KVRequest[V]) {
+	for _, o := range outs {
+		reqs := o.reqs
+		respond := func() {
+			for _, a := range reqs {
+				if err != nil {
+					_ = srv.RespondError(srv.n.ctx, a, err)
+				} else {
+					_ = srv.Respond(srv.n.ctx, a, KVPairs[V]{})
+				}
+			}
+		}
+		if o.fwd != nil && err == nil {
+			o.fwd(respond)
 		} else {
-			_ = srv.Respond(srv.n.ctx, a, KVPairs[V]{})
+			respond()
 		}
 	}
 	for _, r := range pulls {
@@ -278,8 +320,8 @@ func (h *SyncHandler[V]) stepReadyLocked(epoch, step int, st *syncStep[V], done 
 // completeLocked applies every step of epoch that has all its parts, in
 // step order, and returns the requests to answer; then, if every worker
 // is done with the epoch, their SyncDone requests too. h.mu must be held.
-func (h *SyncHandler[V]) completeLocked(epoch int) ([]*KVRequest[V], error) {
-	var answers []*KVRequest[V]
+func (h *SyncHandler[V]) completeLocked(epoch int) ([]syncOut[V], error) {
+	var answers []syncOut[V]
 	done := h.done[epoch]
 	var cmds []int32
 	for cmd := range h.steps {
@@ -294,25 +336,36 @@ func (h *SyncHandler[V]) completeLocked(epoch int) ([]*KVRequest[V], error) {
 		if !h.stepReadyLocked(epoch, step, st, done) {
 			break // steps complete in order: a later one cannot be ready
 		}
-		if err := h.applyStep(st); err != nil {
+		sum, err := h.applyStep(st)
+		if err != nil {
 			return answers, err
 		}
 		h.applied[epoch] = step + 1
 		delete(h.steps, cmd)
+		var o syncOut[V]
+		if h.repl != nil {
+			o.fwd = h.repl(replApply, epoch, step+1, sum)
+		}
 		for _, r := range st.reqs {
 			if r != nil {
-				answers = append(answers, r)
+				o.reqs = append(o.reqs, r)
 			}
 		}
+		answers = append(answers, o)
 	}
 	if len(done) == h.workers && !h.pendingIn(epoch) {
+		var o syncOut[V]
+		if h.repl != nil {
+			o.fwd = h.repl(replEnded, epoch, 0, KVPairs[V]{})
+		}
 		for _, r := range done {
 			if h.gone[r] {
 				delete(h.gone, r)
 				continue
 			}
-			answers = append(answers, r)
+			o.reqs = append(o.reqs, r)
 		}
+		answers = append(answers, o)
 		delete(h.done, epoch)
 		delete(h.applied, epoch)
 		delete(h.pos, epoch)
@@ -405,7 +458,7 @@ func (h *SyncHandler[V]) stalledLocked() time.Duration {
 
 // completeAllLocked completes every running epoch after a change of
 // who takes part in the steps. h.mu must be held.
-func (h *SyncHandler[V]) completeAllLocked() ([]*KVRequest[V], error) {
+func (h *SyncHandler[V]) completeAllLocked() ([]syncOut[V], error) {
 	epochs := map[int]bool{}
 	for cmd := range h.steps {
 		epochs[int(cmd>>syncStepBits)] = true
@@ -413,7 +466,7 @@ func (h *SyncHandler[V]) completeAllLocked() ([]*KVRequest[V], error) {
 	for e := range h.done {
 		epochs[e] = true
 	}
-	var answers []*KVRequest[V]
+	var answers []syncOut[V]
 	for _, e := range slices.Sorted(maps.Keys(epochs)) {
 		a, err := h.completeLocked(e)
 		answers = append(answers, a...)
@@ -424,9 +477,9 @@ func (h *SyncHandler[V]) completeAllLocked() ([]*KVRequest[V], error) {
 	return answers, nil
 }
 
-// applyStep adds up the workers' parts in rank (id) order and applies the
-// sums.
-func (h *SyncHandler[V]) applyStep(st *syncStep[V]) error {
+// applyStep adds up the workers' parts in rank (id) order, applies the
+// sums and returns them.
+func (h *SyncHandler[V]) applyStep(st *syncStep[V]) (KVPairs[V], error) {
 	senders := make([]int32, 0, len(st.parts))
 	for id := range st.parts {
 		senders = append(senders, id)
@@ -438,7 +491,7 @@ func (h *SyncHandler[V]) applyStep(st *syncStep[V]) error {
 	for i, id := range senders {
 		p := st.parts[id].kv
 		if len(p.Vals) != len(p.Keys)*dim {
-			return fmt.Errorf("worker %d pushed %d values for %d keys; the server keeps %d per key", id, len(p.Vals), len(p.Keys), dim)
+			return KVPairs[V]{}, fmt.Errorf("worker %d pushed %d values for %d keys; the server keeps %d per key", id, len(p.Vals), len(p.Keys), dim)
 		}
 		parts[i] = p
 		sorted = sorted && isStrictlySorted(p.Keys)
@@ -449,7 +502,25 @@ func (h *SyncHandler[V]) applyStep(st *syncStep[V]) error {
 	} else {
 		sum = hashSum(parts, dim)
 	}
-	return h.store.apply(&KVRequest[V]{KVMeta: KVMeta{Push: true}, KVPairs: sum})
+	return sum, h.store.apply(&KVRequest[V]{KVMeta: KVMeta{Push: true}, KVPairs: sum})
+}
+
+// restore sets where the steps are in a new process that restored the
+// table from its replicas: epochs before ended are over, steps steps of
+// epoch ended applied. The workers n knows dead are absent until their
+// replacements rejoin.
+func (h *SyncHandler[V]) restore(ended, steps int, n *Node) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ended = ended
+	if steps > 0 {
+		h.applied[ended] = steps
+	}
+	for _, id := range n.DeadNodes() {
+		if r, ok := transport.IDRole(id); ok && r == transport.RoleWorker {
+			h.absent[id] = true
+		}
+	}
 }
 
 func isStrictlySorted(keys []uint64) bool {

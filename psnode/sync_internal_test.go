@@ -57,7 +57,7 @@ func TestSyncDeadWorkersEndOfEpochIsNotAnswered(t *testing.T) {
 	h.leftLocked(9)
 	h.done[0][11] = live
 	answers, err := h.completeLocked(0)
-	if err != nil || len(answers) != 1 || answers[0] != live || h.ended != 1 {
+	if err != nil || len(answers) != 1 || len(answers[0].reqs) != 1 || answers[0].reqs[0] != live || h.ended != 1 {
 		t.Fatalf("answers %v (%v), ended %d: want only the live worker's, and the epoch over", answers, err, h.ended)
 	}
 	if len(h.gone) != 0 {

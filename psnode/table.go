@@ -122,6 +122,11 @@ type TablesOptions struct {
 	// IOTimeout bounds one server's checkpoint, restore or export; 0
 	// means DefaultTableIOTimeout.
 	IOTimeout time.Duration
+	// OnEvent, when set, is told what the job's status should show of
+	// this node's task ("server 2"): EventRestored, on a server that
+	// replaced a dead one. It runs on a goroutine of its own, with a
+	// context that bounds it.
+	OnEvent func(ctx context.Context, kind, task, detail string, took time.Duration)
 }
 
 // Tables is a job's set of tables on one node: every role makes one
@@ -133,7 +138,8 @@ type TablesOptions struct {
 type Tables struct {
 	n      *Node
 	opts   TablesOptions
-	ctl    *SimpleApp // nil on the scheduler
+	ctl    *SimpleApp  // nil on the scheduler
+	repl   *replicator // servers whose tables keep replicas
 	everyN int
 	every  time.Duration
 
@@ -186,6 +192,21 @@ type servedTable interface {
 	// rejoin answers a replacement worker on a synchronous table (see
 	// Tables.Rejoin); ok is false for a table that is not synchronous.
 	rejoin(worker int32, inc int64, r syncRejoin) (p syncPlace, ok bool, err error)
+	// replicaUpdate and replicaSnapshot serve another server's
+	// replication requests (replica.go).
+	replicaUpdate(h replHeader, m *transport.Message) error
+	replicaSnapshot(part int, from int32) (h []byte, frames [][]byte, types []transport.DataType, err error)
+}
+
+// served returns the table of app id app once it is served here, nil
+// before.
+func (ts *Tables) served(app int32) *tableEntry {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if e := ts.byApp[app]; e != nil && e.srv != nil {
+		return e
+	}
+	return nil
 }
 
 // NewTables makes the table set of node n, after its Start. On a server
@@ -205,6 +226,9 @@ func NewTables(n *Node, opts TablesOptions) (*Tables, error) {
 	switch n.Role() {
 	case transport.RoleServer:
 		ts.ctl, err = NewSimpleApp(n, tablesCtlApp, 0, ts.serveCtl)
+		if err == nil && replicating(n) {
+			ts.repl, err = newReplicator(ts)
+		}
 	case transport.RoleWorker:
 		ts.ctl, err = NewSimpleApp(n, tablesCtlApp, 0, nil)
 	}
@@ -266,6 +290,7 @@ type Table[V Number] struct {
 	srv   *KVServer[V]              // servers
 	ssp   *SSPHandler[V]            // servers of a bounded-delay table
 	sync  *SyncHandler[V]           // servers of a synchronous table
+	repl  *tableRepl[V]             // servers whose tables keep replicas
 	sig   *residuals[V]             // workers of a table with Significance
 	shift atomic.Pointer[syncShift] // workers of a synchronous table that rejoined
 }
@@ -358,8 +383,7 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 			e.idle = t.epochCall(t.flushHeld)
 		}
 	case transport.RoleServer:
-		err = t.serve(spec)
-		e.srv = servedStore[V]{t}
+		err = t.serve(spec, e)
 	}
 	if err != nil {
 		ts.remove(e)
@@ -405,28 +429,45 @@ func (ts *Tables) remove(e *tableEntry) {
 }
 
 // serve makes the server side: the store and the KV server (synchronous
-// or not), whose requests wait until the store is restored when the job
-// resumes, however long that takes.
-func (t *Table[V]) serve(spec TableSpec[V]) error {
+// or not), whose requests wait until the store is restored — from the
+// checkpoint the job resumes from, or from the replicas on a server that
+// replaced a dead one — however long that takes. It makes e served.
+func (t *Table[V]) serve(spec TableSpec[V], e *tableEntry) error {
 	n := t.ts.n
-	st, err := NewStoreHandler[V](spec.Updater, spec.Width)
+	newStore := func(rank int) (*StoreHandler[V], error) {
+		st, err := NewStoreHandler[V](spec.Updater, spec.Width)
+		if err != nil {
+			return nil, err
+		}
+		st.SetInit(spec.Init)
+		if r, ok := serverKeyRange(spec.Partitioner, n.cfg.NumServers, spec.MaxKey, rank); ok {
+			dense, err := st.UseKeyRange(r.Begin, r.Last)
+			if err != nil {
+				return nil, err
+			}
+			n.log.WithFields(logrus.Fields{"table": spec.Name, "keys": r.String(), "dense": dense, "partition": rank}).Debug("server key range")
+		}
+		return st, nil
+	}
+	st, err := newStore(n.Rank())
 	if err != nil {
 		return err
 	}
-	st.SetInit(spec.Init)
-	if r, ok := serverKeyRange(spec.Partitioner, n.cfg.NumServers, spec.MaxKey, n.Rank()); ok {
-		dense, err := st.UseKeyRange(r.Begin, r.Last)
-		if err != nil {
-			return err
-		}
-		n.log.WithFields(logrus.Fields{"table": spec.Name, "keys": r.String(), "dense": dense}).Debug("server key range")
-	}
 	t.store = st
 	handle := st.Handle
+	if rp := t.ts.repl; rp != nil {
+		if t.repl, err = newTableRepl(t, rp, newStore); err != nil {
+			return err
+		}
+		handle = t.repl.handleAsync
+	}
 	var sh *SyncHandler[V]
 	if spec.Sync {
 		if sh, err = NewSyncHandler(st, n.NumWorkers()); err != nil {
 			return err
+		}
+		if t.repl != nil {
+			sh.repl = t.repl.syncUpdate
 		}
 		handle = sh.Handle
 		t.sync = sh
@@ -456,12 +497,29 @@ func (t *Table[V]) serve(spec TableSpec[V]) error {
 	if ssp != nil {
 		ssp.WatchDeaths(n, t.srv)
 	}
-	if t.ts.opts.ResumeFrom != "" {
+	t.ts.mu.Lock()
+	e.srv = servedStore[V]{t}
+	t.ts.mu.Unlock()
+	if t.repl != nil {
+		t.ts.repl.takeHeld(e)
+	}
+	switch {
+	case t.repl != nil && n.Self().IsRecovery:
+		began := time.Now()
+		if err := t.repl.restore(); err != nil {
+			return err
+		}
+		t.ts.repl.restoring(began)
+		n.log.WithFields(logrus.Fields{"table": spec.Name, "took": time.Since(began).Round(time.Millisecond).String()}).Info("table restored from its replicas")
+	case t.ts.opts.ResumeFrom != "":
 		if err := t.restore(); err != nil {
 			return err
 		}
 	}
 	close(restored)
+	if t.repl != nil {
+		t.ts.repl.announce(t.desc.Staleness == nil)
+	}
 	return nil
 }
 

@@ -304,6 +304,20 @@ func (s servedStore[V]) rejoin(worker int32, inc int64, r syncRejoin) (syncPlace
 	return p, true, err
 }
 
+func (s servedStore[V]) replicaUpdate(h replHeader, m *transport.Message) error {
+	if s.t.repl == nil {
+		return fmt.Errorf("table %s keeps no replicas here", s.t.desc.Name)
+	}
+	return s.t.repl.replicaUpdate(h, m)
+}
+
+func (s servedStore[V]) replicaSnapshot(part int, from int32) ([]byte, [][]byte, []transport.DataType, error) {
+	if s.t.repl == nil {
+		return nil, nil, nil, fmt.Errorf("table %s keeps no replicas here", s.t.desc.Name)
+	}
+	return s.t.repl.replicaSnapshot(part, from)
+}
+
 // snapshotLocked returns the table's snapshot; the store's lock must be
 // held while it is used.
 func (s servedStore[V]) snapshotLocked() TableSnapshot {
