@@ -10,13 +10,14 @@ import (
 // ExitStatus returns the status a worker program exits with after its
 // run returned err: 0 for nil; conf.ExitRestartJob when a synchronous
 // worker died (psnode.ErrSyncWorkerDied: the steps of the epoch cannot be
-// completed, and the launcher starts the whole job again from its newest
-// checkpoint); 1 otherwise.
+// completed) or a server that replaced a dead one could not restore its
+// tables from their replicas (psnode.ErrNoReplica), and the launcher
+// starts the whole job again from its newest checkpoint; 1 otherwise.
 func ExitStatus(err error) int {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, psnode.ErrSyncWorkerDied):
+	case errors.Is(err, psnode.ErrSyncWorkerDied), errors.Is(err, psnode.ErrNoReplica):
 		return conf.ExitRestartJob
 	default:
 		return 1

@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"time"
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/ckpt"
@@ -29,6 +30,10 @@ func TablesOptions(job conf.Job, res *dfs.Resolver, tc *tracker.Client, modelFor
 	}
 	if tc != nil {
 		opts.Committer = tc
+		opts.OnEvent = func(ctx context.Context, kind, task, detail string, took time.Duration) {
+			// For the job's events only: a failed report is ignored.
+			_ = tc.ReportEvent(ctx, tracker.Event{Kind: kind, Task: task, Detail: detail, Took: took})
+		}
 	}
 	if job.Output != "" {
 		w, err := model.NewTableWriter(res, job.Output, modelFormat)

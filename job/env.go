@@ -82,6 +82,7 @@ func (c Contract) Env(t Task, attempt int, node string, base []string) []string 
 			p.TaskID = t.Rank
 		}
 		p.NumAttempt = attempt
+		p.Replicas = spec.Replicas
 		p.JobCluster = c.Cluster
 		p.JobSecret, p.JobKeys, p.Insecure = c.Secret, c.KeysFile, spec.Insecure
 		env = append(env, p.Environ()...)

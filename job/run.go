@@ -202,8 +202,13 @@ func (j *Job) removeKeys() {
 //
 //   - A worker that fails is started again (a new attempt) and its
 //     unfinished shards go back to the queue, up to MaxAttempts in all.
-//   - A scheduler or server that fails (within its attempts), or a worker
-//     of a Collective job, whose peers cannot go on without it, takes the
+//   - A server of a job whose servers keep replicas (JobSpec.Replicas,
+//     and every server reported tracker.EventReplicated) is started
+//     again alone, as a worker is: its new process restores its tables
+//     from the servers that keep their replicas.
+//   - A scheduler or a server without replicas that fails (within its
+//     attempts), or a worker of a Collective job, whose peers cannot go
+//     on without it, takes the
 //     whole job back: every task is stopped, then all start again from the
 //     newest checkpoint whose files verify, the later epochs read anew;
 //     from scratch when the job has no checkpoint directory but no worker
@@ -449,7 +454,7 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 		t.lost++
 		t.attempt++
 		lost := fmt.Sprintf("%s lost: %s (%d of %d such losses allowed)", t, ex.Desc, t.lost, MaxLostLaunches)
-		if t.Role != conf.RoleWorker {
+		if !r.alone(t) {
 			return r.restartAll(ctx, lost, false)
 		}
 		r.log.WithFields(logrus.Fields{"task": t.String(), "lost": t.lost, "exit": ex.Code}).Warn("task's container taken away; starting it again without using up an attempt")
@@ -464,13 +469,32 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 		return errors.New(failed)
 	}
 	t.attempt++
-	if t.Role != conf.RoleWorker || r.spec.Collective {
+	if !r.alone(t) {
 		// The others cannot go on without it: a server's parameters, or
 		// a member of the workers' collectives, are gone.
 		return r.restartAll(ctx, failed, false)
 	}
 	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt - 1, "exit": ex.Code}).Warn("task failed; restarting it")
 	return r.start(ctx, t)
+}
+
+// alone says whether t starts again by itself when it fails: a worker
+// of a job with servers (the others go on, its shards go back to the
+// queue), and a server of a job whose servers all reported that their
+// tables keep replicas (tracker.EventReplicated; its new process restores
+// them from the servers that keep them). A scheduler, a server
+// without replicas and a collective job's worker take the whole job back.
+func (r *run) alone(t *taskState) bool {
+	switch t.Role {
+	case conf.RoleWorker:
+		return !r.spec.Collective
+	case conf.RoleServer:
+		// Every server must have said that its tables keep replicas: a
+		// program that keeps its own state (a ps-lite program, a raw
+		// KV server) would come back empty.
+		return r.spec.Replicas > 0 && r.state.Replicated() >= r.spec.NumServers
+	}
+	return false
 }
 
 // nodeFailed counts a failed launch on node and, at the job's

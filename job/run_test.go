@@ -176,6 +176,44 @@ func checkEvents(t *testing.T, ev []tracker.Event, want ...string) {
 	}
 }
 
+var server1 = Task{Role: conf.RoleServer, Rank: 1}
+
+// replicatedServerLost is the script of a job of 2 servers and a worker
+// in which server 1 dies with exit code 137 once every task runs and the
+// worker asked for its input; the servers first report that their
+// tables keep replicas when report is set. Every task ends with 0 once
+// server 1 runs again.
+func replicatedServerLost(output string, report bool) func(f *fake, l Launch) {
+	killed := false
+	return func(f *fake, l Launch) {
+		if l.Task.Role == conf.RoleServer && report {
+			f.j.State().AddEvent(tracker.Event{Kind: tracker.EventReplicated, Task: l.Task.String()})
+		}
+		if l.Task == server1 && killed {
+			for _, task := range []Task{scheduler, server0, server1, worker0} {
+				cur, _ := f.current(task)
+				if task.Role == conf.RoleServer {
+					writeFile(f.t, filepath.Join(output, fmt.Sprintf("part-%05d", task.Rank)), []byte("model"))
+				}
+				f.exit(cur, 0)
+			}
+			return
+		}
+		if l.Task == scheduler {
+			return // runs to the end
+		}
+		for _, task := range []Task{server0, server1, worker0} {
+			if _, ok := f.current(task); !ok {
+				return
+			}
+		}
+		killed = true
+		f.j.State().Plan()
+		srv, _ := f.current(server1)
+		f.exit(srv, 137)
+	}
+}
+
 // TestRunPolicy checks every rule of Job.Run against a fake cluster.
 func TestRunPolicy(t *testing.T) {
 	t.Parallel()
@@ -431,6 +469,49 @@ func TestRunPolicy(t *testing.T) {
 					t.Errorf("the job back after %v, its events %v apart", ev[2].Took, ev[2].At.Sub(ev[1].At))
 				}
 			},
+		},
+		{
+			name: "server lost with replicas: started again alone",
+			spec: func(e *env) JobSpec {
+				return JobSpec{NumWorkers: 1, NumServers: 2, Replicas: 1, MaxAttempts: 2, Output: e.output}
+			},
+			script: func(e *env) func(f *fake, l Launch) { return replicatedServerLost(e.output, true) },
+			want:   tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if res.Restarts != 0 || f.stopAlls != 0 {
+					t.Errorf("result %+v with %d StopAll; want no restart", res, f.stopAlls)
+				}
+				for _, task := range []Task{scheduler, server0, server1, worker0} {
+					want := 1
+					if task == server1 {
+						want = 2
+					}
+					ls := f.launchesOf(task)
+					if len(ls) != want {
+						t.Errorf("%s launched %d times, want %d", task, len(ls), want)
+						continue
+					}
+					if task.Role != conf.RoleScheduler && envOf(ls[0], conf.EnvReplicas) != "1" {
+						t.Errorf("%s's %s is %q, want 1", task, conf.EnvReplicas, envOf(ls[0], conf.EnvReplicas))
+					}
+				}
+				if got := envOf(f.launchesOf(server1)[1], conf.EnvNumAttempt); got != "1" {
+					t.Errorf("the failed server's next attempt is %q, want 1", got)
+				}
+				ev := f.j.State().Status().Events
+				if len(ev) != 2 || ev[0].Task != "server 1" || ev[0].Kind != tracker.EventExited || ev[1].Kind != tracker.EventBack {
+					t.Errorf("events %+v: want server 1's exit and its return", ev)
+				}
+			},
+		},
+		{
+			name: "server lost with replicas its program does not keep: the whole job",
+			spec: func(e *env) JobSpec {
+				return JobSpec{NumWorkers: 1, NumServers: 2, Replicas: 1, MaxAttempts: 2, Output: e.output}
+			},
+			script:  func(e *env) func(f *fake, l Launch) { return replicatedServerLost(e.output, false) },
+			want:    tracker.Failed,
+			wantErr: []string{"server 1 failed: exit code 137", "CheckpointDir"},
 		},
 		{
 			name: "collective: a lost worker takes the whole job back to its checkpoint",

@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,6 +60,13 @@ type JobSpec struct {
 	// job back to its newest checkpoint, as a server does in a job with
 	// servers. It needs NumServers 0.
 	Collective bool
+	// Replicas is how many other servers keep a copy of each server's
+	// tables (SPINDLE_REPLICAS; conf.PS.Replicas). With replicas a server
+	// that fails is started again alone, like a worker, and its new
+	// process restores its tables from them; without (0), a server's
+	// failure takes the whole job back to its newest checkpoint. At most
+	// NumServers-1.
+	Replicas int
 	// Env holds KEY=VALUE settings for every role; ServerEnv and
 	// WorkerEnv add to or override them for one role (servers' also go to
 	// the scheduler).
@@ -149,6 +157,9 @@ func (s JobSpec) Validate() error {
 	}
 	if s.NumServers < 0 {
 		bad("NumServers", fmt.Sprint(s.NumServers), "must not be negative")
+	}
+	if s.Replicas < 0 || (s.Replicas > 0 && s.Replicas >= s.NumServers) {
+		bad("Replicas", strconv.Itoa(s.Replicas), fmt.Sprintf("want 0 to the servers less one (%d)", max(s.NumServers-1, 0)))
 	}
 	if s.Collective && s.NumServers > 0 {
 		bad("Collective", "", fmt.Sprintf("only for a job without servers, and this one has %d", s.NumServers))

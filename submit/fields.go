@@ -12,6 +12,7 @@ var fieldFlags = map[string]string{
 	"NumWorkers":         "--num-workers",
 	"NumServers":         "--num-servers",
 	"Collective":         "--num-servers 0",
+	"Replicas":           "--replicas",
 	"Env":                "--env",
 	"ServerEnv":          "--server-env",
 	"WorkerEnv":          "--worker-env",

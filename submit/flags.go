@@ -31,7 +31,7 @@ var helpGroups = []struct {
 	title string
 	flags []string
 }{
-	{"Job", []string{"cluster", "num-workers", "num-servers", "jobname", "max-attempts", "log-level"}},
+	{"Job", []string{"cluster", "num-workers", "num-servers", "replicas", "jobname", "max-attempts", "log-level"}},
 	{"Data", []string{"input", "split-size", "output", "overwrite", "checkpoint-dir", "checkpoint-interval", "checkpoint-keep", "resume"}},
 	{"Environment of the tasks", []string{"env", "server-env", "worker-env", "files", "archives"}},
 	{"Resources (YARN)", []string{"worker-cores", "worker-memory", "server-cores", "server-memory", "queue"}},
@@ -77,6 +77,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 	fs.StringVar(&o.Cluster, "cluster", o.Cluster, "run the job on `local|yarn`: this machine or a YARN cluster (default $"+envSubmitCluster+", else local)")
 	o.intVar(fs, &o.NumWorkers, "num-workers", "`N` worker processes, at least 1 (required)")
 	o.intVar(fs, &o.NumServers, "num-servers", "`N` server processes, and a scheduler; 0 (given) for a job without servers whose workers still meet at the scheduler, for collectives (ps-dense); not given: plain workers, without a scheduler")
+	o.intVar(fs, &o.Replicas, "replicas", "`K` other servers keep a copy of each server's tables, so that a server that dies is started again alone and restores them, without rolling the job back to a checkpoint; 0 turns it off (default 1 with two servers or more)")
 	fs.StringVar(&o.JobName, "jobname", o.JobName, "job `NAME` (default spindle:<base name of the command>)")
 	o.intVar(fs, &o.MaxAttempts, "max-attempts", "run each task at most `N` times in all, the first attempt included")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level of ps-submit and of the tasks, one of `debug|info|warn|error` in any case")

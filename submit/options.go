@@ -55,6 +55,11 @@ type Options struct {
 	// job.JobSpec.Collective); not given, the command runs as NumWorkers
 	// plain workers, with no scheduler.
 	NumWorkers, NumServers int
+	// Replicas (--replicas) is how many other servers keep a copy of each
+	// server's tables, so that a server that dies is replaced alone,
+	// without rolling the job back. Not given: 1 with two servers or
+	// more, else 0.
+	Replicas int
 	// WorkerCores and ServerCores (--worker-cores, --server-cores) are
 	// cores per process on YARN; default 1.
 	WorkerCores, ServerCores int
@@ -309,7 +314,7 @@ func (o *Options) Validate() error {
 		n    int
 		min  int
 	}{
-		{"num-workers", o.NumWorkers, 1}, {"num-servers", o.NumServers, 0}, {"max-attempts", o.MaxAttempts, 1},
+		{"num-workers", o.NumWorkers, 1}, {"num-servers", o.NumServers, 0}, {"replicas", o.Replicas, 0}, {"max-attempts", o.MaxAttempts, 1},
 		{"worker-cores", o.WorkerCores, 1}, {"server-cores", o.ServerCores, 1},
 		{"am-cores", o.AMCores, 1}, {"max-app-attempts", o.MaxAppAttempts, 1}, {"priority", o.Priority, 0},
 		{"blacklist-after", o.BlacklistAfter, 0},
@@ -417,6 +422,14 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+// replicas is --replicas, or its default: 1 with two servers or more.
+func (o *Options) replicas() int {
+	if o.given["replicas"] || o.NumServers < 2 {
+		return o.Replicas
+	}
+	return 1
+}
+
 // JobSpec returns the job o describes, for the launchers.
 func (o *Options) JobSpec() job.JobSpec {
 	return job.JobSpec{
@@ -425,6 +438,7 @@ func (o *Options) JobSpec() job.JobSpec {
 		NumWorkers:         o.NumWorkers,
 		NumServers:         o.NumServers,
 		Collective:         o.NumServers == 0 && o.given["num-servers"],
+		Replicas:           o.replicas(),
 		Env:                o.Env,
 		ServerEnv:          o.ServerEnv,
 		WorkerEnv:          o.WorkerEnv,

@@ -309,6 +309,7 @@ func (o *Options) writeJob(w *bufio.Writer) {
 		servers += " (collective: the workers meet at a scheduler)"
 	}
 	opt("num-servers", servers)
+	opt("replicas", strconv.Itoa(o.JobSpec().Replicas))
 	opt("max-attempts", strconv.Itoa(o.MaxAttempts))
 	opt("log-level", o.LogLevel)
 	list("input", o.Inputs, false)

@@ -216,7 +216,8 @@ func (c *Client) DoneShards(ctx context.Context, epoch int) (map[int64]int64, er
 }
 
 // ReportEvent records something that happened to a task, as the task
-// saw it (Status.Events); only EventRejoined is accepted.
+// saw it (Status.Events); only EventRejoined, EventRestored and
+// EventReplicated are accepted.
 func (c *Client) ReportEvent(ctx context.Context, e Event) error {
 	return c.call(ctx, "report event", func(rpc *trackerrpc.TrackerClient) error {
 		return rpc.ReportEvent(ctx, c.secret, e.Kind, e.Task, e.Detail, e.Took.Microseconds())

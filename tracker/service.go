@@ -235,8 +235,8 @@ func (h *handler) ReportEvent(_ context.Context, secret, kind, task, detail stri
 		return err
 	}
 	switch {
-	case kind != EventRejoined:
-		return badRequest(fmt.Errorf("tracker: event kind %q: a task may report only %q", kind, EventRejoined))
+	case kind != EventRejoined && kind != EventRestored && kind != EventReplicated:
+		return badRequest(fmt.Errorf("tracker: event kind %q: a task may report only %q, %q or %q", kind, EventRejoined, EventRestored, EventReplicated))
 	case task == "" || len(task) > maxEventTask:
 		return badRequest(fmt.Errorf("tracker: event task %q: want 1 to %d bytes", task, maxEventTask))
 	case len(detail) > maxEventDetail:
@@ -292,6 +292,9 @@ func (h *handler) Status(_ context.Context, secret string) (*trackerrpc.JobStatu
 	for _, r := range st.Roles {
 		w.Roles = append(w.Roles, &trackerrpc.RoleStatus{Role: string(r.Role), Want: int32(r.Want), Running: int32(r.Running), Restarts: int32(r.Restarts), Succeeded: int32(r.Succeeded)})
 	}
+	for _, e := range st.Events {
+		w.Events = append(w.Events, &trackerrpc.Event{AtUnixMs: e.At.UnixMilli(), Kind: e.Kind, Task: e.Task, Detail: e.Detail, TookMicros: e.Took.Microseconds()})
+	}
 	return w, nil
 }
 
@@ -341,6 +344,11 @@ func fromWire(w *trackerrpc.JobStatus) Status {
 	for _, r := range w.Roles {
 		if r != nil {
 			st.Roles = append(st.Roles, RoleStatus{Role: conf.Role(r.Role), Want: int(r.Want), Running: int(r.Running), Restarts: int(r.Restarts), Succeeded: int(r.Succeeded)})
+		}
+	}
+	for _, e := range w.Events {
+		if e != nil && len(st.Events) < MaxEvents {
+			st.Events = append(st.Events, Event{At: time.UnixMilli(e.AtUnixMs), Kind: e.Kind, Task: e.Task, Detail: e.Detail, Took: time.Duration(e.TookMicros) * time.Microsecond})
 		}
 	}
 	return st

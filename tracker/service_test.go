@@ -62,6 +62,25 @@ func TestServiceOverTCP(t *testing.T) {
 	if ev := st.Status().Events; len(ev) != 1 || ev[0].Task != "worker 1" || ev[0].Took != 1500*time.Millisecond || ev[0].At.IsZero() {
 		t.Fatalf("events %+v", ev)
 	}
+	// A server's restore too; its report that its tables keep replicas
+	// counts it among the replicated servers instead.
+	if err := c.ReportEvent(ctx, Event{Kind: EventRestored, Task: "server 0", Took: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReportEvent(ctx, Event{Kind: EventReplicated, Task: "server 0"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := st.Replicated(); n != 1 {
+		t.Fatalf("%d servers replicated, want 1", n)
+	}
+	// The events travel with the status.
+	remote, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := remote.Events; len(ev) != 2 || ev[1].Kind != EventRestored || ev[1].Task != "server 0" || ev[1].Took != time.Millisecond || ev[0].At.UnixMilli() != st.Status().Events[0].At.UnixMilli() {
+		t.Fatalf("events over the RPC %+v", ev)
+	}
 	var re *RemoteError
 	if err := c.ReportEvent(ctx, Event{Kind: EventJobRestart, Task: "worker 1"}); !errors.As(err, &re) {
 		t.Fatalf("a job restart reported by a task: %v, want RemoteError", err)

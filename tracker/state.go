@@ -124,6 +124,15 @@ const (
 	// EventRejoined: a worker that replaces a dead one rejoined the
 	// synchronous steps (reported by the worker); Took is from its start.
 	EventRejoined = "rejoined"
+	// EventRestored: a server that replaces a dead one restored its
+	// tables from their replicas and applied its first update (reported
+	// by the server); Took is from the restore's start.
+	EventRestored = "restored"
+	// EventReplicated: a server serves tables whose replicas other
+	// servers keep (reported by the server); not listed in Status.Events,
+	// but once every server said so, the launcher starts a failed server
+	// again alone (Replicated).
+	EventReplicated = "replicated"
 )
 
 // MaxEvents bounds Status.Events; older events are dropped.
@@ -212,6 +221,9 @@ type State struct {
 	firstData time.Time
 	badNodes  []BadNode
 	events    []Event
+	// replicated are the servers ("server 2") that reported
+	// EventReplicated.
+	replicated map[string]bool
 	// hosts are the workers' hosts (SetWorkerHost); located and local
 	// count the hand-outs (Status.LocatedGiven, LocalGiven).
 	hosts          map[int]string
@@ -547,10 +559,25 @@ func (s *State) AddBadNode(n BadNode) {
 func (s *State) AddEvent(e Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if e.Kind == EventReplicated {
+		if s.replicated == nil {
+			s.replicated = make(map[string]bool)
+		}
+		s.replicated[e.Task] = true
+		return
+	}
 	if len(s.events) == MaxEvents {
 		s.events = append(s.events[:0], s.events[1:]...)
 	}
 	s.events = append(s.events, e)
+}
+
+// Replicated returns how many servers reported that other servers keep
+// replicas of their tables (EventReplicated).
+func (s *State) Replicated() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.replicated)
 }
 
 // SetTasks sets every task's state and the number of times the whole job

@@ -151,16 +151,17 @@ func TestHadoopYARNTrainFromHDFS(t *testing.T) {
 
 // TestHadoopYARNServerKilled kills server 1's process with SIGKILL in its
 // container during the third epoch of a synchronous job checkpointing
-// into HDFS every epoch: the ApplicationMaster starts the job again from
-// the newest committed checkpoint, and the model is the very one of the
-// job never interrupted.
+// into HDFS every epoch, whose servers keep no replicas (--replicas 0):
+// the ApplicationMaster starts the job again from the newest committed
+// checkpoint, and the model is the very one of the job never
+// interrupted.
 func TestHadoopYARNServerKilled(t *testing.T) {
 	c := hadooptest.Connect(t)
 	straight := straightJob(t)
 	dir := uploadData(t, c)
 	var killed []int
 	var app string
-	flags := yarnFlags(dir, "fm-yarn-server-killed", "--checkpoint-dir", "hdfs://"+dir+"/ckpt", "--checkpoint-interval", "1")
+	flags := yarnFlags(dir, "fm-yarn-server-killed", "--checkpoint-dir", "hdfs://"+dir+"/ckpt", "--checkpoint-interval", "1", "--replicas", "0")
 	out, err := submit(t, flags, []string{psFM, "--epochs", "4"}, func(line string) {
 		if m := appRE.FindStringSubmatch(line); m != nil {
 			app = m[1]

@@ -351,11 +351,14 @@ func checkStartedAgainOnYARN(t *testing.T, c *hadooptest.Cluster, r yarnRun, spe
 }
 
 // TestHadoopYARNServerKilled kills server 1's process with SIGKILL in its
-// container during a synchronous job. With checkpoints the
-// ApplicationMaster starts the whole job again from the newest committed
-// checkpoint, and the model is the very one of a job never interrupted;
-// without, the application fails naming the server, and no model is
-// marked complete.
+// container during a synchronous job. With replicas the
+// ApplicationMaster starts server 1 alone again, which restores its
+// tables from them, and the job writes the very model of a job never
+// interrupted without starting again. Without replicas: with checkpoints
+// the ApplicationMaster starts the whole job again from the newest
+// committed checkpoint, and the model is again the one of a job never
+// interrupted; without, the application fails naming the server, and no
+// model is marked complete.
 func TestHadoopYARNServerKilled(t *testing.T) {
 	c := hadooptest.Connect(t)
 	dir := uploadData(t, c)
@@ -365,6 +368,57 @@ func TestHadoopYARNServerKilled(t *testing.T) {
 		var killed []int
 		r := runYARN(t, s, killAt(t, &killed, 2, conf.RoleServer))
 		checkStartedAgainOnYARN(t, c, r, s, killed)
+	})
+	t.Run("replicas", func(t *testing.T) {
+		// Three servers keeping one replica each, no checkpoints: the
+		// ApplicationMaster starts server 1 again alone, in a new
+		// container, and its process restores its tables from the
+		// replicas.
+		s := lrSpec(dir, "with-replicas")
+		withReplicas(&s)
+		s.WorkerMemoryMB, s.ServerMemoryMB = 512, 512
+		var killed []int
+		var at time.Time
+		var last tracker.Status // the events come with the running job's status
+		kill := killAt(t, &killed, 1, conf.RoleServer)
+		r := runYARN(t, s, func(app yarn.ApplicationID, st tracker.Status) {
+			last = st
+			if killed == nil {
+				kill(app, st)
+				at = time.Now()
+			}
+		})
+		if len(killed) == 0 {
+			t.Fatalf("server 1 was never killed mid-epoch (job %v %v)", r.res.State, r.err)
+		}
+		if r.err != nil || r.res.State != tracker.Succeeded {
+			t.Fatalf("YARN job after a server was killed: %v %v\nAM log:\n%s", r.res.State, r.err, amLog(t, r.app))
+		}
+		for _, tr := range r.res.Tasks {
+			want := 1
+			if tr.Role == conf.RoleServer && tr.Rank == 1 {
+				want = 2
+			}
+			if tr.Attempts != want {
+				t.Errorf("%s %d ran %d time(s), want %d", tr.Role, tr.Rank, tr.Attempts, want)
+			}
+		}
+		straight := straight3Job(t)
+		want := string(straight.parts["part-00000"]) + string(straight.parts["part-00001"]) + string(straight.parts["part-00002"])
+		if got := readModel(t, c, s.Output); got != want {
+			t.Errorf("the model after server 1 was killed differs from the job never interrupted (%d and %d lines)", strings.Count(got, "\n"), strings.Count(want, "\n"))
+		}
+		tr := manifest(t, c, s.Output)
+		if tr.Restarts != 0 {
+			t.Errorf("the manifest says the job started again %d time(s); want none", tr.Restarts)
+		}
+		checkEveryRecordOnce(t, tr, 4)
+		restored := eventsOf(last, tracker.EventRestored)
+		if len(restored) != 1 || restored[0].Task != "server 1" {
+			t.Fatalf("the job's restore events %+v; want one, of server 1", restored)
+		}
+		t.Logf("from the kill to server 1's new process's first update: %v (restore and first update: %v)",
+			restored[0].At.Sub(at).Round(time.Millisecond), restored[0].Took.Round(time.Millisecond))
 	})
 	t.Run("no_checkpoints", func(t *testing.T) {
 		s := lrSpec(dir, "without-checkpoints")

@@ -37,6 +37,16 @@ struct RoleStatus {
   5: i32 succeeded
 }
 
+// Something that happened to the job's tasks (an exit, a restart, a
+// recovery), as the status page lists them.
+struct Event {
+  1: i64 at_unix_ms
+  2: string kind
+  3: string task
+  4: string detail
+  5: i64 took_micros
+}
+
 struct JobStatus {
   1: string state
   2: i32 epoch
@@ -48,6 +58,7 @@ struct JobStatus {
   8: map<i32, i64> epoch_records
   9: i32 metrics_epoch
   10: i64 started_unix_ms
+  11: list<Event> events  // the newest, oldest first
 }
 
 struct CheckpointFile {

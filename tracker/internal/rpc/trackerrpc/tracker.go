@@ -972,6 +972,293 @@ func (p *RoleStatus) String() string {
 }
 
 // Attributes:
+//   - AtUnixMs
+//   - Kind
+//   - Task
+//   - Detail
+//   - TookMicros
+type Event struct {
+	AtUnixMs   int64  `thrift:"at_unix_ms,1" db:"at_unix_ms" json:"at_unix_ms"`
+	Kind       string `thrift:"kind,2" db:"kind" json:"kind"`
+	Task       string `thrift:"task,3" db:"task" json:"task"`
+	Detail     string `thrift:"detail,4" db:"detail" json:"detail"`
+	TookMicros int64  `thrift:"took_micros,5" db:"took_micros" json:"took_micros"`
+}
+
+func NewEvent() *Event {
+	return &Event{}
+}
+
+func (p *Event) GetAtUnixMs() int64 {
+	return p.AtUnixMs
+}
+
+func (p *Event) GetKind() string {
+	return p.Kind
+}
+
+func (p *Event) GetTask() string {
+	return p.Task
+}
+
+func (p *Event) GetDetail() string {
+	return p.Detail
+}
+
+func (p *Event) GetTookMicros() int64 {
+	return p.TookMicros
+}
+func (p *Event) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 4:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.I64 {
+				if err := p.ReadField5(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *Event) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.AtUnixMs = v
+	}
+	return nil
+}
+
+func (p *Event) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Kind = v
+	}
+	return nil
+}
+
+func (p *Event) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Task = v
+	}
+	return nil
+}
+
+func (p *Event) ReadField4(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 4: ", err)
+	} else {
+		p.Detail = v
+	}
+	return nil
+}
+
+func (p *Event) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI64(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.TookMicros = v
+	}
+	return nil
+}
+
+func (p *Event) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "Event"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *Event) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "at_unix_ms", thrift.I64, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:at_unix_ms: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.AtUnixMs)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.at_unix_ms (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:at_unix_ms: ", p), err)
+	}
+	return err
+}
+
+func (p *Event) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "kind", thrift.STRING, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:kind: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Kind)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.kind (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:kind: ", p), err)
+	}
+	return err
+}
+
+func (p *Event) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "task", thrift.STRING, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:task: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Task)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.task (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:task: ", p), err)
+	}
+	return err
+}
+
+func (p *Event) writeField4(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "detail", thrift.STRING, 4); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 4:detail: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Detail)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.detail (4) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 4:detail: ", p), err)
+	}
+	return err
+}
+
+func (p *Event) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "took_micros", thrift.I64, 5); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:took_micros: ", p), err)
+	}
+	if err := oprot.WriteI64(ctx, int64(p.TookMicros)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.took_micros (5) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 5:took_micros: ", p), err)
+	}
+	return err
+}
+
+func (p *Event) Equals(other *Event) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.AtUnixMs != other.AtUnixMs {
+		return false
+	}
+	if p.Kind != other.Kind {
+		return false
+	}
+	if p.Task != other.Task {
+		return false
+	}
+	if p.Detail != other.Detail {
+		return false
+	}
+	if p.TookMicros != other.TookMicros {
+		return false
+	}
+	return true
+}
+
+func (p *Event) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("Event(%+v)", *p)
+}
+
+// Attributes:
 //   - State
 //   - Epoch
 //   - ShardsDone
@@ -982,6 +1269,7 @@ func (p *RoleStatus) String() string {
 //   - EpochRecords
 //   - MetricsEpoch
 //   - StartedUnixMs
+//   - Events
 type JobStatus struct {
 	State         string             `thrift:"state,1" db:"state" json:"state"`
 	Epoch         int32              `thrift:"epoch,2" db:"epoch" json:"epoch"`
@@ -993,6 +1281,7 @@ type JobStatus struct {
 	EpochRecords  map[int32]int64    `thrift:"epoch_records,8" db:"epoch_records" json:"epoch_records"`
 	MetricsEpoch  int32              `thrift:"metrics_epoch,9" db:"metrics_epoch" json:"metrics_epoch"`
 	StartedUnixMs int64              `thrift:"started_unix_ms,10" db:"started_unix_ms" json:"started_unix_ms"`
+	Events        []*Event           `thrift:"events,11" db:"events" json:"events"`
 }
 
 func NewJobStatus() *JobStatus {
@@ -1037,6 +1326,10 @@ func (p *JobStatus) GetMetricsEpoch() int32 {
 
 func (p *JobStatus) GetStartedUnixMs() int64 {
 	return p.StartedUnixMs
+}
+
+func (p *JobStatus) GetEvents() []*Event {
+	return p.Events
 }
 func (p *JobStatus) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -1145,6 +1438,16 @@ func (p *JobStatus) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 10:
 			if fieldTypeId == thrift.I64 {
 				if err := p.ReadField10(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 11:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField11(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -1306,6 +1609,26 @@ func (p *JobStatus) ReadField10(ctx context.Context, iprot thrift.TProtocol) err
 	return nil
 }
 
+func (p *JobStatus) ReadField11(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]*Event, 0, size)
+	p.Events = tSlice
+	for i := 0; i < size; i++ {
+		_elem5 := &Event{}
+		if err := _elem5.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem5), err)
+		}
+		p.Events = append(p.Events, _elem5)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
 func (p *JobStatus) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "JobStatus"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -1339,6 +1662,9 @@ func (p *JobStatus) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField10(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField11(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -1511,6 +1837,27 @@ func (p *JobStatus) writeField10(ctx context.Context, oprot thrift.TProtocol) (e
 	return err
 }
 
+func (p *JobStatus) writeField11(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "events", thrift.LIST, 11); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 11:events: ", p), err)
+	}
+	if err := oprot.WriteListBegin(ctx, thrift.STRUCT, len(p.Events)); err != nil {
+		return thrift.PrependError("error writing list begin: ", err)
+	}
+	for _, v := range p.Events {
+		if err := v.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", v), err)
+		}
+	}
+	if err := oprot.WriteListEnd(ctx); err != nil {
+		return thrift.PrependError("error writing list end: ", err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 11:events: ", p), err)
+	}
+	return err
+}
+
 func (p *JobStatus) Equals(other *JobStatus) bool {
 	if p == other {
 		return true
@@ -1533,8 +1880,8 @@ func (p *JobStatus) Equals(other *JobStatus) bool {
 		return false
 	}
 	for k, _tgt := range p.Metrics {
-		_src5 := other.Metrics[k]
-		if _tgt != _src5 {
+		_src6 := other.Metrics[k]
+		if _tgt != _src6 {
 			return false
 		}
 	}
@@ -1542,8 +1889,8 @@ func (p *JobStatus) Equals(other *JobStatus) bool {
 		return false
 	}
 	for i, _tgt := range p.Roles {
-		_src6 := other.Roles[i]
-		if !_tgt.Equals(_src6) {
+		_src7 := other.Roles[i]
+		if !_tgt.Equals(_src7) {
 			return false
 		}
 	}
@@ -1554,8 +1901,8 @@ func (p *JobStatus) Equals(other *JobStatus) bool {
 		return false
 	}
 	for k, _tgt := range p.EpochRecords {
-		_src7 := other.EpochRecords[k]
-		if _tgt != _src7 {
+		_src8 := other.EpochRecords[k]
+		if _tgt != _src8 {
 			return false
 		}
 	}
@@ -1564,6 +1911,15 @@ func (p *JobStatus) Equals(other *JobStatus) bool {
 	}
 	if p.StartedUnixMs != other.StartedUnixMs {
 		return false
+	}
+	if len(p.Events) != len(other.Events) {
+		return false
+	}
+	for i, _tgt := range p.Events {
+		_src9 := other.Events[i]
+		if !_tgt.Equals(_src9) {
+			return false
+		}
 	}
 	return true
 }
@@ -1959,11 +2315,11 @@ func (p *Checkpoint) ReadField6(ctx context.Context, iprot thrift.TProtocol) err
 	tSlice := make([]*CheckpointFile, 0, size)
 	p.Files = tSlice
 	for i := 0; i < size; i++ {
-		_elem8 := &CheckpointFile{}
-		if err := _elem8.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem8), err)
+		_elem10 := &CheckpointFile{}
+		if err := _elem10.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem10), err)
 		}
-		p.Files = append(p.Files, _elem8)
+		p.Files = append(p.Files, _elem10)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -2115,8 +2471,8 @@ func (p *Checkpoint) Equals(other *Checkpoint) bool {
 		return false
 	}
 	for i, _tgt := range p.Files {
-		_src9 := other.Files[i]
-		if !_tgt.Equals(_src9) {
+		_src11 := other.Files[i]
+		if !_tgt.Equals(_src11) {
 			return false
 		}
 	}
@@ -2384,25 +2740,25 @@ func (p *TrackerClient) SetLastResponseMeta_(meta thrift.ResponseMeta) {
 //   - Worker
 //   - Attempt
 func (p *TrackerClient) NextShard(ctx context.Context, secret string, epoch int32, worker int32, attempt int32) (_r *NextShardReply, _err error) {
-	var _args10 TrackerNextShardArgs
-	_args10.Secret = secret
-	_args10.Epoch = epoch
-	_args10.Worker = worker
-	_args10.Attempt = attempt
-	var _result12 TrackerNextShardResult
-	var _meta11 thrift.ResponseMeta
-	_meta11, _err = p.Client_().Call(ctx, "nextShard", &_args10, &_result12)
-	p.SetLastResponseMeta_(_meta11)
+	var _args12 TrackerNextShardArgs
+	_args12.Secret = secret
+	_args12.Epoch = epoch
+	_args12.Worker = worker
+	_args12.Attempt = attempt
+	var _result14 TrackerNextShardResult
+	var _meta13 thrift.ResponseMeta
+	_meta13, _err = p.Client_().Call(ctx, "nextShard", &_args12, &_result14)
+	p.SetLastResponseMeta_(_meta13)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result12.Err != nil:
-		return _r, _result12.Err
+	case _result14.Err != nil:
+		return _r, _result14.Err
 	}
 
-	if _ret13 := _result12.GetSuccess(); _ret13 != nil {
-		return _ret13, nil
+	if _ret15 := _result14.GetSuccess(); _ret15 != nil {
+		return _ret15, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "nextShard failed: unknown result")
 }
@@ -2415,23 +2771,23 @@ func (p *TrackerClient) NextShard(ctx context.Context, secret string, epoch int3
 //   - Attempt
 //   - Records
 func (p *TrackerClient) ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker int32, attempt int32, records int64) (_err error) {
-	var _args14 TrackerShardDoneArgs
-	_args14.Secret = secret
-	_args14.Epoch = epoch
-	_args14.Shard = shard
-	_args14.Worker = worker
-	_args14.Attempt = attempt
-	_args14.Records = records
-	var _result16 TrackerShardDoneResult
-	var _meta15 thrift.ResponseMeta
-	_meta15, _err = p.Client_().Call(ctx, "shardDone", &_args14, &_result16)
-	p.SetLastResponseMeta_(_meta15)
+	var _args16 TrackerShardDoneArgs
+	_args16.Secret = secret
+	_args16.Epoch = epoch
+	_args16.Shard = shard
+	_args16.Worker = worker
+	_args16.Attempt = attempt
+	_args16.Records = records
+	var _result18 TrackerShardDoneResult
+	var _meta17 thrift.ResponseMeta
+	_meta17, _err = p.Client_().Call(ctx, "shardDone", &_args16, &_result18)
+	p.SetLastResponseMeta_(_meta17)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result16.Err != nil:
-		return _result16.Err
+	case _result18.Err != nil:
+		return _result18.Err
 	}
 
 	return nil
@@ -2440,21 +2796,21 @@ func (p *TrackerClient) ShardDone(ctx context.Context, secret string, epoch int3
 // Parameters:
 //   - Secret
 func (p *TrackerClient) Plan(ctx context.Context, secret string) (_r []*Shard, _err error) {
-	var _args17 TrackerPlanArgs
-	_args17.Secret = secret
-	var _result19 TrackerPlanResult
-	var _meta18 thrift.ResponseMeta
-	_meta18, _err = p.Client_().Call(ctx, "plan", &_args17, &_result19)
-	p.SetLastResponseMeta_(_meta18)
+	var _args19 TrackerPlanArgs
+	_args19.Secret = secret
+	var _result21 TrackerPlanResult
+	var _meta20 thrift.ResponseMeta
+	_meta20, _err = p.Client_().Call(ctx, "plan", &_args19, &_result21)
+	p.SetLastResponseMeta_(_meta20)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result19.Err != nil:
-		return _r, _result19.Err
+	case _result21.Err != nil:
+		return _r, _result21.Err
 	}
 
-	return _result19.GetSuccess(), nil
+	return _result21.GetSuccess(), nil
 }
 
 // Parameters:
@@ -2463,21 +2819,21 @@ func (p *TrackerClient) Plan(ctx context.Context, secret string) (_r []*Shard, _
 //   - Worker
 //   - Metrics
 func (p *TrackerClient) ReportMetrics(ctx context.Context, secret string, epoch int32, worker int32, metrics map[string]float64) (_err error) {
-	var _args20 TrackerReportMetricsArgs
-	_args20.Secret = secret
-	_args20.Epoch = epoch
-	_args20.Worker = worker
-	_args20.Metrics = metrics
-	var _result22 TrackerReportMetricsResult
-	var _meta21 thrift.ResponseMeta
-	_meta21, _err = p.Client_().Call(ctx, "reportMetrics", &_args20, &_result22)
-	p.SetLastResponseMeta_(_meta21)
+	var _args22 TrackerReportMetricsArgs
+	_args22.Secret = secret
+	_args22.Epoch = epoch
+	_args22.Worker = worker
+	_args22.Metrics = metrics
+	var _result24 TrackerReportMetricsResult
+	var _meta23 thrift.ResponseMeta
+	_meta23, _err = p.Client_().Call(ctx, "reportMetrics", &_args22, &_result24)
+	p.SetLastResponseMeta_(_meta23)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result22.Err != nil:
-		return _result22.Err
+	case _result24.Err != nil:
+		return _result24.Err
 	}
 
 	return nil
@@ -2486,22 +2842,22 @@ func (p *TrackerClient) ReportMetrics(ctx context.Context, secret string, epoch 
 // Parameters:
 //   - Secret
 func (p *TrackerClient) Status(ctx context.Context, secret string) (_r *JobStatus, _err error) {
-	var _args23 TrackerStatusArgs
-	_args23.Secret = secret
-	var _result25 TrackerStatusResult
-	var _meta24 thrift.ResponseMeta
-	_meta24, _err = p.Client_().Call(ctx, "status", &_args23, &_result25)
-	p.SetLastResponseMeta_(_meta24)
+	var _args25 TrackerStatusArgs
+	_args25.Secret = secret
+	var _result27 TrackerStatusResult
+	var _meta26 thrift.ResponseMeta
+	_meta26, _err = p.Client_().Call(ctx, "status", &_args25, &_result27)
+	p.SetLastResponseMeta_(_meta26)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result25.Err != nil:
-		return _r, _result25.Err
+	case _result27.Err != nil:
+		return _r, _result27.Err
 	}
 
-	if _ret26 := _result25.GetSuccess(); _ret26 != nil {
-		return _ret26, nil
+	if _ret28 := _result27.GetSuccess(); _ret28 != nil {
+		return _ret28, nil
 	}
 	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "status failed: unknown result")
 }
@@ -2510,19 +2866,19 @@ func (p *TrackerClient) Status(ctx context.Context, secret string) (_r *JobStatu
 //   - Secret
 //   - Reason
 func (p *TrackerClient) Kill(ctx context.Context, secret string, reason string) (_err error) {
-	var _args27 TrackerKillArgs
-	_args27.Secret = secret
-	_args27.Reason = reason
-	var _result29 TrackerKillResult
-	var _meta28 thrift.ResponseMeta
-	_meta28, _err = p.Client_().Call(ctx, "kill", &_args27, &_result29)
-	p.SetLastResponseMeta_(_meta28)
+	var _args29 TrackerKillArgs
+	_args29.Secret = secret
+	_args29.Reason = reason
+	var _result31 TrackerKillResult
+	var _meta30 thrift.ResponseMeta
+	_meta30, _err = p.Client_().Call(ctx, "kill", &_args29, &_result31)
+	p.SetLastResponseMeta_(_meta30)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result29.Err != nil:
-		return _result29.Err
+	case _result31.Err != nil:
+		return _result31.Err
 	}
 
 	return nil
@@ -2532,19 +2888,19 @@ func (p *TrackerClient) Kill(ctx context.Context, secret string, reason string) 
 //   - Secret
 //   - Ckpt
 func (p *TrackerClient) CommitCheckpoint(ctx context.Context, secret string, ckpt *Checkpoint) (_err error) {
-	var _args30 TrackerCommitCheckpointArgs
-	_args30.Secret = secret
-	_args30.Ckpt = ckpt
-	var _result32 TrackerCommitCheckpointResult
-	var _meta31 thrift.ResponseMeta
-	_meta31, _err = p.Client_().Call(ctx, "commitCheckpoint", &_args30, &_result32)
-	p.SetLastResponseMeta_(_meta31)
+	var _args32 TrackerCommitCheckpointArgs
+	_args32.Secret = secret
+	_args32.Ckpt = ckpt
+	var _result34 TrackerCommitCheckpointResult
+	var _meta33 thrift.ResponseMeta
+	_meta33, _err = p.Client_().Call(ctx, "commitCheckpoint", &_args32, &_result34)
+	p.SetLastResponseMeta_(_meta33)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result32.Err != nil:
-		return _result32.Err
+	case _result34.Err != nil:
+		return _result34.Err
 	}
 
 	return nil
@@ -2554,22 +2910,22 @@ func (p *TrackerClient) CommitCheckpoint(ctx context.Context, secret string, ckp
 //   - Secret
 //   - Epoch
 func (p *TrackerClient) DoneShards(ctx context.Context, secret string, epoch int32) (_r map[int64]int64, _err error) {
-	var _args33 TrackerDoneShardsArgs
-	_args33.Secret = secret
-	_args33.Epoch = epoch
-	var _result35 TrackerDoneShardsResult
-	var _meta34 thrift.ResponseMeta
-	_meta34, _err = p.Client_().Call(ctx, "doneShards", &_args33, &_result35)
-	p.SetLastResponseMeta_(_meta34)
+	var _args35 TrackerDoneShardsArgs
+	_args35.Secret = secret
+	_args35.Epoch = epoch
+	var _result37 TrackerDoneShardsResult
+	var _meta36 thrift.ResponseMeta
+	_meta36, _err = p.Client_().Call(ctx, "doneShards", &_args35, &_result37)
+	p.SetLastResponseMeta_(_meta36)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result35.Err != nil:
-		return _r, _result35.Err
+	case _result37.Err != nil:
+		return _r, _result37.Err
 	}
 
-	return _result35.GetSuccess(), nil
+	return _result37.GetSuccess(), nil
 }
 
 // Parameters:
@@ -2579,22 +2935,22 @@ func (p *TrackerClient) DoneShards(ctx context.Context, secret string, epoch int
 //   - Detail
 //   - TookMicros
 func (p *TrackerClient) ReportEvent(ctx context.Context, secret string, kind string, task string, detail string, tookMicros int64) (_err error) {
-	var _args36 TrackerReportEventArgs
-	_args36.Secret = secret
-	_args36.Kind = kind
-	_args36.Task = task
-	_args36.Detail = detail
-	_args36.TookMicros = tookMicros
-	var _result38 TrackerReportEventResult
-	var _meta37 thrift.ResponseMeta
-	_meta37, _err = p.Client_().Call(ctx, "reportEvent", &_args36, &_result38)
-	p.SetLastResponseMeta_(_meta37)
+	var _args38 TrackerReportEventArgs
+	_args38.Secret = secret
+	_args38.Kind = kind
+	_args38.Task = task
+	_args38.Detail = detail
+	_args38.TookMicros = tookMicros
+	var _result40 TrackerReportEventResult
+	var _meta39 thrift.ResponseMeta
+	_meta39, _err = p.Client_().Call(ctx, "reportEvent", &_args38, &_result40)
+	p.SetLastResponseMeta_(_meta39)
 	if _err != nil {
 		return
 	}
 	switch {
-	case _result38.Err != nil:
-		return _result38.Err
+	case _result40.Err != nil:
+		return _result40.Err
 	}
 
 	return nil
@@ -2620,17 +2976,17 @@ func (p *TrackerProcessor) ProcessorMap() map[string]thrift.TProcessorFunction {
 
 func NewTrackerProcessor(handler Tracker) *TrackerProcessor {
 
-	self39 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self39.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
-	self39.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
-	self39.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
-	self39.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
-	self39.processorMap["status"] = &trackerProcessorStatus{handler: handler}
-	self39.processorMap["kill"] = &trackerProcessorKill{handler: handler}
-	self39.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
-	self39.processorMap["doneShards"] = &trackerProcessorDoneShards{handler: handler}
-	self39.processorMap["reportEvent"] = &trackerProcessorReportEvent{handler: handler}
-	return self39
+	self41 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self41.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
+	self41.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
+	self41.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
+	self41.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
+	self41.processorMap["status"] = &trackerProcessorStatus{handler: handler}
+	self41.processorMap["kill"] = &trackerProcessorKill{handler: handler}
+	self41.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
+	self41.processorMap["doneShards"] = &trackerProcessorDoneShards{handler: handler}
+	self41.processorMap["reportEvent"] = &trackerProcessorReportEvent{handler: handler}
+	return self41
 }
 
 func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -2643,12 +2999,12 @@ func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TPro
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x40 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x42 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x40.Write(ctx, oprot)
+	x42.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x40
+	return false, x42
 
 }
 
@@ -2657,7 +3013,7 @@ type trackerProcessorNextShard struct {
 }
 
 func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err41 error
+	var _write_err43 error
 	args := TrackerNextShardArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2707,21 +3063,21 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc42 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
+			_exc44 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err41 = thrift.WrapTException(err2)
+				_write_err43 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc42.Write(ctx, oprot); _write_err41 == nil && err2 != nil {
-				_write_err41 = thrift.WrapTException(err2)
+			if err2 := _exc44.Write(ctx, oprot); _write_err43 == nil && err2 != nil {
+				_write_err43 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err41 == nil && err2 != nil {
-				_write_err41 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err43 == nil && err2 != nil {
+				_write_err43 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err41 == nil && err2 != nil {
-				_write_err41 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err43 == nil && err2 != nil {
+				_write_err43 = thrift.WrapTException(err2)
 			}
-			if _write_err41 != nil {
-				return false, thrift.WrapTException(_write_err41)
+			if _write_err43 != nil {
+				return false, thrift.WrapTException(_write_err43)
 			}
 			return true, err
 		}
@@ -2730,19 +3086,19 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.REPLY, seqId); err2 != nil {
-		_write_err41 = thrift.WrapTException(err2)
+		_write_err43 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err41 == nil && err2 != nil {
-		_write_err41 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err43 == nil && err2 != nil {
+		_write_err43 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err41 == nil && err2 != nil {
-		_write_err41 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err43 == nil && err2 != nil {
+		_write_err43 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err41 == nil && err2 != nil {
-		_write_err41 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err43 == nil && err2 != nil {
+		_write_err43 = thrift.WrapTException(err2)
 	}
-	if _write_err41 != nil {
-		return false, thrift.WrapTException(_write_err41)
+	if _write_err43 != nil {
+		return false, thrift.WrapTException(_write_err43)
 	}
 	return true, err
 }
@@ -2752,7 +3108,7 @@ type trackerProcessorShardDone struct {
 }
 
 func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err43 error
+	var _write_err45 error
 	args := TrackerShardDoneArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2802,40 +3158,40 @@ func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc44 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
+			_exc46 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err43 = thrift.WrapTException(err2)
+				_write_err45 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc44.Write(ctx, oprot); _write_err43 == nil && err2 != nil {
-				_write_err43 = thrift.WrapTException(err2)
+			if err2 := _exc46.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
+				_write_err45 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err43 == nil && err2 != nil {
-				_write_err43 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
+				_write_err45 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err43 == nil && err2 != nil {
-				_write_err43 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
+				_write_err45 = thrift.WrapTException(err2)
 			}
-			if _write_err43 != nil {
-				return false, thrift.WrapTException(_write_err43)
+			if _write_err45 != nil {
+				return false, thrift.WrapTException(_write_err45)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.REPLY, seqId); err2 != nil {
-		_write_err43 = thrift.WrapTException(err2)
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err43 == nil && err2 != nil {
-		_write_err43 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err43 == nil && err2 != nil {
-		_write_err43 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err43 == nil && err2 != nil {
-		_write_err43 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
+		_write_err45 = thrift.WrapTException(err2)
 	}
-	if _write_err43 != nil {
-		return false, thrift.WrapTException(_write_err43)
+	if _write_err45 != nil {
+		return false, thrift.WrapTException(_write_err45)
 	}
 	return true, err
 }
@@ -2845,7 +3201,7 @@ type trackerProcessorPlan struct {
 }
 
 func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err45 error
+	var _write_err47 error
 	args := TrackerPlanArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2895,21 +3251,21 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc46 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
+			_exc48 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err45 = thrift.WrapTException(err2)
+				_write_err47 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc46.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
-				_write_err45 = thrift.WrapTException(err2)
+			if err2 := _exc48.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
+				_write_err47 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
-				_write_err45 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
+				_write_err47 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
-				_write_err45 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
+				_write_err47 = thrift.WrapTException(err2)
 			}
-			if _write_err45 != nil {
-				return false, thrift.WrapTException(_write_err45)
+			if _write_err47 != nil {
+				return false, thrift.WrapTException(_write_err47)
 			}
 			return true, err
 		}
@@ -2918,19 +3274,19 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.REPLY, seqId); err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+		_write_err47 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
+		_write_err47 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
+		_write_err47 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
+		_write_err47 = thrift.WrapTException(err2)
 	}
-	if _write_err45 != nil {
-		return false, thrift.WrapTException(_write_err45)
+	if _write_err47 != nil {
+		return false, thrift.WrapTException(_write_err47)
 	}
 	return true, err
 }
@@ -2940,7 +3296,7 @@ type trackerProcessorReportMetrics struct {
 }
 
 func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err47 error
+	var _write_err49 error
 	args := TrackerReportMetricsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -2990,40 +3346,40 @@ func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc48 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
+			_exc50 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err47 = thrift.WrapTException(err2)
+				_write_err49 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc48.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
-				_write_err47 = thrift.WrapTException(err2)
+			if err2 := _exc50.Write(ctx, oprot); _write_err49 == nil && err2 != nil {
+				_write_err49 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
-				_write_err47 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err49 == nil && err2 != nil {
+				_write_err49 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
-				_write_err47 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err49 == nil && err2 != nil {
+				_write_err49 = thrift.WrapTException(err2)
 			}
-			if _write_err47 != nil {
-				return false, thrift.WrapTException(_write_err47)
+			if _write_err49 != nil {
+				return false, thrift.WrapTException(_write_err49)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.REPLY, seqId); err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+		_write_err49 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err49 == nil && err2 != nil {
+		_write_err49 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err49 == nil && err2 != nil {
+		_write_err49 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err49 == nil && err2 != nil {
+		_write_err49 = thrift.WrapTException(err2)
 	}
-	if _write_err47 != nil {
-		return false, thrift.WrapTException(_write_err47)
+	if _write_err49 != nil {
+		return false, thrift.WrapTException(_write_err49)
 	}
 	return true, err
 }
@@ -3033,7 +3389,7 @@ type trackerProcessorStatus struct {
 }
 
 func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err49 error
+	var _write_err51 error
 	args := TrackerStatusArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3083,21 +3439,21 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc50 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
+			_exc52 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err49 = thrift.WrapTException(err2)
+				_write_err51 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc50.Write(ctx, oprot); _write_err49 == nil && err2 != nil {
-				_write_err49 = thrift.WrapTException(err2)
+			if err2 := _exc52.Write(ctx, oprot); _write_err51 == nil && err2 != nil {
+				_write_err51 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err49 == nil && err2 != nil {
-				_write_err49 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err51 == nil && err2 != nil {
+				_write_err51 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err49 == nil && err2 != nil {
-				_write_err49 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err51 == nil && err2 != nil {
+				_write_err51 = thrift.WrapTException(err2)
 			}
-			if _write_err49 != nil {
-				return false, thrift.WrapTException(_write_err49)
+			if _write_err51 != nil {
+				return false, thrift.WrapTException(_write_err51)
 			}
 			return true, err
 		}
@@ -3106,19 +3462,19 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.REPLY, seqId); err2 != nil {
-		_write_err49 = thrift.WrapTException(err2)
+		_write_err51 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err49 == nil && err2 != nil {
-		_write_err49 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err51 == nil && err2 != nil {
+		_write_err51 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err49 == nil && err2 != nil {
-		_write_err49 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err51 == nil && err2 != nil {
+		_write_err51 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err49 == nil && err2 != nil {
-		_write_err49 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err51 == nil && err2 != nil {
+		_write_err51 = thrift.WrapTException(err2)
 	}
-	if _write_err49 != nil {
-		return false, thrift.WrapTException(_write_err49)
+	if _write_err51 != nil {
+		return false, thrift.WrapTException(_write_err51)
 	}
 	return true, err
 }
@@ -3128,7 +3484,7 @@ type trackerProcessorKill struct {
 }
 
 func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err51 error
+	var _write_err53 error
 	args := TrackerKillArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3178,40 +3534,40 @@ func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc52 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
+			_exc54 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err51 = thrift.WrapTException(err2)
+				_write_err53 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc52.Write(ctx, oprot); _write_err51 == nil && err2 != nil {
-				_write_err51 = thrift.WrapTException(err2)
+			if err2 := _exc54.Write(ctx, oprot); _write_err53 == nil && err2 != nil {
+				_write_err53 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err51 == nil && err2 != nil {
-				_write_err51 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err53 == nil && err2 != nil {
+				_write_err53 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err51 == nil && err2 != nil {
-				_write_err51 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err53 == nil && err2 != nil {
+				_write_err53 = thrift.WrapTException(err2)
 			}
-			if _write_err51 != nil {
-				return false, thrift.WrapTException(_write_err51)
+			if _write_err53 != nil {
+				return false, thrift.WrapTException(_write_err53)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.REPLY, seqId); err2 != nil {
-		_write_err51 = thrift.WrapTException(err2)
+		_write_err53 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err51 == nil && err2 != nil {
-		_write_err51 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err53 == nil && err2 != nil {
+		_write_err53 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err51 == nil && err2 != nil {
-		_write_err51 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err53 == nil && err2 != nil {
+		_write_err53 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err51 == nil && err2 != nil {
-		_write_err51 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err53 == nil && err2 != nil {
+		_write_err53 = thrift.WrapTException(err2)
 	}
-	if _write_err51 != nil {
-		return false, thrift.WrapTException(_write_err51)
+	if _write_err53 != nil {
+		return false, thrift.WrapTException(_write_err53)
 	}
 	return true, err
 }
@@ -3221,7 +3577,7 @@ type trackerProcessorCommitCheckpoint struct {
 }
 
 func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err53 error
+	var _write_err55 error
 	args := TrackerCommitCheckpointArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3271,40 +3627,40 @@ func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId in
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc54 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
+			_exc56 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err53 = thrift.WrapTException(err2)
+				_write_err55 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc54.Write(ctx, oprot); _write_err53 == nil && err2 != nil {
-				_write_err53 = thrift.WrapTException(err2)
+			if err2 := _exc56.Write(ctx, oprot); _write_err55 == nil && err2 != nil {
+				_write_err55 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err53 == nil && err2 != nil {
-				_write_err53 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err55 == nil && err2 != nil {
+				_write_err55 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err53 == nil && err2 != nil {
-				_write_err53 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err55 == nil && err2 != nil {
+				_write_err55 = thrift.WrapTException(err2)
 			}
-			if _write_err53 != nil {
-				return false, thrift.WrapTException(_write_err53)
+			if _write_err55 != nil {
+				return false, thrift.WrapTException(_write_err55)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.REPLY, seqId); err2 != nil {
-		_write_err53 = thrift.WrapTException(err2)
+		_write_err55 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err53 == nil && err2 != nil {
-		_write_err53 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err55 == nil && err2 != nil {
+		_write_err55 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err53 == nil && err2 != nil {
-		_write_err53 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err55 == nil && err2 != nil {
+		_write_err55 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err53 == nil && err2 != nil {
-		_write_err53 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err55 == nil && err2 != nil {
+		_write_err55 = thrift.WrapTException(err2)
 	}
-	if _write_err53 != nil {
-		return false, thrift.WrapTException(_write_err53)
+	if _write_err55 != nil {
+		return false, thrift.WrapTException(_write_err55)
 	}
 	return true, err
 }
@@ -3314,7 +3670,7 @@ type trackerProcessorDoneShards struct {
 }
 
 func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err55 error
+	var _write_err57 error
 	args := TrackerDoneShardsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3364,21 +3720,21 @@ func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, i
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc56 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing doneShards: "+err2.Error())
+			_exc58 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing doneShards: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "doneShards", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err55 = thrift.WrapTException(err2)
+				_write_err57 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc56.Write(ctx, oprot); _write_err55 == nil && err2 != nil {
-				_write_err55 = thrift.WrapTException(err2)
+			if err2 := _exc58.Write(ctx, oprot); _write_err57 == nil && err2 != nil {
+				_write_err57 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err55 == nil && err2 != nil {
-				_write_err55 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err57 == nil && err2 != nil {
+				_write_err57 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err55 == nil && err2 != nil {
-				_write_err55 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err57 == nil && err2 != nil {
+				_write_err57 = thrift.WrapTException(err2)
 			}
-			if _write_err55 != nil {
-				return false, thrift.WrapTException(_write_err55)
+			if _write_err57 != nil {
+				return false, thrift.WrapTException(_write_err57)
 			}
 			return true, err
 		}
@@ -3387,19 +3743,19 @@ func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, i
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "doneShards", thrift.REPLY, seqId); err2 != nil {
-		_write_err55 = thrift.WrapTException(err2)
+		_write_err57 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err55 == nil && err2 != nil {
-		_write_err55 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err57 == nil && err2 != nil {
+		_write_err57 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err55 == nil && err2 != nil {
-		_write_err55 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err57 == nil && err2 != nil {
+		_write_err57 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err55 == nil && err2 != nil {
-		_write_err55 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err57 == nil && err2 != nil {
+		_write_err57 = thrift.WrapTException(err2)
 	}
-	if _write_err55 != nil {
-		return false, thrift.WrapTException(_write_err55)
+	if _write_err57 != nil {
+		return false, thrift.WrapTException(_write_err57)
 	}
 	return true, err
 }
@@ -3409,7 +3765,7 @@ type trackerProcessorReportEvent struct {
 }
 
 func (p *trackerProcessorReportEvent) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err57 error
+	var _write_err59 error
 	args := TrackerReportEventArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3459,40 +3815,40 @@ func (p *trackerProcessorReportEvent) Process(ctx context.Context, seqId int32, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc58 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportEvent: "+err2.Error())
+			_exc60 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportEvent: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "reportEvent", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err57 = thrift.WrapTException(err2)
+				_write_err59 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc58.Write(ctx, oprot); _write_err57 == nil && err2 != nil {
-				_write_err57 = thrift.WrapTException(err2)
+			if err2 := _exc60.Write(ctx, oprot); _write_err59 == nil && err2 != nil {
+				_write_err59 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err57 == nil && err2 != nil {
-				_write_err57 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err59 == nil && err2 != nil {
+				_write_err59 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err57 == nil && err2 != nil {
-				_write_err57 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err59 == nil && err2 != nil {
+				_write_err59 = thrift.WrapTException(err2)
 			}
-			if _write_err57 != nil {
-				return false, thrift.WrapTException(_write_err57)
+			if _write_err59 != nil {
+				return false, thrift.WrapTException(_write_err59)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportEvent", thrift.REPLY, seqId); err2 != nil {
-		_write_err57 = thrift.WrapTException(err2)
+		_write_err59 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err57 == nil && err2 != nil {
-		_write_err57 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err59 == nil && err2 != nil {
+		_write_err59 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err57 == nil && err2 != nil {
-		_write_err57 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err59 == nil && err2 != nil {
+		_write_err59 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err57 == nil && err2 != nil {
-		_write_err57 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err59 == nil && err2 != nil {
+		_write_err59 = thrift.WrapTException(err2)
 	}
-	if _write_err57 != nil {
-		return false, thrift.WrapTException(_write_err57)
+	if _write_err59 != nil {
+		return false, thrift.WrapTException(_write_err59)
 	}
 	return true, err
 }
@@ -4484,11 +4840,11 @@ func (p *TrackerPlanResult) ReadField0(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*Shard, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem59 := &Shard{}
-		if err := _elem59.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem59), err)
+		_elem61 := &Shard{}
+		if err := _elem61.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem61), err)
 		}
-		p.Success = append(p.Success, _elem59)
+		p.Success = append(p.Success, _elem61)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -4705,19 +5061,19 @@ func (p *TrackerReportMetricsArgs) ReadField4(ctx context.Context, iprot thrift.
 	tMap := make(map[string]float64, size)
 	p.Metrics = tMap
 	for i := 0; i < size; i++ {
-		var _key60 string
+		var _key62 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key60 = v
+			_key62 = v
 		}
-		var _val61 float64
+		var _val63 float64
 		if v, err := iprot.ReadDouble(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val61 = v
+			_val63 = v
 		}
-		p.Metrics[_key60] = _val61
+		p.Metrics[_key62] = _val63
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -5927,19 +6283,19 @@ func (p *TrackerDoneShardsResult) ReadField0(ctx context.Context, iprot thrift.T
 	tMap := make(map[int64]int64, size)
 	p.Success = tMap
 	for i := 0; i < size; i++ {
-		var _key62 int64
+		var _key64 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key62 = v
+			_key64 = v
 		}
-		var _val63 int64
+		var _val65 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val63 = v
+			_val65 = v
 		}
-		p.Success[_key62] = _val63
+		p.Success[_key64] = _val65
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
