@@ -688,6 +688,10 @@ func (ts *Tables) Finish(ctx context.Context) error {
 	if err := ts.n.Barrier(ctx, transport.AllGroups); err != nil {
 		return err
 	}
+	if ts.repl != nil {
+		b := ts.n.AppBytes(replicaApp)
+		ts.n.log.WithFields(logrus.Fields{"sent_bytes": b.Sent, "received_bytes": b.Received, "replicas": ts.repl.k}).Info("replication traffic")
+	}
 	if ts.n.Role() != transport.RoleServer || ts.opts.Model == nil {
 		return nil
 	}

@@ -211,11 +211,13 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 	}
 	defer n.Close()
 	// Both tables are checkpointed, restored and written by psnode.
+	// Workers take their shards from the tracker; servers tell it that
+	// their tables keep replicas, and when they restored them.
 	var tc *tracker.Client
-	if n.Role() == transport.RoleWorker {
-		if cfg.Job.TrackerAddr == "" {
-			return errors.New("no tracker (SPINDLE_TRACKER_ADDR): run ps-fm through ps-submit")
-		}
+	if n.Role() == transport.RoleWorker && cfg.Job.TrackerAddr == "" {
+		return errors.New("no tracker (SPINDLE_TRACKER_ADDR): run ps-fm through ps-submit")
+	}
+	if cfg.Job.TrackerAddr != "" {
 		if tc, err = tracker.ConfigClient(cfg); err != nil {
 			return err
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -175,4 +176,120 @@ func BenchmarkSyncWorkerKilled(b *testing.B) {
 	if baseline != "" {
 		b.ReportMetric(base.Seconds()/n, "s-wall-killed-baseline")
 	}
+}
+
+// replicationRE finds a server's replication traffic (psnode's log line
+// "replication traffic" at the end of a job).
+var replicationRE = regexp.MustCompile(`msg="replication traffic".* sent_bytes=([0-9]+)`)
+
+// BenchmarkReplication measures what replicas cost a synchronous ps-lr
+// job of 2 workers and 3 servers over 3 epochs: every op runs it with
+// replicas=0 and with replicas=1, alternately, and reports for each the
+// examples per second (start to committed model), the workers' push
+// traffic (push-MiB/epoch: bytes_to_servers_sum) and the servers'
+// replication traffic (repl-MiB/epoch, the updates forwarded to the
+// replicas and their acknowledgements), and their ratio. In a
+// synchronous job a server forwards each step's sum once, where the
+// workers sent it one part each: about k/n of the push traffic for k
+// replicas and n workers.
+//
+// Run with -benchtime=1x or more.
+func BenchmarkReplication(b *testing.B) {
+	const epochs = 3
+	res, err := dfs.DefaultResolver(func(string) (string, bool) { return "", false })
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer res.Close()
+	type sums struct {
+		wall       time.Duration
+		push, repl float64
+	}
+	var by [2]sums
+	for i := 0; i < b.N; i++ {
+		for k := range by {
+			var out lockedBuf
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			start := time.Now()
+			r, err := local.Run(ctx, job.JobSpec{
+				Command: []string{psLR, "--epochs", fmt.Sprint(epochs)}, NumWorkers: 2, NumServers: 3, Replicas: k, MaxAttempts: 1,
+				Inputs: []string{filepath.Join(dataDir, "train.libsvm")}, SplitSize: 2 << 20,
+				Output: filepath.Join(b.TempDir(), "model"),
+			}, local.Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(res), Resolver: res})
+			cancel()
+			if err != nil {
+				b.Fatalf("replicas=%d: %v\n%s", k, err, out.String())
+			}
+			by[k].wall += time.Since(start)
+			for _, m := range r.Status.EpochMetrics {
+				by[k].push += m[feed.MetricBytesToServers]
+			}
+			for _, m := range replicationRE.FindAllStringSubmatch(out.String(), -1) {
+				n, _ := strconv.ParseFloat(m[1], 64)
+				by[k].repl += n
+			}
+		}
+	}
+	for k, s := range by {
+		b.ReportMetric(float64(b.N*epochs*rows)/s.wall.Seconds(), fmt.Sprintf("examples/s-replicas=%d", k))
+		b.ReportMetric(s.push/float64(b.N*epochs)/(1<<20), fmt.Sprintf("push-MiB/epoch-replicas=%d", k))
+	}
+	b.ReportMetric(by[1].repl/float64(b.N*epochs)/(1<<20), "repl-MiB/epoch-replicas=1")
+	if by[1].push > 0 {
+		b.ReportMetric(by[1].repl/by[1].push, "repl/push")
+	}
+}
+
+// BenchmarkServerKilled measures what a server's death costs a
+// synchronous ps-lr job of 2 workers and 3 servers that keep one replica
+// each, without checkpoints: every op runs the job of 4 epochs undisturbed
+// and with server 1 killed (SIGKILL) in epoch 1, alternately, and reports
+// the means of:
+//
+//   - ms-kill-to-update: from the kill to the first update the server's
+//     new process applied (its restore event's time), the time the job's
+//     steps stood still;
+//   - ms-restore: from the new process's restore's start to that update;
+//   - s-wall-undisturbed and s-wall-killed: each job's time, start to
+//     committed model;
+//   - s-wall-killed-checkpoint: the same kill in the same job without
+//     replicas and with a checkpoint every epoch, which takes the whole
+//     job back to its newest checkpoint (the way without replicas).
+//
+// Run with -benchtime=1x or more.
+func BenchmarkServerKilled(b *testing.B) {
+	var wall, killed, stall, restore, ckpt time.Duration
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if res, err, out := killedJobSpec(b, psLR, fmt.Sprintf("lr-bench-replicas-%d", i), "", withReplicas, nil); err != nil || res.State != tracker.Succeeded {
+			b.Fatalf("undisturbed job: %v %v\n%s", res.State, err, out)
+		}
+		wall += time.Since(start)
+		var at []time.Time
+		start = time.Now()
+		res, err, out := killedJobSpec(b, psLR, fmt.Sprintf("lr-bench-server-killed-%d", i), "", withReplicas, &at, taskKill{conf.RoleServer, 1, 1})
+		if err != nil || res.State != tracker.Succeeded {
+			b.Fatalf("job with a server killed: %v %v\n%s", res.State, err, out)
+		}
+		killed += time.Since(start)
+		ev := eventsOf(res.Status, tracker.EventRestored)
+		if len(ev) != 1 || len(at) != 1 {
+			b.Fatalf("%d restore events for %d kills", len(ev), len(at))
+		}
+		stall += ev[0].At.Sub(at[0])
+		restore += ev[0].Took
+		start = time.Now()
+		noReplicas := func(s *job.JobSpec) { s.NumServers = 3 }
+		res, err, out = killedJobSpec(b, psLR, fmt.Sprintf("lr-bench-server-killed-ckpt-%d", i), filepath.Join(b.TempDir(), "ckpt"), noReplicas, nil, taskKill{conf.RoleServer, 1, 1})
+		if err != nil || res.State != tracker.Succeeded || res.Restarts != 1 {
+			b.Fatalf("job with a server killed, checkpoints, no replicas: %v %v, %d restarts\n%s", res.State, err, res.Restarts, out)
+		}
+		ckpt += time.Since(start)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(stall.Milliseconds())/n, "ms-kill-to-update")
+	b.ReportMetric(float64(restore.Milliseconds())/n, "ms-restore")
+	b.ReportMetric(wall.Seconds()/n, "s-wall-undisturbed")
+	b.ReportMetric(killed.Seconds()/n, "s-wall-killed")
+	b.ReportMetric(ckpt.Seconds()/n, "s-wall-killed-checkpoint")
 }

@@ -357,7 +357,7 @@ func killedJobWith(t testing.TB, bin, name, ckDir string, kills ...taskKill) (jo
 func killedJobSpec(t testing.TB, bin, name, ckDir string, mod func(*job.JobSpec), at *[]time.Time, kills ...taskKill) (job.Result, error, string) {
 	t.Helper()
 	name = hadooptest.JobName(name)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(envInt("SPINDLE_TEST_JOB_SECONDS", 300))*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out lockedBuf
 	perTask := map[taskKill]int{}
@@ -896,11 +896,4 @@ func TestBinaryModel(t *testing.T) {
 	if bin.auc != text.auc {
 		t.Errorf("eval: binary model AUC %v, text model %v", bin.auc, text.auc)
 	}
-}
-
-func envInt(k string, d int) int {
-	if v, err := strconv.Atoi(os.Getenv(k)); err == nil {
-		return v
-	}
-	return d
 }
