@@ -82,6 +82,18 @@
 // applied yet (see rejoin.go for the protocol). So no batch is applied
 // twice, and no other process starts again.
 //
+// Replicas (conf.PS.Replicas = k, SPINDLE_REPLICAS): each server keeps a
+// copy of the tables of the k servers before it on the ring of ranks. A
+// server applies an update (a synchronous step's sum, an epoch's end, an
+// asynchronous push), forwards it to its replicas, and answers the pushes
+// it completes once they acknowledged it. A new process that takes over a
+// dead server's id restores its tables from the replicas before it
+// serves, and the workers, which keep every request until its server
+// answers, send it what the dead process had not answered; a push it
+// finds applied is answered without being applied again. So a
+// synchronous job loses nothing to a server's death (see replica.go).
+// Bounded-delay tables keep no replicas.
+//
 // A bounded-delay table (TableSpec.BoundedDelay, stale synchronous
 // parallel) applies pushes at once but lets no worker run more than
 // TableSpec.Staleness steps ahead of the slowest live one: a worker pushes
@@ -166,8 +178,9 @@
 // dead node's id (recovery) by registering with the same role (and rank);
 // the scheduler gives it the node table only once every live node has
 // acknowledged the new entry, so that none drops its first messages or
-// answers the dead process instead. A recovering node's Start skips the
-// start barrier: the job is already running.
+// answers the dead process instead; the data messages that reach the new
+// process before its table are kept until the table comes. A recovering
+// node's Start skips the start barrier: the job is already running.
 //
 // # Security
 //
