@@ -47,10 +47,13 @@ const maxRejoinRounds = 100
 // rejoinRequest is the body of a ctlRejoin request: Steps gives, per
 // synchronous table, the step to join at.
 type rejoinRequest struct {
-	Probe bool           `json:"probe,omitempty"`
-	Epoch int            `json:"epoch"`
-	From  int            `json:"from"`
-	Steps map[string]int `json:"steps,omitempty"`
+	// Tables are the synchronous tables the worker declared: a server
+	// answers once it serves every one of them.
+	Tables []string       `json:"tables,omitempty"`
+	Probe  bool           `json:"probe,omitempty"`
+	Epoch  int            `json:"epoch"`
+	From   int            `json:"from"`
+	Steps  map[string]int `json:"steps,omitempty"`
 }
 
 // SyncResume is where a replacement worker goes on (Tables.Rejoin):
@@ -74,6 +77,11 @@ func (ts *Tables) serveRejoin(req SimpleRequest) (int32, []byte, error) {
 	inc, ok := ts.n.incarnation(req.Sender)
 	if !ok {
 		return 0, nil, fmt.Errorf("tables: rejoin request from unknown node %d", req.Sender)
+	}
+	ctx, cancel := context.WithTimeout(ts.n.ctx, ts.opts.IOTimeout)
+	defer cancel()
+	if err := ts.waitServed(ctx, r.Tables); err != nil {
+		return 0, nil, fmt.Errorf("tables: rejoin: %w", err)
 	}
 	tables := ts.list()
 	out := map[string]syncPlace{}
@@ -100,13 +108,11 @@ func (ts *Tables) serveRejoin(req SimpleRequest) (int32, []byte, error) {
 // rejoinCall sends r to every server and returns each one's answers, by
 // table, checking that every server answered for every table of names.
 func (ts *Tables) rejoinCall(ctx context.Context, r rejoinRequest, names []string) ([]map[string]syncPlace, error) {
+	r.Tables = names
 	body, _ := json.Marshal(r)
-	res, err := ts.ctl.Call(ctx, ctlRejoin, body, transport.ServerGroup)
+	res, err := ts.callServers(ctx, ctlRejoin, body)
 	if err != nil {
 		return nil, err
-	}
-	if len(res) != ts.n.NumServers() {
-		return nil, fmt.Errorf("%d of %d servers answered", len(res), ts.n.NumServers())
 	}
 	out := make([]map[string]syncPlace, len(res))
 	for i, a := range res {

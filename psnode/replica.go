@@ -224,14 +224,14 @@ func (rp *replicator) forward(h replHeader, head int32, frames [][]byte, types [
 
 // serve handles a request of another server: an update or a snapshot
 // request for one of this server's tables. A request for a table not
-// served yet waits for it (takeHeld).
+// replicated here yet waits for it (takeHeld).
 func (rp *replicator) serve(m *transport.Message) {
 	h, err := decodeReplHeader(m.Meta.Body)
 	if err != nil {
 		rp.respond(m, nil, nil, nil, err)
 		return
 	}
-	e := rp.ts.served(h.App)
+	e := rp.ts.replicated(h.App)
 	if e == nil {
 		rp.mu.Lock()
 		if len(rp.held[h.App]) < maxEarly {
@@ -254,17 +254,17 @@ func (rp *replicator) handle(e *tableEntry, h replHeader, m *transport.Message) 
 			rp.respond(m, nil, nil, nil, fmt.Errorf("update of partition %d from node %d (incarnation %d), which is not its primary", h.Part, m.Meta.Sender, h.Inc))
 			return
 		}
-		rp.respond(m, nil, nil, nil, e.srv.replicaUpdate(h, m))
+		rp.respond(m, nil, nil, nil, e.repl.replicaUpdate(h, m))
 	case replSnapshot:
-		hs, frames, types, err := e.srv.replicaSnapshot(int(h.Part), m.Meta.Sender)
+		hs, frames, types, err := e.repl.replicaSnapshot(int(h.Part), m.Meta.Sender)
 		rp.respond(m, hs, frames, types, err)
 	default:
 		rp.respond(m, nil, nil, nil, fmt.Errorf("replication request %d", m.Meta.Head))
 	}
 }
 
-// takeHeld serves the requests that waited for table app, once it is
-// served.
+// takeHeld serves the requests that waited for table app, once it keeps
+// replicas here.
 func (rp *replicator) takeHeld(e *tableEntry) {
 	rp.mu.Lock()
 	held := rp.held[e.app]
@@ -774,4 +774,62 @@ func (r *tableRepl[V]) restore() error {
 		}
 	}
 	return nil
+}
+
+// callServers sends a request of the tables' control app to every server
+// and returns their answers. When the servers keep replicas (on a worker,
+// replicating tells from the configuration) and one of them is dead, it
+// waits for its replacement, at most replacementWait, and asks again: a
+// checkpoint or a rejoin then goes through a server's death as pushes do.
+// The requests it sends are idempotent.
+func (ts *Tables) callServers(ctx context.Context, head int32, body []byte) ([]SimpleResponse, error) {
+	n := ts.n
+	for tries := 0; ; tries++ {
+		res, err := ts.ctl.Call(ctx, head, body, transport.ServerGroup)
+		if err == nil && len(res) == n.NumServers() {
+			return res, nil
+		}
+		if !replicating(n) || tries == 2 || ctx.Err() != nil {
+			if err == nil {
+				err = fmt.Errorf("%d of %d servers answered", len(res), n.NumServers())
+			}
+			return res, err
+		}
+		var dead *DeadError
+		if err != nil && !(errors.As(err, &dead) && dead.Role == transport.RoleServer) {
+			return nil, err
+		}
+		n.log.WithError(err).Warn("a server is dead: waiting for its replacement to ask again")
+		if err := n.awaitServers(ctx, replacementWait); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// awaitServers returns once no server is dead, or fails after wait.
+func (n *Node) awaitServers(ctx context.Context, wait time.Duration) error {
+	events, stop := n.Subscribe()
+	defer stop()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		dead := 0
+		for _, id := range n.DeadNodes() {
+			if r, ok := transport.IDRole(id); ok && r == transport.RoleServer {
+				dead++
+			}
+		}
+		if dead == 0 {
+			return nil
+		}
+		select {
+		case <-events:
+		case <-timer.C:
+			return fmt.Errorf("psnode: %d server(s) dead and not replaced within %v", dead, wait)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.ctx.Done():
+			return ErrStopped
+		}
+	}
 }

@@ -15,7 +15,12 @@ import (
 // own key on each (3+rank, 400+rank and 900+rank, by range).
 func counter3(t *testing.T, n *psnode.Node) (*psnode.Tables, *psnode.Table[float64]) {
 	t.Helper()
-	ts, err := psnode.NewTables(n, psnode.TablesOptions{})
+	return counter3With(t, n, psnode.TablesOptions{})
+}
+
+func counter3With(t *testing.T, n *psnode.Node, opts psnode.TablesOptions) (*psnode.Tables, *psnode.Table[float64]) {
+	t.Helper()
+	ts, err := psnode.NewTables(n, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,4 +201,63 @@ func runBatches3(ctx context.Context, tab *psnode.Table[float64], rank, epoch, f
 		}
 	}
 	return nil
+}
+
+// TestCheckpointWaitsForAReplacedServer: a checkpoint asked for while a
+// server whose tables have replicas is dead waits for its replacement,
+// which writes its part with the values it restored, and is committed.
+func TestCheckpointWaitsForAReplacedServer(t *testing.T) {
+	c := startCluster(t, 3, 1, 504, func(p *conf.PS) {
+		p.HeartbeatInterval = 20 * time.Millisecond
+		p.HeartbeatTimeout = 300 * time.Millisecond
+		p.Replicas = 1
+	})
+	ctx := ctxT(t, 30*time.Second)
+	st := newMemStore()
+	opts := psnode.TablesOptions{Checkpoints: st, Committer: st}
+	var victim *psnode.Node
+	for _, s := range c.servers {
+		counter3With(t, s, opts)
+		if s.Rank() == 1 {
+			victim = s
+		}
+	}
+	w := c.workers[0]
+	wts, wtab := counter3With(t, w, opts)
+	if err := runBatches3(ctx, wtab, w.Rank(), 0, 0, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := wts.EndEpoch(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+
+	events, stop := w.Subscribe()
+	defer stop()
+	c.net.Isolate(victim.ID())
+	waitEvent(t, ctx, events, psnode.NodeDied, victim.ID())
+	_ = victim.Close()
+	c.net.Heal()
+	done := make(chan error, 1)
+	go func() { done <- wts.Checkpoint(ctx, 1) }()
+
+	p := c.base
+	p.Role, p.TaskID = conf.RoleServer, 1
+	repl := newNode(t, c.net, p, "server1-again")
+	t.Cleanup(func() { _ = repl.Close() })
+	if err := repl.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	counter3With(t, repl, opts)
+	if err := <-done; err != nil {
+		t.Fatalf("checkpoint across a server's replacement: %v", err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.commits) != 1 {
+		t.Fatalf("%d checkpoints committed, want 1", len(st.commits))
+	}
+	f, ok := st.files["1/count.server-1"]
+	if !ok || len(f.rows) != 1 || f.rows[0].key != 400+uint64(w.Rank()) || f.rows[0].vals[0] != 5 {
+		t.Fatalf("the replacement's part of checkpoint 1: %+v (%v), want key %d at 5", f.rows, ok, 400+w.Rank())
+	}
 }

@@ -148,6 +148,9 @@ type Tables struct {
 	byApp   map[int32]*tableEntry
 	byName  map[string]*tableEntry
 	lastCkp time.Time
+	// servedCh is closed, and replaced, whenever a table starts being
+	// served here (waitServed).
+	servedCh chan struct{}
 }
 
 // tableEntry is a declared table; srv is set on servers, end on the
@@ -155,7 +158,10 @@ type Tables struct {
 type tableEntry struct {
 	desc tableDesc
 	app  int32
-	srv  servedTable
+	srv  servedTable // once restored
+	// repl is srv for the replication of the table, set before it is
+	// restored: updates from other servers then wait in its replicas.
+	repl servedTable
 	end  epochCall // synchronous tables on workers: EndEpoch
 	idle epochCall // workers of bounded-delay and filtered tables: Idle
 	// shift is where a synchronous table's worker rejoined (Rejoin).
@@ -198,12 +204,51 @@ type servedTable interface {
 	replicaSnapshot(part int, from int32) (h []byte, frames [][]byte, types []transport.DataType, err error)
 }
 
-// served returns the table of app id app once it is served here, nil
-// before.
-func (ts *Tables) served(app int32) *tableEntry {
+// waitServed returns, on a server that replaced a dead one, once every
+// table of names is served here: it may be asked for a checkpoint or a
+// rejoin while it restores them. It fails when ctx ends. Elsewhere it
+// returns at once, and a table the server lacks is reported by the caller
+// (a checkpoint names the table and the servers that wrote it).
+func (ts *Tables) waitServed(ctx context.Context, names []string) error {
+	if !ts.n.Self().IsRecovery {
+		return nil
+	}
+	for {
+		ts.mu.Lock()
+		ch := ts.servedCh
+		var missing []string
+		for _, name := range names {
+			if e := ts.byName[name]; e == nil || e.srv == nil {
+				missing = append(missing, name)
+			}
+		}
+		ts.mu.Unlock()
+		if len(missing) == 0 {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("tables %v not served here: %w", missing, ctx.Err())
+		}
+	}
+}
+
+// names returns the names of the tables declared so far.
+func (ts *Tables) names() []string {
+	var out []string
+	for _, e := range ts.list() {
+		out = append(out, e.desc.Name)
+	}
+	return out
+}
+
+// replicated returns the table of app id app once it keeps replicas
+// here, nil before.
+func (ts *Tables) replicated(app int32) *tableEntry {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
-	if e := ts.byApp[app]; e != nil && e.srv != nil {
+	if e := ts.byApp[app]; e != nil && e.repl != nil {
 		return e
 	}
 	return nil
@@ -215,7 +260,7 @@ func NewTables(n *Node, opts TablesOptions) (*Tables, error) {
 	if !n.isReady() {
 		return nil, ErrNotReady
 	}
-	ts := &Tables{n: n, opts: opts, byApp: make(map[int32]*tableEntry), byName: make(map[string]*tableEntry), lastCkp: time.Now()}
+	ts := &Tables{n: n, opts: opts, byApp: make(map[int32]*tableEntry), byName: make(map[string]*tableEntry), lastCkp: time.Now(), servedCh: make(chan struct{})}
 	if ts.opts.IOTimeout <= 0 {
 		ts.opts.IOTimeout = DefaultTableIOTimeout
 	}
@@ -497,10 +542,10 @@ func (t *Table[V]) serve(spec TableSpec[V], e *tableEntry) error {
 	if ssp != nil {
 		ssp.WatchDeaths(n, t.srv)
 	}
-	t.ts.mu.Lock()
-	e.srv = servedStore[V]{t}
-	t.ts.mu.Unlock()
 	if t.repl != nil {
+		t.ts.mu.Lock()
+		e.repl = servedStore[V]{t}
+		t.ts.mu.Unlock()
 		t.ts.repl.takeHeld(e)
 	}
 	switch {
@@ -517,6 +562,11 @@ func (t *Table[V]) serve(spec TableSpec[V], e *tableEntry) error {
 		}
 	}
 	close(restored)
+	t.ts.mu.Lock()
+	e.srv = servedStore[V]{t}
+	close(t.ts.servedCh)
+	t.ts.servedCh = make(chan struct{})
+	t.ts.mu.Unlock()
 	if t.repl != nil {
 		t.ts.repl.announce(t.desc.Staleness == nil)
 	}

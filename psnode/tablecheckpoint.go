@@ -36,6 +36,9 @@ const (
 
 type ckptRequest struct {
 	N int `json:"n"`
+	// Tables are the tables the worker declared: a server writes its
+	// files once it serves every one of them.
+	Tables []string `json:"tables,omitempty"`
 }
 
 type ckptTableFile struct {
@@ -63,6 +66,9 @@ func (ts *Tables) serveCtl(req SimpleRequest) (int32, []byte, error) {
 	}
 	ctx, cancel := context.WithTimeout(ts.n.ctx, ts.opts.IOTimeout)
 	defer cancel()
+	if err := ts.waitServed(ctx, r.Tables); err != nil {
+		return 0, nil, fmt.Errorf("checkpoint %d: %w", r.N, err)
+	}
 	files, err := ts.writeCheckpoint(ctx, r.N)
 	if err != nil {
 		return 0, nil, fmt.Errorf("checkpoint %d: %w", r.N, err)
@@ -134,8 +140,8 @@ func (ts *Tables) Checkpoint(ctx context.Context, epochs int) error {
 	if epochs < 0 {
 		return fmt.Errorf("psnode: checkpoint %d: want epochs >= 0", epochs)
 	}
-	body, _ := json.Marshal(ckptRequest{N: epochs})
-	res, err := ts.ctl.Call(ctx, ctlCheckpoint, body, transport.ServerGroup)
+	body, _ := json.Marshal(ckptRequest{N: epochs, Tables: ts.names()})
+	res, err := ts.callServers(ctx, ctlCheckpoint, body)
 	if err != nil {
 		return fmt.Errorf("psnode: checkpoint %d: %w", epochs, err)
 	}

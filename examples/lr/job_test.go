@@ -503,9 +503,25 @@ func straight3Job(t *testing.T) jobRun {
 // succeeds with the very model of the job never interrupted (and of one
 // without replicas), no other task started again, every record counted
 // once per epoch.
+//
+// With a checkpoint every epoch too, the checkpoints go on, the new
+// process writing its part of them, and nothing rolls back either.
 func TestServerKilledWithReplicas(t *testing.T) {
+	t.Run("no_checkpoints", func(t *testing.T) { serverKilledWithReplicas(t, "") })
+	t.Run("checkpoints", func(t *testing.T) {
+		ck := filepath.Join(t.TempDir(), "ckpt")
+		serverKilledWithReplicas(t, ck)
+		// Checkpoint 4, at the end, is the new process's work too.
+		c, err := ckpt.Latest(context.Background(), dfs.Local{}, ck, true)
+		if err != nil || c.N != 4 {
+			t.Fatalf("newest checkpoint %+v (%v), want 4", c, err)
+		}
+	})
+}
+
+func serverKilledWithReplicas(t *testing.T, ck string) {
 	var at []time.Time
-	res, err, out := killedJobSpec(t, psLR, "lr-server-killed-replicas", "", withReplicas, &at, taskKill{conf.RoleServer, 1, 1})
+	res, err, out := killedJobSpec(t, psLR, "lr-server-killed-replicas", ck, withReplicas, &at, taskKill{conf.RoleServer, 1, 1})
 	checkFailedOver(t, res, err, out, map[taskKill]int{{conf.RoleServer, 1, 0}: 2})
 	restored := eventsOf(res.Status, tracker.EventRestored)
 	if len(restored) != 1 || restored[0].Task != "server 1" {
