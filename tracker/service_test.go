@@ -62,9 +62,11 @@ func TestServiceOverTCP(t *testing.T) {
 	if ev := st.Status().Events; len(ev) != 1 || ev[0].Task != "worker 1" || ev[0].Took != 1500*time.Millisecond || ev[0].At.IsZero() {
 		t.Fatalf("events %+v", ev)
 	}
-	// A server's restore too; its report that its tables keep replicas
-	// counts it among the replicated servers instead.
-	if err := c.ReportEvent(ctx, Event{Kind: EventRestored, Task: "server 0", Took: time.Millisecond}); err != nil {
+	// A server's restore too, which lasted from its exit; its report
+	// that its tables keep replicas counts it among the replicated
+	// servers instead.
+	st.AddEvent(Event{At: time.Now().Add(-time.Second), Kind: EventExited, Task: "server 0", Detail: "exit code 137"})
+	if err := c.ReportEvent(ctx, Event{Kind: EventRestored, Task: "server 0", Detail: "restored", Took: time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.ReportEvent(ctx, Event{Kind: EventReplicated, Task: "server 0"}); err != nil {
@@ -78,7 +80,8 @@ func TestServiceOverTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev := remote.Events; len(ev) != 2 || ev[1].Kind != EventRestored || ev[1].Task != "server 0" || ev[1].Took != time.Millisecond || ev[0].At.UnixMilli() != st.Status().Events[0].At.UnixMilli() {
+	if ev := remote.Events; len(ev) != 3 || ev[2].Kind != EventRestored || ev[2].Task != "server 0" || ev[2].Took < time.Second ||
+		ev[2].Detail != "restored (the restore and the update 1ms)" || ev[0].At.UnixMilli() != st.Status().Events[0].At.UnixMilli() {
 		t.Fatalf("events over the RPC %+v", ev)
 	}
 	var re *RemoteError

@@ -126,7 +126,8 @@ const (
 	EventRejoined = "rejoined"
 	// EventRestored: a server that replaces a dead one restored its
 	// tables from their replicas and applied its first update (reported
-	// by the server); Took is from the restore's start.
+	// by the server); Took is from the dead one's exit, when the tracker
+	// saw it, else from the restore's start.
 	EventRestored = "restored"
 	// EventReplicated: a server serves tables whose replicas other
 	// servers keep (reported by the server); not listed in Status.Events,
@@ -565,6 +566,16 @@ func (s *State) AddEvent(e Event) {
 		}
 		s.replicated[e.Task] = true
 		return
+	}
+	if e.Kind == EventRestored {
+		// The failover's whole duration: from the task's exit.
+		for i := len(s.events) - 1; i >= 0; i-- {
+			if x := s.events[i]; x.Task == e.Task && x.Kind == EventExited {
+				e.Detail += fmt.Sprintf(" (the restore and the update %v)", e.Took.Round(time.Millisecond))
+				e.Took = e.At.Sub(x.At)
+				break
+			}
+		}
 	}
 	if len(s.events) == MaxEvents {
 		s.events = append(s.events[:0], s.events[1:]...)

@@ -440,12 +440,13 @@ var statusRE = regexp.MustCompile(`· epoch (\d+) · shards (\d+)/(\d+)`)
 // every epoch into ckDir, unless "") and kills role's rank 1 with SIGKILL
 // once epoch 1 has begun and checkpoint 1 is committed, before the job
 // ends. ps-submit's status lines say where the job is: one at the start
-// of each epoch, and others as shards are done.
-func killedJob(t *testing.T, name, ckDir, role string) (string, error, string) {
+// of each epoch, and others as shards are done. extra are more flags of
+// ps-submit.
+func killedJob(t *testing.T, name, ckDir, role string, extra ...string) (string, error, string) {
 	t.Helper()
 	name = hadooptest.JobName(name)
 	modelDir := filepath.Join(t.TempDir(), "model")
-	flags := localFlags(name, 2, 2, modelDir)
+	flags := append(localFlags(name, 2, 2, modelDir), extra...)
 	if ckDir != "" {
 		flags = append(flags, "--checkpoint-dir", ckDir, "--checkpoint-interval", "1")
 	}
@@ -473,14 +474,36 @@ func killedJob(t *testing.T, name, ckDir, role string) (string, error, string) {
 }
 
 // TestServerKilled kills server 1 with SIGKILL during a synchronous job.
-// With checkpoints every process starts again from the newest committed
-// checkpoint, which the framework wrote and restores, and the model is
-// the very one of a job never interrupted; without, the job fails naming
-// the server.
+// With replicas (ps-submit's default with two servers) server 1 alone
+// starts again, restores both tables from the replicas, and the job
+// writes the very model of a job never interrupted without starting
+// again. Without replicas: with checkpoints every process starts again
+// from the newest committed checkpoint, which the framework wrote and
+// restores, and the model is again the one of a job never interrupted;
+// without, the job fails naming the server.
 func TestServerKilled(t *testing.T) {
+	t.Run("replicas", func(t *testing.T) {
+		dir, err, out := killedJob(t, "fm-server-killed-replicas", "", "server")
+		if err != nil {
+			t.Fatalf("job after server 1 was killed: %v\n%s", err, out)
+		}
+		r := readRun(t, out, dir)
+		if tr := r.manifest.Training; tr == nil || tr.Restarts != 0 {
+			t.Errorf("manifest's training section %+v; want no restart", tr)
+		}
+		if !strings.Contains(out, "servers 0 0 (attempts 1 2)") {
+			t.Errorf("ps-submit's summary does not say server 1 alone ran twice:\n%s", out)
+		}
+		straight := straightJob(t)
+		for name, want := range straight.parts {
+			if !bytes.Equal(r.parts[name], want) {
+				t.Errorf("%s after a server was lost differs from the job never interrupted", name)
+			}
+		}
+	})
 	t.Run("checkpoints", func(t *testing.T) {
 		ck := filepath.Join(t.TempDir(), "ckpt")
-		dir, err, out := killedJob(t, "fm-server-killed-ckpt", ck, "server")
+		dir, err, out := killedJob(t, "fm-server-killed-ckpt", ck, "server", "--replicas", "0")
 		if err != nil {
 			t.Fatalf("job after server 1 was killed: %v\n%s", err, out)
 		}
@@ -500,7 +523,7 @@ func TestServerKilled(t *testing.T) {
 		}
 	})
 	t.Run("no_checkpoints", func(t *testing.T) {
-		_, err, out := killedJob(t, "fm-server-killed-nockpt", "", "server")
+		_, err, out := killedJob(t, "fm-server-killed-nockpt", "", "server", "--replicas", "0")
 		if err == nil {
 			t.Fatalf("job without checkpoints succeeded after losing a server\n%s", out)
 		}

@@ -249,7 +249,8 @@ func BenchmarkReplication(b *testing.B) {
 //   - ms-kill-to-update: from the kill to the first update the server's
 //     new process applied (its restore event's time), the time the job's
 //     steps stood still;
-//   - ms-restore: from the new process's restore's start to that update;
+//   - ms-exit-to-update: the same from the dead process's exit, as the
+//     launcher saw it, the failover's time among the job's events;
 //   - s-wall-undisturbed and s-wall-killed: each job's time, start to
 //     committed model;
 //   - s-wall-killed-checkpoint: the same kill in the same job without
@@ -288,7 +289,7 @@ func BenchmarkServerKilled(b *testing.B) {
 	}
 	n := float64(b.N)
 	b.ReportMetric(float64(stall.Milliseconds())/n, "ms-kill-to-update")
-	b.ReportMetric(float64(restore.Milliseconds())/n, "ms-restore")
+	b.ReportMetric(float64(restore.Milliseconds())/n, "ms-exit-to-update")
 	b.ReportMetric(wall.Seconds()/n, "s-wall-undisturbed")
 	b.ReportMetric(killed.Seconds()/n, "s-wall-killed")
 	b.ReportMetric(ckpt.Seconds()/n, "s-wall-killed-checkpoint")

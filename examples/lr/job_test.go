@@ -527,7 +527,7 @@ func serverKilledWithReplicas(t *testing.T, ck string) {
 	if len(restored) != 1 || restored[0].Task != "server 1" {
 		t.Fatalf("the job's restore events %+v; want one, of server 1", restored)
 	}
-	t.Logf("from the kill to server 1's new process's first update: %v (restore and first update: %v)",
+	t.Logf("from the kill to server 1's new process's first update: %v (from its exit, as the job's events say: %v)",
 		restored[0].At.Sub(at[0]).Round(time.Millisecond), restored[0].Took.Round(time.Millisecond))
 	straight := straight3Job(t)
 	for _, p := range []string{"part-00000", "part-00001", "part-00002"} {
