@@ -400,19 +400,13 @@ func (c *customer) keep(ts int32, msgs ...*transport.Message) {
 		return
 	}
 	for _, m := range msgs {
-		cp := *m
-		buf := make([]byte, 0, m.DataBytes())
-		cp.Data = make([][]byte, len(m.Data))
-		for i, d := range m.Data {
-			buf = append(buf, d...)
-			cp.Data[i] = buf[len(buf)-len(d) : len(buf) : len(buf)]
-		}
+		cp := ownedCopy(m)
 		c.mu.Lock()
 		if r := c.pending[ts]; r != nil && r.waiting[m.Meta.Recver] {
 			if r.sent == nil {
 				r.sent = make(map[int32]*transport.Message)
 			}
-			r.sent[m.Meta.Recver] = &cp
+			r.sent[m.Meta.Recver] = cp
 		}
 		c.mu.Unlock()
 	}

@@ -16,7 +16,13 @@ import (
 // server 1, by range).
 func counter(t *testing.T, n *psnode.Node) (*psnode.Tables, *psnode.Table[float64]) {
 	t.Helper()
-	ts, err := psnode.NewTables(n, psnode.TablesOptions{})
+	return counterWith(t, n, psnode.TablesOptions{})
+}
+
+// counterWith is counter with the tables' options opts.
+func counterWith(t *testing.T, n *psnode.Node, opts psnode.TablesOptions) (*psnode.Tables, *psnode.Table[float64]) {
+	t.Helper()
+	ts, err := psnode.NewTables(n, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package psnode_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -11,26 +12,9 @@ import (
 	"github.com/spindle-ps/spindle/psnode/transport"
 )
 
-// counter3 is counter for three servers: a worker's batch adds 1 to its
-// own key on each (3+rank, 400+rank and 900+rank, by range).
-func counter3(t *testing.T, n *psnode.Node) (*psnode.Tables, *psnode.Table[float64]) {
-	t.Helper()
-	return counter3With(t, n, psnode.TablesOptions{})
-}
-
-func counter3With(t *testing.T, n *psnode.Node, opts psnode.TablesOptions) (*psnode.Tables, *psnode.Table[float64]) {
-	t.Helper()
-	ts, err := psnode.NewTables(n, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tab, err := psnode.NewTable(ts, psnode.TableSpec[float64]{Name: "count", Partitioner: "range", MaxKey: 1000, Sync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ts, tab
-}
-
+// The tables of counter (rejoin_test.go) with three servers: a worker's
+// batch adds 1 to its own key on each (3+rank, 400+rank and 900+rank, by
+// range).
 func batchKeys3(rank int) []uint64 {
 	return []uint64{3 + uint64(rank), 400 + uint64(rank), 900 + uint64(rank)}
 }
@@ -71,7 +55,7 @@ func replacedServer(t *testing.T, lost func(m *transport.Message, victim int32) 
 	ctx := ctxT(t, 30*time.Second)
 	var victim *psnode.Node
 	for _, s := range c.servers {
-		counter3(t, s)
+		counter(t, s)
 		if s.Rank() == 1 {
 			victim = s
 		}
@@ -83,7 +67,7 @@ func replacedServer(t *testing.T, lost func(m *transport.Message, victim int32) 
 	}
 	var workers []worker
 	for _, w := range c.workers {
-		ts, tab := counter3(t, w)
+		ts, tab := counter(t, w)
 		workers = append(workers, worker{ts, tab, w.Rank()})
 	}
 	run := func(epoch, from, to int) {
@@ -130,21 +114,8 @@ func replacedServer(t *testing.T, lost func(m *transport.Message, victim int32) 
 	}
 	pushes = append(pushes, p5)
 
-	events, stop := c.workers[0].Subscribe()
-	defer stop()
-	c.net.Isolate(victim.ID())
-	waitEvent(t, ctx, events, psnode.NodeDied, victim.ID())
-	_ = victim.Close()
-	c.net.Heal()
-
-	p := c.base
-	p.Role, p.TaskID = conf.RoleServer, 1
-	repl := newNode(t, c.net, p, "server1-again")
-	t.Cleanup(func() { _ = repl.Close() })
-	if err := repl.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	counter3(t, repl)
+	kill(t, ctx, c, victim)
+	counter(t, replace(t, ctx, c, 1))
 
 	w1 := workers[1]
 	p5, err = w1.tab.PushBatch(ctx, 0, 5, batchKeys3(w1.rank), ones3)
@@ -217,13 +188,13 @@ func TestCheckpointWaitsForAReplacedServer(t *testing.T) {
 	opts := psnode.TablesOptions{Checkpoints: st, Committer: st}
 	var victim *psnode.Node
 	for _, s := range c.servers {
-		counter3With(t, s, opts)
+		counterWith(t, s, opts)
 		if s.Rank() == 1 {
 			victim = s
 		}
 	}
 	w := c.workers[0]
-	wts, wtab := counter3With(t, w, opts)
+	wts, wtab := counterWith(t, w, opts)
 	if err := runBatches3(ctx, wtab, w.Rank(), 0, 0, 5); err != nil {
 		t.Fatal(err)
 	}
@@ -231,23 +202,10 @@ func TestCheckpointWaitsForAReplacedServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	events, stop := w.Subscribe()
-	defer stop()
-	c.net.Isolate(victim.ID())
-	waitEvent(t, ctx, events, psnode.NodeDied, victim.ID())
-	_ = victim.Close()
-	c.net.Heal()
+	kill(t, ctx, c, victim)
 	done := make(chan error, 1)
 	go func() { done <- wts.Checkpoint(ctx, 1) }()
-
-	p := c.base
-	p.Role, p.TaskID = conf.RoleServer, 1
-	repl := newNode(t, c.net, p, "server1-again")
-	t.Cleanup(func() { _ = repl.Close() })
-	if err := repl.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	counter3With(t, repl, opts)
+	counterWith(t, replace(t, ctx, c, 1), opts)
 	if err := <-done; err != nil {
 		t.Fatalf("checkpoint across a server's replacement: %v", err)
 	}
@@ -260,4 +218,29 @@ func TestCheckpointWaitsForAReplacedServer(t *testing.T) {
 	if !ok || len(f.rows) != 1 || f.rows[0].key != 400+uint64(w.Rank()) || f.rows[0].vals[0] != 5 {
 		t.Fatalf("the replacement's part of checkpoint 1: %+v (%v), want key %d at 5", f.rows, ok, 400+w.Rank())
 	}
+}
+
+// kill cuts node n off, waits until a worker knows it dead, and closes it.
+func kill(t *testing.T, ctx context.Context, c *cluster, n *psnode.Node) {
+	t.Helper()
+	events, stop := c.workers[0].Subscribe()
+	defer stop()
+	c.net.Isolate(n.ID())
+	waitEvent(t, ctx, events, psnode.NodeDied, n.ID())
+	_ = n.Close()
+	c.net.Heal()
+}
+
+// replace starts a new process of server rank, which takes over the dead
+// one's id.
+func replace(t *testing.T, ctx context.Context, c *cluster, rank int) *psnode.Node {
+	t.Helper()
+	p := c.base
+	p.Role, p.TaskID = conf.RoleServer, rank
+	n := newNode(t, c.net, p, fmt.Sprintf("server%d-again", rank))
+	t.Cleanup(func() { _ = n.Close() })
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -64,6 +64,13 @@ func (r *resender) track(m *transport.Message, now time.Time) bool {
 	if len(r.pending) >= maxPending {
 		return false
 	}
+	r.pending[m.Meta.MsgSig] = &outgoing{msg: ownedCopy(m), due: now.Add(r.timeout)}
+	return true
+}
+
+// ownedCopy returns a copy of m whose data frames are its own, in one
+// buffer: m's may alias buffers its sender reuses once the send returns.
+func ownedCopy(m *transport.Message) *transport.Message {
 	cp := *m
 	buf := make([]byte, 0, m.DataBytes())
 	cp.Data = make([][]byte, len(m.Data))
@@ -71,8 +78,7 @@ func (r *resender) track(m *transport.Message, now time.Time) bool {
 		buf = append(buf, d...)
 		cp.Data[i] = buf[len(buf)-len(d) : len(buf) : len(buf)]
 	}
-	r.pending[m.Meta.MsgSig] = &outgoing{msg: &cp, due: now.Add(r.timeout)}
-	return true
+	return &cp
 }
 
 // ack forgets an acknowledged message.
