@@ -546,21 +546,7 @@ func serverKilledWithReplicas(t *testing.T, ck string) {
 // counted once per epoch, the model scores within 0.002 AUC of the job
 // never interrupted, and no process of the job is left.
 func TestChaos(t *testing.T) {
-	seed := time.Now().UnixNano()
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-	t.Logf("seed %d", seed)
-	var kills []taskKill
-	attempts := map[taskKill]int{}
-	for e := range 5 {
-		k := taskKill{conf.RoleServer, rng.IntN(3), e}
-		if rng.IntN(2) == 0 {
-			k = taskKill{conf.RoleWorker, rng.IntN(2), e}
-		}
-		kills = append(kills, k)
-		key := taskKill{k.role, k.rank, 0}
-		attempts[key] = max(attempts[key], 1) + 1
-	}
-	t.Logf("kills: %v", kills)
+	kills, attempts := chaosKills(t)
 	name := "lr-chaos"
 	mod := func(s *job.JobSpec) {
 		withReplicas(s)
@@ -578,6 +564,27 @@ func TestChaos(t *testing.T) {
 	if math.Abs(auc-straight.auc) > 0.002 {
 		t.Errorf("AUC %.4f after five kills, %.4f without: more than 0.002 apart", auc, straight.auc)
 	}
+}
+
+// chaosKills draws five kills of the servers and workers of a job of 2
+// workers and 3 servers, one in each of its epochs 0 to 4, and the
+// attempts each task then makes ({role, rank, 0}: attempts).
+func chaosKills(t *testing.T) ([]taskKill, map[taskKill]int) {
+	seed := time.Now().UnixNano()
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	var kills []taskKill
+	attempts := map[taskKill]int{}
+	for e := range 5 {
+		k := taskKill{conf.RoleServer, rng.IntN(3), e}
+		if rng.IntN(2) == 0 {
+			k = taskKill{conf.RoleWorker, rng.IntN(2), e}
+		}
+		kills = append(kills, k)
+		key := taskKill{k.role, k.rank, 0}
+		attempts[key] = max(attempts[key], 1) + 1
+	}
+	t.Logf("seed %d: kills %v", seed, kills)
+	return kills, attempts
 }
 
 // checkFailedOver checks a job that lost tasks and went on without
