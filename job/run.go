@@ -208,9 +208,9 @@ func (j *Job) removeKeys() {
 //     from the servers that keep their replicas.
 //   - A scheduler or a server without replicas that fails (within its
 //     attempts), or a worker of a Collective job, whose peers cannot go
-//     on without it, takes the
-//     whole job back: every task is stopped, then all start again from the
-//     newest checkpoint whose files verify, the later epochs read anew;
+//     on without it, takes the whole job back: every task is stopped,
+//     then all start again from the newest checkpoint whose files
+//     verify, the later epochs read anew;
 //     from scratch when the job has no checkpoint directory but no worker
 //     has asked for input yet (nothing is lost); otherwise the job fails
 //     naming the task and the missing checkpoint directory.

@@ -393,32 +393,34 @@ const replacementWait = 5 * time.Minute
 func (c *customer) holdForReplicas() { c.hold = true }
 
 // keep records the messages of request ts, to send them again to a
-// server's replacement. Their data frames are copied: the caller may
-// reuse its buffers once the send returns.
-func (c *customer) keep(ts int32, msgs ...*transport.Message) {
+// server's replacement, and returns those to send now: all but those to a
+// server that is down, which its replacement gets (peerBack). Their data
+// frames are copied: the caller may reuse its buffers once the send
+// returns. A customer that does not hold keeps nothing.
+func (c *customer) keep(ts int32, msgs ...*transport.Message) []*transport.Message {
 	if !c.hold {
-		return
+		return msgs
 	}
-	for _, m := range msgs {
-		cp := ownedCopy(m)
-		c.mu.Lock()
-		if r := c.pending[ts]; r != nil && r.waiting[m.Meta.Recver] {
-			if r.sent == nil {
-				r.sent = make(map[int32]*transport.Message)
-			}
-			r.sent[m.Meta.Recver] = cp
-		}
-		c.mu.Unlock()
+	cps := make([]*transport.Message, len(msgs))
+	for i, m := range msgs {
+		cps[i] = ownedCopy(m)
 	}
-}
-
-// isDown says whether peer is dead and not yet replaced, for a hold
-// customer: a message to it waits for its replacement.
-func (c *customer) isDown(peer int32) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, d := c.down[peer]
-	return d
+	r := c.pending[ts]
+	now := msgs[:0:0]
+	for i, m := range msgs {
+		if r != nil && r.waiting[m.Meta.Recver] {
+			if r.sent == nil {
+				r.sent = make(map[int32]*transport.Message, len(msgs))
+			}
+			r.sent[m.Meta.Recver] = cps[i]
+		}
+		if _, down := c.down[m.Meta.Recver]; !down {
+			now = append(now, m)
+		}
+	}
+	return now
 }
 
 // peerBack sends a hold customer's outstanding messages to peer again, in

@@ -300,7 +300,9 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 				return err
 			}
 			m.Meta.Timestamp = ts
-			w.c.keep(ts, m)
+			if len(w.c.keep(ts, m)) == 0 {
+				return nil // its replacement gets it (customer.peerBack)
+			}
 			ctx, cancel := context.WithTimeout(w.n.ctx, 30*time.Second)
 			defer cancel()
 			return w.n.send(ctx, m)
@@ -338,11 +340,8 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 	for _, m := range msgs {
 		m.Meta.Timestamp = ts
 	}
-	w.c.keep(ts, msgs...)
-	for _, m := range msgs {
-		if w.c.hold && w.c.isDown(m.Meta.Recver) {
-			continue // its replacement gets it (customer.peerBack)
-		}
+	// A server that is down gets its message from its replacement.
+	for _, m := range w.c.keep(ts, msgs...) {
 		if err := w.n.send(ctx, m); err != nil {
 			w.c.fail(ts, err)
 			return ts, err

@@ -698,7 +698,7 @@ func (r *tableRepl[V]) replicaSnapshot(part int, from int32) ([]byte, [][]byte, 
 		[]transport.DataType{transport.TypeUint64, typeOf[V](), typeOf[V](), transport.TypeInt32}, nil
 }
 
-// install loads a snapshot's answer into st, returning its recent pushes.
+// installSnapshot loads a snapshot's answer into st, returning its recent pushes.
 func installSnapshot[V Number](st *StoreHandler[V], m *transport.Message) (recentPushes, error) {
 	if len(m.Data) != 4 {
 		return recentPushes{}, fmt.Errorf("%w: snapshot of %d frames, want 4", transport.ErrMalformed, len(m.Data))
@@ -719,10 +719,11 @@ func installSnapshot[V Number](st *StoreHandler[V], m *transport.Message) (recen
 	if err != nil {
 		return recentPushes{}, err
 	}
-	if err := st.RestoreAll(keys, vals, state); err != nil {
+	recent, err := decodeRecent(pairs)
+	if err != nil {
 		return recentPushes{}, err
 	}
-	return decodeRecent(pairs)
+	return recent, st.RestoreAll(keys, vals, state)
 }
 
 // restore fills, on a server that replaced a dead one, the table's

@@ -504,7 +504,9 @@ func (t *Table[V]) serve(spec TableSpec[V], e *tableEntry) error {
 		if t.repl, err = newTableRepl(t, rp, newStore); err != nil {
 			return err
 		}
-		handle = t.repl.handleAsync
+		if !spec.Sync && t.desc.Staleness == nil {
+			handle = t.repl.handleAsync
+		}
 	}
 	var sh *SyncHandler[V]
 	if spec.Sync {
