@@ -216,8 +216,8 @@ func (c *Client) DoneShards(ctx context.Context, epoch int) (map[int64]int64, er
 }
 
 // ReportEvent records something that happened to a task, as the task
-// saw it (Status.Events); only EventRejoined, EventRestored and
-// EventReplicated are accepted.
+// saw it (Status.Events); only EventRejoined, EventRestored,
+// EventReplicated, EventFollows and EventRebuilt are accepted.
 func (c *Client) ReportEvent(ctx context.Context, e Event) error {
 	return c.call(ctx, "report event", func(rpc *trackerrpc.TrackerClient) error {
 		return rpc.ReportEvent(ctx, c.secret, e.Kind, e.Task, e.Detail, e.Took.Microseconds())
@@ -264,6 +264,19 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 		return Status{}, err
 	}
 	return fromWire(w), nil
+}
+
+// SchedulerAddr returns the host:port of the scheduler's current launch
+// (State.Scheduler), "" while none is placed: where a node that lost its
+// scheduler registers again.
+func (c *Client) SchedulerAddr(ctx context.Context) (string, error) {
+	var addr string
+	err := c.call(ctx, "scheduler", func(rpc *trackerrpc.TrackerClient) error {
+		var err error
+		addr, err = rpc.Scheduler(ctx, c.secret)
+		return err
+	})
+	return addr, err
 }
 
 // Kill asks the tracker to end the job.

@@ -26,4 +26,5 @@
 //	reportMetrics              workers after each epoch
 //	commitCheckpoint           worker 0 once every server wrote its file
 //	status / kill              ps-submit, tests
+//	scheduler                  nodes that lost their scheduler: its replacement's host:port
 package tracker

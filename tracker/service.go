@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -230,13 +233,26 @@ const (
 	maxEventDetail = 1000
 )
 
+// taskEventKinds are the kinds of event a task may report (ReportEvent);
+// the others are the launcher's.
+var taskEventKinds = []string{EventRejoined, EventRestored, EventReplicated, EventFollows, EventRebuilt}
+
+// quoteAll is ss quoted and joined with commas.
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
+}
+
 func (h *handler) ReportEvent(_ context.Context, secret, kind, task, detail string, tookMicros int64) error {
 	if err := h.auth(secret); err != nil {
 		return err
 	}
 	switch {
-	case kind != EventRejoined && kind != EventRestored && kind != EventReplicated:
-		return badRequest(fmt.Errorf("tracker: event kind %q: a task may report only %q, %q or %q", kind, EventRejoined, EventRestored, EventReplicated))
+	case !slices.Contains(taskEventKinds, kind):
+		return badRequest(fmt.Errorf("tracker: event kind %q: a task may report only %s", kind, quoteAll(taskEventKinds)))
 	case task == "" || len(task) > maxEventTask:
 		return badRequest(fmt.Errorf("tracker: event task %q: want 1 to %d bytes", task, maxEventTask))
 	case len(detail) > maxEventDetail:
@@ -246,6 +262,13 @@ func (h *handler) ReportEvent(_ context.Context, secret, kind, task, detail stri
 	}
 	h.s.state.AddEvent(Event{At: time.Now(), Kind: kind, Task: task, Detail: detail, Took: time.Duration(tookMicros) * time.Microsecond})
 	return nil
+}
+
+func (h *handler) Scheduler(_ context.Context, secret string) (string, error) {
+	if err := h.auth(secret); err != nil {
+		return "", err
+	}
+	return h.s.state.Scheduler(), nil
 }
 
 func (h *handler) Plan(_ context.Context, secret string) ([]*trackerrpc.Shard, error) {

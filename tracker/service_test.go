@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
 )
 
 func quietLog() *logrus.Entry {
@@ -110,6 +112,63 @@ func TestServiceOverTCP(t *testing.T) {
 	case r := <-st.KillRequests():
 		t.Fatalf("kill with a wrong token went through: %q", r)
 	default:
+	}
+}
+
+// TestSchedulerOverTCP: a node asks the tracker, over TLS, where the
+// scheduler is now and reports that it follows it; a replacement
+// scheduler reports its rebuild; a wrong secret learns nothing.
+func TestSchedulerOverTCP(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	keys, err := conf.NewJobKeys("s3cret", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stls, err := keys.ServerTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctls, err := keys.ClientTLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := NewState(nil, time.Now())
+	svc, err := Serve(ctx, "127.0.0.1:0", st, "s3cret", quietLog(), WithTLS(stls))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	c := NewClient(svc.Addr(), "s3cret", WithTLS(ctls))
+	defer c.Close()
+
+	if addr, err := c.SchedulerAddr(ctx); err != nil || addr != "" {
+		t.Fatalf("scheduler before any placement: %q %v, want none", addr, err)
+	}
+	st.SetScheduler("node-7:41234")
+	if addr, err := c.SchedulerAddr(ctx); err != nil || addr != "node-7:41234" {
+		t.Fatalf("scheduler %q %v, want node-7:41234", addr, err)
+	}
+	for _, task := range []string{"server 0", "worker 0", "worker 0"} {
+		if err := c.ReportEvent(ctx, Event{Kind: EventFollows, Task: task}); err != nil {
+			t.Fatalf("%s follows the scheduler: %v", task, err)
+		}
+	}
+	if n := st.Following(); n != 2 {
+		t.Fatalf("%d tasks follow the scheduler, want 2", n)
+	}
+	if err := c.ReportEvent(ctx, Event{Kind: EventRebuilt, Task: "scheduler 0", Detail: "rebuilt", Took: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := st.Status().Events; len(ev) != 1 || ev[0].Kind != EventRebuilt || ev[0].Task != "scheduler 0" {
+		t.Fatalf("events %+v, want the rebuild alone", ev)
+	}
+
+	bad := NewClient(svc.Addr(), "guess", WithTLS(ctls))
+	defer bad.Close()
+	if addr, err := bad.SchedulerAddr(ctx); !errors.Is(err, ErrUnauthorized) || addr != "" {
+		t.Fatalf("scheduler with a wrong secret: %q %v, want ErrUnauthorized", addr, err)
 	}
 }
 

@@ -134,6 +134,19 @@ const (
 	// but once every server said so, the launcher starts a failed server
 	// again alone (Replicated).
 	EventReplicated = "replicated"
+	// EventFollows: a task's node follows the scheduler through the
+	// tracker: when the scheduler is gone it asks for the scheduler's
+	// address (State.Scheduler) and registers again with the
+	// replacement (reported by every server and worker once started);
+	// not listed in Status.Events, but once every server and worker
+	// said so, the launcher starts a failed scheduler again alone
+	// (Following).
+	EventFollows = "follows-scheduler"
+	// EventRebuilt: a scheduler that replaces a dead one rebuilt the
+	// node table from the running nodes (reported by the scheduler,
+	// Task "scheduler 0"); Took is from the dead one's exit, when the
+	// tracker saw it, else from the rebuild's start.
+	EventRebuilt = "scheduler-rebuilt"
 )
 
 // MaxEvents bounds Status.Events; older events are dropped.
@@ -148,7 +161,8 @@ type Event struct {
 	Task   string
 	Detail string
 	// Took is, for EventBack and EventJobBack, how long the task or the
-	// job was down.
+	// job was down; for EventRejoined, EventRestored and EventRebuilt see
+	// those kinds.
 	Took time.Duration
 }
 
@@ -176,9 +190,12 @@ type TaskStatus struct {
 	Task string
 	Role conf.Role
 	Rank int
-	// State is "pending" (not started yet), "waiting" (for a container),
-	// "running", "succeeded",
-	// "failed" (and started again, or the job failed) or "stopped".
+	// State is "pending" (not started yet, or to be started again once
+	// the scheduler's replacement is placed), "waiting" (for a
+	// container), "running", "succeeded",
+	// "failed" (and started again, or the job failed), "stopped", or,
+	// for a scheduler that failed, was lost or was stopped after every
+	// other task had succeeded, "finished" (no longer needed).
 	State string
 	// Attempt is the current attempt's number (DMLC_NUM_ATTEMPT), from 0;
 	// Launches counts the task's starts, the restarts of the whole job
@@ -223,8 +240,13 @@ type State struct {
 	badNodes  []BadNode
 	events    []Event
 	// replicated are the servers ("server 2") that reported
-	// EventReplicated.
+	// EventReplicated, following the tasks ("worker 1") that reported
+	// EventFollows.
 	replicated map[string]bool
+	following  map[string]bool
+	// scheduler is the host:port of the scheduler's current launch
+	// (SetScheduler); "" while none is placed.
+	scheduler string
 	// hosts are the workers' hosts (SetWorkerHost); located and local
 	// count the hand-outs (Status.LocatedGiven, LocalGiven).
 	hosts          map[int]string
@@ -560,18 +582,19 @@ func (s *State) AddBadNode(n BadNode) {
 func (s *State) AddEvent(e Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.Kind == EventReplicated {
-		if s.replicated == nil {
-			s.replicated = make(map[string]bool)
-		}
-		s.replicated[e.Task] = true
+	switch e.Kind {
+	case EventReplicated:
+		s.replicated = addTask(s.replicated, e.Task)
 		return
-	}
-	if e.Kind == EventRestored {
-		// The failover's whole duration: from the task's exit.
+	case EventFollows:
+		s.following = addTask(s.following, e.Task)
+		return
+	case EventRestored, EventRebuilt:
+		// The failover's whole duration: from the task's exit; the
+		// detail keeps what the task measured itself.
 		for i := len(s.events) - 1; i >= 0; i-- {
 			if x := s.events[i]; x.Task == e.Task && x.Kind == EventExited {
-				e.Detail += fmt.Sprintf(" (the restore and the update %v)", e.Took.Round(time.Millisecond))
+				e.Detail += fmt.Sprintf(" (%s %v)", ownPart[e.Kind], e.Took.Round(time.Millisecond))
 				e.Took = e.At.Sub(x.At)
 				break
 			}
@@ -583,12 +606,53 @@ func (s *State) AddEvent(e Event) {
 	s.events = append(s.events, e)
 }
 
+// ownPart names, for the events whose Took AddEvent takes from the
+// task's exit, the part of the failover the task measured itself.
+var ownPart = map[string]string{
+	EventRestored: "the restore and the update",
+	EventRebuilt:  "the rebuild",
+}
+
+// addTask adds task to set, making the set when nil, and returns it.
+func addTask(set map[string]bool, task string) map[string]bool {
+	if set == nil {
+		set = make(map[string]bool)
+	}
+	set[task] = true
+	return set
+}
+
 // Replicated returns how many servers reported that other servers keep
 // replicas of their tables (EventReplicated).
 func (s *State) Replicated() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.replicated)
+}
+
+// Following returns how many tasks reported that their nodes follow the
+// scheduler through the tracker (EventFollows), each task counted once.
+func (s *State) Following() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.following)
+}
+
+// SetScheduler records the host:port of the scheduler's current launch,
+// once it is placed; "" when it exited or was stopped and none is placed.
+func (s *State) SetScheduler(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.scheduler = addr
+}
+
+// Scheduler returns the host:port of the scheduler's current launch
+// (SetScheduler), "" while none is placed: where a node that follows the
+// scheduler (EventFollows) registers again once it lost it.
+func (s *State) Scheduler() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.scheduler
 }
 
 // SetTasks sets every task's state and the number of times the whole job

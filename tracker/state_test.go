@@ -168,3 +168,66 @@ func TestBadRequestsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowing: EventFollows counts each task once, whatever it
+// reports again, and is not listed among the events; the servers'
+// EventReplicated is counted apart.
+func TestFollowing(t *testing.T) {
+	t.Parallel()
+	s := NewState(nil, time.Now())
+	for _, task := range []string{"server 0", "worker 0", "worker 1", "worker 0"} {
+		s.AddEvent(Event{At: time.Now(), Kind: EventFollows, Task: task})
+	}
+	s.AddEvent(Event{At: time.Now(), Kind: EventReplicated, Task: "server 0"})
+	if n := s.Following(); n != 3 {
+		t.Fatalf("%d tasks follow the scheduler, want 3", n)
+	}
+	if n := s.Replicated(); n != 1 {
+		t.Fatalf("%d servers replicated, want 1", n)
+	}
+	if ev := s.Status().Events; len(ev) != 0 {
+		t.Fatalf("events %+v, want none listed", ev)
+	}
+}
+
+// TestRebuiltTookFromExit: a replacement scheduler's rebuild lasted, as
+// the job sees it, from the dead scheduler's exit, and its detail keeps
+// what the scheduler measured; without an exit the reported Took stands.
+func TestRebuiltTookFromExit(t *testing.T) {
+	t.Parallel()
+	s := NewState(nil, time.Now())
+	s.AddEvent(Event{At: time.Now(), Kind: EventRebuilt, Task: "scheduler 0", Detail: "rebuilt", Took: 300 * time.Millisecond})
+	exit := time.Now().Add(-2 * time.Second)
+	s.AddEvent(Event{At: exit, Kind: EventExited, Task: "scheduler 0", Detail: "exit code 137"})
+	s.AddEvent(Event{At: exit.Add(time.Second), Kind: EventExited, Task: "worker 0", Detail: "exit code 1"})
+	at := time.Now()
+	s.AddEvent(Event{At: at, Kind: EventRebuilt, Task: "scheduler 0", Detail: "node table of 3 nodes rebuilt", Took: 250 * time.Millisecond})
+	ev := s.Status().Events
+	if len(ev) != 4 {
+		t.Fatalf("events %+v, want 4 listed", ev)
+	}
+	if ev[0].Took != 300*time.Millisecond || ev[0].Detail != "rebuilt" {
+		t.Errorf("a rebuild with no exit before it %+v, want its own Took and detail", ev[0])
+	}
+	if e := ev[3]; e.Kind != EventRebuilt || e.Took != at.Sub(exit) || e.Detail != "node table of 3 nodes rebuilt (the rebuild 250ms)" {
+		t.Errorf("rebuild %+v, want Took %v from the scheduler's exit and the rebuild's own time in the detail", e, at.Sub(exit))
+	}
+}
+
+// TestScheduler: the scheduler's address is what the launcher set last.
+func TestScheduler(t *testing.T) {
+	t.Parallel()
+	s := NewState(nil, time.Now())
+	if a := s.Scheduler(); a != "" {
+		t.Fatalf("scheduler %q before any placement", a)
+	}
+	s.SetScheduler("node-1:9000")
+	s.SetScheduler("node-2:9001")
+	if a := s.Scheduler(); a != "node-2:9001" {
+		t.Fatalf("scheduler %q, want node-2:9001", a)
+	}
+	s.SetScheduler("")
+	if a := s.Scheduler(); a != "" {
+		t.Fatalf("scheduler %q after its exit, want none", a)
+	}
+}

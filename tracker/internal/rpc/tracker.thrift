@@ -98,4 +98,7 @@ service Tracker {
   // worker that replaces a dead one rejoined the steps), for the job's
   // events; took is how long it took, in microseconds.
   void reportEvent(1: string secret, 2: string kind, 3: string task, 4: string detail, 5: i64 tookMicros) throws (1: TrackerError err)
+  // host:port of the scheduler's current launch, empty while none is
+  // placed: where a node that lost its scheduler registers again.
+  string scheduler(1: string secret) throws (1: TrackerError err)
 }

@@ -2697,6 +2697,9 @@ type Tracker interface {
 	//  - Detail
 	//  - TookMicros
 	ReportEvent(ctx context.Context, secret string, kind string, task string, detail string, tookMicros int64) (_err error)
+	// Parameters:
+	//  - Secret
+	Scheduler(ctx context.Context, secret string) (_r string, _err error)
 }
 
 type TrackerClient struct {
@@ -2956,6 +2959,26 @@ func (p *TrackerClient) ReportEvent(ctx context.Context, secret string, kind str
 	return nil
 }
 
+// Parameters:
+//   - Secret
+func (p *TrackerClient) Scheduler(ctx context.Context, secret string) (_r string, _err error) {
+	var _args41 TrackerSchedulerArgs
+	_args41.Secret = secret
+	var _result43 TrackerSchedulerResult
+	var _meta42 thrift.ResponseMeta
+	_meta42, _err = p.Client_().Call(ctx, "scheduler", &_args41, &_result43)
+	p.SetLastResponseMeta_(_meta42)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result43.Err != nil:
+		return _r, _result43.Err
+	}
+
+	return _result43.GetSuccess(), nil
+}
+
 type TrackerProcessor struct {
 	processorMap map[string]thrift.TProcessorFunction
 	handler      Tracker
@@ -2976,17 +2999,18 @@ func (p *TrackerProcessor) ProcessorMap() map[string]thrift.TProcessorFunction {
 
 func NewTrackerProcessor(handler Tracker) *TrackerProcessor {
 
-	self41 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self41.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
-	self41.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
-	self41.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
-	self41.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
-	self41.processorMap["status"] = &trackerProcessorStatus{handler: handler}
-	self41.processorMap["kill"] = &trackerProcessorKill{handler: handler}
-	self41.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
-	self41.processorMap["doneShards"] = &trackerProcessorDoneShards{handler: handler}
-	self41.processorMap["reportEvent"] = &trackerProcessorReportEvent{handler: handler}
-	return self41
+	self44 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self44.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
+	self44.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
+	self44.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
+	self44.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
+	self44.processorMap["status"] = &trackerProcessorStatus{handler: handler}
+	self44.processorMap["kill"] = &trackerProcessorKill{handler: handler}
+	self44.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
+	self44.processorMap["doneShards"] = &trackerProcessorDoneShards{handler: handler}
+	self44.processorMap["reportEvent"] = &trackerProcessorReportEvent{handler: handler}
+	self44.processorMap["scheduler"] = &trackerProcessorScheduler{handler: handler}
+	return self44
 }
 
 func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -2999,12 +3023,12 @@ func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TPro
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x42 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x45 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x42.Write(ctx, oprot)
+	x45.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x42
+	return false, x45
 
 }
 
@@ -3013,7 +3037,7 @@ type trackerProcessorNextShard struct {
 }
 
 func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err43 error
+	var _write_err46 error
 	args := TrackerNextShardArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3063,21 +3087,21 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc44 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
+			_exc47 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err43 = thrift.WrapTException(err2)
+				_write_err46 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc44.Write(ctx, oprot); _write_err43 == nil && err2 != nil {
-				_write_err43 = thrift.WrapTException(err2)
+			if err2 := _exc47.Write(ctx, oprot); _write_err46 == nil && err2 != nil {
+				_write_err46 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err43 == nil && err2 != nil {
-				_write_err43 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err46 == nil && err2 != nil {
+				_write_err46 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err43 == nil && err2 != nil {
-				_write_err43 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err46 == nil && err2 != nil {
+				_write_err46 = thrift.WrapTException(err2)
 			}
-			if _write_err43 != nil {
-				return false, thrift.WrapTException(_write_err43)
+			if _write_err46 != nil {
+				return false, thrift.WrapTException(_write_err46)
 			}
 			return true, err
 		}
@@ -3086,19 +3110,19 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.REPLY, seqId); err2 != nil {
-		_write_err43 = thrift.WrapTException(err2)
+		_write_err46 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err43 == nil && err2 != nil {
-		_write_err43 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err46 == nil && err2 != nil {
+		_write_err46 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err43 == nil && err2 != nil {
-		_write_err43 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err46 == nil && err2 != nil {
+		_write_err46 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err43 == nil && err2 != nil {
-		_write_err43 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err46 == nil && err2 != nil {
+		_write_err46 = thrift.WrapTException(err2)
 	}
-	if _write_err43 != nil {
-		return false, thrift.WrapTException(_write_err43)
+	if _write_err46 != nil {
+		return false, thrift.WrapTException(_write_err46)
 	}
 	return true, err
 }
@@ -3108,7 +3132,7 @@ type trackerProcessorShardDone struct {
 }
 
 func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err45 error
+	var _write_err48 error
 	args := TrackerShardDoneArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3158,40 +3182,40 @@ func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc46 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
+			_exc49 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err45 = thrift.WrapTException(err2)
+				_write_err48 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc46.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
-				_write_err45 = thrift.WrapTException(err2)
+			if err2 := _exc49.Write(ctx, oprot); _write_err48 == nil && err2 != nil {
+				_write_err48 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
-				_write_err45 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err48 == nil && err2 != nil {
+				_write_err48 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
-				_write_err45 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err48 == nil && err2 != nil {
+				_write_err48 = thrift.WrapTException(err2)
 			}
-			if _write_err45 != nil {
-				return false, thrift.WrapTException(_write_err45)
+			if _write_err48 != nil {
+				return false, thrift.WrapTException(_write_err48)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.REPLY, seqId); err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+		_write_err48 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err45 == nil && err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err48 == nil && err2 != nil {
+		_write_err48 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err45 == nil && err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err48 == nil && err2 != nil {
+		_write_err48 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err45 == nil && err2 != nil {
-		_write_err45 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err48 == nil && err2 != nil {
+		_write_err48 = thrift.WrapTException(err2)
 	}
-	if _write_err45 != nil {
-		return false, thrift.WrapTException(_write_err45)
+	if _write_err48 != nil {
+		return false, thrift.WrapTException(_write_err48)
 	}
 	return true, err
 }
@@ -3201,7 +3225,7 @@ type trackerProcessorPlan struct {
 }
 
 func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err47 error
+	var _write_err50 error
 	args := TrackerPlanArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3251,21 +3275,21 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc48 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
+			_exc51 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err47 = thrift.WrapTException(err2)
+				_write_err50 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc48.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
-				_write_err47 = thrift.WrapTException(err2)
+			if err2 := _exc51.Write(ctx, oprot); _write_err50 == nil && err2 != nil {
+				_write_err50 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
-				_write_err47 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err50 == nil && err2 != nil {
+				_write_err50 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
-				_write_err47 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err50 == nil && err2 != nil {
+				_write_err50 = thrift.WrapTException(err2)
 			}
-			if _write_err47 != nil {
-				return false, thrift.WrapTException(_write_err47)
+			if _write_err50 != nil {
+				return false, thrift.WrapTException(_write_err50)
 			}
 			return true, err
 		}
@@ -3274,19 +3298,19 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.REPLY, seqId); err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+		_write_err50 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err47 == nil && err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err50 == nil && err2 != nil {
+		_write_err50 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err47 == nil && err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err50 == nil && err2 != nil {
+		_write_err50 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err47 == nil && err2 != nil {
-		_write_err47 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err50 == nil && err2 != nil {
+		_write_err50 = thrift.WrapTException(err2)
 	}
-	if _write_err47 != nil {
-		return false, thrift.WrapTException(_write_err47)
+	if _write_err50 != nil {
+		return false, thrift.WrapTException(_write_err50)
 	}
 	return true, err
 }
@@ -3296,7 +3320,7 @@ type trackerProcessorReportMetrics struct {
 }
 
 func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err49 error
+	var _write_err52 error
 	args := TrackerReportMetricsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3346,40 +3370,40 @@ func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc50 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
+			_exc53 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err49 = thrift.WrapTException(err2)
+				_write_err52 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc50.Write(ctx, oprot); _write_err49 == nil && err2 != nil {
-				_write_err49 = thrift.WrapTException(err2)
+			if err2 := _exc53.Write(ctx, oprot); _write_err52 == nil && err2 != nil {
+				_write_err52 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err49 == nil && err2 != nil {
-				_write_err49 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err52 == nil && err2 != nil {
+				_write_err52 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err49 == nil && err2 != nil {
-				_write_err49 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err52 == nil && err2 != nil {
+				_write_err52 = thrift.WrapTException(err2)
 			}
-			if _write_err49 != nil {
-				return false, thrift.WrapTException(_write_err49)
+			if _write_err52 != nil {
+				return false, thrift.WrapTException(_write_err52)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.REPLY, seqId); err2 != nil {
-		_write_err49 = thrift.WrapTException(err2)
+		_write_err52 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err49 == nil && err2 != nil {
-		_write_err49 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err52 == nil && err2 != nil {
+		_write_err52 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err49 == nil && err2 != nil {
-		_write_err49 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err52 == nil && err2 != nil {
+		_write_err52 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err49 == nil && err2 != nil {
-		_write_err49 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err52 == nil && err2 != nil {
+		_write_err52 = thrift.WrapTException(err2)
 	}
-	if _write_err49 != nil {
-		return false, thrift.WrapTException(_write_err49)
+	if _write_err52 != nil {
+		return false, thrift.WrapTException(_write_err52)
 	}
 	return true, err
 }
@@ -3389,7 +3413,7 @@ type trackerProcessorStatus struct {
 }
 
 func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err51 error
+	var _write_err54 error
 	args := TrackerStatusArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3439,21 +3463,21 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc52 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
+			_exc55 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err51 = thrift.WrapTException(err2)
+				_write_err54 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc52.Write(ctx, oprot); _write_err51 == nil && err2 != nil {
-				_write_err51 = thrift.WrapTException(err2)
+			if err2 := _exc55.Write(ctx, oprot); _write_err54 == nil && err2 != nil {
+				_write_err54 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err51 == nil && err2 != nil {
-				_write_err51 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err54 == nil && err2 != nil {
+				_write_err54 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err51 == nil && err2 != nil {
-				_write_err51 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err54 == nil && err2 != nil {
+				_write_err54 = thrift.WrapTException(err2)
 			}
-			if _write_err51 != nil {
-				return false, thrift.WrapTException(_write_err51)
+			if _write_err54 != nil {
+				return false, thrift.WrapTException(_write_err54)
 			}
 			return true, err
 		}
@@ -3462,19 +3486,19 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.REPLY, seqId); err2 != nil {
-		_write_err51 = thrift.WrapTException(err2)
+		_write_err54 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err51 == nil && err2 != nil {
-		_write_err51 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err54 == nil && err2 != nil {
+		_write_err54 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err51 == nil && err2 != nil {
-		_write_err51 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err54 == nil && err2 != nil {
+		_write_err54 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err51 == nil && err2 != nil {
-		_write_err51 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err54 == nil && err2 != nil {
+		_write_err54 = thrift.WrapTException(err2)
 	}
-	if _write_err51 != nil {
-		return false, thrift.WrapTException(_write_err51)
+	if _write_err54 != nil {
+		return false, thrift.WrapTException(_write_err54)
 	}
 	return true, err
 }
@@ -3484,7 +3508,7 @@ type trackerProcessorKill struct {
 }
 
 func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err53 error
+	var _write_err56 error
 	args := TrackerKillArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3534,40 +3558,40 @@ func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc54 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
+			_exc57 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err53 = thrift.WrapTException(err2)
+				_write_err56 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc54.Write(ctx, oprot); _write_err53 == nil && err2 != nil {
-				_write_err53 = thrift.WrapTException(err2)
+			if err2 := _exc57.Write(ctx, oprot); _write_err56 == nil && err2 != nil {
+				_write_err56 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err53 == nil && err2 != nil {
-				_write_err53 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err56 == nil && err2 != nil {
+				_write_err56 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err53 == nil && err2 != nil {
-				_write_err53 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err56 == nil && err2 != nil {
+				_write_err56 = thrift.WrapTException(err2)
 			}
-			if _write_err53 != nil {
-				return false, thrift.WrapTException(_write_err53)
+			if _write_err56 != nil {
+				return false, thrift.WrapTException(_write_err56)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.REPLY, seqId); err2 != nil {
-		_write_err53 = thrift.WrapTException(err2)
+		_write_err56 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err53 == nil && err2 != nil {
-		_write_err53 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err56 == nil && err2 != nil {
+		_write_err56 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err53 == nil && err2 != nil {
-		_write_err53 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err56 == nil && err2 != nil {
+		_write_err56 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err53 == nil && err2 != nil {
-		_write_err53 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err56 == nil && err2 != nil {
+		_write_err56 = thrift.WrapTException(err2)
 	}
-	if _write_err53 != nil {
-		return false, thrift.WrapTException(_write_err53)
+	if _write_err56 != nil {
+		return false, thrift.WrapTException(_write_err56)
 	}
 	return true, err
 }
@@ -3577,7 +3601,7 @@ type trackerProcessorCommitCheckpoint struct {
 }
 
 func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err55 error
+	var _write_err58 error
 	args := TrackerCommitCheckpointArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3627,40 +3651,40 @@ func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId in
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc56 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
+			_exc59 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err55 = thrift.WrapTException(err2)
+				_write_err58 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc56.Write(ctx, oprot); _write_err55 == nil && err2 != nil {
-				_write_err55 = thrift.WrapTException(err2)
+			if err2 := _exc59.Write(ctx, oprot); _write_err58 == nil && err2 != nil {
+				_write_err58 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err55 == nil && err2 != nil {
-				_write_err55 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err58 == nil && err2 != nil {
+				_write_err58 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err55 == nil && err2 != nil {
-				_write_err55 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err58 == nil && err2 != nil {
+				_write_err58 = thrift.WrapTException(err2)
 			}
-			if _write_err55 != nil {
-				return false, thrift.WrapTException(_write_err55)
+			if _write_err58 != nil {
+				return false, thrift.WrapTException(_write_err58)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.REPLY, seqId); err2 != nil {
-		_write_err55 = thrift.WrapTException(err2)
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err55 == nil && err2 != nil {
-		_write_err55 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err58 == nil && err2 != nil {
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err55 == nil && err2 != nil {
-		_write_err55 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err58 == nil && err2 != nil {
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err55 == nil && err2 != nil {
-		_write_err55 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err58 == nil && err2 != nil {
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if _write_err55 != nil {
-		return false, thrift.WrapTException(_write_err55)
+	if _write_err58 != nil {
+		return false, thrift.WrapTException(_write_err58)
 	}
 	return true, err
 }
@@ -3670,7 +3694,7 @@ type trackerProcessorDoneShards struct {
 }
 
 func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err57 error
+	var _write_err60 error
 	args := TrackerDoneShardsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3720,21 +3744,21 @@ func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, i
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc58 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing doneShards: "+err2.Error())
+			_exc61 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing doneShards: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "doneShards", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err57 = thrift.WrapTException(err2)
+				_write_err60 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc58.Write(ctx, oprot); _write_err57 == nil && err2 != nil {
-				_write_err57 = thrift.WrapTException(err2)
+			if err2 := _exc61.Write(ctx, oprot); _write_err60 == nil && err2 != nil {
+				_write_err60 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err57 == nil && err2 != nil {
-				_write_err57 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err60 == nil && err2 != nil {
+				_write_err60 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err57 == nil && err2 != nil {
-				_write_err57 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err60 == nil && err2 != nil {
+				_write_err60 = thrift.WrapTException(err2)
 			}
-			if _write_err57 != nil {
-				return false, thrift.WrapTException(_write_err57)
+			if _write_err60 != nil {
+				return false, thrift.WrapTException(_write_err60)
 			}
 			return true, err
 		}
@@ -3743,19 +3767,19 @@ func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, i
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "doneShards", thrift.REPLY, seqId); err2 != nil {
-		_write_err57 = thrift.WrapTException(err2)
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err57 == nil && err2 != nil {
-		_write_err57 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err60 == nil && err2 != nil {
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err57 == nil && err2 != nil {
-		_write_err57 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err60 == nil && err2 != nil {
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err57 == nil && err2 != nil {
-		_write_err57 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err60 == nil && err2 != nil {
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if _write_err57 != nil {
-		return false, thrift.WrapTException(_write_err57)
+	if _write_err60 != nil {
+		return false, thrift.WrapTException(_write_err60)
 	}
 	return true, err
 }
@@ -3765,7 +3789,7 @@ type trackerProcessorReportEvent struct {
 }
 
 func (p *trackerProcessorReportEvent) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err59 error
+	var _write_err62 error
 	args := TrackerReportEventArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3815,40 +3839,135 @@ func (p *trackerProcessorReportEvent) Process(ctx context.Context, seqId int32, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc60 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportEvent: "+err2.Error())
+			_exc63 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportEvent: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "reportEvent", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err59 = thrift.WrapTException(err2)
+				_write_err62 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc60.Write(ctx, oprot); _write_err59 == nil && err2 != nil {
-				_write_err59 = thrift.WrapTException(err2)
+			if err2 := _exc63.Write(ctx, oprot); _write_err62 == nil && err2 != nil {
+				_write_err62 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err59 == nil && err2 != nil {
-				_write_err59 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err62 == nil && err2 != nil {
+				_write_err62 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err59 == nil && err2 != nil {
-				_write_err59 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err62 == nil && err2 != nil {
+				_write_err62 = thrift.WrapTException(err2)
 			}
-			if _write_err59 != nil {
-				return false, thrift.WrapTException(_write_err59)
+			if _write_err62 != nil {
+				return false, thrift.WrapTException(_write_err62)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportEvent", thrift.REPLY, seqId); err2 != nil {
-		_write_err59 = thrift.WrapTException(err2)
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err59 == nil && err2 != nil {
-		_write_err59 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err62 == nil && err2 != nil {
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err59 == nil && err2 != nil {
-		_write_err59 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err62 == nil && err2 != nil {
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err59 == nil && err2 != nil {
-		_write_err59 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err62 == nil && err2 != nil {
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if _write_err59 != nil {
-		return false, thrift.WrapTException(_write_err59)
+	if _write_err62 != nil {
+		return false, thrift.WrapTException(_write_err62)
+	}
+	return true, err
+}
+
+type trackerProcessorScheduler struct {
+	handler Tracker
+}
+
+func (p *trackerProcessorScheduler) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err64 error
+	args := TrackerSchedulerArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "scheduler", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := TrackerSchedulerResult{}
+	if retval, err2 := p.handler.Scheduler(ctx, args.Secret); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TrackerError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc65 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing scheduler: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "scheduler", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err64 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc65.Write(ctx, oprot); _write_err64 == nil && err2 != nil {
+				_write_err64 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err64 == nil && err2 != nil {
+				_write_err64 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err64 == nil && err2 != nil {
+				_write_err64 = thrift.WrapTException(err2)
+			}
+			if _write_err64 != nil {
+				return false, thrift.WrapTException(_write_err64)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = &retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "scheduler", thrift.REPLY, seqId); err2 != nil {
+		_write_err64 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err64 == nil && err2 != nil {
+		_write_err64 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err64 == nil && err2 != nil {
+		_write_err64 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err64 == nil && err2 != nil {
+		_write_err64 = thrift.WrapTException(err2)
+	}
+	if _write_err64 != nil {
+		return false, thrift.WrapTException(_write_err64)
 	}
 	return true, err
 }
@@ -4840,11 +4959,11 @@ func (p *TrackerPlanResult) ReadField0(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*Shard, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem61 := &Shard{}
-		if err := _elem61.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem61), err)
+		_elem66 := &Shard{}
+		if err := _elem66.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem66), err)
 		}
-		p.Success = append(p.Success, _elem61)
+		p.Success = append(p.Success, _elem66)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -5061,19 +5180,19 @@ func (p *TrackerReportMetricsArgs) ReadField4(ctx context.Context, iprot thrift.
 	tMap := make(map[string]float64, size)
 	p.Metrics = tMap
 	for i := 0; i < size; i++ {
-		var _key62 string
+		var _key67 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key62 = v
+			_key67 = v
 		}
-		var _val63 float64
+		var _val68 float64
 		if v, err := iprot.ReadDouble(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val63 = v
+			_val68 = v
 		}
-		p.Metrics[_key62] = _val63
+		p.Metrics[_key67] = _val68
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -6283,19 +6402,19 @@ func (p *TrackerDoneShardsResult) ReadField0(ctx context.Context, iprot thrift.T
 	tMap := make(map[int64]int64, size)
 	p.Success = tMap
 	for i := 0; i < size; i++ {
-		var _key64 int64
+		var _key69 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key64 = v
+			_key69 = v
 		}
-		var _val65 int64
+		var _val70 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val65 = v
+			_val70 = v
 		}
-		p.Success[_key64] = _val65
+		p.Success[_key69] = _val70
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -6750,4 +6869,264 @@ func (p *TrackerReportEventResult) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("TrackerReportEventResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Secret
+type TrackerSchedulerArgs struct {
+	Secret string `thrift:"secret,1" db:"secret" json:"secret"`
+}
+
+func NewTrackerSchedulerArgs() *TrackerSchedulerArgs {
+	return &TrackerSchedulerArgs{}
+}
+
+func (p *TrackerSchedulerArgs) GetSecret() string {
+	return p.Secret
+}
+func (p *TrackerSchedulerArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerSchedulerArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Secret = v
+	}
+	return nil
+}
+
+func (p *TrackerSchedulerArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "scheduler_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerSchedulerArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "secret", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:secret: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Secret)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.secret (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:secret: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerSchedulerArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerSchedulerArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type TrackerSchedulerResult struct {
+	Success *string       `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TrackerError `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewTrackerSchedulerResult() *TrackerSchedulerResult {
+	return &TrackerSchedulerResult{}
+}
+
+var TrackerSchedulerResult_Success_DEFAULT string
+
+func (p *TrackerSchedulerResult) GetSuccess() string {
+	if !p.IsSetSuccess() {
+		return TrackerSchedulerResult_Success_DEFAULT
+	}
+	return *p.Success
+}
+
+var TrackerSchedulerResult_Err_DEFAULT *TrackerError
+
+func (p *TrackerSchedulerResult) GetErr() *TrackerError {
+	if !p.IsSetErr() {
+		return TrackerSchedulerResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *TrackerSchedulerResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *TrackerSchedulerResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *TrackerSchedulerResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerSchedulerResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 0: ", err)
+	} else {
+		p.Success = &v
+	}
+	return nil
+}
+
+func (p *TrackerSchedulerResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TrackerError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *TrackerSchedulerResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "scheduler_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerSchedulerResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRING, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := oprot.WriteString(ctx, string(*p.Success)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.success (0) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TrackerSchedulerResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TrackerSchedulerResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerSchedulerResult(%+v)", *p)
 }
