@@ -16,9 +16,10 @@ type Cluster interface {
 	// (DMLC_JOB_CLUSTER): "local" or "yarn".
 	Name() string
 	// SchedulerPort returns the port the scheduler of the next run of the
-	// job listens on (DMLC_PS_ROOT_PORT), chosen before the scheduler
-	// starts: a new one for every run, since the old one may be what
-	// failed the scheduler.
+	// job, or the scheduler started again alone, listens on
+	// (DMLC_PS_ROOT_PORT), chosen before the scheduler starts: a new one
+	// for every run and every such restart, since the old one may be
+	// what failed the scheduler.
 	SchedulerPort(ctx context.Context) (int, error)
 	// Start asks for the launch to run. It returns once the request is
 	// taken; the launch is then placed (Placed event) and later ends

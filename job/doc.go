@@ -21,7 +21,11 @@
 //	res, err := j.Run(ctx, cluster) // local.New(…) or yarnam.NewCluster(…)
 //
 // Run holds the job's only copy of the restart rules: a failed worker is
-// started again (its shards go back to the queue) up to MaxAttempts; a
+// started again (its shards go back to the queue) up to MaxAttempts; so
+// is a failed server whose tables keep replicas on the other servers,
+// and a failed scheduler whose nodes follow it through the tracker (on a
+// new port; the tracker tells the nodes where it went); a scheduler that
+// ends once every other task exited 0 is no longer needed; any other
 // failed scheduler or server, a failed worker of a Collective job (a job
 // without servers whose workers meet at a scheduler to run collectives),
 // or a task that exits with conf.ExitRestartJob, takes every task back
@@ -30,7 +34,8 @@
 // checkpoint directory;
 // the whole job starts again at most MaxAttempts-1 times. A kill over the
 // tracker RPC or the end of ctx stops every task. The model is committed
-// (manifest, then _SUCCESS) only once every task has exited 0.
+// (manifest, then _SUCCESS) only once every task has exited 0 (or, for
+// the scheduler, is no longer needed).
 //
 // # Clusters
 //

@@ -197,8 +197,9 @@ func (j *Job) removeKeys() {
 // Run runs the job's tasks on c until the job ends, and returns how.
 //
 // The scheduler starts first, the servers and workers once it is placed
-// (DMLC_PS_ROOT_URI is its node). A task that fails is handled by these
-// rules, the only ones of the job:
+// (DMLC_PS_ROOT_URI is its node); the tracker knows where each launch of
+// the scheduler is placed (tracker.State.Scheduler). A task that fails is
+// handled by these rules, the only ones of the job:
 //
 //   - A worker that fails is started again (a new attempt) and its
 //     unfinished shards go back to the queue, up to MaxAttempts in all.
@@ -206,6 +207,17 @@ func (j *Job) removeKeys() {
 //     and every server reported tracker.EventReplicated) is started
 //     again alone, as a worker is: its new process restores its tables
 //     from the servers that keep their replicas.
+//   - A scheduler whose nodes follow it through the tracker (every
+//     server and worker reported tracker.EventFollows) is started again
+//     alone, as a worker is, on a new port: the running nodes learn its
+//     new address from the tracker and register with it again, and it
+//     rebuilds the node table from them. A task that fails while the
+//     new scheduler waits to be placed starts again once it is.
+//   - A scheduler that fails or is lost once every other task has
+//     exited 0 is no longer needed: it is not started again and the job
+//     succeeds; one that was started again alone and still runs, or
+//     waits to be placed, when the last other task exits 0 is stopped,
+//     and the job succeeds.
 //   - A scheduler or a server without replicas that fails (within its
 //     attempts), or a worker of a Collective job, whose peers cannot go
 //     on without it, takes the whole job back: every task is stopped,
@@ -229,8 +241,9 @@ func (j *Job) removeKeys() {
 //
 // A kill over the tracker RPC (tracker.State.Kill) or the end of ctx
 // stops every task and ends the job Killed. When every task has exited
-// 0 the model is committed (manifest, then _SUCCESS) and the job ends
-// Succeeded. Run always stops every task it started before it returns.
+// 0 (the scheduler: or is no longer needed, as above) the model is
+// committed (manifest, then _SUCCESS) and the job ends Succeeded. Run
+// always stops every task it started before it returns.
 func (j *Job) Run(ctx context.Context, c Cluster) (Result, error) {
 	r := &run{Job: j, c: c, byLaunch: map[int64]*taskState{}, nodeFails: map[string]int{}, blacklisted: map[string]bool{}}
 	for _, t := range Tasks(j.spec) {
@@ -292,8 +305,10 @@ type run struct {
 	byLaunch map[int64]*taskState
 	nextID   int64
 	contract Contract
-	// rootPlaced is set once the current run's scheduler is placed.
-	rootPlaced bool
+	// schedulerAlone is set once the current run's scheduler was started
+	// again alone: a replacement, which the nodes no longer need once
+	// every other task exited 0.
+	schedulerAlone bool
 	// nodeFails counts the failed launches per node (Event.NodeID);
 	// blacklisted holds the nodes given to the cluster's blacklist.
 	nodeFails   map[string]int
@@ -346,7 +361,7 @@ func (r *run) fail(ctx context.Context, err error) (tracker.JobState, error) {
 func (r *run) begin(ctx context.Context) error {
 	r.contract = Contract{Spec: r.spec, Cluster: r.c.Name(), Secret: r.secret, KeysFile: r.keysFile, TrackerAddr: r.trackerAddr,
 		ResumeFrom: r.files.from.uri, ResumeEpoch: r.files.from.epoch}
-	r.rootPlaced = false
+	r.schedulerAlone = false
 	if r.spec.hasScheduler() {
 		port, err := r.c.SchedulerPort(ctx)
 		if err != nil {
@@ -411,14 +426,21 @@ func (r *run) onEvent(ctx context.Context, ev Event) error {
 			r.state.SetWorkerHost(t.Rank, ev.Node)
 		}
 		r.notePlaced(t)
-		if t.Role == conf.RoleScheduler && !r.rootPlaced {
-			r.rootPlaced = true
+		if t.Role == conf.RoleScheduler {
+			// Tasks started from now on are told its node; those not
+			// started yet start now: every other task at the run's first
+			// placement, those that failed while a replacement waited
+			// to be placed at a later one.
 			r.contract.RootHost = ev.Node
+			r.state.SetScheduler(net.JoinHostPort(ev.Node, strconv.Itoa(r.contract.RootPort)))
 			return r.startRest(ctx)
 		}
 	case Exited:
 		delete(r.byLaunch, ev.ID)
 		t.launch, t.placed = 0, false
+		if t.Role == conf.RoleScheduler {
+			r.state.SetScheduler("")
+		}
 		return r.onExit(ctx, t, ev.Exit)
 	}
 	return nil
@@ -432,6 +454,18 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 		t.state = "succeeded"
 		t.done = true
 		r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Debug("task done")
+		if s := r.scheduler(); s != nil && t != s && r.schedulerAlone && !s.done && r.othersDone() {
+			r.endScheduler(ctx, s)
+		}
+		return nil
+	}
+	if t.Role == conf.RoleScheduler && r.othersDone() {
+		// Every node finished: nothing needs a scheduler any more.
+		t.state, t.done = "finished", true
+		r.state.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventExited, Task: t.String(),
+			Detail: firstLine(ex.Desc) + "; every other task had exited 0, not started again"})
+		r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt, "exit": ex.Code, "lost": ex.Lost}).
+			Warn("the scheduler ended after every node finished; not starting it again")
 		return nil
 	}
 	if t.Role == conf.RoleWorker {
@@ -458,7 +492,7 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 			return r.restartAll(ctx, lost, false)
 		}
 		r.log.WithFields(logrus.Fields{"task": t.String(), "lost": t.lost, "exit": ex.Code}).Warn("task's container taken away; starting it again without using up an attempt")
-		return r.start(ctx, t)
+		return r.startAlone(ctx, t)
 	}
 	r.nodeFailed(t.node)
 	failed := fmt.Sprintf("%s failed: %s on attempt %d of %d", t, ex.Desc, t.failures(), r.spec.MaxAttempts)
@@ -475,14 +509,70 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 		return r.restartAll(ctx, failed, false)
 	}
 	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt - 1, "exit": ex.Code}).Warn("task failed; restarting it")
+	return r.startAlone(ctx, t)
+}
+
+// startAlone starts t's next attempt by itself, the other tasks going
+// on. A scheduler starts on a new port (the old one may be what failed
+// it), which the contract then tells the tasks started later; another
+// task waits, "pending", while a scheduler that was started again alone
+// is not placed yet, and startRest starts it once it is.
+func (r *run) startAlone(ctx context.Context, t *taskState) error {
+	s := r.scheduler()
+	if t == s {
+		port, err := r.c.SchedulerPort(ctx)
+		if err != nil {
+			return fmt.Errorf("job: a port for the scheduler started again alone: %w", err)
+		}
+		r.contract.RootPort = port
+		r.schedulerAlone = true
+		return r.start(ctx, t)
+	}
+	if s != nil && !s.placed && !s.done {
+		t.state = "pending"
+		r.log.WithField("task", t.String()).Info("task to start again once the scheduler's replacement is placed")
+		return nil
+	}
 	return r.start(ctx, t)
+}
+
+// scheduler is the scheduler's task, nil for a job without one.
+func (r *run) scheduler() *taskState {
+	if !r.spec.hasScheduler() {
+		return nil
+	}
+	return r.tasks[0]
+}
+
+// othersDone reports whether every task but the scheduler exited 0.
+func (r *run) othersDone() bool {
+	for _, t := range r.tasks {
+		if t.Role != conf.RoleScheduler && !t.done {
+			return false
+		}
+	}
+	return true
+}
+
+// endScheduler stops s, a scheduler started again alone that still runs
+// or waits to be placed once every other task exited 0, and counts it
+// done: the job is complete.
+func (r *run) endScheduler(ctx context.Context, s *taskState) {
+	r.log.WithFields(logrus.Fields{"task": s.String(), "attempt": s.attempt}).
+		Info("every node finished: stopping the scheduler that was started again alone")
+	_ = r.stopAll(ctx) // it logs its error; the model is complete either way
+	s.state, s.done = "finished", true
+	s.exit = "stopped once every other task had exited 0"
 }
 
 // alone says whether t starts again by itself when it fails: a worker
 // of a job with servers (the others go on, its shards go back to the
-// queue), and a server of a job whose servers all reported that their
+// queue), a server of a job whose servers all reported that their
 // tables keep replicas (tracker.EventReplicated; its new process restores
-// them from the servers that keep them). A scheduler, a server
+// them from the servers that keep them), and a scheduler whose servers
+// and workers all reported that they follow it through the tracker
+// (tracker.EventFollows; they register again with its new process, which
+// rebuilds the node table from them). Any other scheduler, a server
 // without replicas and a collective job's worker take the whole job back.
 func (r *run) alone(t *taskState) bool {
 	switch t.Role {
@@ -493,6 +583,11 @@ func (r *run) alone(t *taskState) bool {
 		// program that keeps its own state (a ps-lite program, a raw
 		// KV server) would come back empty.
 		return r.spec.Replicas > 0 && r.state.Replicated() >= r.spec.NumServers
+	case conf.RoleScheduler:
+		// Every node must have said it follows the scheduler: a ps-lite
+		// node, or one of an older runtime, would wait for the dead one
+		// for ever.
+		return r.state.Following() >= r.spec.NumServers+r.spec.NumWorkers
 	}
 	return false
 }
@@ -557,6 +652,7 @@ func (r *run) stopAll(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.StopTimeout)
 	defer cancel()
 	err := r.c.StopAll(sctx)
+	r.state.SetScheduler("")
 	for _, t := range r.tasks {
 		if t.launch != 0 {
 			t.code = -1 // killed
@@ -602,6 +698,8 @@ func firstLine(s string) string {
 	return line
 }
 
+// allDone reports whether every task is done: exited 0, or, for the
+// scheduler, no longer needed once every other task had.
 func (r *run) allDone() bool {
 	for _, t := range r.tasks {
 		if !t.done {
@@ -653,6 +751,10 @@ func (r Result) Summary() string {
 	s := fmt.Sprintf("all %d tasks exited 0", len(r.Tasks))
 	if r.State != tracker.Succeeded {
 		s = fmt.Sprintf("%d tasks, job %s", len(r.Tasks), r.State)
+	} else if i := slices.IndexFunc(r.Tasks, func(t TaskResult) bool { return t.ExitCode != 0 }); i >= 0 {
+		// Only a scheduler no longer needed, which ended after every
+		// node finished, did not exit 0 in a job that succeeded.
+		s = fmt.Sprintf("all %d servers and workers exited 0, the %s ended after them with code %d", len(r.Tasks)-1, r.Tasks[i].Role, r.Tasks[i].ExitCode)
 	}
 	if len(st.EpochRecords) > 0 {
 		var parts []string

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,9 +29,9 @@ func quietLog() *logrus.Entry {
 }
 
 // fake is a Cluster in this process: every launch is placed at once on
-// the node "node-<role>-<rank>", and what happens next is up to the
-// test's script, called at every Start. Run calls it from one goroutine,
-// so it needs no lock.
+// its node (placeOf), unless hold says otherwise, and what happens next
+// is up to the test's script, called at every Start. Run calls it from
+// one goroutine, so it needs no lock.
 type fake struct {
 	t      *testing.T
 	q      *EventQueue
@@ -42,6 +43,13 @@ type fake struct {
 	stopAlls int
 	// startErr, when set, fails a Start.
 	startErr func(l Launch) error
+	// hold, when set and true for a launch, leaves it waiting for its
+	// placement until the script calls place.
+	hold func(l Launch) bool
+	// schedulers are the tracker's answers to "where is the scheduler"
+	// (tracker.State.Scheduler) as Run reported its status, each change
+	// once, from the first report on.
+	schedulers []string
 	// j is the job under test, for scripts that reach its state.
 	j *Job
 }
@@ -61,6 +69,16 @@ func (f *fake) SchedulerPort(context.Context) (int, error) {
 
 func nodeOf(t Task) string { return fmt.Sprintf("node-%s-%d", t.Role, t.Rank) }
 
+// placeOf is the node the fake places l on: its task's (nodeOf), and for
+// a scheduler's later launches "node-scheduler-0-<launch>", so that the
+// nodes of a scheduler and of its replacement differ.
+func placeOf(l Launch) string {
+	if l.Task.Role == conf.RoleScheduler && l.Seq > 0 {
+		return fmt.Sprintf("%s-%d", nodeOf(l.Task), l.Seq)
+	}
+	return nodeOf(l.Task)
+}
+
 func (f *fake) Start(_ context.Context, l Launch) error {
 	if f.startErr != nil {
 		if err := f.startErr(l); err != nil {
@@ -69,11 +87,37 @@ func (f *fake) Start(_ context.Context, l Launch) error {
 	}
 	f.launches = append(f.launches, l)
 	f.running[l.ID] = l
-	f.q.Push(Event{Kind: Placed, ID: l.ID, Node: nodeOf(l.Task)})
+	if f.hold == nil || !f.hold(l) {
+		f.place(l)
+	}
 	if f.script != nil {
 		f.script(f, l)
 	}
 	return nil
+}
+
+// place places launch l on its node.
+func (f *fake) place(l Launch) {
+	f.q.Push(Event{Kind: Placed, ID: l.ID, Node: placeOf(l)})
+}
+
+// lose ends launch l as a cluster that took it away (Exit.Lost).
+func (f *fake) lose(l Launch) {
+	if _, ok := f.running[l.ID]; !ok {
+		f.t.Errorf("loss of %s attempt %d, which does not run", l.Task, l.Attempt)
+		return
+	}
+	delete(f.running, l.ID)
+	f.q.Push(Event{Kind: Exited, ID: l.ID, Exit: Exit{Code: -100, Desc: "container lost with its node", Lost: true}})
+}
+
+// noteScheduler records the tracker's scheduler address when it changed
+// (schedulers); the job calls it with every status.
+func (f *fake) noteScheduler() {
+	addr := f.j.State().Scheduler()
+	if n := len(f.schedulers); n == 0 || f.schedulers[n-1] != addr {
+		f.schedulers = append(f.schedulers, addr)
+	}
 }
 
 // exit ends launch l with code.
@@ -119,7 +163,7 @@ func (f *fake) launchesOf(task Task) []Launch {
 // envOf returns key in l's environment as placed.
 func envOf(l Launch, key string) string {
 	v := ""
-	for _, kv := range l.Env(nodeOf(l.Task), nil) {
+	for _, kv := range l.Env(placeOf(l), nil) {
 		if k, val, _ := strings.Cut(kv, "="); k == key {
 			v = val
 		}
@@ -211,6 +255,98 @@ func replicatedServerLost(output string, report bool) func(f *fake, l Launch) {
 		f.j.State().Plan()
 		srv, _ := f.current(server1)
 		f.exit(srv, 137)
+	}
+}
+
+// schedulerLost is the script of a job of tasks (its servers and
+// workers) in which the scheduler dies with exit code 137 once every
+// task runs and the workers asked for their input; the tasks follows
+// says first report that they follow the scheduler through the tracker,
+// and with ckpt set worker 0 commits checkpoint 1 there. after runs
+// every launch that comes after the scheduler's death.
+func schedulerLost(tasks []Task, follows func(Task) bool, ckpt string, after func(f *fake, l Launch)) func(f *fake, l Launch) {
+	killed := false
+	return func(f *fake, l Launch) {
+		switch {
+		case killed:
+			after(f, l)
+			return
+		case l.Task == scheduler:
+			return // runs until it dies
+		}
+		if follows(l.Task) {
+			f.j.State().AddEvent(tracker.Event{Kind: tracker.EventFollows, Task: l.Task.String()})
+		}
+		for _, task := range tasks {
+			if _, ok := f.current(task); !ok {
+				return
+			}
+		}
+		killed = true
+		f.j.State().Plan()
+		if ckpt != "" {
+			commitCheckpoint(f, ckpt, 1)
+		}
+		sch, _ := f.current(scheduler)
+		f.exit(sch, 137)
+	}
+}
+
+// finish ends the running launches of tasks with 0 in that order,
+// servers writing their part of the model in output first.
+func finish(f *fake, output string, tasks ...Task) {
+	for _, task := range tasks {
+		cur, ok := f.current(task)
+		if !ok {
+			f.t.Errorf("%s does not run", task)
+			continue
+		}
+		if task.Role == conf.RoleServer {
+			writeFile(f.t, filepath.Join(output, fmt.Sprintf("part-%05d", task.Rank)), []byte("model"))
+		}
+		f.exit(cur, 0)
+	}
+}
+
+// onlyScheduler is a script for the launches after the scheduler's death
+// that fails the test at any launch but the scheduler's, and else runs
+// then.
+func onlyScheduler(then func(f *fake, l Launch)) func(f *fake, l Launch) {
+	return func(f *fake, l Launch) {
+		if l.Task != scheduler {
+			f.t.Errorf("%s started again (attempt %d) after the scheduler's death", l.Task, l.Attempt)
+			return
+		}
+		then(f, l)
+	}
+}
+
+// checkScheduler checks the launches of a job whose scheduler was
+// started again alone (on a new port, attempt 1) and of no other task
+// but those of more.
+func checkScheduler(t *testing.T, f *fake, res Result, tasks []Task, more ...Task) {
+	t.Helper()
+	if res.Restarts != 0 {
+		t.Errorf("result %+v; want no restart of the whole job", res)
+	}
+	ls := f.launchesOf(scheduler)
+	if len(ls) != 2 {
+		t.Fatalf("the scheduler launched %d times, want 2", len(ls))
+	}
+	if p0, p1 := envOf(ls[0], conf.EnvRootPort), envOf(ls[1], conf.EnvRootPort); p0 != "40001" || p1 != "40002" {
+		t.Errorf("the scheduler's ports %s, then %s; want 40001, then a new one, 40002", p0, p1)
+	}
+	if got := envOf(ls[1], conf.EnvNumAttempt); got != "1" {
+		t.Errorf("the scheduler's second launch is attempt %q, want 1", got)
+	}
+	for _, task := range tasks {
+		want := 1
+		if slices.Contains(more, task) {
+			want = 2
+		}
+		if n := len(f.launchesOf(task)); n != want {
+			t.Errorf("%s launched %d times, want %d", task, n, want)
+		}
 	}
 }
 
@@ -679,6 +815,208 @@ func TestRunPolicy(t *testing.T) {
 			},
 		},
 		{
+			name: "scheduler lost, every node follows it: started again alone on a new port",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2, Output: e.output} },
+			script: func(e *env) func(f *fake, l Launch) {
+				all := func(Task) bool { return true }
+				return schedulerLost([]Task{server0, worker0}, all, "", onlyScheduler(func(f *fake, l Launch) {
+					// The nodes register with the replacement and finish; it
+					// ends before the last of them.
+					finish(f, e.output, server0)
+					f.exit(l, 0)
+					finish(f, e.output, worker0)
+				}))
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				checkScheduler(t, f, res, []Task{server0, worker0})
+				if f.stopAlls != 0 {
+					t.Errorf("%d StopAll", f.stopAlls)
+				}
+				if _, err := os.Stat(filepath.Join(e.output, "_SUCCESS")); err != nil {
+					t.Errorf("no _SUCCESS: %v", err)
+				}
+				// The tracker told where each scheduler ran, and nothing
+				// while none was placed.
+				want := []string{"", "node-scheduler-0:40001", "", "node-scheduler-0-1:40002", ""}
+				if !slices.Equal(f.schedulers, want) {
+					t.Errorf("the tracker's scheduler went %q, want %q", f.schedulers, want)
+				}
+				checkEvents(t, f.j.State().Status().Events, "scheduler 0 exited: exit code 137",
+					"scheduler 0 back: running again (attempt 1) in node-scheduler-0-1")
+			},
+		},
+		{
+			name: "scheduler lost, a node does not follow it: the whole job",
+			spec: func(e *env) JobSpec {
+				return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2, CheckpointDir: e.ckpt, Output: e.output}
+			},
+			script: func(e *env) func(f *fake, l Launch) {
+				server := func(t Task) bool { return t.Role == conf.RoleServer }
+				return schedulerLost([]Task{server0, worker0}, server, e.ckpt, ok(e))
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				want := "file://" + filepath.Join(e.ckpt, "1")
+				if res.Restarts != 1 || res.ResumedFrom != want || f.stopAlls != 1 {
+					t.Errorf("result %+v with %d StopAll; want 1 restart from %s", res, f.stopAlls, want)
+				}
+				for _, task := range []Task{scheduler, server0, worker0} {
+					if n := len(f.launchesOf(task)); n != 2 {
+						t.Errorf("%s launched %d times, want 2", task, n)
+					}
+				}
+				if n := f.j.State().Following(); n != 1 {
+					t.Errorf("%d tasks follow the scheduler, want 1", n)
+				}
+			},
+		},
+		{
+			name: "a worker lost while the scheduler's replacement waits starts once it is placed",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 2, Output: e.output} },
+			script: func(e *env) func(f *fake, l Launch) {
+				all := func(Task) bool { return true }
+				lost := schedulerLost([]Task{server0, worker0, worker1}, all, "", func(f *fake, l Launch) {
+					switch l.Task {
+					case scheduler:
+						// Worker 1 fails before the replacement is placed.
+						w1, _ := f.current(worker1)
+						f.exit(w1, 1)
+						f.place(l)
+					case worker1:
+						finish(f, e.output, server0, scheduler, worker0, worker1)
+					default:
+						f.t.Errorf("%s started again", l.Task)
+					}
+				})
+				return func(f *fake, l Launch) {
+					f.hold = func(l Launch) bool { return l.Task == scheduler && l.Seq > 0 }
+					lost(f, l)
+				}
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				checkScheduler(t, f, res, []Task{server0, worker0, worker1}, worker1)
+				if ls := f.launchesOf(worker1); len(ls) == 2 {
+					if host, port := envOf(ls[1], conf.EnvRootURI), envOf(ls[1], conf.EnvRootPort); host != "node-scheduler-0-1" || port != "40002" {
+						t.Errorf("worker 1 started again told the scheduler is at %s:%s, want the replacement's node-scheduler-0-1:40002", host, port)
+					}
+				}
+				checkEvents(t, f.j.State().Status().Events, "scheduler 0 exited: exit code 137", "worker 1 exited: exit code 1",
+					"scheduler 0 back: running again (attempt 1) in node-scheduler-0-1", "worker 1 back: running again (attempt 1) in node-worker-1")
+			},
+		},
+		{
+			name: "scheduler fails after every node finished: not started again",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2, Output: e.output} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					switch {
+					case l.Task == scheduler && len(f.launchesOf(scheduler)) == 1:
+						// Runs until the end.
+					case l.Task == worker0 && len(f.launchesOf(worker0)) == 1:
+						f.j.State().Plan()
+						finish(f, e.output, server0, worker0)
+						sch, _ := f.current(scheduler)
+						f.exit(sch, 137)
+					case l.Task == server0 && len(f.launchesOf(server0)) == 1:
+					default:
+						f.t.Errorf("%s started again", l.Task)
+					}
+				}
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if _, err := os.Stat(filepath.Join(e.output, "_SUCCESS")); err != nil {
+					t.Errorf("no _SUCCESS: %v", err)
+				}
+				if res.Restarts != 0 || f.stopAlls != 0 || len(f.launches) != 3 {
+					t.Errorf("result %+v, %d StopAll, %d launches; want nothing started again", res, f.stopAlls, len(f.launches))
+				}
+				st := f.j.State().Status()
+				if got := st.Tasks[0]; got.Task != "scheduler 0" || got.State != "finished" {
+					t.Errorf("the scheduler's status %+v, want finished", got)
+				}
+				checkEvents(t, st.Events, "scheduler 0 exited: exit code 137; every other task had exited 0, not started again")
+				if want := "all 2 servers and workers exited 0, the scheduler ended after them with code 137"; !strings.Contains(st.Diagnostics, want) {
+					t.Errorf("diagnostics %q, want them to say %q", st.Diagnostics, want)
+				}
+			},
+		},
+		{
+			name: "scheduler lost after every node finished: not started again",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 1, Output: e.output} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					if l.Task == worker1 {
+						finish(f, e.output, server0, worker0, worker1)
+						sch, _ := f.current(scheduler)
+						f.lose(sch)
+					}
+				}
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if res.Restarts != 0 || f.stopAlls != 0 || len(f.launches) != 4 {
+					t.Errorf("result %+v, %d StopAll, %d launches; want nothing started again", res, f.stopAlls, len(f.launches))
+				}
+				checkEvents(t, f.j.State().Status().Events, "scheduler 0 exited: container lost with its node; every other task had exited 0, not started again")
+			},
+		},
+		{
+			name: "scheduler's replacement still running when every node finished: stopped",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2, Output: e.output} },
+			script: func(e *env) func(f *fake, l Launch) {
+				all := func(Task) bool { return true }
+				return schedulerLost([]Task{server0, worker0}, all, "", onlyScheduler(func(f *fake, l Launch) {
+					finish(f, e.output, server0, worker0) // the replacement runs on
+				}))
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				checkScheduler(t, f, res, []Task{server0, worker0})
+				if _, err := os.Stat(filepath.Join(e.output, "_SUCCESS")); err != nil {
+					t.Errorf("no _SUCCESS: %v", err)
+				}
+				if f.stopAlls != 1 || len(f.running) != 0 {
+					t.Errorf("%d StopAll, still running %v; want the replacement stopped", f.stopAlls, f.running)
+				}
+				if got := f.j.State().Status().Tasks[0]; got.State != "finished" {
+					t.Errorf("the scheduler's status %+v, want finished", got)
+				}
+				if got := f.schedulers[len(f.schedulers)-1]; got != "" {
+					t.Errorf("the tracker's scheduler at the end %q, want none", got)
+				}
+			},
+		},
+		{
+			name: "scheduler's replacement still waiting when every node finished: stopped",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2, Output: e.output} },
+			script: func(e *env) func(f *fake, l Launch) {
+				all := func(Task) bool { return true }
+				lost := schedulerLost([]Task{server0, worker0}, all, "", onlyScheduler(func(f *fake, l Launch) {
+					finish(f, e.output, server0, worker0) // the replacement is never placed
+				}))
+				return func(f *fake, l Launch) {
+					f.hold = func(l Launch) bool { return l.Task == scheduler && l.Seq > 0 }
+					lost(f, l)
+				}
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				checkScheduler(t, f, res, []Task{server0, worker0})
+				if f.stopAlls != 1 || len(f.running) != 0 {
+					t.Errorf("%d StopAll, still running %v; want the replacement given up", f.stopAlls, f.running)
+				}
+				if want := []string{"", "node-scheduler-0:40001", ""}; !slices.Equal(f.schedulers, want) {
+					t.Errorf("the tracker's scheduler went %q, want %q", f.schedulers, want)
+				}
+				if !strings.Contains(res.Summary(), "the scheduler ended after them with code -1") {
+					t.Errorf("summary %q", res.Summary())
+				}
+			},
+		},
+		{
 			name: "cluster failure",
 			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, MaxAttempts: 3} },
 			script: func(e *env) func(f *fake, l Launch) {
@@ -704,14 +1042,15 @@ func TestRunPolicy(t *testing.T) {
 			e.cancel = cancel
 			spec := tt.spec(e)
 			spec.Command, spec.Inputs = []string{"prog"}, []string{"data"}
-			j, err := New(ctx, spec, Options{Log: quietLog(), Secret: tt.secret, Planner: func(context.Context, []string, int64) ([]tracker.Shard, error) {
-				return []tracker.Shard{{URI: "file:///data", Length: 100}}, nil
-			}})
+			f := newFake(t, tt.script(e))
+			j, err := New(ctx, spec, Options{Log: quietLog(), Secret: tt.secret, OnStatus: func(tracker.Status) { f.noteScheduler() },
+				Planner: func(context.Context, []string, int64) ([]tracker.Shard, error) {
+					return []tracker.Shard{{URI: "file:///data", Length: 100}}, nil
+				}})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer j.Close()
-			f := newFake(t, tt.script(e))
 			f.j = j
 			res, err := j.Run(ctx, f)
 			if res.State != tt.want {

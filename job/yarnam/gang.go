@@ -20,7 +20,9 @@ import (
 // busy queue cannot leave early tasks waiting while the rest are still
 // being asked for. The tasks themselves start training only when every
 // one has registered (psnode's start), within their registration timeout,
-// which RegisterTimeout derives from the allocation timeout.
+// which RegisterTimeout derives from the allocation timeout. A scheduler
+// started again alone, the others running on, is a launch like any
+// other: the gang is asked for once per run, until StopAll.
 
 // registerMargin is what RegisterTimeout adds to the allocation timeout:
 // the time a container takes to be localized and to start.
@@ -42,11 +44,12 @@ func registerTimeoutEnv(allocation time.Duration) string {
 	return fmt.Sprintf("%s=%g", conf.EnvRegisterTimeout, RegisterTimeout(allocation).Seconds())
 }
 
-// reserveGangLocked asks, with the scheduler's launch, for the containers
-// of the rest of the job. c.mu must be held.
+// reserveGangLocked asks, with the run's first scheduler launch, for the
+// containers of the rest of the job. c.mu must be held.
 func (c *Cluster) reserveGangLocked() {
 	c.reserve[prioServer] = int32(c.spec.NumServers)
 	c.reserve[prioWorker] = int32(c.spec.NumWorkers)
+	c.gang = true
 }
 
 // takeReservedLocked accounts for a launch at prio that a reserved
@@ -106,14 +109,16 @@ func (c *Cluster) takePendingLocked(ct yarn.Container) *launch {
 	return nil
 }
 
-// releaseHeldLocked gives back every held container and the reservation.
-// c.mu must be held.
+// releaseHeldLocked gives back every held container and the reservation,
+// so that the next run's scheduler asks for the gang again. c.mu must be
+// held.
 func (c *Cluster) releaseHeldLocked() {
 	for _, ct := range c.held {
 		c.releases = append(c.releases, ct.ID)
 	}
 	c.held = nil
 	clear(c.reserve)
+	c.gang = false
 }
 
 // countHeldLocked counts the held containers of priority p. c.mu must be

@@ -261,9 +261,11 @@ type Cluster struct {
 	blacklist map[yarn.NodeID]bool
 	blAdd     []string
 	// reserve counts, per priority, the containers asked for launches
-	// still to come; held are those that came for them (gang.go).
+	// still to come; held are those that came for them (gang.go). gang
+	// is set once the current run's gang was asked for, until StopAll.
 	reserve map[int32]int32
 	held    []yarn.Container
+	gang    bool
 	// hosts and racks store the input; the workers' asks name them.
 	hosts, racks []string
 	nodes        int32
@@ -311,8 +313,8 @@ func (c *Cluster) Name() string { return "yarn" }
 // SchedulerPort is Options.RootPort the first time, then a port picked
 // at random in [20000, 30000): YARN gives no way to learn a port a
 // container bound, so it is chosen before the scheduler's container
-// exists; a scheduler that cannot bind it fails and the job starts again
-// on another.
+// exists; a scheduler that cannot bind it fails and starts again (alone,
+// or with the whole job) on another.
 func (c *Cluster) SchedulerPort(context.Context) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -339,7 +341,9 @@ func (c *Cluster) Start(_ context.Context, l job.Launch) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.takeReservedLocked(prio)
-	if prio == prioScheduler {
+	if prio == prioScheduler && !c.gang {
+		// A run's first scheduler; one started again alone while the
+		// others run asks for no gang.
 		c.reserveGangLocked()
 	}
 	c.pending = append(c.pending, &launch{l: l, prio: prio, waiting: time.Now()})

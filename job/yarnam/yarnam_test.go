@@ -157,11 +157,18 @@ func TestAsks(t *testing.T) {
 	if ln := c.matchLocked(yarn.Container{Priority: prioScheduler, ID: yarn.ContainerID{ID: 7}}); ln != nil || len(c.releases) != 1 {
 		t.Fatalf("surplus container matched %+v, releases %v", ln, c.releases)
 	}
-	// StopAll's bookkeeping gives back what is held.
+	// The scheduler starts again alone while the others run: it asks
+	// for its own container, not for the gang again.
+	add(conf.RoleScheduler, 0)
+	if got := byPrio(c.asksLocked()); !maps.Equal(got, map[int32]int32{prioScheduler: 1}) {
+		t.Fatalf("asks of a scheduler started again alone %v, want its own container only", got)
+	}
+	// StopAll's bookkeeping gives back what is held, and the next run's
+	// scheduler asks for the gang again.
 	c.held = append(c.held, yarn.Container{Priority: prioWorker, ID: yarn.ContainerID{ID: 9}})
 	c.releaseHeldLocked()
-	if len(c.held) != 0 || len(c.reserve) != 0 || len(c.releases) != 2 {
-		t.Errorf("after release: held %v reserve %v releases %v", c.held, c.reserve, c.releases)
+	if len(c.held) != 0 || len(c.reserve) != 0 || len(c.releases) != 2 || c.gang {
+		t.Errorf("after release: held %v reserve %v releases %v gang %v", c.held, c.reserve, c.releases, c.gang)
 	}
 }
 
