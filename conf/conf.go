@@ -177,7 +177,8 @@ type PS struct {
 	Insecure bool
 
 	// RegisterTimeout bounds how long start-up (registration and the first
-	// barrier) may take (SPINDLE_REGISTER_TIMEOUT, seconds). Default 120 s.
+	// barrier) may take, and how long a node that lost its scheduler looks
+	// for a replacement (SPINDLE_REGISTER_TIMEOUT, seconds). Default 120 s.
 	RegisterTimeout time.Duration
 
 	// ShutdownTimeout bounds Finalize (SPINDLE_SHUTDOWN_TIMEOUT, seconds).

@@ -14,17 +14,18 @@ import (
 	"github.com/spindle-ps/spindle/psnode/transport"
 )
 
-// Domain-separation labels of the two authenticated messages.
+// Domain-separation labels of the authenticated messages.
 const (
 	authRegister = "spindle/register/v1"
 	authTable    = "spindle/table/v1"
+	authRejoin   = "spindle/rejoin/v1"
 )
 
-// mac authenticates a node list under the job secret:
-// HMAC-SHA256(secret, label ‖ nonce ‖ for each node: role, id, rank,
-// port, incarnation, recovery flag, host length, host). It returns nil
-// when the job has no secret.
-func (n *Node) mac(label string, nodes []transport.Node, nonce int64) []byte {
+// mac authenticates a node list, and body when it is not empty, under the
+// job secret: HMAC-SHA256(secret, label ‖ nonce ‖ for each node: role,
+// id, rank, port, incarnation, recovery flag, host length, host ‖ body
+// length, body). It returns nil when the job has no secret.
+func (n *Node) mac(label string, nodes []transport.Node, nonce int64, body []byte) []byte {
 	if len(n.secret) == 0 {
 		return nil
 	}
@@ -50,14 +51,20 @@ func (n *Node) mac(label string, nodes []transport.Node, nonce int64) []byte {
 		put(uint64(len(nd.Host)))
 		h.Write([]byte(nd.Host))
 	}
+	if len(body) > 0 {
+		put(uint64(len(body)))
+		h.Write(body)
+	}
 	return h.Sum(nil)
 }
 
-func (n *Node) verify(label string, c *transport.Control) bool {
+// verify checks the authentication of a control message whose signed
+// extra bytes, if any, are body.
+func (n *Node) verify(label string, c *transport.Control, body []byte) bool {
 	if len(n.secret) == 0 {
 		return true
 	}
-	return hmac.Equal(c.Auth, n.mac(label, c.Nodes, c.Nonce))
+	return hmac.Equal(c.Auth, n.mac(label, c.Nodes, c.Nonce, body))
 }
 
 // tableMessage builds the authenticated node-table message for node to.
@@ -69,7 +76,7 @@ func (n *Node) tableMessage(to int32, nodes []transport.Node) *transport.Message
 			Cmd:   transport.CmdAddNode,
 			Nodes: nodes,
 			Nonce: nonce,
-			Auth:  n.mac(authTable, nodes, nonce),
+			Auth:  n.mac(authTable, nodes, nonce, nil),
 		},
 	}}
 }
@@ -77,12 +84,16 @@ func (n *Node) tableMessage(to int32, nodes []transport.Node) *transport.Message
 // onRegister handles a registration at the scheduler.
 func (n *Node) onRegister(m *transport.Message) {
 	c := &m.Meta.Control
+	if len(m.Meta.Body) > 0 {
+		n.onRejoin(m)
+		return
+	}
 	if len(c.Nodes) != 1 {
 		return
 	}
 	reg := c.Nodes[0]
 	log := n.log.WithFields(logrus.Fields{"peer": reg.Addr(), "peer_role": reg.Role.String()})
-	if !n.verify(authRegister, c) {
+	if !n.verify(authRegister, c, nil) {
 		log.Warn("registration refused: the node does not prove knowledge of the job secret")
 		n.refuse(reg, "registration not authenticated: wrong or missing job secret (SPINDLE_JOB_SECRET)")
 		return
@@ -101,14 +112,8 @@ func (n *Node) onRegister(m *transport.Message) {
 	}
 	n.mu.Lock()
 	if n.ready {
-		out, err := n.recoverLocked(reg)
 		n.mu.Unlock()
-		if err != "" {
-			log.Warn("registration refused: " + err)
-			n.refuse(reg, err)
-			return
-		}
-		n.sendAll(out)
+		n.registerRunning(reg)
 		return
 	}
 	// Before the job starts: remember the registration; a process that
@@ -349,12 +354,13 @@ func (n *Node) onRefused(m *transport.Message) {
 }
 
 // onTable handles the node table (or an update of some entries) sent by
-// the scheduler, and reports whether it applied it.
-func (n *Node) onTable(m *transport.Message) bool {
+// the scheduler, and reports whether it applied it, with the messages to
+// send then.
+func (n *Node) onTable(m *transport.Message) (bool, []*transport.Message) {
 	c := &m.Meta.Control
-	if !n.verify(authTable, c) {
+	if !n.verify(authTable, c, nil) {
 		n.log.Warn("node table with a bad signature ignored")
-		return false
+		return false, nil
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -364,11 +370,18 @@ func (n *Node) onTable(m *transport.Message) bool {
 			if nd.Incarnation == n.me.Incarnation && nd.Role == n.role {
 				n.me.ID, n.me.Rank, n.me.IsRecovery = nd.ID, nd.Rank, nd.IsRecovery
 				found = true
+				if nd.IsRecovery {
+					// The job's barriers have had rounds this process
+					// did not see: it joins the next in progress.
+					for g := range n.rounds {
+						n.rounds[g] = -1
+					}
+				}
 			}
 		}
 		if !found {
 			n.log.Warn("node table without this node ignored")
-			return false
+			return false, nil
 		}
 		for _, nd := range c.Nodes {
 			n.table[nd.ID] = nd
@@ -383,12 +396,27 @@ func (n *Node) onTable(m *transport.Message) bool {
 		n.log = n.log.WithFields(logrus.Fields{"id": n.me.ID, "rank": n.me.Rank})
 		n.ready = true
 		close(n.readyCh)
-		return true
+		return true, nil
+	}
+	var out []*transport.Message
+	if m.Meta.Sender == transport.SchedulerID {
+		out = n.schedulerBackLocked()
 	}
 	for _, nd := range c.Nodes {
 		old, ok := n.table[nd.ID]
 		if nd.ID == n.me.ID || (ok && old.Incarnation == nd.Incarnation) {
 			continue
+		}
+		if nd.ID == transport.SchedulerID {
+			// A replacement scheduler (follow.go): its route is set.
+			n.table[nd.ID] = nd
+			n.emit(Event{Kind: NodeRecovered, Node: nd})
+			continue
+		}
+		if _, d := n.dead[nd.ID]; ok && !d {
+			// A replacement scheduler's table: the process it replaces
+			// died while the scheduler was down, unannounced.
+			n.markDeadLocked(nd.ID, "replaced by a new process while the scheduler was replaced")
 		}
 		n.table[nd.ID] = nd
 		if err := n.tr.Connect(n.ctx, nd.ID, nd.Addr()); err != nil {
@@ -402,14 +430,22 @@ func (n *Node) onTable(m *transport.Message) bool {
 			}
 		}
 	}
-	return true
+	return true, out
 }
 
 // Barrier blocks until every live node of group (a bitmask of
 // transport.SchedulerID, ServerGroup and WorkerGroup) has called Barrier
 // with the same group. A member that dies meanwhile is no longer waited
 // for (Subscribe and DeadNodes tell who died). It fails with an error
-// wrapping ErrNodeDead when the scheduler is dead.
+// wrapping ErrNodeDead when the scheduler is dead; while a replacement of
+// a lost scheduler is sought (see WithSchedulerLocator) it waits for it.
+//
+// Rounds: the scheduler numbers each group's completed barriers, and a
+// release carries the round's number. A node asks for the round after the
+// last one it was released from, so that a round a replacement scheduler
+// learns was completed (some of its members were released before the old
+// scheduler died) is released at once; a process that took over a dead
+// node's place, and the scheduler itself, join the round in progress.
 func (n *Node) Barrier(ctx context.Context, group int32) error {
 	if group < 1 || group > transport.AllGroups {
 		return fmt.Errorf("psnode: barrier group %d: want a combination of 1, 2 and 4", group)
@@ -418,6 +454,10 @@ func (n *Node) Barrier(ctx context.Context, group int32) error {
 	if !n.ready || n.refused != nil {
 		n.mu.Unlock()
 		return ErrNotReady
+	}
+	if n.ctx.Err() != nil {
+		n.mu.Unlock()
+		return ErrStopped
 	}
 	if !inGroup(n.role, group) {
 		n.mu.Unlock()
@@ -435,8 +475,10 @@ func (n *Node) Barrier(ctx context.Context, group int32) error {
 		n.mu.Unlock()
 		return &DeadError{ID: transport.SchedulerID, Role: transport.RoleScheduler, Reason: reason}
 	}
-	n.barrierSeq++
-	w := &barrierWaiter{ts: n.barrierSeq, ch: make(chan error, 1)}
+	w := &barrierWaiter{ch: make(chan error, 1)}
+	if n.role != transport.RoleScheduler && n.rounds[group] >= 0 {
+		w.round = n.rounds[group] + 1
+	}
 	n.barrierWait[group] = w
 	n.mu.Unlock()
 	defer func() {
@@ -448,27 +490,39 @@ func (n *Node) Barrier(ctx context.Context, group int32) error {
 	}()
 
 	if n.role == transport.RoleScheduler {
-		n.onBarrierRequest(transport.SchedulerID, group, w.ts)
-	} else {
-		m := &transport.Message{Meta: transport.Meta{
-			Recver:    transport.SchedulerID,
-			Request:   true,
-			Timestamp: w.ts,
-			Control:   transport.Control{Cmd: transport.CmdBarrier, BarrierGroup: group},
-		}}
-		if err := n.send(ctx, m); err != nil {
-			return err
-		}
+		n.onBarrierRequest(transport.SchedulerID, group, 0)
+	} else if err := n.send(ctx, barrierRequest(group, w.round)); err != nil {
+		return err
 	}
 	select {
 	case err := <-w.ch:
 		return err
 	case <-ctx.Done():
-		n.withdrawBarrier(group, w.ts)
+		n.withdrawBarrier(group, w.round)
 		return fmt.Errorf("psnode: barrier on group %d: %w", group, ctx.Err())
 	case <-n.ctx.Done():
 		return ErrStopped
 	}
+}
+
+// barrierRequest is a node's arrival at round (0: the round in progress)
+// of group's barrier.
+func barrierRequest(group, round int32) *transport.Message {
+	return &transport.Message{Meta: transport.Meta{
+		Recver:    transport.SchedulerID,
+		Request:   true,
+		Timestamp: round,
+		Control:   transport.Control{Cmd: transport.CmdBarrier, BarrierGroup: group},
+	}}
+}
+
+// barrierRelease releases node to from round of group's barrier.
+func barrierRelease(to, group, round int32) *transport.Message {
+	return &transport.Message{Meta: transport.Meta{
+		Recver:    to,
+		Timestamp: round,
+		Control:   transport.Control{Cmd: transport.CmdBarrier, BarrierGroup: group},
+	}}
 }
 
 // barrierWithdrawn marks a barrier request that takes back an earlier
@@ -477,72 +531,88 @@ const barrierWithdrawn = 1
 
 // withdrawBarrier takes back this node's arrival at an abandoned barrier,
 // so that it does not complete a later round early.
-func (n *Node) withdrawBarrier(group, ts int32) {
+func (n *Node) withdrawBarrier(group, round int32) {
 	if n.role == transport.RoleScheduler {
-		n.onBarrierWithdraw(transport.SchedulerID, group, ts)
+		n.onBarrierWithdraw(transport.SchedulerID, group, round)
 		return
 	}
-	n.sendAll([]*transport.Message{{Meta: transport.Meta{
-		Recver:    transport.SchedulerID,
-		Request:   true,
-		Timestamp: ts,
-		Status:    barrierWithdrawn,
-		Control:   transport.Control{Cmd: transport.CmdBarrier, BarrierGroup: group},
-	}}})
+	m := barrierRequest(group, round)
+	m.Meta.Status = barrierWithdrawn
+	n.sendAll([]*transport.Message{m})
 }
 
 // onBarrierWithdraw forgets an arrival that its node abandoned.
-func (n *Node) onBarrierWithdraw(from, group, ts int32) {
+func (n *Node) onBarrierWithdraw(from, group, round int32) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if arr := n.arrived[group]; arr != nil && arr[from] == ts {
+	if arr := n.arrived[group]; arr != nil && arr[from] == round {
 		delete(arr, from)
 	}
 }
 
 // onBarrierRequest counts an arrival at the scheduler and releases the
-// group when every live member has arrived.
-func (n *Node) onBarrierRequest(from, group, ts int32) {
+// group when every live member has arrived. A request for a round that
+// is already complete is released at once.
+func (n *Node) onBarrierRequest(from, group, round int32) {
 	if group < 1 || group > transport.AllGroups {
 		return
 	}
 	n.mu.Lock()
+	if round > 0 && round <= n.rounds[group] {
+		n.mu.Unlock()
+		n.sendAll([]*transport.Message{barrierRelease(from, group, round)})
+		return
+	}
 	arr := n.arrived[group]
 	if arr == nil {
 		arr = make(map[int32]int32)
 		n.arrived[group] = arr
 	}
-	arr[from] = ts
+	arr[from] = round
 	out := n.releaseIfCompleteLocked(group)
 	n.mu.Unlock()
 	n.sendAll(out)
 }
 
 // releaseIfCompleteLocked releases group's barrier when every live member
-// has arrived. n.mu must be held.
+// that has not left has arrived. n.mu must be held.
 func (n *Node) releaseIfCompleteLocked(group int32) []*transport.Message {
 	arr := n.arrived[group]
 	members := n.groupMembers(group)
 	for _, id := range members {
-		if _, ok := arr[id]; !ok {
+		if _, ok := arr[id]; !ok && !n.left[id] {
 			return nil
 		}
 	}
 	n.stats.BarrierRounds++
+	n.rounds[group]++
 	delete(n.arrived, group)
-	return n.answerBarrierLocked(group, arr)
+	return n.answerBarrierLocked(group, arr, n.rounds[group])
 }
 
-// answerBarrierLocked releases every live arrival of a barrier round.
-// n.mu must be held.
-func (n *Node) answerBarrierLocked(group int32, arr map[int32]int32) []*transport.Message {
+// releaseStaleLocked releases the arrivals at group's barrier that asked
+// for a round now known to be complete. n.mu must be held.
+func (n *Node) releaseStaleLocked(group int32) []*transport.Message {
 	var out []*transport.Message
-	for id, ts := range arr {
+	for id, r := range n.arrived[group] {
+		if r > 0 && r <= n.rounds[group] {
+			delete(n.arrived[group], id)
+			out = append(out, barrierRelease(id, group, r))
+		}
+	}
+	return out
+}
+
+// answerBarrierLocked releases every live arrival of round of group's
+// barrier. n.mu must be held.
+func (n *Node) answerBarrierLocked(group int32, arr map[int32]int32, round int32) []*transport.Message {
+	var out []*transport.Message
+	for id, r := range arr {
 		if _, d := n.dead[id]; d {
 			continue
 		}
 		if id == transport.SchedulerID {
-			if w := n.barrierWait[group]; w != nil && w.ts == ts {
+			if w := n.barrierWait[group]; w != nil {
 				select {
 				case w.ch <- nil:
 				default:
@@ -550,11 +620,10 @@ func (n *Node) answerBarrierLocked(group int32, arr map[int32]int32) []*transpor
 			}
 			continue
 		}
-		out = append(out, &transport.Message{Meta: transport.Meta{
-			Recver:    id,
-			Timestamp: ts,
-			Control:   transport.Control{Cmd: transport.CmdBarrier, BarrierGroup: group},
-		}})
+		if r == 0 {
+			r = round
+		}
+		out = append(out, barrierRelease(id, group, r))
 	}
 	return out
 }
@@ -563,13 +632,17 @@ func (n *Node) onBarrierRelease(m *transport.Message) {
 	if m.Meta.Sender != transport.SchedulerID {
 		return
 	}
-	group := m.Meta.Control.BarrierGroup
+	group, round := m.Meta.Control.BarrierGroup, m.Meta.Timestamp
+	if group < 1 || group > transport.AllGroups {
+		return
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	w := n.barrierWait[group]
-	if w == nil || w.ts != m.Meta.Timestamp {
+	if w == nil || (w.round != 0 && w.round != round) {
 		return
 	}
+	n.rounds[group] = max(n.rounds[group], round)
 	select {
 	case w.ch <- nil:
 	default:
@@ -672,11 +745,15 @@ func (n *Node) tick(now time.Time) {
 	var watch []int32 // the scheduler's live nodes, for connsLost
 	_, watching := n.tr.(transport.ConnWatcher)
 	watching = watching && n.role == transport.RoleScheduler
+	follows := ready && n.followsLocked() && n.schedLost.IsZero()
 	if ready && n.cfg.HeartbeatTimeout > 0 {
 		var late []int32
 		for id, seen := range n.lastSeen {
 			if _, d := n.dead[id]; d || id == n.me.ID {
 				continue
+			}
+			if id == transport.SchedulerID && !n.schedLost.IsZero() {
+				continue // its replacement is sought
 			}
 			// Nodes watch only the scheduler; the scheduler watches all.
 			if n.role != transport.RoleScheduler && id != transport.SchedulerID {
@@ -691,12 +768,20 @@ func (n *Node) tick(now time.Time) {
 		}
 		sort.Slice(late, func(i, j int) bool { return late[i] < late[j] })
 		for _, id := range late {
-			out = append(out, n.markDeadLocked(id, fmt.Sprintf("no heartbeat for %v", n.cfg.HeartbeatTimeout))...)
+			why := fmt.Sprintf("no heartbeat for %v", n.cfg.HeartbeatTimeout)
+			if id == transport.SchedulerID && n.followsLocked() {
+				n.loseSchedulerLocked(why)
+				continue
+			}
+			out = append(out, n.markDeadLocked(id, why)...)
 		}
 	}
 	out = append(out, n.expireUnclaimedLocked(now)...)
 	n.mu.Unlock()
 	out = append(out, n.connsLost(watch)...)
+	if follows {
+		n.schedulerConnLost()
+	}
 
 	if n.resend != nil {
 		n.resendMu.Lock()
@@ -714,11 +799,38 @@ func (n *Node) tick(now time.Time) {
 		n.mu.Lock()
 		n.stats.Resent += uint64(len(resend))
 		for _, id := range uniq(exhausted) {
-			out = append(out, n.markDeadLocked(id, fmt.Sprintf("no acknowledgement after %d retransmissions", n.cfg.ResendRetries))...)
+			why := fmt.Sprintf("no acknowledgement after %d retransmissions", n.cfg.ResendRetries)
+			if id == transport.SchedulerID && n.followsLocked() {
+				n.loseSchedulerLocked(why)
+				continue
+			}
+			out = append(out, n.markDeadLocked(id, why)...)
 		}
 		n.mu.Unlock()
 	}
 	n.sendAll(out)
+}
+
+// schedLostGrace is how long a node's connection to the scheduler may
+// stay broken before the node looks for a replacement. It is short: a
+// search that finds the same scheduler costs one rejoin.
+const schedLostGrace = 200 * time.Millisecond
+
+// schedulerConnLost starts the search for a new scheduler when the
+// connection to the scheduler was lost more than schedLostGrace ago and
+// not made again: its process most likely ended.
+func (n *Node) schedulerConnLost() {
+	w, ok := n.tr.(transport.ConnWatcher)
+	if !ok {
+		return
+	}
+	since, down := w.Down(transport.SchedulerID)
+	if !down || time.Since(since) < schedLostGrace {
+		return
+	}
+	n.mu.Lock()
+	n.loseSchedulerLocked(fmt.Sprintf("its connection was lost and not made again within %v", schedLostGrace))
+	n.mu.Unlock()
 }
 
 func uniq(ids []int32) []int32 {

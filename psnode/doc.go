@@ -94,6 +94,14 @@
 // synchronous job loses nothing to a server's death (see replica.go).
 // Bounded-delay tables keep no replicas.
 //
+// The scheduler's death stops nothing either: it is on no data path. A
+// node made WithSchedulerLocator (feed.StartNode does, with the job's
+// tracker) that loses its scheduler goes on working, asks the locator
+// where the launcher started the next one, and rejoins it with its node
+// table and the rounds of its barriers; the new scheduler rebuilds its
+// table from the first rejoin, and releases at once a barrier round that
+// some nodes were released from before the old one died (see follow.go).
+//
 // A bounded-delay table (TableSpec.BoundedDelay, stale synchronous
 // parallel) applies pushes at once but lets no worker run more than
 // TableSpec.Staleness steps ahead of the slowest live one: a worker pushes

@@ -41,19 +41,22 @@ type Node struct {
 	sigCounter atomic.Uint64
 	dropRand   *rand.Rand // owned by the receive goroutine
 
-	mu          sync.Mutex
-	me          transport.Node
-	started     bool
-	ready       bool
-	readyCh     chan struct{}
-	refused     error
-	table       map[int32]transport.Node
-	dead        map[int32]string
-	lastSeen    map[int32]time.Time
-	lastBeat    time.Time
-	regs        map[int64]transport.Node
-	tempRoutes  map[string]int32
-	barrierSeq  int32
+	mu         sync.Mutex
+	me         transport.Node
+	started    bool
+	ready      bool
+	readyCh    chan struct{}
+	refused    error
+	table      map[int32]transport.Node
+	dead       map[int32]string
+	lastSeen   map[int32]time.Time
+	lastBeat   time.Time
+	regs       map[int64]transport.Node
+	tempRoutes map[string]int32
+	// rounds is, per barrier group, the last round this node was
+	// released from (-1: not known yet, in a process that took over a
+	// dead node's place) and, on the scheduler, the rounds completed.
+	rounds      [transport.AllGroups + 1]int32
 	barrierWait map[int32]*barrierWaiter
 	arrived     map[int32]map[int32]int32
 	subs        map[chan Event]struct{}
@@ -61,6 +64,11 @@ type Node struct {
 	handlers    map[int32]*customer
 	unclaimed   map[unclaimedKey][]unclaimedMsg
 	early       []*transport.Message     // data messages that came before the table
+	locator     SchedulerLocator         // node: where a replacement scheduler is (follow.go)
+	schedAddr   string                   // node: the address of the route to the scheduler
+	schedLost   time.Time                // node: since when a replacement scheduler is sought; zero otherwise
+	leaving     bool                     // node: Finalize is past its barrier
+	rebuilt     bool                     // scheduler: its table was rebuilt from a running job's nodes
 	left        map[int32]bool           // scheduler: nodes that finished
 	admitting   map[int32]map[int32]bool // scheduler: recovering node → peers yet to acknowledge it
 	leftCh      chan struct{}            // scheduler: signalled on each leave
@@ -97,8 +105,9 @@ type Stats struct {
 }
 
 type barrierWaiter struct {
-	ts int32
-	ch chan error
+	// round is the round waited for; 0 joins the round in progress.
+	round int32
+	ch    chan error
 }
 
 type custKey struct{ app, cust int32 }
@@ -244,6 +253,9 @@ func (n *Node) Start(ctx context.Context) error {
 		if err := n.tr.Connect(ctx, transport.SchedulerID, root); err != nil {
 			return fmt.Errorf("psnode: connect to scheduler %s: %w", root, err)
 		}
+		n.mu.Lock()
+		n.schedAddr = root
+		n.mu.Unlock()
 	}
 	n.goFunc(n.recvLoop)
 	n.goFunc(n.tickLoop)
@@ -282,8 +294,14 @@ func (n *Node) waitReady(ctx context.Context) error {
 	backoff := 50 * time.Millisecond
 	retry := time.NewTimer(backoff)
 	defer retry.Stop()
+	began := time.Now()
 	for {
 		if n.role != transport.RoleScheduler {
+			if n.locator != nil && time.Since(began) >= connLostGrace {
+				// The scheduler named in the environment may have died
+				// and been replaced elsewhere.
+				n.rerouteScheduler()
+			}
 			if err := n.sendRegistration(ctx); err != nil {
 				return err
 			}
@@ -333,7 +351,7 @@ func (n *Node) sendRegistration(ctx context.Context) error {
 			Cmd:   transport.CmdAddNode,
 			Nodes: []transport.Node{me},
 			Nonce: nonce,
-			Auth:  n.mac(authRegister, []transport.Node{me}, nonce),
+			Auth:  n.mac(authRegister, []transport.Node{me}, nonce, nil),
 		},
 	}}
 	return n.send(ctx, m)
@@ -549,6 +567,11 @@ func needsAck(m *transport.Message) bool {
 	switch m.Meta.Control.Cmd {
 	case transport.CmdAck, transport.CmdHeartbeat, transport.CmdRefused:
 		return false
+	case transport.CmdAddNode:
+		// A registration or rejoin is repeated until the table comes;
+		// a scheduler that does not know the sender yet cannot
+		// acknowledge it.
+		return !(m.Meta.Recver == transport.SchedulerID && len(m.Meta.Control.Nodes) > 0)
 	}
 	return true
 }
@@ -664,7 +687,8 @@ func (n *Node) handle(m *transport.Message) {
 		case n.role == transport.RoleScheduler:
 			n.onRegister(m)
 		default:
-			ok := n.onTable(m)
+			ok, out := n.onTable(m)
+			n.sendAll(out)
 			if ok {
 				n.replayEarly()
 			}
@@ -777,6 +801,7 @@ func (n *Node) Close() error {
 		n.mu.Unlock()
 		n.closeErr = n.tr.Close()
 		n.wg.Wait()
+		n.closeLocator()
 		n.mu.Lock()
 		cs := n.allCustomersLocked()
 		n.mu.Unlock()
@@ -839,6 +864,9 @@ const leaveWait = time.Second
 // leave tells the scheduler this node is done and waits, briefly, for
 // the acknowledgement.
 func (n *Node) leave(ctx context.Context) {
+	n.mu.Lock()
+	n.leaving = true // the scheduler closes once all left: not lost
+	n.mu.Unlock()
 	m := &transport.Message{Meta: transport.Meta{
 		Recver:  transport.SchedulerID,
 		Request: true,
@@ -875,15 +903,22 @@ func (n *Node) onLeave(m *transport.Message) {
 	n.mu.Lock()
 	n.left[m.Meta.Sender] = true
 	delete(n.lastSeen, m.Meta.Sender) // no more heartbeats will come
+	out := []*transport.Message{{Meta: transport.Meta{
+		Recver:  m.Meta.Sender,
+		Control: transport.Control{Cmd: transport.CmdLeave},
+	}}}
+	// A node that left is past every barrier: one that waited only for
+	// it (the scheduler's, when it missed rounds it was replaced during)
+	// is released now.
+	for group := range n.arrived {
+		out = append(out, n.releaseIfCompleteLocked(group)...)
+	}
 	n.mu.Unlock()
 	select {
 	case n.leftCh <- struct{}{}:
 	default:
 	}
-	n.sendAll([]*transport.Message{{Meta: transport.Meta{
-		Recver:  m.Meta.Sender,
-		Control: transport.Control{Cmd: transport.CmdLeave},
-	}}})
+	n.sendAll(out)
 }
 
 // awaitLeaves waits until every live node has left, or ctx is done.

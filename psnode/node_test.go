@@ -61,9 +61,9 @@ func baseConfig(servers, workers int) conf.PS {
 	return c
 }
 
-func newNode(t *testing.T, net *mem.Network, cfg conf.PS, name string) *psnode.Node {
+func newNode(t *testing.T, net *mem.Network, cfg conf.PS, name string, opts ...psnode.Option) *psnode.Node {
 	t.Helper()
-	n, err := psnode.New(cfg, net.NewTransport(), psnode.WithLogger(testLogger(t, name)))
+	n, err := psnode.New(cfg, net.NewTransport(), append([]psnode.Option{psnode.WithLogger(testLogger(t, name))}, opts...)...)
 	if err != nil {
 		t.Fatalf("new %s: %v", name, err)
 	}
@@ -71,8 +71,9 @@ func newNode(t *testing.T, net *mem.Network, cfg conf.PS, name string) *psnode.N
 }
 
 // startCluster starts a scheduler, servers and workers and waits until
-// every node has started. mod may change each node's configuration.
-func startCluster(t *testing.T, servers, workers int, seed int64, mod func(*conf.PS)) *cluster {
+// every node has started. mod may change each node's configuration; opts
+// are the servers' and workers' options.
+func startCluster(t *testing.T, servers, workers int, seed int64, mod func(*conf.PS), opts ...psnode.Option) *cluster {
 	t.Helper()
 	c := &cluster{t: t, net: mem.NewNetwork(seed), base: baseConfig(servers, workers)}
 	if mod != nil {
@@ -85,10 +86,10 @@ func startCluster(t *testing.T, servers, workers int, seed int64, mod func(*conf
 	}
 	c.sched = newNode(t, c.net, cfg(conf.RoleScheduler, -1), "scheduler")
 	for i := 0; i < servers; i++ {
-		c.servers = append(c.servers, newNode(t, c.net, cfg(conf.RoleServer, -1), fmt.Sprintf("server%d", i)))
+		c.servers = append(c.servers, newNode(t, c.net, cfg(conf.RoleServer, -1), fmt.Sprintf("server%d", i), opts...))
 	}
 	for i := 0; i < workers; i++ {
-		c.workers = append(c.workers, newNode(t, c.net, cfg(conf.RoleWorker, -1), fmt.Sprintf("worker%d", i)))
+		c.workers = append(c.workers, newNode(t, c.net, cfg(conf.RoleWorker, -1), fmt.Sprintf("worker%d", i), opts...))
 	}
 	t.Cleanup(c.close)
 	c.startAll(t, c.all())

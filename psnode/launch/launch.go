@@ -24,13 +24,13 @@ import (
 	"github.com/spindle-ps/spindle/psnode/transport/zmq"
 )
 
-// NewNode makes a node for cfg on a new ZeroMQ transport. The node owns
-// the transport.
+// NewNode makes a node for cfg on a new ZeroMQ transport, with nodeOpts
+// after its logger. The node owns the transport.
 //
 // Node traffic is encrypted and authenticated with ZeroMQ CURVE, with
 // keys derived from the job secret (zmq.DeriveCurve), unless the job is
 // Insecure or has no secret.
-func NewNode(cfg conf.PS, log *logrus.Entry) (*psnode.Node, error) {
+func NewNode(cfg conf.PS, log *logrus.Entry, nodeOpts ...psnode.Option) (*psnode.Node, error) {
 	opts := zmq.Options{Local: cfg.Local, WaterMark: cfg.WaterMark, Logger: log}
 	if cfg.JobSecret != "" && !cfg.Insecure {
 		c, err := zmq.DeriveCurve([]byte(cfg.JobSecret))
@@ -43,7 +43,7 @@ func NewNode(cfg conf.PS, log *logrus.Entry) (*psnode.Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("launch: %w", err)
 	}
-	n, err := psnode.New(cfg, tr, psnode.WithLogger(log))
+	n, err := psnode.New(cfg, tr, append([]psnode.Option{psnode.WithLogger(log)}, nodeOpts...)...)
 	if err != nil {
 		_ = tr.Close()
 		return nil, err
@@ -73,9 +73,10 @@ func Config(lookup conf.Lookup, environ []string, log *logrus.Entry) (conf.Confi
 	return c, nil
 }
 
-// Start reads the configuration, makes the node and starts it (register,
-// node table, barrier). On error nothing is left running.
-func Start(ctx context.Context, lookup conf.Lookup, environ []string, log *logrus.Entry) (*psnode.Node, error) {
+// Start reads the configuration, makes the node, with opts after its
+// logger, and starts it (register, node table, barrier). On error
+// nothing is left running.
+func Start(ctx context.Context, lookup conf.Lookup, environ []string, log *logrus.Entry, opts ...psnode.Option) (*psnode.Node, error) {
 	c, err := Config(lookup, environ, log)
 	if err != nil {
 		return nil, err
@@ -84,7 +85,7 @@ func Start(ctx context.Context, lookup conf.Lookup, environ []string, log *logru
 	case c.PS.Verbose >= 1 && log.Logger.Level < logrus.DebugLevel:
 		log.Logger.SetLevel(logrus.DebugLevel)
 	}
-	n, err := NewNode(c.PS, log)
+	n, err := NewNode(c.PS, log, opts...)
 	if err != nil {
 		return nil, err
 	}
