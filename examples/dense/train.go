@@ -21,7 +21,6 @@ import (
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/collective"
-	"github.com/spindle-ps/spindle/psnode/launch"
 	"github.com/spindle-ps/spindle/psnode/transport"
 	"github.com/spindle-ps/spindle/tracker"
 )
@@ -91,7 +90,7 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		return err
 	}
 	defer res.Close()
-	n, err := launch.Start(ctx, lookup, environ, log)
+	n, err := feed.StartNode(ctx, lookup, environ, log)
 	if err != nil {
 		return err
 	}

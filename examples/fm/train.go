@@ -20,7 +20,6 @@ import (
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/io/records"
 	"github.com/spindle-ps/spindle/psnode"
-	"github.com/spindle-ps/spindle/psnode/launch"
 	"github.com/spindle-ps/spindle/psnode/store"
 	"github.com/spindle-ps/spindle/psnode/transport"
 	"github.com/spindle-ps/spindle/tracker"
@@ -205,7 +204,7 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		return err
 	}
 	defer res.Close()
-	n, err := launch.Start(ctx, lookup, environ, log)
+	n, err := feed.StartNode(ctx, lookup, environ, log)
 	if err != nil {
 		return err
 	}

@@ -294,3 +294,45 @@ func BenchmarkServerKilled(b *testing.B) {
 	b.ReportMetric(killed.Seconds()/n, "s-wall-killed")
 	b.ReportMetric(ckpt.Seconds()/n, "s-wall-killed-checkpoint")
 }
+
+// BenchmarkSchedulerKilled measures what the scheduler's death costs the
+// synchronous 2×2 job of 4 epochs without checkpoints, the scheduler
+// killed with SIGKILL in epoch 1, against the same job undisturbed, run
+// side by side:
+//
+//   - ms-kill-to-rebuilt: from the kill to the new scheduler's table
+//     rebuilt from the running nodes (the tracker's event);
+//   - ms-exit-to-rebuilt: the same from the dead process's exit, as the
+//     launcher saw it, the failover's time among the job's events;
+//   - s-wall-undisturbed and s-wall-killed: each job's time, start to
+//     committed model.
+//
+// Run with -benchtime=1x or more.
+func BenchmarkSchedulerKilled(b *testing.B) {
+	var wall, killed, stall, rebuilt time.Duration
+	for i := 0; i < b.N; i++ {
+		start := time.Now()
+		if res, err, out := killedJobSpec(b, psLR, fmt.Sprintf("lr-bench-scheduler-%d", i), "", nil, nil); err != nil || res.State != tracker.Succeeded {
+			b.Fatalf("undisturbed job: %v %v\n%s", res.State, err, out)
+		}
+		wall += time.Since(start)
+		var at []time.Time
+		start = time.Now()
+		res, err, out := killedJobSpec(b, psLR, fmt.Sprintf("lr-bench-scheduler-killed-%d", i), "", nil, &at, taskKill{conf.RoleScheduler, 0, 1})
+		if err != nil || res.State != tracker.Succeeded {
+			b.Fatalf("job with the scheduler killed: %v %v\n%s", res.State, err, out)
+		}
+		killed += time.Since(start)
+		ev := eventsOf(res.Status, tracker.EventRebuilt)
+		if len(ev) != 1 || len(at) != 1 {
+			b.Fatalf("%d rebuilt events for %d kills", len(ev), len(at))
+		}
+		stall += ev[0].At.Sub(at[0])
+		rebuilt += ev[0].Took
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(stall.Milliseconds())/n, "ms-kill-to-rebuilt")
+	b.ReportMetric(float64(rebuilt.Milliseconds())/n, "ms-exit-to-rebuilt")
+	b.ReportMetric(wall.Seconds()/n, "s-wall-undisturbed")
+	b.ReportMetric(killed.Seconds()/n, "s-wall-killed")
+}

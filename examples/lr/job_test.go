@@ -412,11 +412,12 @@ func killedJobSpec(t testing.TB, bin, name, ckDir string, mod func(*job.JobSpec)
 }
 
 // recoveries counts the job's events that say a killed task's new
-// process took its place: a worker's rejoin, a server's restore.
+// process took its place: a worker's rejoin, a server's restore, a
+// scheduler's rebuilt table.
 func recoveries(st tracker.Status) int {
 	n := 0
 	for _, e := range st.Events {
-		if e.Kind == tracker.EventRejoined || e.Kind == tracker.EventRestored {
+		if e.Kind == tracker.EventRejoined || e.Kind == tracker.EventRestored || e.Kind == tracker.EventRebuilt {
 			n++
 		}
 	}
@@ -538,10 +539,37 @@ func serverKilledWithReplicas(t *testing.T, ck string) {
 	}
 }
 
+// TestSchedulerKilled kills the scheduler with SIGKILL in the middle of
+// epoch 1 of the synchronous 2×2 job, without a checkpoint directory.
+// The launcher starts a new scheduler alone, on a new port; the servers
+// and workers, which went on training meanwhile, find it through the
+// tracker and rejoin it, and it rebuilds its node table from them. The
+// job succeeds with the very model of the job never interrupted, no
+// other task started again, every record counted once per epoch.
+func TestSchedulerKilled(t *testing.T) {
+	var at []time.Time
+	res, err, out := killedJobSpec(t, psLR, "lr-scheduler-killed", "", nil, &at, taskKill{conf.RoleScheduler, 0, 1})
+	checkFailedOver(t, res, err, out, map[taskKill]int{{conf.RoleScheduler, 0, 0}: 2})
+	rebuilt := eventsOf(res.Status, tracker.EventRebuilt)
+	if len(rebuilt) != 1 || rebuilt[0].Task != "scheduler 0" {
+		t.Fatalf("the job's rebuilt events %+v; want one, of scheduler 0", rebuilt)
+	}
+	t.Logf("from the kill to the new scheduler's rebuilt table: %v (from its exit, as the job's events say: %v)",
+		rebuilt[0].At.Sub(at[0]).Round(time.Millisecond), rebuilt[0].Took.Round(time.Millisecond))
+	straight := straightJob(t)
+	for _, p := range []string{"part-00000", "part-00001"} {
+		got, err := os.ReadFile(filepath.Join(res.Output, p))
+		if err != nil || !bytes.Equal(got, straight.parts[p]) {
+			t.Errorf("%s after the scheduler was killed differs from the job never interrupted (%v)", p, err)
+		}
+	}
+}
+
 // TestChaos kills five random tasks of a synchronous job of 2 workers and
 // 3 servers that keep one replica each, without a checkpoint directory,
 // one after another, each once the job recovered from the kill before
-// (never more than one server down): the job succeeds without starting
+// (never more than one server down), then the scheduler in the last
+// epoch: the job succeeds without starting
 // again, only the killed tasks ran more than once, every record is
 // counted once per epoch, the model scores within 0.002 AUC of the job
 // never interrupted, and no process of the job is left.
@@ -560,15 +588,16 @@ func TestChaos(t *testing.T) {
 	checkFailedOver(t, res, err, out, attempts)
 	straight := runJob(t, 2, 3, 2<<20, "--epochs", "6")
 	auc := evalAUC(t, res.Output, func(string) (string, bool) { return "", false })
-	t.Logf("test AUC %.4f after five kills, %.4f without", auc, straight.auc)
+	t.Logf("test AUC %.4f after %d kills, %.4f without", auc, len(kills), straight.auc)
 	if math.Abs(auc-straight.auc) > 0.002 {
-		t.Errorf("AUC %.4f after five kills, %.4f without: more than 0.002 apart", auc, straight.auc)
+		t.Errorf("AUC %.4f after %d kills, %.4f without: more than 0.002 apart", auc, len(kills), straight.auc)
 	}
 }
 
 // chaosKills draws five kills of the servers and workers of a job of 2
-// workers and 3 servers, one in each of its epochs 0 to 4, and the
-// attempts each task then makes ({role, rank, 0}: attempts).
+// workers and 3 servers, one in each of its epochs 0 to 4, then kills the
+// scheduler in epoch 5, and returns them with the attempts each task then
+// makes ({role, rank, 0}: attempts).
 func chaosKills(t *testing.T) ([]taskKill, map[taskKill]int) {
 	seed := time.Now().UnixNano()
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
@@ -583,6 +612,8 @@ func chaosKills(t *testing.T) ([]taskKill, map[taskKill]int) {
 		key := taskKill{k.role, k.rank, 0}
 		attempts[key] = max(attempts[key], 1) + 1
 	}
+	kills = append(kills, taskKill{conf.RoleScheduler, 0, 5})
+	attempts[taskKill{conf.RoleScheduler, 0, 0}] = 2
 	t.Logf("seed %d: kills %v", seed, kills)
 	return kills, attempts
 }

@@ -447,9 +447,10 @@ func TestHadoopYARNServerKilled(t *testing.T) {
 }
 
 // TestHadoopYARNChaos is TestChaos on YARN: five SIGKILLs of random
-// servers and workers, in their containers, of a synchronous job of 2
-// workers and 3 servers that keep one replica each, without checkpoints,
-// each once the job recovered from the one before. The job succeeds
+// servers and workers, in their containers, then one of the scheduler,
+// of a synchronous job of 2 workers and 3 servers that keep one replica
+// each, without checkpoints, each once the job recovered from the one
+// before. The job succeeds
 // without starting again, only the killed tasks ran again, every record
 // is counted once per epoch, the model scores within 0.002 AUC of the job
 // never interrupted, and no process of the job is left.
@@ -478,7 +479,7 @@ func TestHadoopYARNChaos(t *testing.T) {
 		t.Fatalf("%d of %d kills done mid-job (job %v %v)", next, len(kills), r.res.State, r.err)
 	}
 	if r.err != nil || r.res.State != tracker.Succeeded {
-		t.Fatalf("YARN job after five kills: %v %v\nAM log:\n%s", r.res.State, r.err, amLog(t, r.app))
+		t.Fatalf("YARN job after %d kills: %v %v\nAM log:\n%s", len(kills), r.res.State, r.err, amLog(t, r.app))
 	}
 	for _, tr := range r.res.Tasks {
 		want := 1
@@ -495,9 +496,9 @@ func TestHadoopYARNChaos(t *testing.T) {
 	}
 	checkEveryRecordOnce(t, tr, 6)
 	auc, want := evalAUC(t, s.Output, os.LookupEnv), runJob(t, 2, 3, 2<<20, "--epochs", "6").auc
-	t.Logf("test AUC %.4f after five kills, %.4f without", auc, want)
+	t.Logf("test AUC %.4f after %d kills, %.4f without", auc, len(kills), want)
 	if math.Abs(auc-want) > 0.002 {
-		t.Errorf("AUC %.4f after five kills, %.4f without: more than 0.002 apart", auc, want)
+		t.Errorf("AUC %.4f after %d kills, %.4f without: more than 0.002 apart", auc, len(kills), want)
 	}
 	// The NodeManagers stop the containers as the application ends: give
 	// them a bounded while.

@@ -21,7 +21,6 @@ import (
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/psnode"
-	"github.com/spindle-ps/spindle/psnode/launch"
 	"github.com/spindle-ps/spindle/psnode/store"
 	"github.com/spindle-ps/spindle/psnode/transport"
 	"github.com/spindle-ps/spindle/tracker"
@@ -50,7 +49,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	defer res.Close()
-	n, err := launch.Start(ctx, os.LookupEnv, os.Environ(), logrus.NewEntry(logrus.New()))
+	n, err := feed.StartNode(ctx, os.LookupEnv, os.Environ(), logrus.NewEntry(logrus.New()))
 	if err != nil {
 		return err
 	}

@@ -62,8 +62,11 @@ type Status struct {
 }
 
 // Event is one of Status.Events. TookSeconds is how long the task or
-// the job was down, for the kinds "back" and "job back", and how long
-// after its start a replacement worker rejoined, for "rejoined".
+// the job was down, for the kinds "back" and "job back", how long after
+// its start a replacement worker rejoined, for "rejoined", and how long
+// after the dead one's exit a server's new process restored its tables
+// or the new scheduler its node table, for "restored" and
+// "scheduler-rebuilt".
 type Event struct {
 	At          time.Time `json:"at"`
 	Kind        string    `json:"kind"`

@@ -1,0 +1,69 @@
+package feed
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/psnode"
+	"github.com/spindle-ps/spindle/psnode/launch"
+	"github.com/spindle-ps/spindle/psnode/transport"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// StartNode starts the node of a task launched by ps-submit as
+// launch.Start does and, with a tracker (SPINDLE_TRACKER_ADDR, as
+// ps-submit sets it), lets it outlive its scheduler: a server or worker
+// asks the tracker where the launcher started the next scheduler and
+// rejoins it (psnode.WithSchedulerLocator; the node owns its tracker
+// client), and says so to the tracker once started (tracker.EventFollows),
+// so that the launcher replaces a dead scheduler alone; a scheduler that
+// rebuilt its table from a running job's nodes reports
+// tracker.EventRebuilt. On error nothing is left running.
+func StartNode(ctx context.Context, lookup conf.Lookup, environ []string, log *logrus.Entry) (*psnode.Node, error) {
+	began := time.Now()
+	cfg, err := conf.FromEnv(conf.Default(), lookup)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Job.TrackerAddr == "" {
+		return launch.Start(ctx, lookup, environ, log)
+	}
+	tc, err := tracker.ConfigClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n, err := launch.Start(ctx, lookup, environ, log, psnode.WithSchedulerLocator(tc))
+	if err != nil {
+		_ = tc.Close() // Start closed the node, if it made one: closing again is harmless
+		return nil, err
+	}
+	reportStarted(ctx, tc, n, time.Since(began), log)
+	return n, nil
+}
+
+// reportTimeout bounds StartNode's report to the tracker.
+const reportTimeout = 10 * time.Second
+
+// reportStarted tells the tracker that n follows the scheduler, or, for
+// a scheduler, that it replaced a dead one, and how long that took. A report
+// that fails is logged: the launcher then takes the whole job back when
+// the scheduler dies, as it would without the report.
+func reportStarted(ctx context.Context, tc *tracker.Client, n *psnode.Node, took time.Duration, log *logrus.Entry) {
+	ev := tracker.Event{Kind: tracker.EventFollows, Task: fmt.Sprintf("%s %d", n.Role(), n.Rank())}
+	if n.Role() == transport.RoleScheduler {
+		if !n.Replaced() {
+			return
+		}
+		ev = tracker.Event{Kind: tracker.EventRebuilt, Task: "scheduler 0", Took: took,
+			Detail: fmt.Sprintf("the new scheduler rebuilt its node table from the %d running nodes", len(n.Nodes())-1)}
+	}
+	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
+	if err := tc.ReportEvent(rctx, ev); err != nil {
+		log.WithError(err).Warn("could not report to the tracker")
+	}
+}
