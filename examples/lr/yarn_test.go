@@ -464,7 +464,9 @@ func TestHadoopYARNChaos(t *testing.T) {
 	s.MaxAttempts = 1 + slices.Max(slices.Collect(maps.Values(attempts)))
 	s.WorkerMemoryMB, s.ServerMemoryMB = 512, 512
 	next := 0
+	var last tracker.Status // the events come with the running job's status
 	r := runYARN(t, s, func(app yarn.ApplicationID, st tracker.Status) {
+		last = st
 		if next == len(kills) || (next > 0 && recoveries(st) < next) {
 			return
 		}
@@ -495,6 +497,11 @@ func TestHadoopYARNChaos(t *testing.T) {
 		t.Errorf("the manifest says the job started again %d time(s); want none", tr.Restarts)
 	}
 	checkEveryRecordOnce(t, tr, 6)
+	rebuilt := eventsOf(last, tracker.EventRebuilt)
+	if len(rebuilt) != 1 || rebuilt[0].Task != "scheduler 0" {
+		t.Fatalf("the job's rebuilt events %+v; want one, of scheduler 0", rebuilt)
+	}
+	t.Logf("from the scheduler's exit to the new one's rebuilt table: %v", rebuilt[0].Took.Round(time.Millisecond))
 	auc, want := evalAUC(t, s.Output, os.LookupEnv), runJob(t, 2, 3, 2<<20, "--epochs", "6").auc
 	t.Logf("test AUC %.4f after %d kills, %.4f without", auc, len(kills), want)
 	if math.Abs(auc-want) > 0.002 {
