@@ -69,17 +69,7 @@ func startReplacement(t *testing.T, ctx context.Context, c *cluster, loc *locato
 // barrierAll runs a barrier of group on each of nodes at once and
 // returns their errors joined.
 func barrierAll(ctx context.Context, group int32, nodes ...*psnode.Node) error {
-	errs := make([]error, len(nodes))
-	var wg sync.WaitGroup
-	for i, n := range nodes {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = n.Barrier(ctx, group)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return eachNode(nodes, func(n *psnode.Node) error { return n.Barrier(ctx, group) })
 }
 
 // TestSchedulerReplacedWhileTheJobRuns: a job outlives its scheduler.

@@ -106,19 +106,25 @@ func (c *cluster) startAll(t *testing.T, nodes []*psnode.Node) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	if err := eachNode(nodes, func(n *psnode.Node) error { return n.Start(ctx) }); err != nil {
+		t.Fatalf("start: %v", err)
+	}
+}
+
+// eachNode runs f on every one of nodes at once and returns their errors
+// joined.
+func eachNode(nodes []*psnode.Node, f func(*psnode.Node) error) error {
 	errs := make([]error, len(nodes))
 	var wg sync.WaitGroup
 	for i, n := range nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = n.Start(ctx)
+			errs[i] = f(n)
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatalf("start: %v", err)
-	}
+	return errors.Join(errs...)
 }
 
 func (c *cluster) close() {

@@ -444,13 +444,7 @@ func checkStartedAgain(t *testing.T, res job.Result, err error, out, ckDir strin
 			t.Errorf("epoch %d counted %d records, want %d", e, got, rows)
 		}
 	}
-	straight := straightJob(t)
-	for _, p := range []string{"part-00000", "part-00001"} {
-		got, err := os.ReadFile(filepath.Join(res.Output, p))
-		if err != nil || !bytes.Equal(got, straight.parts[p]) {
-			t.Errorf("%s after a process was lost differs from the job never interrupted (%v)", p, err)
-		}
-	}
+	checkSameModel(t, res.Output, straightJob(t), "a process was lost")
 }
 
 // TestServerKilled kills server 1 with SIGKILL during a synchronous job
@@ -524,19 +518,10 @@ func serverKilledWithReplicas(t *testing.T, ck string) {
 	var at []time.Time
 	res, err, out := killedJobSpec(t, psLR, "lr-server-killed-replicas", ck, withReplicas, &at, taskKill{conf.RoleServer, 1, 1})
 	checkFailedOver(t, res, err, out, map[taskKill]int{{conf.RoleServer, 1, 0}: 2})
-	restored := eventsOf(res.Status, tracker.EventRestored)
-	if len(restored) != 1 || restored[0].Task != "server 1" {
-		t.Fatalf("the job's restore events %+v; want one, of server 1", restored)
-	}
+	restored := theEvent(t, res.Status, tracker.EventRestored, "server 1")
 	t.Logf("from the kill to server 1's new process's first update: %v (from its exit, as the job's events say: %v)",
-		restored[0].At.Sub(at[0]).Round(time.Millisecond), restored[0].Took.Round(time.Millisecond))
-	straight := straight3Job(t)
-	for _, p := range []string{"part-00000", "part-00001", "part-00002"} {
-		got, err := os.ReadFile(filepath.Join(res.Output, p))
-		if err != nil || !bytes.Equal(got, straight.parts[p]) {
-			t.Errorf("%s after server 1 was killed differs from the job never interrupted (%v)", p, err)
-		}
-	}
+		restored.At.Sub(at[0]).Round(time.Millisecond), restored.Took.Round(time.Millisecond))
+	checkSameModel(t, res.Output, straight3Job(t), "server 1 was killed")
 }
 
 // TestSchedulerKilled kills the scheduler with SIGKILL in the middle of
@@ -550,19 +535,10 @@ func TestSchedulerKilled(t *testing.T) {
 	var at []time.Time
 	res, err, out := killedJobSpec(t, psLR, "lr-scheduler-killed", "", nil, &at, taskKill{conf.RoleScheduler, 0, 1})
 	checkFailedOver(t, res, err, out, map[taskKill]int{{conf.RoleScheduler, 0, 0}: 2})
-	rebuilt := eventsOf(res.Status, tracker.EventRebuilt)
-	if len(rebuilt) != 1 || rebuilt[0].Task != "scheduler 0" {
-		t.Fatalf("the job's rebuilt events %+v; want one, of scheduler 0", rebuilt)
-	}
+	rebuilt := theEvent(t, res.Status, tracker.EventRebuilt, "scheduler 0")
 	t.Logf("from the kill to the new scheduler's rebuilt table: %v (from its exit, as the job's events say: %v)",
-		rebuilt[0].At.Sub(at[0]).Round(time.Millisecond), rebuilt[0].Took.Round(time.Millisecond))
-	straight := straightJob(t)
-	for _, p := range []string{"part-00000", "part-00001"} {
-		got, err := os.ReadFile(filepath.Join(res.Output, p))
-		if err != nil || !bytes.Equal(got, straight.parts[p]) {
-			t.Errorf("%s after the scheduler was killed differs from the job never interrupted (%v)", p, err)
-		}
-	}
+		rebuilt.At.Sub(at[0]).Round(time.Millisecond), rebuilt.Took.Round(time.Millisecond))
+	checkSameModel(t, res.Output, straightJob(t), "the scheduler was killed")
 }
 
 // TestChaos kills five random tasks of a synchronous job of 2 workers and
@@ -654,6 +630,29 @@ func eventsOf(st tracker.Status, kind string) []tracker.Event {
 		}
 	}
 	return out
+}
+
+// theEvent returns the job's one event of kind, which task must have
+// reported.
+func theEvent(t testing.TB, st tracker.Status, kind, task string) tracker.Event {
+	t.Helper()
+	evs := eventsOf(st, kind)
+	if len(evs) != 1 || evs[0].Task != task {
+		t.Fatalf("the job's %s events %+v; want one, of %s", kind, evs, task)
+	}
+	return evs[0]
+}
+
+// checkSameModel checks that the model in dir has every part of want's,
+// byte for byte; after says what happened to the job.
+func checkSameModel(t *testing.T, dir string, want jobRun, after string) {
+	t.Helper()
+	for _, p := range slices.Sorted(maps.Keys(want.parts)) {
+		got, err := os.ReadFile(filepath.Join(dir, p))
+		if err != nil || !bytes.Equal(got, want.parts[p]) {
+			t.Errorf("%s after %s differs from the job never interrupted (%v)", p, after, err)
+		}
+	}
 }
 
 // jobProcesses returns the processes whose environment names job.

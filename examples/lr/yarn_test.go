@@ -415,12 +415,9 @@ func TestHadoopYARNServerKilled(t *testing.T) {
 			t.Errorf("the manifest says the job started again %d time(s); want none", tr.Restarts)
 		}
 		checkEveryRecordOnce(t, tr, 4)
-		restored := eventsOf(last, tracker.EventRestored)
-		if len(restored) != 1 || restored[0].Task != "server 1" {
-			t.Fatalf("the job's restore events %+v; want one, of server 1", restored)
-		}
+		restored := theEvent(t, last, tracker.EventRestored, "server 1")
 		t.Logf("from the kill to server 1's new process's first update: %v (from its exit, as the job's events say: %v)",
-			restored[0].At.Sub(at).Round(time.Millisecond), restored[0].Took.Round(time.Millisecond))
+			restored.At.Sub(at).Round(time.Millisecond), restored.Took.Round(time.Millisecond))
 	})
 	t.Run("no_checkpoints", func(t *testing.T) {
 		s := lrSpec(dir, "without-checkpoints")
@@ -497,11 +494,8 @@ func TestHadoopYARNChaos(t *testing.T) {
 		t.Errorf("the manifest says the job started again %d time(s); want none", tr.Restarts)
 	}
 	checkEveryRecordOnce(t, tr, 6)
-	rebuilt := eventsOf(last, tracker.EventRebuilt)
-	if len(rebuilt) != 1 || rebuilt[0].Task != "scheduler 0" {
-		t.Fatalf("the job's rebuilt events %+v; want one, of scheduler 0", rebuilt)
-	}
-	t.Logf("from the scheduler's exit to the new one's rebuilt table: %v", rebuilt[0].Took.Round(time.Millisecond))
+	rebuilt := theEvent(t, last, tracker.EventRebuilt, "scheduler 0")
+	t.Logf("from the scheduler's exit to the new one's rebuilt table: %v", rebuilt.Took.Round(time.Millisecond))
 	auc, want := evalAUC(t, s.Output, os.LookupEnv), runJob(t, 2, 3, 2<<20, "--epochs", "6").auc
 	t.Logf("test AUC %.4f after %d kills, %.4f without", auc, len(kills), want)
 	if math.Abs(auc-want) > 0.002 {
