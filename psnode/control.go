@@ -516,7 +516,8 @@ func barrierRequest(group, round int32) *transport.Message {
 	}}
 }
 
-// barrierRelease releases node to from round of group's barrier.
+// barrierRelease is the scheduler's release of node to from round of
+// group's barrier.
 func barrierRelease(to, group, round int32) *transport.Message {
 	return &transport.Message{Meta: transport.Meta{
 		Recver:    to,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -182,5 +183,75 @@ func TestNodeWithoutLocatorDeclaresTheSchedulerDead(t *testing.T) {
 	waitEvent(t, ctx, events, psnode.NodeDied, transport.SchedulerID)
 	if err := c.workers[0].Barrier(ctx, transport.ServerGroup|transport.WorkerGroup); !errors.Is(err, psnode.ErrNodeDead) {
 		t.Fatalf("barrier without a scheduler: %v, want ErrNodeDead", err)
+	}
+}
+
+// TestNodeReplacedWhileTheSchedulerIsDown: a worker dies while the job
+// has no scheduler, and the launcher starts it again. Its new process
+// registers with the new scheduler as with the old; the others, whose
+// tables still name the dead process, learn of its death and of the new
+// one from the rebuilt table, and work with it.
+func TestNodeReplacedWhileTheSchedulerIsDown(t *testing.T) {
+	loc := &locator{}
+	c := followCluster(t, 1, 2, 63, loc)
+	serveSum[float32](t, c, 1)
+	ctx := ctxT(t, 20*time.Second)
+	events, stop := c.servers[0].Subscribe()
+	defer stop()
+	killScheduler(c, loc)
+	old := c.workers[1]
+	oldID, oldRank := old.ID(), old.Rank()
+	_ = old.Close()
+
+	p := c.base
+	p.Role, p.TaskID = conf.RoleWorker, oldRank // as the launcher sets DMLC_TASK_ID
+	repl := newNode(t, c.net, p, "worker1-again", psnode.WithSchedulerLocator(loc))
+	t.Cleanup(func() { _ = repl.Close() })
+	c.workers[1] = repl
+	started := make(chan error, 1)
+	go func() { started <- repl.Start(ctx) }() // it finds the new scheduler through loc
+	startReplacement(t, ctx, c, loc)
+	if err := <-started; err != nil {
+		t.Fatalf("the worker's new process: %v", err)
+	}
+	if repl.ID() != oldID || !repl.Self().IsRecovery {
+		t.Fatalf("the worker's new process has id %d (recovery %v), want the dead one's %d", repl.ID(), repl.Self().IsRecovery, oldID)
+	}
+	waitEvent(t, ctx, events, psnode.NodeDied, oldID)
+	waitEvent(t, ctx, events, psnode.NodeRecovered, oldID)
+	pushThenPullSum[float32](t, c, []uint64{1, 2, 3}, 1, 1)
+}
+
+// TestTamperedRejoinIsRefused: a rejoin altered on the wire (here its
+// barrier rounds, which would release barriers early) fails its
+// authentication and is refused; the node's next, intact rejoin is
+// taken, and the barriers keep their meaning.
+func TestTamperedRejoinIsRefused(t *testing.T) {
+	loc := &locator{}
+	c := followCluster(t, 1, 2, 64, loc)
+	ctx := ctxT(t, 20*time.Second)
+	var tampered atomic.Int32
+	c.net.Hook(func(m *transport.Message) bool {
+		if m.Meta.Control.Cmd == transport.CmdAddNode && len(m.Meta.Body) > 4*int(transport.AllGroups) && tampered.Load() == 0 {
+			m.Meta.Body[4*transport.AllGroups] = 100 // the round of the barrier of all groups
+			tampered.Add(1)
+		}
+		return true
+	})
+	killScheduler(c, loc)
+	startReplacement(t, ctx, c, loc)
+	if tampered.Load() == 0 {
+		t.Fatal("no rejoin went by")
+	}
+	if s := c.sched.Stats(); s.Refusals == 0 {
+		t.Error("the tampered rejoin was not refused")
+	}
+	early, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if err := c.workers[0].Barrier(early, transport.AllGroups); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a barrier with one of four nodes: %v, want a deadline", err)
+	}
+	if err := barrierAll(ctx, transport.AllGroups, c.all()...); err != nil {
+		t.Fatalf("barrier with the new scheduler: %v", err)
 	}
 }
