@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/examples/dense/dense"
+	"github.com/spindle-ps/spindle/internal/hadooptest"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/job"
@@ -202,6 +204,13 @@ func checkMemory(t *testing.T, metrics map[string]float64, mode string, workers 
 // runLocal runs ps-dense with the local launcher.
 func runLocal(t *testing.T, workers int, mod func(*job.JobSpec), args ...string) (job.Result, string) {
 	t.Helper()
+	return runLocalWatched(t, workers, mod, nil, args...)
+}
+
+// runLocalWatched is runLocal with onStatus given the job's status as it
+// runs (when not nil).
+func runLocalWatched(t *testing.T, workers int, mod func(*job.JobSpec), onStatus func(tracker.Status), args ...string) (job.Result, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	res, err := dfs.DefaultResolver(func(string) (string, bool) { return "", false })
@@ -219,11 +228,53 @@ func runLocal(t *testing.T, workers int, mod func(*job.JobSpec), args ...string)
 	if mod != nil {
 		mod(&spec)
 	}
-	r, err := local.Run(ctx, spec, local.Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(res), Resolver: res})
+	r, err := local.Run(ctx, spec, local.Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(res), Resolver: res, OnStatus: onStatus})
 	if err != nil {
 		t.Fatalf("job of %d workers %v: %v\n%s", workers, args, err, out.String())
 	}
 	return r, out.String()
+}
+
+// TestSchedulerKilled: the scheduler of a collective job, killed with
+// SIGKILL mid-training, is started again alone; the workers, whose
+// collectives do not go through it, rejoin the new one, and the job
+// writes, without starting again, the very model of the same job
+// undisturbed. The job trains long enough (400 epochs) to be killed.
+func TestSchedulerKilled(t *testing.T) {
+	t.Parallel()
+	args := append(flags(dense.ModePlain), "--epochs", "400")
+	straight, _ := runLocal(t, 2, func(s *job.JobSpec) { s.Name = hadooptest.JobName("dense-straight") }, args...)
+	name := hadooptest.JobName("dense-scheduler-killed")
+	killed := false
+	r, out := runLocalWatched(t, 2, func(s *job.JobSpec) { s.Name = name }, func(st tracker.Status) {
+		if !killed && st.Epoch >= 1 {
+			killed = len(hadooptest.KillTask(t, "SPINDLE_JOB_NAME="+name, "scheduler", 0)) > 0
+		}
+	}, args...)
+	if !killed {
+		t.Fatalf("the scheduler was never killed mid-job\n%s", out)
+	}
+	if r.Restarts != 0 {
+		t.Errorf("the job started again %d time(s); want none", r.Restarts)
+	}
+	for _, tr := range r.Tasks {
+		if want := map[bool]int{true: 2, false: 1}[tr.Role == "scheduler"]; tr.Attempts != want {
+			t.Errorf("%s %d ran %d time(s), want %d", tr.Role, tr.Rank, tr.Attempts, want)
+		}
+	}
+	res, _ := dfs.DefaultResolver(func(string) (string, bool) { return "", false })
+	defer res.Close()
+	want, err := readModel(context.Background(), res, straight.Output, gen.Features)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readModel(context.Background(), res, r.Output, gen.Features)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.W, want.W) {
+		t.Error("the model after the scheduler was killed differs from the job undisturbed")
+	}
 }
 
 // TestZeROJobMatchesOneProcess: three workers in ZeRO mode, the input cut
