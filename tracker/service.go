@@ -175,8 +175,10 @@ func (h *handler) auth(secret string) error {
 	return nil
 }
 
+// badRequest answers a call the State refused. The State's errors begin
+// "tracker: ", which the caller's RemoteError says already.
 func badRequest(err error) error {
-	return &trackerrpc.TrackerError{Code: codeBadRequest, Message: err.Error()}
+	return &trackerrpc.TrackerError{Code: codeBadRequest, Message: strings.TrimPrefix(err.Error(), "tracker: ")}
 }
 
 func (h *handler) NextShard(_ context.Context, secret string, epoch, worker, attempt int32) (*trackerrpc.NextShardReply, error) {

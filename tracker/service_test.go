@@ -98,6 +98,8 @@ func TestServiceOverTCP(t *testing.T) {
 	}
 	if _, _, _, err := c.NextShard(ctx, -5, 0, 0); !errors.As(err, &re) {
 		t.Fatalf("bad epoch: %v, want RemoteError", err)
+	} else if strings.Count(err.Error(), "tracker: ") != 1 {
+		t.Errorf("the error %q says \"tracker: \" more than once", err)
 	}
 
 	bad := NewClient(svc.Addr(), "guess")
