@@ -136,7 +136,8 @@ type PS struct {
 	MaxDimension uint64
 
 	// Partitioner is how keys are assigned to servers
-	// (SPINDLE_PARTITIONER): "range" (default) or "hash".
+	// (SPINDLE_PARTITIONER): "range" (default), "hash" or "consistent"
+	// (hashing that moves the fewest keys when servers come or go).
 	Partitioner string
 
 	// Replicas is how many other servers keep a copy of each server's
@@ -273,9 +274,9 @@ func (p PS) Validate() error {
 		bad(EnvMaxDimension, "%d is smaller than the %d servers", p.MaxDimension, p.NumServers)
 	}
 	switch p.Partitioner {
-	case "range", "hash":
+	case "range", "hash", "consistent":
 	default:
-		bad(EnvPartitioner, "%q: want range or hash", p.Partitioner)
+		bad(EnvPartitioner, "%q: want range, hash or consistent", p.Partitioner)
 	}
 	if p.Replicas < 0 || (p.NumServers > 0 && p.Replicas >= p.NumServers) {
 		bad(EnvReplicas, "%d: want 0 to %s-1 (%d)", p.Replicas, EnvNumServer, p.NumServers-1)

@@ -155,8 +155,9 @@ func NewKVWorker[V Number](n *Node, appID, customerID int32, opts ...WorkerOptio
 	return w, nil
 }
 
-// NewPartitioner returns the partitioner named kind ("range" or "hash")
-// over servers parts and the key space [0, maxKey) (0: all of uint64).
+// NewPartitioner returns the partitioner named kind ("range", "hash" or
+// "consistent") over servers parts and the key space [0, maxKey) (0: all
+// of uint64).
 func NewPartitioner(kind string, servers int, maxKey uint64) (partition.Partitioner, error) {
 	if kind == "" {
 		kind = partition.KindRange

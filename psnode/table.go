@@ -48,8 +48,8 @@ type TableSpec[V Number] struct {
 	// sum, sgd, adagrad, ftrl, adam; or any store.Updater). nil means
 	// store.Sum: pushes are added up.
 	Updater store.Updater[V]
-	// Partitioner spreads keys over the servers: "hash" or "range"; ""
-	// means the node's configuration (SPINDLE_PARTITIONER).
+	// Partitioner spreads keys over the servers: "hash", "consistent" or
+	// "range"; "" means the node's configuration (SPINDLE_PARTITIONER).
 	Partitioner string
 	// MaxKey bounds the key space of the range partitioner to
 	// [0, MaxKey); 0 means the node's configuration (DMLC_MAX_DIMENSION).

@@ -44,8 +44,8 @@ type CheckpointFile = struct {
 // CheckpointCommit describes a checkpoint whose files are all written, for
 // the committer: N numbers it (by convention the epochs completed), Epoch
 // is the epochs completed and NextEpoch where a resumed job starts;
-// Partitioner and MaxKey say how keys were spread over the servers ("hash"
-// or "range", or "tables" when the tables differ: the checkpoint's
+// Partitioner and MaxKey say how keys were spread over the servers ("hash",
+// "consistent" or "range", or "tables" when the tables differ: the checkpoint's
 // tables.json has each table's).
 type CheckpointCommit = struct {
 	N, Epoch, NextEpoch int

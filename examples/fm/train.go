@@ -80,7 +80,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.Float64Var(&f.vL2, "v-l2", defaultVL2, "L2 regularisation of the embeddings")
 	f.Flags.Register(fl)
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 5*time.Minute, "longest wait for one push or pull (in synchronous mode, also for the slowest worker's step); the worker fails past it")
-	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, or range over [0, DMLC_MAX_DIMENSION)")
+	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, consistent (hashing that moves the fewest ids when servers come or go), or range over [0, DMLC_MAX_DIMENSION)")
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
 	fl.StringVar(&f.format, "format", records.FormatLibSVM, "input format: libsvm or csv")
 	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
@@ -113,8 +113,8 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	if _, err := f.vUpdaterOf(); err != nil {
 		errs = append(errs, err)
 	}
-	if f.partitioner != "hash" && f.partitioner != "range" {
-		errs = append(errs, fmt.Errorf("--partitioner %q: want hash or range", f.partitioner))
+	if f.partitioner != "hash" && f.partitioner != "consistent" && f.partitioner != "range" {
+		errs = append(errs, fmt.Errorf("--partitioner %q: want hash, consistent or range", f.partitioner))
 	}
 	if f.modelFormat != model.PartText && f.modelFormat != model.PartBinary {
 		errs = append(errs, fmt.Errorf("--model-format %q: want %s or %s", f.modelFormat, model.PartText, model.PartBinary))

@@ -227,6 +227,31 @@ func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
 	}
 }
 
+// TestConsistentPartitionerSameWeights: the synchronous 2×2 job with
+// --partitioner consistent, which spreads the keys over the servers
+// otherwise than hash does, learns the very weights of the job with hash:
+// a key's updates do not depend on the server that applies them, which is
+// what lets servers come and go without changing the model.
+func TestConsistentPartitionerSameWeights(t *testing.T) {
+	consistent := runJob(t, 2, 2, 2<<20, "--epochs", "4", "--partitioner", "consistent")
+	straight := straightJob(t)
+	lines := func(r jobRun) []string {
+		var all []string
+		for _, data := range r.parts {
+			all = append(all, strings.Split(strings.TrimSpace(string(data)), "\n")...)
+		}
+		slices.Sort(all)
+		return all
+	}
+	got, want := lines(consistent), lines(straight)
+	if len(got) == 0 || !slices.Equal(got, want) {
+		t.Errorf("the weights with --partitioner consistent (%d lines) differ from those with hash (%d lines)", len(got), len(want))
+	}
+	if bytes.Equal(consistent.parts["part-00000"], straight.parts["part-00000"]) {
+		t.Error("part-00000 is the same with both partitioners: the keys were not spread otherwise")
+	}
+}
+
 // TestEpochTraffic: each epoch's metrics carry the bytes the workers'
 // pushes and pulls took on the wire and the servers' answers: a push
 // sends a key and a value per key and a pull a key, while an answer

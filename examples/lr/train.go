@@ -72,7 +72,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.Float64Var(&f.beta2, "beta2", adam.Beta2, "Adam second-moment decay")
 	f.Flags.Register(fl)
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 5*time.Minute, "longest wait for one push or pull (in synchronous mode, also for the slowest worker's step); the worker fails past it")
-	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, or range over [0, DMLC_MAX_DIMENSION)")
+	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, consistent (hashing that moves the fewest ids when servers come or go), or range over [0, DMLC_MAX_DIMENSION)")
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
 	fl.StringVar(&f.format, "format", records.FormatLibSVM, "input format: libsvm or csv")
 	fl.Float64Var(&f.kkt, "kkt", 0, "with --async or --staleness and FTRL with --l1 > 0: hold back the gradient of a key whose weight is zero until it adds up to this fraction of --l1 (the KKT filter; 0: off, 0.1 a good start)")
@@ -108,8 +108,8 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	if _, err := f.newUpdater(); err != nil {
 		errs = append(errs, err)
 	}
-	if f.partitioner != "hash" && f.partitioner != "range" {
-		errs = append(errs, fmt.Errorf("--partitioner %q: want hash or range", f.partitioner))
+	if f.partitioner != "hash" && f.partitioner != "consistent" && f.partitioner != "range" {
+		errs = append(errs, fmt.Errorf("--partitioner %q: want hash, consistent or range", f.partitioner))
 	}
 	if f.modelFormat != model.PartText && f.modelFormat != model.PartBinary {
 		errs = append(errs, fmt.Errorf("--model-format %q: want %s or %s", f.modelFormat, model.PartText, model.PartBinary))

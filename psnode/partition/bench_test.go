@@ -12,7 +12,7 @@ func BenchmarkSplit(b *testing.B) {
 	rng := rand.New(rand.NewPCG(7, 7))
 	const n = 1_000_000
 	keys := sortedKeys(rng, n, 0)
-	for _, kind := range []string{partition.KindRange, partition.KindHash} {
+	for _, kind := range []string{partition.KindRange, partition.KindHash, partition.KindConsistent} {
 		for _, parts := range []int{2, 16} {
 			b.Run(fmt.Sprintf("kind=%s/keys=%d/parts=%d", kind, n, parts), func(b *testing.B) {
 				p, err := partition.New(kind, parts, 0)

@@ -8,7 +8,7 @@
 // wire contract: every process of a job must build its partitioner with the
 // same kind, number of parts and key space.
 //
-// Two kinds are provided:
+// Three kinds are provided:
 //
 //   - [RangePartitioner] ("range") cuts the key space into contiguous ranges
 //     whose sizes differ by at most one. Split returns contiguous, zero-copy
@@ -17,6 +17,10 @@
 //   - [HashPartitioner] ("hash") assigns a key to part mix(key) % parts,
 //     where mix is the splitmix64 finalizer. It balances load when keys are
 //     clustered, at the price of an index list per segment.
+//   - "consistent" ([NewConsistent]) assigns a key to part
+//     Jump(mix(key), parts), jump consistent hashing: it balances as "hash"
+//     does, and a job that goes from S parts to S+1 (or back) moves only
+//     the keys of part S, about 1/(S+1) of them, where "hash" moves most.
 //
 // # Key space
 //

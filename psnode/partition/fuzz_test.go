@@ -57,6 +57,9 @@ func decodeFuzz(data []byte) fuzzCase {
 	c := fuzzCase{kind: partition.KindRange, parts: int(hdr[1] % 65)}
 	if flags&fuzzHash != 0 {
 		c.kind = partition.KindHash
+		if hdr[1]&0x80 != 0 {
+			c.kind = partition.KindConsistent
+		}
 	}
 	raw := binary.LittleEndian.Uint64(hdr[2:])
 	switch flags & fuzzMaxTop {
@@ -87,6 +90,7 @@ func FuzzSplit(f *testing.F) {
 	const top = math.MaxUint64
 	f.Add(encodeFuzz(0, 3, 0, 0, 1, top/3, top/3+1, top-1, top))
 	f.Add(encodeFuzz(fuzzHash, 3, 0, 0, 1, top/3, top/3+1, top-1, top))
+	f.Add(encodeFuzz(fuzzHash, 0x80|3, 0, 0, 1, top/3, top/3+1, top-1, top)) // consistent
 	f.Add(encodeFuzz(fuzzMaxSmall, 7, 10, 0, 3, 9))
 	f.Add(encodeFuzz(fuzzMaxSmall|fuzzHash, 10, 10, 0, 3, 9, 10))
 	f.Add(encodeFuzz(fuzzMaxTop|fuzzDelta|fuzzFirstMod, 64, 0, top-200, 1, 1, 5))

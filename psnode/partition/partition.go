@@ -14,8 +14,9 @@ const MaxParts = 1 << 20
 
 // Kind names accepted by [New] and returned by [Partitioner.Kind].
 const (
-	KindRange = "range"
-	KindHash  = "hash"
+	KindRange      = "range"
+	KindHash       = "hash"
+	KindConsistent = "consistent"
 )
 
 var (
@@ -132,8 +133,10 @@ func New(kind string, parts int, maxKey uint64) (Partitioner, error) {
 		return NewRange(parts, maxKey)
 	case KindHash:
 		return NewHash(parts, maxKey)
+	case KindConsistent:
+		return NewConsistent(parts, maxKey)
 	}
-	return nil, fmt.Errorf("%w %q (want %q or %q)", ErrUnknownKind, kind, KindRange, KindHash)
+	return nil, fmt.Errorf("%w %q (want %q, %q or %q)", ErrUnknownKind, kind, KindRange, KindHash, KindConsistent)
 }
 
 // checkParts validates parts against MaxParts and the key space size.

@@ -127,7 +127,7 @@ func TestRangeTilesSpace(t *testing.T) {
 
 func TestOwnerOutOfSpace(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{partition.KindRange, partition.KindHash} {
+	for _, kind := range []string{partition.KindRange, partition.KindHash, partition.KindConsistent} {
 		t.Run("kind="+kind, func(t *testing.T) {
 			t.Parallel()
 			p, err := partition.New(kind, 3, 10)
@@ -190,7 +190,7 @@ func TestSplit(t *testing.T) {
 		{name: "unsorted before out of space", parts: 2, maxKey: 10, keys: []uint64{3, 2, 11}, wantErr: partition.ErrNotAscending, wantPos: 1},
 	}
 	for _, tt := range tests {
-		for _, kind := range []string{partition.KindRange, partition.KindHash} {
+		for _, kind := range []string{partition.KindRange, partition.KindHash, partition.KindConsistent} {
 			t.Run(tt.name+"/kind="+kind, func(t *testing.T) {
 				t.Parallel()
 				p, err := partition.New(kind, tt.parts, tt.maxKey)
@@ -326,12 +326,13 @@ func checkSplit(t testing.TB, p partition.Partitioner, keys []uint64, segs []par
 // quickInput is a random partitioner configuration and key batch for
 // testing/quick; keys are sorted and deduplicated, except when Raw is set.
 type quickInput struct {
-	Hash   bool
-	Parts  uint8
-	MaxKey uint64
-	Small  bool // bound maxKey and keys to a small space, so parts collide
-	Raw    bool // keep the batch unsorted
-	Keys   []uint64
+	Hash       bool
+	Consistent bool // with Hash: the consistent kind
+	Parts      uint8
+	MaxKey     uint64
+	Small      bool // bound maxKey and keys to a small space, so parts collide
+	Raw        bool // keep the batch unsorted
+	Keys       []uint64
 }
 
 func TestSplitMatchesNaiveQuick(t *testing.T) {
@@ -357,6 +358,9 @@ func TestSplitMatchesNaiveQuick(t *testing.T) {
 		kind := partition.KindRange
 		if in.Hash {
 			kind = partition.KindHash
+			if in.Consistent {
+				kind = partition.KindConsistent
+			}
 		}
 		p, err := partition.New(kind, parts, maxKey)
 		if err != nil {
@@ -386,7 +390,7 @@ func TestSplitMatchesNaiveQuick(t *testing.T) {
 	if err := quick.Check(prop, cfg); err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []string{partition.KindRange, partition.KindHash, partition.ErrNotAscending.Error(), partition.ErrOutOfSpace.Error()} {
+	for _, o := range []string{partition.KindRange, partition.KindHash, partition.KindConsistent, partition.ErrNotAscending.Error(), partition.ErrOutOfSpace.Error()} {
 		if outcomes[o] == 0 {
 			t.Errorf("no generated case had outcome %q (outcomes %v)", o, outcomes)
 		}
@@ -398,7 +402,7 @@ func TestSplitMatchesNaiveQuick(t *testing.T) {
 func TestSplitReusesOut(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	keys := sortedKeys(rng, 10000, 0)
-	for _, kind := range []string{partition.KindRange, partition.KindHash} {
+	for _, kind := range []string{partition.KindRange, partition.KindHash, partition.KindConsistent} {
 		t.Run("kind="+kind, func(t *testing.T) {
 			p, err := partition.New(kind, 4, 0)
 			if err != nil {
@@ -430,21 +434,93 @@ func TestSplitReusesOut(t *testing.T) {
 func TestHashBalance(t *testing.T) {
 	t.Parallel()
 	const parts, n = 8, 80000
-	p, err := partition.NewHash(parts, 0)
-	if err != nil {
-		t.Fatal(err)
+	keys := clustered(n)
+	for _, kind := range []string{partition.KindHash, partition.KindConsistent} {
+		p, err := partition.New(kind, parts, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		segs, err := p.Split(keys, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range segs {
+			if got := s.Len(); got < n/parts*9/10 || got > n/parts*11/10 {
+				t.Errorf("%s: part %d holds %d keys, want about %d", kind, i, got, n/parts)
+			}
+		}
 	}
-	keys := make([]uint64, n) // clustered keys: 0..n-1
+}
+
+// clustered returns the keys 0..n-1.
+func clustered(n int) []uint64 {
+	keys := make([]uint64, n)
 	for i := range keys {
 		keys[i] = uint64(i)
 	}
-	segs, err := p.Split(keys, nil)
-	if err != nil {
-		t.Fatal(err)
+	return keys
+}
+
+// TestConsistentMovesOnlyTheNewPartsKeys: going from S parts to S+1, the
+// consistent partitioner moves only keys that the new part S takes, about
+// 1/(S+1) of them (jump consistent hashing's expectation), and going
+// back moves those same keys back; the hash partitioner moves most keys.
+func TestConsistentMovesOnlyTheNewPartsKeys(t *testing.T) {
+	t.Parallel()
+	const n = 100000
+	keys := clustered(n)
+	owners := func(kind string, parts int) []int {
+		p, err := partition.New(kind, parts, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]int, n)
+		for i, k := range keys {
+			if out[i], err = p.Owner(k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return out
 	}
-	for i, s := range segs {
-		if got := s.Len(); got < n/parts*9/10 || got > n/parts*11/10 {
-			t.Errorf("part %d holds %d keys, want about %d", i, got, n/parts)
+	for s := 1; s <= 8; s++ {
+		before, after := owners(partition.KindConsistent, s), owners(partition.KindConsistent, s+1)
+		moved := 0
+		for i := range keys {
+			if before[i] == after[i] {
+				continue
+			}
+			moved++
+			if after[i] != s {
+				t.Fatalf("%d→%d parts: key %d moved from part %d to part %d, not to the new part", s, s+1, keys[i], before[i], after[i])
+			}
+		}
+		share, want := float64(moved)/n, 1/float64(s+1)
+		if share < want*0.95 || share > want*1.05 {
+			t.Errorf("%d→%d parts: %.4f of the keys moved, want about %.4f", s, s+1, share, want)
+		}
+		hb, ha := owners(partition.KindHash, s), owners(partition.KindHash, s+1)
+		hashMoved := 0
+		for i := range keys {
+			if hb[i] != ha[i] {
+				hashMoved++
+			}
+		}
+		t.Logf("%d→%d parts: consistent moves %.4f of the keys (expectation %.4f), hash %.4f", s, s+1, share, want, float64(hashMoved)/n)
+	}
+}
+
+// TestJumpIsPinned: Jump(Mix(key), parts) is the consistent partitioner's
+// wire contract; these values must never change.
+func TestJumpIsPinned(t *testing.T) {
+	for _, tt := range []struct {
+		h       uint64
+		buckets int
+		want    int
+	}{
+		{0, 1, 0}, {0, 10, 0}, {1, 10, 6}, {partition.Mix(12345), 4, 1}, {^uint64(0), 1000, 313},
+	} {
+		if got := partition.Jump(tt.h, tt.buckets); got != tt.want {
+			t.Errorf("Jump(%d, %d) = %d, want %d", tt.h, tt.buckets, got, tt.want)
 		}
 	}
 }
