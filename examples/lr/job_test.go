@@ -194,19 +194,32 @@ func syncJobs(t *testing.T) ([2]jobRun, jobRun) {
 }
 
 var (
-	straightOnce sync.Once
-	straightRun  jobRun
+	straightMu   sync.Mutex
+	straightRuns = map[int]*jobRun{}
 )
 
 // straightJob runs, once for all tests, the synchronous 2×2 job over 4
 // epochs never interrupted: the model a job that lost something and
 // started again from a checkpoint must reach.
-func straightJob(t *testing.T) jobRun {
-	straightOnce.Do(func() { straightRun = runJob(t, 2, 2, 2<<20, "--epochs", "4") })
-	if straightRun.parts == nil {
-		t.Fatal("the shared 4-epoch job failed (see the first test's output)")
+func straightJob(t *testing.T) jobRun { return straightJobOf(t, 2) }
+
+// straightJobOf runs, once for all tests, the synchronous job of 2
+// workers and servers servers over 4 epochs, never interrupted and
+// without replicas.
+func straightJobOf(t *testing.T, servers int) jobRun {
+	t.Helper()
+	straightMu.Lock()
+	defer straightMu.Unlock()
+	r := straightRuns[servers]
+	if r == nil {
+		r = &jobRun{}
+		straightRuns[servers] = r // a failed run is not tried again
+		*r = runJob(t, 2, servers, 2<<20, "--epochs", "4")
 	}
-	return straightRun
+	if r.parts == nil {
+		t.Fatalf("the shared 2×%d job failed (see the first test's output)", servers)
+	}
+	return *r
 }
 
 // TestSyncRunsWriteBitIdenticalModels: two synchronous runs, one
@@ -498,22 +511,9 @@ func TestServerKilled(t *testing.T) {
 // withReplicas makes a job 2×3 whose servers keep one replica each.
 func withReplicas(s *job.JobSpec) { s.NumServers, s.Replicas = 3, 1 }
 
-var (
-	straight3Once sync.Once
-	straight3Run  jobRun
-)
-
-// straight3Job runs, once for all tests, the synchronous job of 2
-// workers and 3 servers over 4 epochs, never interrupted and without
-// replicas: the model a job whose servers keep replicas must write,
-// whatever died.
-func straight3Job(t *testing.T) jobRun {
-	straight3Once.Do(func() { straight3Run = runJob(t, 2, 3, 2<<20, "--epochs", "4") })
-	if straight3Run.parts == nil {
-		t.Fatal("the shared 2×3 job failed (see the first test's output)")
-	}
-	return straight3Run
-}
+// straight3Job is the 2×3 job never interrupted: the model a job whose
+// servers keep replicas must write, whatever died.
+func straight3Job(t *testing.T) jobRun { return straightJobOf(t, 3) }
 
 // TestServerKilledWithReplicas kills server 1 with SIGKILL in the middle
 // of epoch 1 of a synchronous job of 2 workers and 3 servers that keep
@@ -630,18 +630,25 @@ func checkFailedOver(t *testing.T, res job.Result, err error, out string, attemp
 	if res.Restarts != 0 {
 		t.Errorf("the job started again %d time(s); want none", res.Restarts)
 	}
-	for _, tr := range res.Tasks {
+	checkAttempts(t, res.Tasks, attempts)
+	for e, got := range res.Status.EpochRecords {
+		if got != int64(rows) {
+			t.Errorf("epoch %d counted %d records, want %d", e, got, rows)
+		}
+	}
+}
+
+// checkAttempts checks that each task ran attempts[{role, rank, 0}]
+// times, 1 when not given.
+func checkAttempts(t testing.TB, tasks []job.TaskResult, attempts map[taskKill]int) {
+	t.Helper()
+	for _, tr := range tasks {
 		want := 1
 		if n, ok := attempts[taskKill{tr.Role, tr.Rank, 0}]; ok {
 			want = n
 		}
 		if tr.Attempts != want {
 			t.Errorf("%s %d ran %d time(s), want %d", tr.Role, tr.Rank, tr.Attempts, want)
-		}
-	}
-	for e, got := range res.Status.EpochRecords {
-		if got != int64(rows) {
-			t.Errorf("epoch %d counted %d records, want %d", e, got, rows)
 		}
 	}
 }
@@ -732,15 +739,11 @@ func checkRejoined(t *testing.T, res job.Result, err error, out string, attempts
 	if res.Restarts != 0 {
 		t.Errorf("the job started again %d time(s); want none", res.Restarts)
 	}
-	for _, tr := range res.Tasks {
-		want := 1
-		if n, ok := attempts[tr.Rank]; ok && tr.Role == conf.RoleWorker {
-			want = n
-		}
-		if tr.Attempts != want {
-			t.Errorf("%s %d ran %d time(s), want %d", tr.Role, tr.Rank, tr.Attempts, want)
-		}
+	byTask := map[taskKill]int{}
+	for rank, n := range attempts {
+		byTask[taskKill{conf.RoleWorker, rank, 0}] = n
 	}
+	checkAttempts(t, res.Tasks, byTask)
 	for e := 0; e < 4; e++ {
 		if got := res.Status.EpochRecords[e]; got != int64(rows) {
 			t.Errorf("epoch %d counted %d records, want %d", e, got, rows)

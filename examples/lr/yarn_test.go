@@ -272,15 +272,7 @@ func TestHadoopYARNWorkerKilled(t *testing.T) {
 		if r.err != nil || r.res.State != tracker.Succeeded {
 			t.Fatalf("YARN job after a worker was killed: %v %v\nAM log:\n%s", r.res.State, r.err, log)
 		}
-		for _, tr := range r.res.Tasks {
-			want := 1
-			if tr.Role == conf.RoleWorker && tr.Rank == 1 {
-				want = 2
-			}
-			if tr.Attempts != want {
-				t.Errorf("%s %d ran %d time(s), want %d", tr.Role, tr.Rank, tr.Attempts, want)
-			}
-		}
+		checkAttempts(t, r.res.Tasks, map[taskKill]int{{conf.RoleWorker, 1, 0}: 2})
 		tr := manifest(t, c, s.Output)
 		if tr.Restarts != 0 {
 			t.Errorf("the manifest says the job started again %d time(s); want none", tr.Restarts)
@@ -396,15 +388,7 @@ func TestHadoopYARNServerKilled(t *testing.T) {
 		if r.err != nil || r.res.State != tracker.Succeeded {
 			t.Fatalf("YARN job after a server was killed: %v %v\nAM log:\n%s", r.res.State, r.err, amLog(t, r.app))
 		}
-		for _, tr := range r.res.Tasks {
-			want := 1
-			if tr.Role == conf.RoleServer && tr.Rank == 1 {
-				want = 2
-			}
-			if tr.Attempts != want {
-				t.Errorf("%s %d ran %d time(s), want %d", tr.Role, tr.Rank, tr.Attempts, want)
-			}
-		}
+		checkAttempts(t, r.res.Tasks, map[taskKill]int{{conf.RoleServer, 1, 0}: 2})
 		straight := straight3Job(t)
 		want := string(straight.parts["part-00000"]) + string(straight.parts["part-00001"]) + string(straight.parts["part-00002"])
 		if got := readModel(t, c, s.Output); got != want {
@@ -480,15 +464,7 @@ func TestHadoopYARNChaos(t *testing.T) {
 	if r.err != nil || r.res.State != tracker.Succeeded {
 		t.Fatalf("YARN job after %d kills: %v %v\nAM log:\n%s", len(kills), r.res.State, r.err, amLog(t, r.app))
 	}
-	for _, tr := range r.res.Tasks {
-		want := 1
-		if n, ok := attempts[taskKill{tr.Role, tr.Rank, 0}]; ok {
-			want = n
-		}
-		if tr.Attempts != want {
-			t.Errorf("%s %d ran %d time(s), want %d", tr.Role, tr.Rank, tr.Attempts, want)
-		}
-	}
+	checkAttempts(t, r.res.Tasks, attempts)
 	tr := manifest(t, c, s.Output)
 	if tr.Restarts != 0 {
 		t.Errorf("the manifest says the job started again %d time(s); want none", tr.Restarts)
