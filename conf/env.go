@@ -49,6 +49,7 @@ const (
 	EnvJobSecret          = "SPINDLE_JOB_SECRET"
 	EnvJobKeys            = "SPINDLE_JOB_KEYS"
 	EnvInsecure           = "SPINDLE_INSECURE"
+	EnvJoining            = "SPINDLE_JOINING"
 	EnvJobName            = "SPINDLE_JOB_NAME"
 	EnvTrackerAddr        = "SPINDLE_TRACKER_ADDR"
 	EnvOutput             = "SPINDLE_OUTPUT"
@@ -192,6 +193,7 @@ func FromEnv(c Config, lookup Lookup) (Config, error) {
 		}
 	}
 	boolean(EnvInsecure, &p.Insecure)
+	boolean(EnvJoining, &p.Joining)
 	duration(EnvRegisterTimeout, time.Second, &p.RegisterTimeout)
 	duration(EnvShutdownTimeout, time.Second, &p.ShutdownTimeout)
 	str(EnvJobName, &c.Job.Name)
@@ -358,6 +360,9 @@ func (p PS) Environ() []string {
 	}
 	if p.Insecure {
 		add(EnvInsecure, "1")
+	}
+	if p.Joining {
+		add(EnvJoining, "1")
 	}
 	if p.RegisterTimeout != d.RegisterTimeout {
 		add(EnvRegisterTimeout, strconv.FormatFloat(p.RegisterTimeout.Seconds(), 'g', -1, 64))

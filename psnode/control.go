@@ -106,11 +106,19 @@ func (n *Node) onRegister(m *transport.Message) {
 	if reg.Role == transport.RoleServer {
 		limit = n.cfg.NumServers
 	}
+	n.mu.Lock()
+	if n.ready && reg.Role == transport.RoleServer && reg.Rank < MaxServers {
+		// A running job admits a server beyond its count: one that joins
+		// for a scale-out (Tables.Rescale).
+		n.mu.Unlock()
+		n.registerRunning(reg)
+		return
+	}
 	if reg.Rank >= int32(limit) {
+		n.mu.Unlock()
 		n.refuse(reg, fmt.Sprintf("rank %d is out of range: the job has %d %ss", reg.Rank, limit, reg.Role))
 		return
 	}
-	n.mu.Lock()
 	if n.ready {
 		n.mu.Unlock()
 		n.registerRunning(reg)
@@ -252,15 +260,24 @@ func (n *Node) recoverLocked(reg transport.Node) ([]*transport.Message, string) 
 			break
 		}
 	}
-	if slot == nil {
+	joins := false
+	switch {
+	case slot == nil && reg.Role == transport.RoleServer && reg.Rank >= 0:
+		// A server that joins for a scale-out: a new rank.
+		slot, joins = &transport.Node{Role: reg.Role, ID: transport.ServerID(int(reg.Rank)), Rank: reg.Rank}, true
+	case slot == nil:
 		return nil, fmt.Sprintf("no dead %s to replace: the job already has all its nodes", reg.Role)
+	case n.left[slot.ID]:
+		// The rank of a server drained by a scale-in, joining again.
+		joins = true
+		delete(n.left, slot.ID)
 	}
 	var out []*transport.Message
-	if _, dead := n.dead[slot.ID]; !dead {
+	if _, dead := n.dead[slot.ID]; !dead && !joins {
 		out = append(out, n.markDeadLocked(slot.ID, "replaced by a new process of the same rank")...)
 	}
 	nd := reg
-	nd.ID, nd.Rank, nd.IsRecovery = slot.ID, slot.Rank, true
+	nd.ID, nd.Rank, nd.IsRecovery = slot.ID, slot.Rank, !joins
 	n.table[nd.ID] = nd
 	delete(n.dead, nd.ID)
 	n.lastSeen[nd.ID] = n.now()
@@ -370,7 +387,7 @@ func (n *Node) onTable(m *transport.Message) (bool, []*transport.Message) {
 			if nd.Incarnation == n.me.Incarnation && nd.Role == n.role {
 				n.me.ID, n.me.Rank, n.me.IsRecovery = nd.ID, nd.Rank, nd.IsRecovery
 				found = true
-				if nd.IsRecovery {
+				if nd.IsRecovery || n.cfg.Joining {
 					// The job's barriers have had rounds this process
 					// did not see: it joins the next in progress.
 					for g := range n.rounds {

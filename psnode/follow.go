@@ -275,8 +275,9 @@ func decodeRejoin(b []byte) (rejoinState, error) {
 // sender (a server or worker) first, every id that of its role and rank,
 // no id twice.
 func (n *Node) checkRejoinNodes(nodes []transport.Node) error {
-	if len(nodes) == 0 || len(nodes) > 1+n.cfg.NumServers+n.cfg.NumWorkers {
-		return fmt.Errorf("%d nodes for a job of %d servers and %d workers", len(nodes), n.cfg.NumServers, n.cfg.NumWorkers)
+	// A job that scaled out has servers beyond its configured count.
+	if len(nodes) == 0 || len(nodes) > 1+MaxServers+n.cfg.NumWorkers {
+		return fmt.Errorf("%d nodes for a job of at most %d servers and %d workers", len(nodes), MaxServers, n.cfg.NumWorkers)
 	}
 	if r := nodes[0].Role; r != transport.RoleServer && r != transport.RoleWorker {
 		return fmt.Errorf("a %s cannot rejoin", r)
@@ -288,8 +289,8 @@ func (n *Node) checkRejoinNodes(nodes []transport.Node) error {
 		case transport.RoleScheduler:
 			want = transport.SchedulerID
 		case transport.RoleServer:
-			if nd.Rank < 0 || int(nd.Rank) >= n.cfg.NumServers {
-				return fmt.Errorf("server rank %d is out of range: the job has %d servers", nd.Rank, n.cfg.NumServers)
+			if nd.Rank < 0 || nd.Rank >= MaxServers {
+				return fmt.Errorf("server rank %d is out of range: a job has at most %d servers", nd.Rank, MaxServers)
 			}
 			want = transport.ServerID(int(nd.Rank))
 		case transport.RoleWorker:

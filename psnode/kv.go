@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/spindle-ps/spindle/psnode/partition"
@@ -78,8 +79,7 @@ func WithCallback(f func(error)) CallOption { return func(o *callOpts) { o.callb
 type KVWorker[V Number] struct {
 	n        *Node
 	c        *customer
-	part     partition.Partitioner
-	servers  []int32 // server id of each part
+	route    atomic.Pointer[kvRoute] // replaced when the job changes its servers
 	compress bool
 	keyCache *keyCaches // mirrors of the servers' key caches
 }
@@ -120,7 +120,8 @@ func NewKVWorker[V Number](n *Node, appID, customerID int32, opts ...WorkerOptio
 	if !n.isReady() {
 		return nil, ErrNotReady
 	}
-	if n.cfg.NumServers < 1 {
+	servers := n.NumServers()
+	if servers < 1 {
 		return nil, errors.New("psnode: a KV worker needs at least one server")
 	}
 	var o workerOpts
@@ -130,19 +131,16 @@ func NewKVWorker[V Number](n *Node, appID, customerID int32, opts ...WorkerOptio
 	part := o.part
 	if part == nil {
 		var err error
-		if part, err = NewPartitioner(n.cfg.Partitioner, n.cfg.NumServers, n.cfg.MaxDimension); err != nil {
+		if part, err = NewPartitioner(n.cfg.Partitioner, servers, n.cfg.MaxDimension); err != nil {
 			return nil, err
 		}
 	}
-	if part.NumParts() != n.cfg.NumServers {
-		return nil, fmt.Errorf("psnode: partitioner has %d parts for %d servers", part.NumParts(), n.cfg.NumServers)
+	w := &KVWorker[V]{n: n, compress: o.compress}
+	if err := w.setPartitioner(part, servers); err != nil {
+		return nil, err
 	}
-	w := &KVWorker[V]{n: n, part: part, compress: o.compress}
 	if o.keyCache {
 		w.keyCache = newKeyCaches(DefaultKeyCacheBytes)
-	}
-	for r := 0; r < n.cfg.NumServers; r++ {
-		w.servers = append(w.servers, transport.ServerID(r))
 	}
 	var err error
 	w.c, err = n.newCustomer(appID, customerID, false, func(m *transport.Message) { w.c.reply(m) })
@@ -165,8 +163,29 @@ func NewPartitioner(kind string, servers int, maxKey uint64) (partition.Partitio
 	return partition.New(kind, servers, maxKey)
 }
 
+// kvRoute is how a KV worker sends keys: the partitioner, and the server
+// id of each part.
+type kvRoute struct {
+	part    partition.Partitioner
+	servers []int32
+}
+
+// setPartitioner routes the next requests with part, one part per server
+// of servers.
+func (w *KVWorker[V]) setPartitioner(part partition.Partitioner, servers int) error {
+	if part.NumParts() != servers {
+		return fmt.Errorf("psnode: partitioner has %d parts for %d servers", part.NumParts(), servers)
+	}
+	r := &kvRoute{part: part}
+	for i := 0; i < servers; i++ {
+		r.servers = append(r.servers, transport.ServerID(i))
+	}
+	w.route.Store(r)
+	return nil
+}
+
 // Partitioner returns the partitioner that assigns keys to servers.
-func (w *KVWorker[V]) Partitioner() partition.Partitioner { return w.part }
+func (w *KVWorker[V]) Partitioner() partition.Partitioner { return w.route.Load().part }
 
 // Push sends kv to the servers and returns the request's timestamp; Wait
 // on it to learn when every server has applied it. kv's slices may be
@@ -216,7 +235,8 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 	}
 	// segs outlives this call (the reply handlers read it), so it is not
 	// pooled.
-	segs, err := w.part.Split(kv.Keys, nil)
+	route := w.route.Load()
+	segs, err := route.part.Split(kv.Keys, nil)
 	if err != nil {
 		return 0, fmt.Errorf("psnode: %w", err)
 	}
@@ -270,7 +290,7 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 		if len(sub.Keys) == 0 && !o.allServers {
 			continue
 		}
-		server := w.servers[p]
+		server := route.servers[p]
 		peers = append(peers, server)
 		var keys []byte
 		if w.keyCache != nil && len(sub.Keys) >= minCacheKeys {

@@ -68,6 +68,8 @@ type Node struct {
 	schedAddr   string                   // node: the address of the route to the scheduler
 	schedLost   time.Time                // node: since when a replacement scheduler is sought; zero otherwise
 	leaving     bool                     // node: Finalize is past its barrier
+	servers     int                      // node: the servers of the job's view (scale.go)
+	retired     bool                     // server: out of the job's view since a scale-in
 	rebuilt     bool                     // scheduler: its table was rebuilt from a running job's nodes
 	left        map[int32]bool           // scheduler: nodes that finished
 	admitting   map[int32]map[int32]bool // scheduler: recovering node → peers yet to acknowledge it
@@ -129,6 +131,7 @@ func New(cfg conf.PS, tr transport.Transport, opts ...Option) (*Node, error) {
 	}
 	n := &Node{
 		cfg:         cfg,
+		servers:     cfg.NumServers,
 		tr:          tr,
 		now:         time.Now,
 		secret:      []byte(cfg.JobSecret),
@@ -268,6 +271,10 @@ func (n *Node) Start(ctx context.Context) error {
 		n.log.WithFields(logrus.Fields{"id": n.ID(), "rank": n.Rank()}).Info("node recovered a dead node's place")
 		return nil
 	}
+	if n.cfg.Joining {
+		n.log.WithFields(logrus.Fields{"id": n.ID(), "rank": n.Rank()}).Info("server joined the running job")
+		return nil
+	}
 	if err := n.Barrier(ctx, transport.AllGroups); err != nil {
 		return fmt.Errorf("psnode: start barrier: %w", err)
 	}
@@ -383,8 +390,14 @@ func (n *Node) Role() transport.Role { return n.role }
 // NumWorkers returns the number of workers of the job.
 func (n *Node) NumWorkers() int { return n.cfg.NumWorkers }
 
-// NumServers returns the number of servers of the job.
-func (n *Node) NumServers() int { return n.cfg.NumServers }
+// NumServers returns the number of servers of the job: as configured,
+// or as the job's view has it since the job last changed its servers
+// (Tables.Rescale). On the scheduler it is always as configured.
+func (n *Node) NumServers() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.servers
+}
 
 // Config returns the configuration the node runs with.
 func (n *Node) Config() conf.PS { return n.cfg }
@@ -483,10 +496,18 @@ func (n *Node) emit(ev Event) {
 
 // group returns the live members of a group (a bitmask of 1, 2, 4).
 // n.mu must be held.
+//
+// On a server or worker, the servers of a group are those of the job's
+// view (NumServers): one that joins for a scale-out is not one before the
+// switch, one that drains for a scale-in no more after it. The scheduler
+// counts every live node that has not left.
 func (n *Node) groupMembers(group int32) []int32 {
 	var out []int32
 	for id, nd := range n.table {
 		if _, d := n.dead[id]; d {
+			continue
+		}
+		if n.role != transport.RoleScheduler && nd.Role == transport.RoleServer && int(nd.Rank) >= n.servers {
 			continue
 		}
 		if inGroup(nd.Role, group) {
@@ -839,7 +860,12 @@ func (n *Node) Finalize(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ShutdownTimeout)
 	defer cancel()
 	var berr error
-	if n.isReady() {
+	n.mu.Lock()
+	retired := n.retired
+	n.mu.Unlock()
+	if n.isReady() && !retired {
+		// A server drained by a scale-in leaves at once: the others do
+		// not wait for it, and it has no part of the model to write.
 		berr = n.Barrier(ctx, transport.AllGroups)
 	}
 	if berr == nil && n.isReady() {

@@ -168,9 +168,9 @@ func replicating(n *Node) bool { return n.cfg.Replicas > 0 && n.cfg.NumServers >
 // holders returns the servers after partition p on the ring that keep
 // its replicas, live ones only, leaving out skip.
 func (rp *replicator) holders(p int, skip int32) []int32 {
-	s := rp.ts.n.cfg.NumServers
+	s := rp.ts.n.NumServers()
 	var out []int32
-	for i := 1; i <= rp.k; i++ {
+	for i := 1; i <= min(rp.k, s-1); i++ {
 		id := transport.ServerID((p + i) % s)
 		if id != skip && !rp.ts.n.isDead(id) {
 			out = append(out, id)
@@ -181,9 +181,12 @@ func (rp *replicator) holders(p int, skip int32) []int32 {
 
 // replicaParts returns the partitions server rank keeps replicas of.
 func (rp *replicator) replicaParts(rank int) []int {
-	s := rp.ts.n.cfg.NumServers
+	s := rp.ts.n.NumServers()
+	if rank >= s {
+		return nil // drained by a scale-in
+	}
 	var out []int
-	for i := 1; i <= rp.k; i++ {
+	for i := 1; i <= min(rp.k, s-1); i++ {
 		out = append(out, (rank-i+s)%s)
 	}
 	return out
@@ -452,7 +455,11 @@ type tableRepl[V Number] struct {
 	seq    uint64
 	recent recentPushes
 
-	parts map[int]*replicaPart[V] // by partition; fixed once made
+	// parts are the replicas kept here, by partition; the map is
+	// replaced, never changed, when the job changes its servers (partsMu).
+	partsMu  sync.Mutex
+	parts    map[int]*replicaPart[V]
+	newStore func(part int) (*StoreHandler[V], error)
 	// restoring is set while this process restores its own partition:
 	// it has no snapshot of it to give.
 	restoring atomic.Bool
@@ -480,9 +487,12 @@ type replUpdate[V Number] struct {
 // partition it keeps, ready at once unless this process replaced a dead
 // one (restore fills them).
 func newTableRepl[V Number](t *Table[V], rp *replicator, newStore func(part int) (*StoreHandler[V], error)) (*tableRepl[V], error) {
-	r := &tableRepl[V]{t: t, rp: rp, parts: make(map[int]*replicaPart[V])}
+	r := &tableRepl[V]{t: t, rp: rp, parts: make(map[int]*replicaPart[V]), newStore: newStore}
 	restoring := t.ts.n.Self().IsRecovery
 	r.restoring.Store(restoring)
+	if t.ts.n.cfg.Joining {
+		return r, nil // its replicas are made when it joins (Tables.Rescale)
+	}
 	for _, p := range rp.replicaParts(t.ts.n.Rank()) {
 		st, err := newStore(p)
 		if err != nil {
@@ -567,11 +577,25 @@ func (r *tableRepl[V]) syncUpdate(kind int32, epoch, steps int, sum KVPairs[V]) 
 	return func(done func()) { r.send(h, kind, sum, done) }
 }
 
+// part returns the replica of partition p kept here, nil for none.
+func (r *tableRepl[V]) part(p int) *replicaPart[V] {
+	r.partsMu.Lock()
+	defer r.partsMu.Unlock()
+	return r.parts[p]
+}
+
+// allParts returns the replicas kept here.
+func (r *tableRepl[V]) allParts() map[int]*replicaPart[V] {
+	r.partsMu.Lock()
+	defer r.partsMu.Unlock()
+	return r.parts
+}
+
 // replicaUpdate applies an update to the replica of its partition, in seq
 // order: one ahead of a missing one waits for it (a replica still being
 // restored waits for its snapshot).
 func (r *tableRepl[V]) replicaUpdate(h replHeader, m *transport.Message) error {
-	p := r.parts[int(h.Part)]
+	p := r.part(int(h.Part))
 	if p == nil {
 		return fmt.Errorf("server %d keeps no replica of partition %d of table %s", r.t.ts.n.Rank(), h.Part, r.t.desc.Name)
 	}
@@ -659,7 +683,7 @@ func (r *tableRepl[V]) replicaSnapshot(part int, from int32) ([]byte, [][]byte, 
 		defer r.mu.Unlock()
 		st, ps.seq, recent = t.store, r.seq, r.recent
 	} else {
-		p := r.parts[part]
+		p := r.part(part)
 		if p == nil {
 			return nil, nil, nil, fmt.Errorf("server %d keeps no replica of partition %d of table %s", t.ts.n.Rank(), part, t.desc.Name)
 		}
@@ -753,7 +777,7 @@ func (r *tableRepl[V]) restore() error {
 	if t.sync != nil {
 		t.sync.restore(int(h.Epoch), int(h.Step), n)
 	}
-	for part, p := range r.parts {
+	for part, p := range r.allParts() {
 		from := []int32{transport.ServerID(part)}
 		if n.isDead(from[0]) {
 			from = nil

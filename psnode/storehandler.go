@@ -283,3 +283,40 @@ func (h *StoreHandler[V]) Snapshot(fn func(records int, all func(yield func(key 
 	defer h.mu.Unlock()
 	return fn(h.table.Len(), h.table.Range)
 }
+
+// Retain keeps the stored keys keep accepts and drops the others, with
+// their values and updater state: what a server hands over when the job
+// changes its servers (Tables.Rescale). It rebuilds the table, keeping the
+// initial values, and fails on a table of keys of varying lengths.
+func (h *StoreHandler[V]) Retain(keep func(key uint64) bool) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.vtab.Len() > 0 {
+		return fmt.Errorf("psnode: store handler: %d keys of varying lengths cannot move", h.vtab.Len())
+	}
+	kept := 0
+	h.table.Range(func(key uint64, _, _ []V) bool {
+		if keep(key) {
+			kept++
+		}
+		return true
+	})
+	t, err := store.NewTable[V](h.dim, h.upd.StateWidth(), kept)
+	if err != nil {
+		return fmt.Errorf("psnode: store handler: %w", err)
+	}
+	h.table.Range(func(key uint64, vals, state []V) bool {
+		if keep(key) {
+			slot, _ := t.Insert(key)
+			copy(t.Vals(slot), vals)
+			copy(t.State(slot), state)
+		}
+		return true
+	})
+	if h.init != nil {
+		init := h.init
+		t.SetInit(func(key uint64, vals, _ []V) { init(key, vals) })
+	}
+	h.table, h.last = t, lastPush{}
+	return nil
+}

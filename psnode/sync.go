@@ -523,6 +523,14 @@ func (h *SyncHandler[V]) restore(ended, steps int, n *Node) {
 	}
 }
 
+// startAt makes a table of a server that joins the job (Tables.Rescale)
+// start at epoch: every epoch before it is over.
+func (h *SyncHandler[V]) startAt(epoch int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ended = max(h.ended, epoch)
+}
+
 func isStrictlySorted(keys []uint64) bool {
 	for i := 1; i < len(keys); i++ {
 		if keys[i] <= keys[i-1] {

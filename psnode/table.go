@@ -140,6 +140,7 @@ type Tables struct {
 	opts   TablesOptions
 	ctl    *SimpleApp  // nil on the scheduler
 	repl   *replicator // servers whose tables keep replicas
+	scale  *scaling    // servers: changes of the job's servers (scale.go)
 	everyN int
 	every  time.Duration
 
@@ -163,7 +164,10 @@ type tableEntry struct {
 	// restored: updates from other servers then wait in its replicas.
 	repl servedTable
 	end  epochCall // synchronous tables on workers: EndEpoch
-	idle epochCall // workers of bounded-delay and filtered tables: Idle
+	// route, on workers, routes the table's requests over a new count of
+	// servers (Rescale).
+	route func(servers int) error
+	idle  epochCall // workers of bounded-delay and filtered tables: Idle
 	// shift is where a synchronous table's worker rejoined (Rejoin).
 	shift *atomic.Pointer[syncShift]
 }
@@ -202,6 +206,10 @@ type servedTable interface {
 	// replication requests (replica.go).
 	replicaUpdate(h replHeader, m *transport.Message) error
 	replicaSnapshot(part int, from int32) (h []byte, frames [][]byte, types []transport.DataType, err error)
+	// scaleOut, scaleIn and settle change the job's servers (scale.go).
+	scaleOut(ctx context.Context, epoch, from, to int) (moved, held int, err error)
+	scaleIn(epoch, servers int, m *transport.Message) error
+	settle(ctx context.Context) error
 }
 
 // waitServed returns, on a server that replaced a dead one, once every
@@ -273,6 +281,9 @@ func NewTables(n *Node, opts TablesOptions) (*Tables, error) {
 		ts.ctl, err = NewSimpleApp(n, tablesCtlApp, 0, ts.serveCtl)
 		if err == nil && replicating(n) {
 			ts.repl, err = newReplicator(ts)
+		}
+		if err == nil {
+			ts.scale, err = newScaling(ts)
 		}
 	case transport.RoleWorker:
 		ts.ctl, err = NewSimpleApp(n, tablesCtlApp, 0, nil)
@@ -404,7 +415,7 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 	switch n.Role() {
 	case transport.RoleWorker:
 		var part partition.Partitioner
-		if part, err = NewPartitioner(spec.Partitioner, n.cfg.NumServers, spec.MaxKey); err == nil {
+		if part, err = NewPartitioner(spec.Partitioner, n.NumServers(), spec.MaxKey); err == nil {
 			opts := []WorkerOption{WithPartitioner(part)}
 			if spec.Compress {
 				opts = append(opts, WithCompression())
@@ -413,6 +424,13 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 				opts = append(opts, WithKeyCache())
 			}
 			t.kv, err = NewKVWorker[V](n, t.app, 0, opts...)
+		}
+		e.route = func(servers int) error {
+			part, err := NewPartitioner(spec.Partitioner, servers, spec.MaxKey)
+			if err != nil {
+				return err
+			}
+			return t.kv.setPartitioner(part, servers)
 		}
 		if spec.Sync {
 			e.end = t.epochCall(t.EndEpoch)
@@ -485,7 +503,7 @@ func (t *Table[V]) serve(spec TableSpec[V], e *tableEntry) error {
 			return nil, err
 		}
 		st.SetInit(spec.Init)
-		if r, ok := serverKeyRange(spec.Partitioner, n.cfg.NumServers, spec.MaxKey, rank); ok {
+		if r, ok := serverKeyRange(spec.Partitioner, n.NumServers(), spec.MaxKey, rank); ok {
 			dense, err := st.UseKeyRange(r.Begin, r.Last)
 			if err != nil {
 				return nil, err
@@ -736,8 +754,27 @@ func (t *Table[V]) Wait(ctx context.Context, ts int32) error {
 // Finish ends training on every role: a barrier over every node (no
 // worker pushes after it), then each server writes its part of every
 // table through TablesOptions.Model. Call it once, then Node.Finalize.
+//
+// A server drained by a scale-in (Rescale) returns from Finish at once,
+// without writing anything: its keys are on the other servers.
 func (ts *Tables) Finish(ctx context.Context) error {
-	if err := ts.n.Barrier(ctx, transport.AllGroups); err != nil {
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	retired := ts.retiredCh()
+	go func() {
+		select {
+		case <-retired:
+			cancel()
+		case <-bctx.Done():
+		}
+	}()
+	err := ts.n.Barrier(bctx, transport.AllGroups)
+	select {
+	case <-retired:
+		return nil
+	default:
+	}
+	if err != nil {
 		return err
 	}
 	if ts.repl != nil {
@@ -747,9 +784,9 @@ func (ts *Tables) Finish(ctx context.Context) error {
 	if ts.n.Role() != transport.RoleServer || ts.opts.Model == nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, ts.opts.IOTimeout)
-	defer cancel()
-	return ts.export(ctx)
+	ectx, ecancel := context.WithTimeout(ctx, ts.opts.IOTimeout)
+	defer ecancel()
+	return ts.export(ectx)
 }
 
 // epochCall wraps a table's request about an epoch.

@@ -53,6 +53,8 @@ func (ts *Tables) serveCtl(req SimpleRequest) (int32, []byte, error) {
 	switch req.Head {
 	case ctlRejoin:
 		return ts.serveRejoin(req)
+	case ctlScaleMove, ctlScaleSettle:
+		return ts.serveScale(req)
 	case ctlCheckpoint:
 	default:
 		return 0, nil, fmt.Errorf("tables: unknown request %d", req.Head)
@@ -326,6 +328,16 @@ func (s servedStore[V]) replicaSnapshot(part int, from int32) ([]byte, [][]byte,
 
 // snapshotLocked returns the table's snapshot; the store's lock must be
 // held while it is used.
+func (s servedStore[V]) scaleOut(ctx context.Context, epoch, from, to int) (int, int, error) {
+	return s.t.scaleOut(ctx, epoch, from, to)
+}
+
+func (s servedStore[V]) scaleIn(epoch, servers int, m *transport.Message) error {
+	return s.t.scaleIn(epoch, servers, m)
+}
+
+func (s servedStore[V]) settle(ctx context.Context) error { return s.t.settle(ctx) }
+
 func (s servedStore[V]) snapshotLocked() TableSnapshot {
 	return &snapshot[V]{desc: s.t.desc, h: s.t.store}
 }
