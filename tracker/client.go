@@ -217,7 +217,8 @@ func (c *Client) DoneShards(ctx context.Context, epoch int) (map[int64]int64, er
 
 // ReportEvent records something that happened to a task, as the task
 // saw it (Status.Events); only EventRejoined, EventRestored,
-// EventReplicated, EventFollows and EventRebuilt are accepted.
+// EventReplicated, EventFollows, EventRebuilt, EventJoined (of a
+// server, "server R") and EventScaled are accepted.
 func (c *Client) ReportEvent(ctx context.Context, e Event) error {
 	return c.call(ctx, "report event", func(rpc *trackerrpc.TrackerClient) error {
 		return rpc.ReportEvent(ctx, c.secret, e.Kind, e.Task, e.Detail, e.Took.Microseconds())
@@ -277,6 +278,26 @@ func (c *Client) SchedulerAddr(ctx context.Context) (string, error) {
 		return err
 	})
 	return addr, err
+}
+
+// Scale asks for the job to run with servers servers from an epoch
+// boundary on (State.Scale); a refusal is a RemoteError saying why.
+func (c *Client) Scale(ctx context.Context, servers int) error {
+	return c.call(ctx, "scale", func(rpc *trackerrpc.TrackerClient) error {
+		return rpc.Scale(ctx, c.secret, int32(servers))
+	})
+}
+
+// View returns the number of servers of epoch, the same to every worker
+// (State.View): a worker asks before every epoch.
+func (c *Client) View(ctx context.Context, epoch int) (int, error) {
+	var n int32
+	err := c.call(ctx, "view", func(rpc *trackerrpc.TrackerClient) error {
+		var err error
+		n, err = rpc.View(ctx, c.secret, int32(epoch))
+		return err
+	})
+	return int(n), err
 }
 
 // Kill asks the tracker to end the job.

@@ -27,4 +27,14 @@
 //	commitCheckpoint           worker 0 once every server wrote its file
 //	status / kill              ps-submit, tests
 //	scheduler                  nodes that lost their scheduler: its replacement's host:port
+//	view                       workers before every epoch: its number of servers
+//	scale                      ps-submit scale: another number of servers from an epoch on
+//
+// # Elastic servers
+//
+// A synchronous job changes its number of servers at an epoch boundary
+// (scale.go): Scale records the number asked for, the launcher starts
+// the new servers (ScaleRequests), each reports EventJoined once ready,
+// and the first View of an epoch decides the epoch's servers for every
+// worker; servers a switch leaves out retire (Retiring) and exit 0.
 package tracker

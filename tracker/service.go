@@ -237,7 +237,7 @@ const (
 
 // taskEventKinds are the kinds of event a task may report (ReportEvent);
 // the others are the launcher's.
-var taskEventKinds = []string{EventRejoined, EventRestored, EventReplicated, EventFollows, EventRebuilt}
+var taskEventKinds = []string{EventRejoined, EventRestored, EventReplicated, EventFollows, EventRebuilt, EventJoined, EventScaled}
 
 // quoteAll is ss quoted and joined with commas.
 func quoteAll(ss []string) string {
@@ -261,6 +261,8 @@ func (h *handler) ReportEvent(_ context.Context, secret, kind, task, detail stri
 		return badRequest(fmt.Errorf("tracker: event detail of %d bytes, limit %d", len(detail), maxEventDetail))
 	case tookMicros < 0:
 		return badRequest(fmt.Errorf("tracker: event took %d µs", tookMicros))
+	case kind == EventJoined && !isServerTask(task):
+		return badRequest(fmt.Errorf("tracker: event %q of task %q: only a server (\"server R\") joins", kind, task))
 	}
 	h.s.state.AddEvent(Event{At: time.Now(), Kind: kind, Task: task, Detail: detail, Took: time.Duration(tookMicros) * time.Microsecond})
 	return nil
@@ -271,6 +273,32 @@ func (h *handler) Scheduler(_ context.Context, secret string) (string, error) {
 		return "", err
 	}
 	return h.s.state.Scheduler(), nil
+}
+
+// isServerTask reports whether task names a server ("server R").
+func isServerTask(task string) bool {
+	_, ok := ServerRank(task)
+	return ok
+}
+
+func (h *handler) Scale(_ context.Context, secret string, servers int32) error {
+	if err := h.auth(secret); err != nil {
+		return err
+	}
+	if err := h.s.state.Scale(int(servers)); err != nil {
+		return badRequest(err)
+	}
+	return nil
+}
+
+func (h *handler) View(_ context.Context, secret string, epoch int32) (int32, error) {
+	if err := h.auth(secret); err != nil {
+		return 0, err
+	}
+	if epoch < 0 || epoch > maxEpoch {
+		return 0, badRequest(fmt.Errorf("tracker: view of epoch %d: out of range", epoch))
+	}
+	return int32(h.s.state.View(int(epoch))), nil
 }
 
 func (h *handler) Plan(_ context.Context, secret string) ([]*trackerrpc.Shard, error) {
@@ -310,6 +338,8 @@ func (h *handler) Status(_ context.Context, secret string) (*trackerrpc.JobStatu
 		Diagnostics:   st.Diagnostics,
 		EpochRecords:  make(map[int32]int64, len(st.EpochRecords)),
 		StartedUnixMs: st.Started.UnixMilli(),
+		Servers:       int32(st.Servers),
+		ServersTarget: int32(st.ServersTarget),
 	}
 	for e, n := range st.EpochRecords {
 		w.EpochRecords[int32(e)] = n
@@ -353,15 +383,17 @@ func (h *handler) CommitCheckpoint(ctx context.Context, secret string, c *tracke
 // fromWire converts a wire status.
 func fromWire(w *trackerrpc.JobStatus) Status {
 	st := Status{
-		State:        JobState(w.State),
-		Epoch:        int(w.Epoch),
-		ShardsDone:   int(w.ShardsDone),
-		ShardsTotal:  int(w.ShardsTotal),
-		Metrics:      w.Metrics,
-		MetricsEpoch: int(w.MetricsEpoch),
-		Diagnostics:  w.Diagnostics,
-		EpochRecords: make(map[int]int64, len(w.EpochRecords)),
-		Started:      time.UnixMilli(w.StartedUnixMs),
+		State:         JobState(w.State),
+		Epoch:         int(w.Epoch),
+		ShardsDone:    int(w.ShardsDone),
+		ShardsTotal:   int(w.ShardsTotal),
+		Metrics:       w.Metrics,
+		MetricsEpoch:  int(w.MetricsEpoch),
+		Diagnostics:   w.Diagnostics,
+		EpochRecords:  make(map[int]int64, len(w.EpochRecords)),
+		Started:       time.UnixMilli(w.StartedUnixMs),
+		Servers:       int(w.Servers),
+		ServersTarget: int(w.ServersTarget),
 	}
 	for e, n := range w.EpochRecords {
 		st.EpochRecords[int(e)] = n

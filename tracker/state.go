@@ -108,6 +108,10 @@ type Status struct {
 	// Events are the newest MaxEvents things that happened to the tasks,
 	// oldest first: exits, and how long each took to be running again.
 	Events []Event
+	// Servers is the job's number of servers as of the newest epoch
+	// decided (State.View); ServersTarget the number asked for
+	// (State.Scale), Servers when no change is pending.
+	Servers, ServersTarget int
 }
 
 // Kinds of Event.
@@ -147,6 +151,19 @@ const (
 	// Task "scheduler 0"); Took is from the dead one's exit, when the
 	// tracker saw it, else from the rebuild's start.
 	EventRebuilt = "scheduler-rebuilt"
+	// EventScale: someone asked for the job to run with another number
+	// of servers (State.Scale; the whole job's).
+	EventScale = "scale"
+	// EventScaling: the servers change from an epoch on (State.View
+	// decided it; the whole job's).
+	EventScaling = "scaling"
+	// EventJoined: a server started to join the job (conf.PS.Joining)
+	// is ready to take its keys (reported by the server, Task "server
+	// R"); the job switches to it only once every new server joined.
+	EventJoined = "joined"
+	// EventScaled: the keys moved to the servers of a new view (reported
+	// by worker 0); Took is how long the move took.
+	EventScaled = "scaled"
 )
 
 // MaxEvents bounds Status.Events; older events are dropped.
@@ -193,9 +210,12 @@ type TaskStatus struct {
 	// State is "pending" (not started yet, or to be started again once
 	// the scheduler's replacement is placed), "waiting" (for a
 	// container), "running", "succeeded",
-	// "failed" (and started again, or the job failed), "stopped", or,
-	// for a scheduler that failed, was lost or was stopped after every
-	// other task had succeeded, "finished" (no longer needed).
+	// "failed" (and started again, or the job failed), "stopped" (with
+	// the job, or a server started to join that was not needed after
+	// all), "retired" (a server a switch to fewer servers left out, which
+	// exited), or, for a scheduler that failed, was lost or was stopped
+	// after every other task had succeeded, "finished" (no longer
+	// needed).
 	State string
 	// Attempt is the current attempt's number (DMLC_NUM_ATTEMPT), from 0;
 	// Launches counts the task's starts, the restarts of the whole job
@@ -253,6 +273,8 @@ type State struct {
 	located, local int
 	killReq        chan string
 	commit         func(context.Context, CheckpointInfo) error
+	// scale is the job's elastic servers (scale.go).
+	scale scaling
 }
 
 type epochState struct {
@@ -286,6 +308,7 @@ func NewState(shards []Shard, now time.Time) *State {
 		started:       now,
 		killReq:       make(chan string, 1),
 		hosts:         make(map[int]string),
+		scale:         newScaling(),
 	}
 	for i := range s.shards {
 		s.shards[i].ID = int64(i)
@@ -492,10 +515,11 @@ func (s *State) requeueLocked(worker int) {
 	}
 }
 
-// Rewind forgets the epochs from epoch on, their shards and metrics, for
-// a job that starts again from a checkpoint taken before epoch: every
-// shard of those epochs is read anew and counted once. The launcher calls
-// it only once every process of the previous run has exited.
+// Rewind forgets the epochs from epoch on, their shards, metrics and
+// views (View), for a job that starts again from a checkpoint taken
+// before epoch: every shard of those epochs is read anew and counted
+// once. The launcher calls it only once every process of the previous
+// run has exited.
 func (s *State) Rewind(epoch int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -510,6 +534,7 @@ func (s *State) Rewind(epoch int) {
 			delete(s.metricsAt, e)
 		}
 	}
+	s.scale.rewind(epoch)
 }
 
 // ReportMetrics records worker's metrics for epoch. Aggregation across
@@ -578,10 +603,16 @@ func (s *State) AddBadNode(n BadNode) {
 }
 
 // AddEvent records an event (Status.Events), keeping the newest
-// MaxEvents.
+// MaxEvents. EventReplicated and EventFollows are counted, not listed;
+// EventJoined ("server R") also marks rank R joined (View).
 func (s *State) AddEvent(e Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.addEventLocked(e)
+}
+
+// addEventLocked is AddEvent. s.mu must be held.
+func (s *State) addEventLocked(e Event) {
 	switch e.Kind {
 	case EventReplicated:
 		s.replicated = addTask(s.replicated, e.Task)
@@ -589,6 +620,8 @@ func (s *State) AddEvent(e Event) {
 	case EventFollows:
 		s.following = addTask(s.following, e.Task)
 		return
+	case EventJoined:
+		s.noteJoinedLocked(e.Task)
 	case EventRestored, EventRebuilt:
 		// The failover's whole duration: from the task's exit; the
 		// detail keeps what the task measured itself.
@@ -733,5 +766,6 @@ func (s *State) Status() Status {
 	st.BadNodes = slices.Clone(s.badNodes)
 	st.Events = slices.Clone(s.events)
 	st.LocatedGiven, st.LocalGiven = s.located, s.local
+	st.Servers, st.ServersTarget = s.scale.servers, s.scale.target
 	return st
 }

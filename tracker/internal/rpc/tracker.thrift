@@ -59,6 +59,8 @@ struct JobStatus {
   9: i32 metrics_epoch
   10: i64 started_unix_ms
   11: list<Event> events  // the newest, oldest first
+  12: i32 servers         // the servers of the newest epoch decided (view)
+  13: i32 servers_target  // the servers asked for (scale); servers when none is pending
 }
 
 struct CheckpointFile {
@@ -101,4 +103,12 @@ service Tracker {
   // host:port of the scheduler's current launch, empty while none is
   // placed: where a node that lost its scheduler registers again.
   string scheduler(1: string secret) throws (1: TrackerError err)
+  // Asks for the job to run with servers servers from the next epoch
+  // boundary on (ps-submit scale); refused (code 2) out of bounds or
+  // before training began.
+  void scale(1: string secret, 2: i32 servers) throws (1: TrackerError err)
+  // The number of servers of epoch: the first call for an epoch decides
+  // it, every later one gets the same answer (workers, at every epoch
+  // boundary).
+  i32 view(1: string secret, 2: i32 epoch) throws (1: TrackerError err)
 }

@@ -1270,6 +1270,8 @@ func (p *Event) String() string {
 //   - MetricsEpoch
 //   - StartedUnixMs
 //   - Events
+//   - Servers
+//   - ServersTarget
 type JobStatus struct {
 	State         string             `thrift:"state,1" db:"state" json:"state"`
 	Epoch         int32              `thrift:"epoch,2" db:"epoch" json:"epoch"`
@@ -1282,6 +1284,8 @@ type JobStatus struct {
 	MetricsEpoch  int32              `thrift:"metrics_epoch,9" db:"metrics_epoch" json:"metrics_epoch"`
 	StartedUnixMs int64              `thrift:"started_unix_ms,10" db:"started_unix_ms" json:"started_unix_ms"`
 	Events        []*Event           `thrift:"events,11" db:"events" json:"events"`
+	Servers       int32              `thrift:"servers,12" db:"servers" json:"servers"`
+	ServersTarget int32              `thrift:"servers_target,13" db:"servers_target" json:"servers_target"`
 }
 
 func NewJobStatus() *JobStatus {
@@ -1330,6 +1334,14 @@ func (p *JobStatus) GetStartedUnixMs() int64 {
 
 func (p *JobStatus) GetEvents() []*Event {
 	return p.Events
+}
+
+func (p *JobStatus) GetServers() int32 {
+	return p.Servers
+}
+
+func (p *JobStatus) GetServersTarget() int32 {
+	return p.ServersTarget
 }
 func (p *JobStatus) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -1448,6 +1460,26 @@ func (p *JobStatus) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 11:
 			if fieldTypeId == thrift.LIST {
 				if err := p.ReadField11(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 12:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField12(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 13:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField13(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -1629,6 +1661,24 @@ func (p *JobStatus) ReadField11(ctx context.Context, iprot thrift.TProtocol) err
 	return nil
 }
 
+func (p *JobStatus) ReadField12(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 12: ", err)
+	} else {
+		p.Servers = v
+	}
+	return nil
+}
+
+func (p *JobStatus) ReadField13(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 13: ", err)
+	} else {
+		p.ServersTarget = v
+	}
+	return nil
+}
+
 func (p *JobStatus) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "JobStatus"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -1665,6 +1715,12 @@ func (p *JobStatus) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField11(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField12(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField13(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -1858,6 +1914,32 @@ func (p *JobStatus) writeField11(ctx context.Context, oprot thrift.TProtocol) (e
 	return err
 }
 
+func (p *JobStatus) writeField12(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "servers", thrift.I32, 12); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 12:servers: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Servers)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.servers (12) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 12:servers: ", p), err)
+	}
+	return err
+}
+
+func (p *JobStatus) writeField13(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "servers_target", thrift.I32, 13); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 13:servers_target: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.ServersTarget)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.servers_target (13) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 13:servers_target: ", p), err)
+	}
+	return err
+}
+
 func (p *JobStatus) Equals(other *JobStatus) bool {
 	if p == other {
 		return true
@@ -1920,6 +2002,12 @@ func (p *JobStatus) Equals(other *JobStatus) bool {
 		if !_tgt.Equals(_src9) {
 			return false
 		}
+	}
+	if p.Servers != other.Servers {
+		return false
+	}
+	if p.ServersTarget != other.ServersTarget {
+		return false
 	}
 	return true
 }
@@ -2700,6 +2788,14 @@ type Tracker interface {
 	// Parameters:
 	//  - Secret
 	Scheduler(ctx context.Context, secret string) (_r string, _err error)
+	// Parameters:
+	//  - Secret
+	//  - Servers
+	Scale(ctx context.Context, secret string, servers int32) (_err error)
+	// Parameters:
+	//  - Secret
+	//  - Epoch
+	View(ctx context.Context, secret string, epoch int32) (_r int32, _err error)
 }
 
 type TrackerClient struct {
@@ -2979,6 +3075,50 @@ func (p *TrackerClient) Scheduler(ctx context.Context, secret string) (_r string
 	return _result43.GetSuccess(), nil
 }
 
+// Parameters:
+//   - Secret
+//   - Servers
+func (p *TrackerClient) Scale(ctx context.Context, secret string, servers int32) (_err error) {
+	var _args44 TrackerScaleArgs
+	_args44.Secret = secret
+	_args44.Servers = servers
+	var _result46 TrackerScaleResult
+	var _meta45 thrift.ResponseMeta
+	_meta45, _err = p.Client_().Call(ctx, "scale", &_args44, &_result46)
+	p.SetLastResponseMeta_(_meta45)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result46.Err != nil:
+		return _result46.Err
+	}
+
+	return nil
+}
+
+// Parameters:
+//   - Secret
+//   - Epoch
+func (p *TrackerClient) View(ctx context.Context, secret string, epoch int32) (_r int32, _err error) {
+	var _args47 TrackerViewArgs
+	_args47.Secret = secret
+	_args47.Epoch = epoch
+	var _result49 TrackerViewResult
+	var _meta48 thrift.ResponseMeta
+	_meta48, _err = p.Client_().Call(ctx, "view", &_args47, &_result49)
+	p.SetLastResponseMeta_(_meta48)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result49.Err != nil:
+		return _r, _result49.Err
+	}
+
+	return _result49.GetSuccess(), nil
+}
+
 type TrackerProcessor struct {
 	processorMap map[string]thrift.TProcessorFunction
 	handler      Tracker
@@ -2999,18 +3139,20 @@ func (p *TrackerProcessor) ProcessorMap() map[string]thrift.TProcessorFunction {
 
 func NewTrackerProcessor(handler Tracker) *TrackerProcessor {
 
-	self44 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self44.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
-	self44.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
-	self44.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
-	self44.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
-	self44.processorMap["status"] = &trackerProcessorStatus{handler: handler}
-	self44.processorMap["kill"] = &trackerProcessorKill{handler: handler}
-	self44.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
-	self44.processorMap["doneShards"] = &trackerProcessorDoneShards{handler: handler}
-	self44.processorMap["reportEvent"] = &trackerProcessorReportEvent{handler: handler}
-	self44.processorMap["scheduler"] = &trackerProcessorScheduler{handler: handler}
-	return self44
+	self50 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self50.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
+	self50.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
+	self50.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
+	self50.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
+	self50.processorMap["status"] = &trackerProcessorStatus{handler: handler}
+	self50.processorMap["kill"] = &trackerProcessorKill{handler: handler}
+	self50.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
+	self50.processorMap["doneShards"] = &trackerProcessorDoneShards{handler: handler}
+	self50.processorMap["reportEvent"] = &trackerProcessorReportEvent{handler: handler}
+	self50.processorMap["scheduler"] = &trackerProcessorScheduler{handler: handler}
+	self50.processorMap["scale"] = &trackerProcessorScale{handler: handler}
+	self50.processorMap["view"] = &trackerProcessorView{handler: handler}
+	return self50
 }
 
 func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -3023,12 +3165,12 @@ func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TPro
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x45 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x51 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x45.Write(ctx, oprot)
+	x51.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x45
+	return false, x51
 
 }
 
@@ -3037,7 +3179,7 @@ type trackerProcessorNextShard struct {
 }
 
 func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err46 error
+	var _write_err52 error
 	args := TrackerNextShardArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3087,21 +3229,21 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc47 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
+			_exc53 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err46 = thrift.WrapTException(err2)
+				_write_err52 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc47.Write(ctx, oprot); _write_err46 == nil && err2 != nil {
-				_write_err46 = thrift.WrapTException(err2)
+			if err2 := _exc53.Write(ctx, oprot); _write_err52 == nil && err2 != nil {
+				_write_err52 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err46 == nil && err2 != nil {
-				_write_err46 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err52 == nil && err2 != nil {
+				_write_err52 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err46 == nil && err2 != nil {
-				_write_err46 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err52 == nil && err2 != nil {
+				_write_err52 = thrift.WrapTException(err2)
 			}
-			if _write_err46 != nil {
-				return false, thrift.WrapTException(_write_err46)
+			if _write_err52 != nil {
+				return false, thrift.WrapTException(_write_err52)
 			}
 			return true, err
 		}
@@ -3110,19 +3252,19 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.REPLY, seqId); err2 != nil {
-		_write_err46 = thrift.WrapTException(err2)
+		_write_err52 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err46 == nil && err2 != nil {
-		_write_err46 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err52 == nil && err2 != nil {
+		_write_err52 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err46 == nil && err2 != nil {
-		_write_err46 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err52 == nil && err2 != nil {
+		_write_err52 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err46 == nil && err2 != nil {
-		_write_err46 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err52 == nil && err2 != nil {
+		_write_err52 = thrift.WrapTException(err2)
 	}
-	if _write_err46 != nil {
-		return false, thrift.WrapTException(_write_err46)
+	if _write_err52 != nil {
+		return false, thrift.WrapTException(_write_err52)
 	}
 	return true, err
 }
@@ -3132,7 +3274,7 @@ type trackerProcessorShardDone struct {
 }
 
 func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err48 error
+	var _write_err54 error
 	args := TrackerShardDoneArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3182,40 +3324,40 @@ func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc49 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
+			_exc55 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err48 = thrift.WrapTException(err2)
+				_write_err54 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc49.Write(ctx, oprot); _write_err48 == nil && err2 != nil {
-				_write_err48 = thrift.WrapTException(err2)
+			if err2 := _exc55.Write(ctx, oprot); _write_err54 == nil && err2 != nil {
+				_write_err54 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err48 == nil && err2 != nil {
-				_write_err48 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err54 == nil && err2 != nil {
+				_write_err54 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err48 == nil && err2 != nil {
-				_write_err48 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err54 == nil && err2 != nil {
+				_write_err54 = thrift.WrapTException(err2)
 			}
-			if _write_err48 != nil {
-				return false, thrift.WrapTException(_write_err48)
+			if _write_err54 != nil {
+				return false, thrift.WrapTException(_write_err54)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.REPLY, seqId); err2 != nil {
-		_write_err48 = thrift.WrapTException(err2)
+		_write_err54 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err48 == nil && err2 != nil {
-		_write_err48 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err54 == nil && err2 != nil {
+		_write_err54 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err48 == nil && err2 != nil {
-		_write_err48 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err54 == nil && err2 != nil {
+		_write_err54 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err48 == nil && err2 != nil {
-		_write_err48 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err54 == nil && err2 != nil {
+		_write_err54 = thrift.WrapTException(err2)
 	}
-	if _write_err48 != nil {
-		return false, thrift.WrapTException(_write_err48)
+	if _write_err54 != nil {
+		return false, thrift.WrapTException(_write_err54)
 	}
 	return true, err
 }
@@ -3225,7 +3367,7 @@ type trackerProcessorPlan struct {
 }
 
 func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err50 error
+	var _write_err56 error
 	args := TrackerPlanArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3275,21 +3417,21 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc51 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
+			_exc57 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err50 = thrift.WrapTException(err2)
+				_write_err56 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc51.Write(ctx, oprot); _write_err50 == nil && err2 != nil {
-				_write_err50 = thrift.WrapTException(err2)
+			if err2 := _exc57.Write(ctx, oprot); _write_err56 == nil && err2 != nil {
+				_write_err56 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err50 == nil && err2 != nil {
-				_write_err50 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err56 == nil && err2 != nil {
+				_write_err56 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err50 == nil && err2 != nil {
-				_write_err50 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err56 == nil && err2 != nil {
+				_write_err56 = thrift.WrapTException(err2)
 			}
-			if _write_err50 != nil {
-				return false, thrift.WrapTException(_write_err50)
+			if _write_err56 != nil {
+				return false, thrift.WrapTException(_write_err56)
 			}
 			return true, err
 		}
@@ -3298,19 +3440,19 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.REPLY, seqId); err2 != nil {
-		_write_err50 = thrift.WrapTException(err2)
+		_write_err56 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err50 == nil && err2 != nil {
-		_write_err50 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err56 == nil && err2 != nil {
+		_write_err56 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err50 == nil && err2 != nil {
-		_write_err50 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err56 == nil && err2 != nil {
+		_write_err56 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err50 == nil && err2 != nil {
-		_write_err50 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err56 == nil && err2 != nil {
+		_write_err56 = thrift.WrapTException(err2)
 	}
-	if _write_err50 != nil {
-		return false, thrift.WrapTException(_write_err50)
+	if _write_err56 != nil {
+		return false, thrift.WrapTException(_write_err56)
 	}
 	return true, err
 }
@@ -3320,7 +3462,7 @@ type trackerProcessorReportMetrics struct {
 }
 
 func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err52 error
+	var _write_err58 error
 	args := TrackerReportMetricsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3370,40 +3512,40 @@ func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc53 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
+			_exc59 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err52 = thrift.WrapTException(err2)
+				_write_err58 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc53.Write(ctx, oprot); _write_err52 == nil && err2 != nil {
-				_write_err52 = thrift.WrapTException(err2)
+			if err2 := _exc59.Write(ctx, oprot); _write_err58 == nil && err2 != nil {
+				_write_err58 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err52 == nil && err2 != nil {
-				_write_err52 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err58 == nil && err2 != nil {
+				_write_err58 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err52 == nil && err2 != nil {
-				_write_err52 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err58 == nil && err2 != nil {
+				_write_err58 = thrift.WrapTException(err2)
 			}
-			if _write_err52 != nil {
-				return false, thrift.WrapTException(_write_err52)
+			if _write_err58 != nil {
+				return false, thrift.WrapTException(_write_err58)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.REPLY, seqId); err2 != nil {
-		_write_err52 = thrift.WrapTException(err2)
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err52 == nil && err2 != nil {
-		_write_err52 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err58 == nil && err2 != nil {
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err52 == nil && err2 != nil {
-		_write_err52 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err58 == nil && err2 != nil {
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err52 == nil && err2 != nil {
-		_write_err52 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err58 == nil && err2 != nil {
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if _write_err52 != nil {
-		return false, thrift.WrapTException(_write_err52)
+	if _write_err58 != nil {
+		return false, thrift.WrapTException(_write_err58)
 	}
 	return true, err
 }
@@ -3413,7 +3555,7 @@ type trackerProcessorStatus struct {
 }
 
 func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err54 error
+	var _write_err60 error
 	args := TrackerStatusArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3463,21 +3605,21 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc55 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
+			_exc61 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err54 = thrift.WrapTException(err2)
+				_write_err60 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc55.Write(ctx, oprot); _write_err54 == nil && err2 != nil {
-				_write_err54 = thrift.WrapTException(err2)
+			if err2 := _exc61.Write(ctx, oprot); _write_err60 == nil && err2 != nil {
+				_write_err60 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err54 == nil && err2 != nil {
-				_write_err54 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err60 == nil && err2 != nil {
+				_write_err60 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err54 == nil && err2 != nil {
-				_write_err54 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err60 == nil && err2 != nil {
+				_write_err60 = thrift.WrapTException(err2)
 			}
-			if _write_err54 != nil {
-				return false, thrift.WrapTException(_write_err54)
+			if _write_err60 != nil {
+				return false, thrift.WrapTException(_write_err60)
 			}
 			return true, err
 		}
@@ -3486,19 +3628,19 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.REPLY, seqId); err2 != nil {
-		_write_err54 = thrift.WrapTException(err2)
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err54 == nil && err2 != nil {
-		_write_err54 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err60 == nil && err2 != nil {
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err54 == nil && err2 != nil {
-		_write_err54 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err60 == nil && err2 != nil {
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err54 == nil && err2 != nil {
-		_write_err54 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err60 == nil && err2 != nil {
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if _write_err54 != nil {
-		return false, thrift.WrapTException(_write_err54)
+	if _write_err60 != nil {
+		return false, thrift.WrapTException(_write_err60)
 	}
 	return true, err
 }
@@ -3508,7 +3650,7 @@ type trackerProcessorKill struct {
 }
 
 func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err56 error
+	var _write_err62 error
 	args := TrackerKillArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3558,40 +3700,40 @@ func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc57 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
+			_exc63 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err56 = thrift.WrapTException(err2)
+				_write_err62 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc57.Write(ctx, oprot); _write_err56 == nil && err2 != nil {
-				_write_err56 = thrift.WrapTException(err2)
+			if err2 := _exc63.Write(ctx, oprot); _write_err62 == nil && err2 != nil {
+				_write_err62 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err56 == nil && err2 != nil {
-				_write_err56 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err62 == nil && err2 != nil {
+				_write_err62 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err56 == nil && err2 != nil {
-				_write_err56 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err62 == nil && err2 != nil {
+				_write_err62 = thrift.WrapTException(err2)
 			}
-			if _write_err56 != nil {
-				return false, thrift.WrapTException(_write_err56)
+			if _write_err62 != nil {
+				return false, thrift.WrapTException(_write_err62)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.REPLY, seqId); err2 != nil {
-		_write_err56 = thrift.WrapTException(err2)
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err56 == nil && err2 != nil {
-		_write_err56 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err62 == nil && err2 != nil {
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err56 == nil && err2 != nil {
-		_write_err56 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err62 == nil && err2 != nil {
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err56 == nil && err2 != nil {
-		_write_err56 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err62 == nil && err2 != nil {
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if _write_err56 != nil {
-		return false, thrift.WrapTException(_write_err56)
+	if _write_err62 != nil {
+		return false, thrift.WrapTException(_write_err62)
 	}
 	return true, err
 }
@@ -3601,7 +3743,7 @@ type trackerProcessorCommitCheckpoint struct {
 }
 
 func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err58 error
+	var _write_err64 error
 	args := TrackerCommitCheckpointArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3651,40 +3793,40 @@ func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId in
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc59 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
+			_exc65 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err58 = thrift.WrapTException(err2)
+				_write_err64 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc59.Write(ctx, oprot); _write_err58 == nil && err2 != nil {
-				_write_err58 = thrift.WrapTException(err2)
+			if err2 := _exc65.Write(ctx, oprot); _write_err64 == nil && err2 != nil {
+				_write_err64 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err58 == nil && err2 != nil {
-				_write_err58 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err64 == nil && err2 != nil {
+				_write_err64 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err58 == nil && err2 != nil {
-				_write_err58 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err64 == nil && err2 != nil {
+				_write_err64 = thrift.WrapTException(err2)
 			}
-			if _write_err58 != nil {
-				return false, thrift.WrapTException(_write_err58)
+			if _write_err64 != nil {
+				return false, thrift.WrapTException(_write_err64)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.REPLY, seqId); err2 != nil {
-		_write_err58 = thrift.WrapTException(err2)
+		_write_err64 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err58 == nil && err2 != nil {
-		_write_err58 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err64 == nil && err2 != nil {
+		_write_err64 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err58 == nil && err2 != nil {
-		_write_err58 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err64 == nil && err2 != nil {
+		_write_err64 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err58 == nil && err2 != nil {
-		_write_err58 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err64 == nil && err2 != nil {
+		_write_err64 = thrift.WrapTException(err2)
 	}
-	if _write_err58 != nil {
-		return false, thrift.WrapTException(_write_err58)
+	if _write_err64 != nil {
+		return false, thrift.WrapTException(_write_err64)
 	}
 	return true, err
 }
@@ -3694,7 +3836,7 @@ type trackerProcessorDoneShards struct {
 }
 
 func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err60 error
+	var _write_err66 error
 	args := TrackerDoneShardsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3744,21 +3886,21 @@ func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, i
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc61 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing doneShards: "+err2.Error())
+			_exc67 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing doneShards: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "doneShards", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err60 = thrift.WrapTException(err2)
+				_write_err66 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc61.Write(ctx, oprot); _write_err60 == nil && err2 != nil {
-				_write_err60 = thrift.WrapTException(err2)
+			if err2 := _exc67.Write(ctx, oprot); _write_err66 == nil && err2 != nil {
+				_write_err66 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err60 == nil && err2 != nil {
-				_write_err60 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err66 == nil && err2 != nil {
+				_write_err66 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err60 == nil && err2 != nil {
-				_write_err60 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err66 == nil && err2 != nil {
+				_write_err66 = thrift.WrapTException(err2)
 			}
-			if _write_err60 != nil {
-				return false, thrift.WrapTException(_write_err60)
+			if _write_err66 != nil {
+				return false, thrift.WrapTException(_write_err66)
 			}
 			return true, err
 		}
@@ -3767,19 +3909,19 @@ func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, i
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "doneShards", thrift.REPLY, seqId); err2 != nil {
-		_write_err60 = thrift.WrapTException(err2)
+		_write_err66 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err60 == nil && err2 != nil {
-		_write_err60 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err66 == nil && err2 != nil {
+		_write_err66 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err60 == nil && err2 != nil {
-		_write_err60 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err66 == nil && err2 != nil {
+		_write_err66 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err60 == nil && err2 != nil {
-		_write_err60 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err66 == nil && err2 != nil {
+		_write_err66 = thrift.WrapTException(err2)
 	}
-	if _write_err60 != nil {
-		return false, thrift.WrapTException(_write_err60)
+	if _write_err66 != nil {
+		return false, thrift.WrapTException(_write_err66)
 	}
 	return true, err
 }
@@ -3789,7 +3931,7 @@ type trackerProcessorReportEvent struct {
 }
 
 func (p *trackerProcessorReportEvent) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err62 error
+	var _write_err68 error
 	args := TrackerReportEventArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3839,40 +3981,40 @@ func (p *trackerProcessorReportEvent) Process(ctx context.Context, seqId int32, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc63 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportEvent: "+err2.Error())
+			_exc69 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportEvent: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "reportEvent", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err62 = thrift.WrapTException(err2)
+				_write_err68 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc63.Write(ctx, oprot); _write_err62 == nil && err2 != nil {
-				_write_err62 = thrift.WrapTException(err2)
+			if err2 := _exc69.Write(ctx, oprot); _write_err68 == nil && err2 != nil {
+				_write_err68 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err62 == nil && err2 != nil {
-				_write_err62 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err68 == nil && err2 != nil {
+				_write_err68 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err62 == nil && err2 != nil {
-				_write_err62 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err68 == nil && err2 != nil {
+				_write_err68 = thrift.WrapTException(err2)
 			}
-			if _write_err62 != nil {
-				return false, thrift.WrapTException(_write_err62)
+			if _write_err68 != nil {
+				return false, thrift.WrapTException(_write_err68)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportEvent", thrift.REPLY, seqId); err2 != nil {
-		_write_err62 = thrift.WrapTException(err2)
+		_write_err68 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err62 == nil && err2 != nil {
-		_write_err62 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err68 == nil && err2 != nil {
+		_write_err68 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err62 == nil && err2 != nil {
-		_write_err62 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err68 == nil && err2 != nil {
+		_write_err68 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err62 == nil && err2 != nil {
-		_write_err62 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err68 == nil && err2 != nil {
+		_write_err68 = thrift.WrapTException(err2)
 	}
-	if _write_err62 != nil {
-		return false, thrift.WrapTException(_write_err62)
+	if _write_err68 != nil {
+		return false, thrift.WrapTException(_write_err68)
 	}
 	return true, err
 }
@@ -3882,7 +4024,7 @@ type trackerProcessorScheduler struct {
 }
 
 func (p *trackerProcessorScheduler) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err64 error
+	var _write_err70 error
 	args := TrackerSchedulerArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3932,21 +4074,21 @@ func (p *trackerProcessorScheduler) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc65 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing scheduler: "+err2.Error())
+			_exc71 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing scheduler: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "scheduler", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err64 = thrift.WrapTException(err2)
+				_write_err70 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc65.Write(ctx, oprot); _write_err64 == nil && err2 != nil {
-				_write_err64 = thrift.WrapTException(err2)
+			if err2 := _exc71.Write(ctx, oprot); _write_err70 == nil && err2 != nil {
+				_write_err70 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err64 == nil && err2 != nil {
-				_write_err64 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err70 == nil && err2 != nil {
+				_write_err70 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err64 == nil && err2 != nil {
-				_write_err64 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err70 == nil && err2 != nil {
+				_write_err70 = thrift.WrapTException(err2)
 			}
-			if _write_err64 != nil {
-				return false, thrift.WrapTException(_write_err64)
+			if _write_err70 != nil {
+				return false, thrift.WrapTException(_write_err70)
 			}
 			return true, err
 		}
@@ -3955,19 +4097,207 @@ func (p *trackerProcessorScheduler) Process(ctx context.Context, seqId int32, ip
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "scheduler", thrift.REPLY, seqId); err2 != nil {
-		_write_err64 = thrift.WrapTException(err2)
+		_write_err70 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err64 == nil && err2 != nil {
-		_write_err64 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err70 == nil && err2 != nil {
+		_write_err70 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err64 == nil && err2 != nil {
-		_write_err64 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err70 == nil && err2 != nil {
+		_write_err70 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err64 == nil && err2 != nil {
-		_write_err64 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err70 == nil && err2 != nil {
+		_write_err70 = thrift.WrapTException(err2)
 	}
-	if _write_err64 != nil {
-		return false, thrift.WrapTException(_write_err64)
+	if _write_err70 != nil {
+		return false, thrift.WrapTException(_write_err70)
+	}
+	return true, err
+}
+
+type trackerProcessorScale struct {
+	handler Tracker
+}
+
+func (p *trackerProcessorScale) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err72 error
+	args := TrackerScaleArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "scale", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := TrackerScaleResult{}
+	if err2 := p.handler.Scale(ctx, args.Secret, args.Servers); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TrackerError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc73 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing scale: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "scale", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err72 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc73.Write(ctx, oprot); _write_err72 == nil && err2 != nil {
+				_write_err72 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err72 == nil && err2 != nil {
+				_write_err72 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err72 == nil && err2 != nil {
+				_write_err72 = thrift.WrapTException(err2)
+			}
+			if _write_err72 != nil {
+				return false, thrift.WrapTException(_write_err72)
+			}
+			return true, err
+		}
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "scale", thrift.REPLY, seqId); err2 != nil {
+		_write_err72 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err72 == nil && err2 != nil {
+		_write_err72 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err72 == nil && err2 != nil {
+		_write_err72 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err72 == nil && err2 != nil {
+		_write_err72 = thrift.WrapTException(err2)
+	}
+	if _write_err72 != nil {
+		return false, thrift.WrapTException(_write_err72)
+	}
+	return true, err
+}
+
+type trackerProcessorView struct {
+	handler Tracker
+}
+
+func (p *trackerProcessorView) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err74 error
+	args := TrackerViewArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "view", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := TrackerViewResult{}
+	if retval, err2 := p.handler.View(ctx, args.Secret, args.Epoch); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TrackerError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc75 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing view: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "view", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err74 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc75.Write(ctx, oprot); _write_err74 == nil && err2 != nil {
+				_write_err74 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err74 == nil && err2 != nil {
+				_write_err74 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err74 == nil && err2 != nil {
+				_write_err74 = thrift.WrapTException(err2)
+			}
+			if _write_err74 != nil {
+				return false, thrift.WrapTException(_write_err74)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = &retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "view", thrift.REPLY, seqId); err2 != nil {
+		_write_err74 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err74 == nil && err2 != nil {
+		_write_err74 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err74 == nil && err2 != nil {
+		_write_err74 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err74 == nil && err2 != nil {
+		_write_err74 = thrift.WrapTException(err2)
+	}
+	if _write_err74 != nil {
+		return false, thrift.WrapTException(_write_err74)
 	}
 	return true, err
 }
@@ -4959,11 +5289,11 @@ func (p *TrackerPlanResult) ReadField0(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*Shard, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem66 := &Shard{}
-		if err := _elem66.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem66), err)
+		_elem76 := &Shard{}
+		if err := _elem76.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem76), err)
 		}
-		p.Success = append(p.Success, _elem66)
+		p.Success = append(p.Success, _elem76)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -5180,19 +5510,19 @@ func (p *TrackerReportMetricsArgs) ReadField4(ctx context.Context, iprot thrift.
 	tMap := make(map[string]float64, size)
 	p.Metrics = tMap
 	for i := 0; i < size; i++ {
-		var _key67 string
+		var _key77 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key67 = v
+			_key77 = v
 		}
-		var _val68 float64
+		var _val78 float64
 		if v, err := iprot.ReadDouble(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val68 = v
+			_val78 = v
 		}
-		p.Metrics[_key67] = _val68
+		p.Metrics[_key77] = _val78
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -6402,19 +6732,19 @@ func (p *TrackerDoneShardsResult) ReadField0(ctx context.Context, iprot thrift.T
 	tMap := make(map[int64]int64, size)
 	p.Success = tMap
 	for i := 0; i < size; i++ {
-		var _key69 int64
+		var _key79 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key69 = v
+			_key79 = v
 		}
-		var _val70 int64
+		var _val80 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val70 = v
+			_val80 = v
 		}
-		p.Success[_key69] = _val70
+		p.Success[_key79] = _val80
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -7129,4 +7459,554 @@ func (p *TrackerSchedulerResult) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("TrackerSchedulerResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Secret
+//   - Servers
+type TrackerScaleArgs struct {
+	Secret  string `thrift:"secret,1" db:"secret" json:"secret"`
+	Servers int32  `thrift:"servers,2" db:"servers" json:"servers"`
+}
+
+func NewTrackerScaleArgs() *TrackerScaleArgs {
+	return &TrackerScaleArgs{}
+}
+
+func (p *TrackerScaleArgs) GetSecret() string {
+	return p.Secret
+}
+
+func (p *TrackerScaleArgs) GetServers() int32 {
+	return p.Servers
+}
+func (p *TrackerScaleArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerScaleArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Secret = v
+	}
+	return nil
+}
+
+func (p *TrackerScaleArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Servers = v
+	}
+	return nil
+}
+
+func (p *TrackerScaleArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "scale_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerScaleArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "secret", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:secret: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Secret)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.secret (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:secret: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerScaleArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "servers", thrift.I32, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:servers: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Servers)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.servers (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:servers: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerScaleArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerScaleArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Err
+type TrackerScaleResult struct {
+	Err *TrackerError `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewTrackerScaleResult() *TrackerScaleResult {
+	return &TrackerScaleResult{}
+}
+
+var TrackerScaleResult_Err_DEFAULT *TrackerError
+
+func (p *TrackerScaleResult) GetErr() *TrackerError {
+	if !p.IsSetErr() {
+		return TrackerScaleResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *TrackerScaleResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *TrackerScaleResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerScaleResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TrackerError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *TrackerScaleResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "scale_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerScaleResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TrackerScaleResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerScaleResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Secret
+//   - Epoch
+type TrackerViewArgs struct {
+	Secret string `thrift:"secret,1" db:"secret" json:"secret"`
+	Epoch  int32  `thrift:"epoch,2" db:"epoch" json:"epoch"`
+}
+
+func NewTrackerViewArgs() *TrackerViewArgs {
+	return &TrackerViewArgs{}
+}
+
+func (p *TrackerViewArgs) GetSecret() string {
+	return p.Secret
+}
+
+func (p *TrackerViewArgs) GetEpoch() int32 {
+	return p.Epoch
+}
+func (p *TrackerViewArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerViewArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Secret = v
+	}
+	return nil
+}
+
+func (p *TrackerViewArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Epoch = v
+	}
+	return nil
+}
+
+func (p *TrackerViewArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "view_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerViewArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "secret", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:secret: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Secret)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.secret (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:secret: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerViewArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "epoch", thrift.I32, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:epoch: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Epoch)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.epoch (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:epoch: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerViewArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerViewArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type TrackerViewResult struct {
+	Success *int32        `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TrackerError `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewTrackerViewResult() *TrackerViewResult {
+	return &TrackerViewResult{}
+}
+
+var TrackerViewResult_Success_DEFAULT int32
+
+func (p *TrackerViewResult) GetSuccess() int32 {
+	if !p.IsSetSuccess() {
+		return TrackerViewResult_Success_DEFAULT
+	}
+	return *p.Success
+}
+
+var TrackerViewResult_Err_DEFAULT *TrackerError
+
+func (p *TrackerViewResult) GetErr() *TrackerError {
+	if !p.IsSetErr() {
+		return TrackerViewResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *TrackerViewResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *TrackerViewResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *TrackerViewResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerViewResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 0: ", err)
+	} else {
+		p.Success = &v
+	}
+	return nil
+}
+
+func (p *TrackerViewResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TrackerError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *TrackerViewResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "view_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerViewResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.I32, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := oprot.WriteI32(ctx, int32(*p.Success)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T.success (0) field write error: ", p), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TrackerViewResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TrackerViewResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerViewResult(%+v)", *p)
 }
