@@ -7,7 +7,7 @@ import "context"
 // (Run) decides what runs when; the cluster places and starts tasks,
 // stops them, and reports what happened to them on Events.
 //
-// Run calls Start, StopAll and SchedulerPort from one goroutine; Events
+// Run calls Start, Stop, StopAll and SchedulerPort from one goroutine; Events
 // is read by the same goroutine. A cluster must never block on sending
 // an event for longer than it takes Run to read it, and must keep
 // delivering events while Run is inside Start.
@@ -31,6 +31,14 @@ type Cluster interface {
 	// when some did not end in time (bounded by ctx and the cluster's
 	// own grace). Their exits are not reported on Events.
 	StopAll(ctx context.Context) error
+	// Stop ends one launch, started and not yet exited, or gives it up
+	// while it waits to be placed, without waiting for its end: it ends
+	// within the cluster's grace (StopAll ends it if it has not). Run
+	// forgets the launch at once and ignores an exit of it the cluster
+	// reports. It serves a server started to join a job whose target of
+	// servers fell before it joined. An error means it could not be
+	// asked to end.
+	Stop(ctx context.Context, id int64) error
 	// Events delivers what happened to launches, each launch's Placed
 	// before its Exited.
 	Events() <-chan Event

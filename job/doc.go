@@ -35,7 +35,20 @@
 // the whole job starts again at most MaxAttempts-1 times. A kill over the
 // tracker RPC or the end of ctx stops every task. The model is committed
 // (manifest, then _SUCCESS) only once every task has exited 0 (or, for
-// the scheduler, is no longer needed).
+// the scheduler, is no longer needed), with a part from every server of
+// the last epoch.
+//
+// # Elastic servers
+//
+// A synchronous job's servers may change while it runs (ps-submit
+// scale, tracker.State.Scale; the tracker decides each epoch's servers,
+// tracker.State.View). Run starts a server task for every rank a larger
+// target adds, told to join (SPINDLE_JOINING=1, DMLC_NUM_SERVER the
+// target), which is then a task like any other; a server a switch to
+// fewer servers leaves out retires, and its exit is its end alone, not
+// the job's; one started to join and no longer needed is stopped
+// (Cluster.Stop). A checkpoint records the servers that wrote it, and a
+// whole restart starts again with them.
 //
 // # Clusters
 //

@@ -32,6 +32,22 @@ type Contract struct {
 	// checkpoint; empty and 0 from scratch).
 	ResumeFrom  string
 	ResumeEpoch int
+	// Servers is the number of servers the tasks are told
+	// (DMLC_NUM_SERVER): the job's as of the launch, which scaling
+	// changes (tracker.State.Servers); 0 means Spec.NumServers.
+	Servers int
+	// Joining marks the launch of a server that joins the running job
+	// beyond its servers (SPINDLE_JOINING=1, conf.PS.Joining); Servers
+	// is then the number it joins.
+	Joining bool
+}
+
+// servers is the number of servers c tells the tasks.
+func (c Contract) servers() int {
+	if c.Servers > 0 {
+		return c.Servers
+	}
+	return c.Spec.NumServers
 }
 
 // Env is the environment of attempt of t placed on node: base, the
@@ -72,7 +88,8 @@ func (c Contract) Env(t Task, attempt int, node string, base []string) []string 
 	} else {
 		p := conf.Default().PS
 		p.Role = t.Role
-		p.NumWorkers, p.NumServers = spec.NumWorkers, spec.NumServers
+		p.NumWorkers, p.NumServers = spec.NumWorkers, c.servers()
+		p.Joining = c.Joining && t.Role == conf.RoleServer
 		p.RootURI, p.RootPort = c.RootHost, c.RootPort
 		if t.Role == conf.RoleScheduler {
 			p.RootURI = node

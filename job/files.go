@@ -57,11 +57,12 @@ type files struct {
 	restarts int
 }
 
-// resumePoint is where a run of a job starts: a committed checkpoint and
-// the epoch after it, or (zero) from scratch.
+// resumePoint is where a run of a job starts: a committed checkpoint, the
+// epoch after it and the number of its servers, or (zero) from scratch.
 type resumePoint struct {
-	uri   string
-	epoch int
+	uri     string
+	epoch   int
+	servers int
 }
 
 // prepare readies the directories before any task starts: the output is
@@ -91,7 +92,11 @@ func (f *files) prepare(ctx context.Context, state *tracker.State, rerun bool) e
 	f.ckptFS, f.ckptDir = fsys, dir
 	switch {
 	case spec.Resume || rerun:
-		if f.from, err = f.latest(ctx, spec.Resume && !rerun); err != nil {
+		// A later attempt of the AM is the same job, whose servers may
+		// have changed (State.Scale); a job resumed by hand must have the
+		// checkpoint's.
+		fresh := spec.Resume && !rerun
+		if f.from, err = f.latest(ctx, fresh, fresh); err != nil {
 			return fmt.Errorf("job: resume: %w", err)
 		}
 	default:
@@ -99,7 +104,12 @@ func (f *files) prepare(ctx context.Context, state *tracker.State, rerun bool) e
 			return err
 		}
 	}
-	state.SetCheckpointCommitter(f.commitCheckpoint)
+	state.SetCheckpointCommitter(func(ctx context.Context, c tracker.CheckpointInfo) error {
+		return f.commitCheckpoint(ctx, c, state.Servers())
+	})
+	if f.from.servers > 0 && spec.NumServers > 0 {
+		state.SetServers(f.from.servers)
+	}
 	return nil
 }
 
@@ -107,8 +117,10 @@ func (f *files) prepare(ctx context.Context, state *tracker.State, rerun bool) e
 // files verify. Newer checkpoints that are damaged or were never
 // committed are removed, since the resumed job writes those numbers
 // anew. Without a usable checkpoint it fails when required, and
-// otherwise means from scratch.
-func (f *files) latest(ctx context.Context, required bool) (resumePoint, error) {
+// otherwise means from scratch. With sameServers the checkpoint must
+// have been written by the spec's servers; without, a job with servers
+// starts again with the checkpoint's (it scaled since the start).
+func (f *files) latest(ctx context.Context, required, sameServers bool) (resumePoint, error) {
 	m, err := ckpt.Latest(ctx, f.ckptFS, f.ckptDir, true)
 	for _, s := range m.Skipped {
 		f.log.WithError(s.Err).WithField("checkpoint", s.N).Warn("checkpoint skipped")
@@ -116,7 +128,7 @@ func (f *files) latest(ctx context.Context, required bool) (resumePoint, error) 
 	if err != nil && (required || !errors.Is(err, ckpt.ErrNoCheckpoint)) {
 		return resumePoint{}, fmt.Errorf("no usable checkpoint in %s: %w", f.spec.CheckpointDir, err)
 	}
-	if want := f.spec.checkpointWriters(); err == nil && m.Servers != want {
+	if want := f.spec.checkpointWriters(); err == nil && m.Servers != want && (sameServers || f.spec.NumServers == 0) {
 		return resumePoint{}, fmt.Errorf("checkpoint %d in %s was written by %d servers; this job has %d",
 			m.N, f.spec.CheckpointDir, m.Servers, f.spec.NumServers)
 	}
@@ -132,17 +144,18 @@ func (f *files) latest(ctx context.Context, required bool) (resumePoint, error) 
 		f.log.Info("no committed checkpoint yet: starting from scratch")
 		return resumePoint{}, nil
 	}
-	p := resumePoint{uri: f.ckptFS.URI(ckpt.Path(f.ckptDir, m.N)), epoch: m.NextEpoch}
+	p := resumePoint{uri: f.ckptFS.URI(ckpt.Path(f.ckptDir, m.N)), epoch: m.NextEpoch, servers: m.Servers}
 	f.log.WithFields(logrus.Fields{"checkpoint": p.uri, "epoch": p.epoch}).Info("resuming")
 	return p, nil
 }
 
 // commitCheckpoint commits a checkpoint whose server files are written,
-// then prunes the oldest beyond CheckpointKeep.
-func (f *files) commitCheckpoint(ctx context.Context, c tracker.CheckpointInfo) error {
+// then prunes the oldest beyond CheckpointKeep. servers is the job's
+// number of servers now (tracker.State.Servers).
+func (f *files) commitCheckpoint(ctx context.Context, c tracker.CheckpointInfo, servers int) error {
 	m := ckpt.Manifest{
 		Format: ckpt.ManifestFormat, N: c.N, Epoch: c.Epoch, NextEpoch: c.NextEpoch,
-		Servers: f.spec.checkpointWriters(), Partitioner: c.Partitioner, MaxKey: c.MaxKey,
+		Servers: f.checkpointServers(c.Files, servers), Partitioner: c.Partitioner, MaxKey: c.MaxKey,
 		Created: time.Now().UTC(), Job: f.spec.Name,
 	}
 	for _, cf := range c.Files {
@@ -160,6 +173,27 @@ func (f *files) commitCheckpoint(ctx context.Context, c tracker.CheckpointInfo) 
 		f.log.WithField("removed", removed).Debug("old checkpoints removed")
 	}
 	return nil
+}
+
+// checkpointServers is the number of servers that wrote a checkpoint of
+// files: in a job with servers, one more than the highest rank a file
+// names (ckpt.TableFileName), which is the job's number as of the
+// checkpoint even when it scaled since, or servers when no file names
+// one; the one worker that writes them in a collective job.
+func (f *files) checkpointServers(files []tracker.CheckpointFile, servers int) int {
+	if f.spec.NumServers == 0 {
+		return f.spec.checkpointWriters()
+	}
+	n := 0
+	for _, cf := range files {
+		if _, rank, ok := ckpt.ParseTableFileName(cf.Name); ok {
+			n = max(n, rank+1)
+		}
+	}
+	if n == 0 {
+		return servers
+	}
+	return n
 }
 
 // restartPoint is where the whole job starts again after lost (the
@@ -190,7 +224,7 @@ func (f *files) restartPoint(ctx context.Context, lost string, trained, asked bo
 	if f.ckptFS == nil {
 		return resumePoint{}, fmt.Errorf("%s: a parameter-server job cannot go on without it, and this job has no CheckpointDir to start again from (set CheckpointDir and CheckpointInterval to survive the loss of a server)", lost)
 	}
-	p, err := f.latest(ctx, false)
+	p, err := f.latest(ctx, false, false)
 	if err != nil {
 		return resumePoint{}, fmt.Errorf("%s, and the job cannot start again: %w", lost, err)
 	}
@@ -200,8 +234,9 @@ func (f *files) restartPoint(ctx context.Context, lost string, trained, asked bo
 }
 
 // commitModel completes the model after a successful job: every server
-// wrote its part; the manifest, with the tracker's account of the
-// training (st), and then _SUCCESS mark it complete.
+// of the last epoch wrote its part (st.Servers, which scaling changes
+// from the spec's number); the manifest, with the tracker's account of
+// the training (st), and then _SUCCESS mark it complete.
 func (f *files) commitModel(ctx context.Context, st tracker.Status) error {
 	if f.spec.Output == "" {
 		return nil
@@ -209,7 +244,7 @@ func (f *files) commitModel(ctx context.Context, st tracker.Status) error {
 	tr := &model.Training{EpochRecords: st.EpochRecords, Metrics: st.Metrics, MetricsEpoch: st.MetricsEpoch,
 		ResumedFrom: f.from.uri, Restarts: f.restarts, Started: st.Started, FirstData: st.FirstData,
 		LocatedShards: st.LocatedGiven, NodeLocalShards: st.LocalGiven}
-	return model.Commit(ctx, model.ResolverFS{R: f.r}, f.spec.Output, f.spec.NumServers, model.Manifest{Job: f.spec.Name, Training: tr})
+	return model.Commit(ctx, model.ResolverFS{R: f.r}, f.spec.Output, st.Servers, model.Manifest{Job: f.spec.Name, Training: tr})
 }
 
 // prepareDir makes sure a job can write into dir (a path or URI, the

@@ -40,6 +40,7 @@ func newNodeFake(t *testing.T, nodes []string, exit func(node string, l Launch, 
 func (f *nodeFake) Name() string                               { return "fake" }
 func (f *nodeFake) SchedulerPort(context.Context) (int, error) { return 40001, nil }
 func (f *nodeFake) StopAll(context.Context) error              { return nil }
+func (f *nodeFake) Stop(context.Context, int64) error          { return nil }
 func (f *nodeFake) Events() <-chan Event                       { return f.q.Out() }
 
 func (f *nodeFake) Start(_ context.Context, l Launch) error {

@@ -120,6 +120,8 @@ func New(ctx context.Context, spec JobSpec, opts Options) (*Job, error) {
 	}
 	j := &Job{spec: spec, opts: opts, log: opts.Log, start: start, secret: keys.Secret, keys: keys,
 		keysFile: opts.KeysFile, state: tracker.NewState(shards, start)}
+	j.state.SetServers(spec.NumServers)
+	j.state.SetReplicas(spec.Replicas)
 	j.files = &files{spec: spec, r: opts.Resolver, log: opts.Log}
 	if err := j.files.prepare(ctx, j.state, opts.Rerun); err != nil {
 		return nil, err
@@ -235,10 +237,22 @@ func (j *Job) removeKeys() {
 //   - A node where JobSpec.BlacklistAfter launches failed is given to the
 //     cluster's blacklist (NodeBlacklister) and shown in the status
 //     (tracker.Status.BadNodes).
+//   - A server beyond the job's servers (tracker.State.Servers), started
+//     to join it as it scales out, that fails before it joined is
+//     started again alone, joining still; a server the job's servers
+//     leave out (retired by a switch to fewer servers, or started to
+//     join for a target lowered since) ends for good when it exits,
+//     whatever its code, and does not end the job; one started to join
+//     and no longer needed is stopped (Cluster.Stop), as are those that
+//     have not joined once every worker exited 0.
+//   - A replacement of one of the job's servers does not join: it is
+//     told the job's servers now (DMLC_NUM_SERVER), as every launch is.
 //   - The whole job starts again at most MaxAttempts-1 times.
 //   - A task past its attempts fails the job, the error naming the task,
 //     how it ended and its last lines.
 //
+// A request for another number of servers (tracker.State.Scale) starts
+// the server tasks it adds at once (see package doc, Elastic servers).
 // A kill over the tracker RPC (tracker.State.Kill) or the end of ctx
 // stops every task and ends the job Killed. When every task has exited
 // 0 (the scheduler: or is no longer needed, as above) the model is
@@ -249,13 +263,17 @@ func (j *Job) Run(ctx context.Context, c Cluster) (Result, error) {
 	for _, t := range Tasks(j.spec) {
 		r.tasks = append(r.tasks, &taskState{Task: t, state: "pending"})
 	}
+	// A later attempt of the AM resumes a job that may have scaled: its
+	// checkpoint's servers are the job's.
+	r.ensureServers(max(j.state.Servers(), j.state.ScaleTarget()))
+	r.retireUnneeded()
 	st, err := r.loop(ctx)
 	res := Result{State: st, Status: j.state.Status(), Restarts: j.files.restarts, ResumedFrom: j.files.from.uri}
 	if st == tracker.Succeeded {
 		res.Output = j.spec.Output
 	}
 	for _, t := range r.tasks {
-		res.Tasks = append(res.Tasks, TaskResult{Role: t.Role, Rank: t.Rank, Attempts: t.attempt + 1, ExitCode: t.code})
+		res.Tasks = append(res.Tasks, TaskResult{Role: t.Role, Rank: t.Rank, Attempts: t.attempt + 1, ExitCode: t.code, Retired: t.gone})
 	}
 	// The diagnostic: why the job failed, or what it did.
 	diag := res.Summary()
@@ -291,6 +309,11 @@ type taskState struct {
 	// downSince is when the task's last launch failed, until a new one is
 	// placed; zero otherwise (and while the whole job restarts).
 	downSince time.Time
+	// gone marks a server the job no longer has: it retired after a
+	// switch to fewer servers, or was started to join for a target that
+	// fell before it joined. It is done, and not counted among the
+	// job's tasks in the status.
+	gone bool
 }
 
 // failures is how many of t's attempts so far count against MaxAttempts,
@@ -344,6 +367,11 @@ func (r *run) loop(ctx context.Context) (tracker.JobState, error) {
 		case reason := <-r.state.KillRequests():
 			r.stopAll(ctx)
 			return tracker.Killed, fmt.Errorf("%w: %s", tracker.ErrKillRequested, reason)
+		case target := <-r.state.ScaleRequests():
+			if err := r.onScale(ctx, target); err != nil {
+				return r.fail(ctx, err)
+			}
+			r.report()
 		case <-tick.C:
 			r.report()
 		}
@@ -391,6 +419,11 @@ func (r *run) start(ctx context.Context, t *taskState) error {
 	r.nextID++
 	id := r.nextID
 	c, task, attempt := r.contract, t.Task, t.attempt
+	c.Servers = r.state.Servers()
+	if t.Role == conf.RoleServer && t.Rank >= c.Servers {
+		// Beyond the job's servers: it joins them, as one of the target.
+		c.Joining, c.Servers = true, max(r.state.ScaleTarget(), t.Rank+1)
+	}
 	l := Launch{ID: id, Task: task, Attempt: attempt, Seq: t.launches, Command: r.spec.Command,
 		Env: func(node string, base []string) []string { return c.Env(task, attempt, node, base) }}
 	if err := r.c.Start(ctx, l); err != nil {
@@ -450,10 +483,18 @@ func (r *run) onEvent(ctx context.Context, ev Event) error {
 func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	t.code = ex.Code
 	t.exit, t.state = ex.Desc, "failed"
+	if t.Role == conf.RoleServer {
+		if left, err := r.serverLeft(ctx, t, ex); left || err != nil {
+			return err
+		}
+	}
 	if ex.Code == 0 {
 		t.state = "succeeded"
 		t.done = true
 		r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Debug("task done")
+		if t.Role == conf.RoleWorker && r.workersDone() {
+			r.releaseJoiners(ctx)
+		}
 		if s := r.scheduler(); s != nil && t != s && r.schedulerAlone && !s.done && r.othersDone() {
 			r.endScheduler(ctx, s)
 		}
@@ -579,15 +620,19 @@ func (r *run) alone(t *taskState) bool {
 	case conf.RoleWorker:
 		return !r.spec.Collective
 	case conf.RoleServer:
+		if t.Rank >= r.state.Servers() {
+			// Started to join: it holds no keys yet.
+			return true
+		}
 		// Every server must have said that its tables keep replicas: a
 		// program that keeps its own state (a ps-lite program, a raw
 		// KV server) would come back empty.
-		return r.spec.Replicas > 0 && r.state.Replicated() >= r.spec.NumServers
+		return r.spec.Replicas > 0 && r.state.Replicated() >= r.activeServers()
 	case conf.RoleScheduler:
 		// Every node must have said it follows the scheduler: a ps-lite
 		// node, or one of an older runtime, would wait for the dead one
 		// for ever.
-		return r.state.Following() >= r.spec.NumServers+r.spec.NumWorkers
+		return r.state.Following() >= r.activeServers()+r.spec.NumWorkers
 	}
 	return false
 }
@@ -641,9 +686,20 @@ func (r *run) restartAll(ctx context.Context, failed string, asked bool) error {
 		return fmt.Errorf("%s, and the job cannot start again: %w", failed, err)
 	}
 	r.state.Rewind(p.epoch)
-	for _, t := range r.tasks {
-		t.done = false
+	if r.spec.NumServers > 0 {
+		// The servers that wrote the checkpoint; the job switches to
+		// the target again once the others joined.
+		servers := r.spec.NumServers
+		if p.servers > 0 {
+			servers = p.servers
+		}
+		r.state.SetServers(servers)
 	}
+	for _, t := range r.tasks {
+		t.done, t.gone = false, false
+	}
+	r.retireUnneeded()
+	r.ensureServers(max(r.state.Servers(), r.state.ScaleTarget()))
 	return r.begin(ctx)
 }
 
@@ -721,11 +777,14 @@ func (r *run) report() {
 			byRole[t.Role] = rs
 			order = append(order, t.Role)
 		}
-		rs.Want++
 		rs.Restarts += t.attempt
 		if t.placed {
 			rs.Running++
 		}
+		if t.gone {
+			continue
+		}
+		rs.Want++
 		if t.done {
 			rs.Succeeded++
 		}
@@ -748,13 +807,22 @@ func (r *run) report() {
 // read per epoch, the last metrics and where it started again from.
 func (r Result) Summary() string {
 	st := r.Status
-	s := fmt.Sprintf("all %d tasks exited 0", len(r.Tasks))
+	// Servers that left the job (scaled in) count apart.
+	tasks := slices.DeleteFunc(slices.Clone(r.Tasks), func(t TaskResult) bool { return t.Retired })
+	s := fmt.Sprintf("all %d tasks exited 0", len(tasks))
 	if r.State != tracker.Succeeded {
-		s = fmt.Sprintf("%d tasks, job %s", len(r.Tasks), r.State)
-	} else if i := slices.IndexFunc(r.Tasks, func(t TaskResult) bool { return t.ExitCode != 0 }); i >= 0 {
+		s = fmt.Sprintf("%d tasks, job %s", len(tasks), r.State)
+	} else if i := slices.IndexFunc(tasks, func(t TaskResult) bool { return t.ExitCode != 0 }); i >= 0 {
 		// Only a scheduler no longer needed, which ended after every
 		// node finished, did not exit 0 in a job that succeeded.
-		s = fmt.Sprintf("all %d servers and workers exited 0, the %s ended after them with code %d", len(r.Tasks)-1, r.Tasks[i].Role, r.Tasks[i].ExitCode)
+		s = fmt.Sprintf("all %d servers and workers exited 0, the %s ended after them with code %d", len(tasks)-1, tasks[i].Role, tasks[i].ExitCode)
+	}
+	if n := len(r.Tasks) - len(tasks); n > 0 {
+		what := "servers"
+		if n == 1 {
+			what = "server"
+		}
+		s += fmt.Sprintf("; %d %s left the job as it scaled, which ended with %d servers", n, what, st.Servers)
 	}
 	if len(st.EpochRecords) > 0 {
 		var parts []string

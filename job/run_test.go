@@ -41,6 +41,8 @@ type fake struct {
 	running  map[int64]Launch
 	ports    int
 	stopAlls int
+	// stopped are the launches stopped alone (Stop).
+	stopped []Launch
 	// startErr, when set, fails a Start.
 	startErr func(l Launch) error
 	// hold, when set and true for a launch, leaves it waiting for its
@@ -139,6 +141,14 @@ func (f *fake) current(task Task) (Launch, bool) {
 		}
 	}
 	return Launch{}, false
+}
+
+// Stop ends launch id as a cluster that stopped it: it no longer runs,
+// and no exit is reported.
+func (f *fake) Stop(_ context.Context, id int64) error {
+	f.stopped = append(f.stopped, f.running[id])
+	delete(f.running, id)
+	return nil
 }
 
 func (f *fake) StopAll(context.Context) error {

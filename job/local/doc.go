@@ -13,7 +13,8 @@
 //
 //	res, err := local.Run(ctx, spec, local.Options{Environ: os.Environ(), Stdout: os.Stdout})
 //
-// Run also serves the job's status page (package job/web) on 127.0.0.1
+// Run also serves the job's status page (package job/web) on 127.0.0.1,
+// its "POST /scale" too (ps-submit scale; the page's token guards both),
 // and, with Options.Dir, keeps the job's directory: each launch's
 // standard output and error in logs/ (job.LogName), the page's address in
 // job.json and the job's status in status.json, rewritten as it goes and

@@ -162,7 +162,7 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 	if err != nil {
 		return failed(err)
 	}
-	page, err = web.Serve(addr, web.Options{Name: spec.Name, State: j.State(), Logs: openLog,
+	page, err = web.Serve(addr, web.Options{Name: spec.Name, State: j.State(), Logs: openLog, Scale: true,
 		Filter: func(h http.Handler) http.Handler { return webauth.Token(token, h) }}, opts.Log)
 	if err != nil {
 		return failed(err)
@@ -366,6 +366,29 @@ func (c *Cluster) Start(ctx context.Context, l job.Launch) error {
 		c.events.Push(job.Event{Kind: job.Exited, ID: l.ID, Exit: job.Exit{Code: exitCode(err), Desc: describeExit(err), Tail: p.tail.last()}})
 	}()
 	c.cfg.Log.WithFields(logrus.Fields{"task": l.Task.String(), "attempt": l.Attempt, "pid": cmd.Process.Pid}).Debug("task started")
+	return nil
+}
+
+// Stop stops launch id's process, if it runs: SIGTERM to its process
+// group, then SIGKILL after the grace period, without waiting. Its exit
+// is still reported.
+func (c *Cluster) Stop(_ context.Context, id int64) error {
+	c.mu.Lock()
+	p := c.procs[id]
+	c.mu.Unlock()
+	if p == nil {
+		return nil // ended already
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	go func() {
+		grace := time.NewTimer(c.cfg.StopGrace)
+		defer grace.Stop()
+		select {
+		case <-p.done:
+		case <-grace.C:
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}()
 	return nil
 }
 

@@ -15,6 +15,10 @@
 // data-drawn attribute, and each chart's data-series and data-points,
 // which the browser tests read.
 //
+// With Options.Scale (a local job, whose page only its owner opens)
+// "POST /scale" asks the job for another number of servers: ps-submit
+// scale posts servers=N with the page's token.
+//
 // The numbers come from the job's tracker.State: epochs' metrics as the
 // workers report them, the records of every worker's shards (sampled by
 // Server every second into a bounded history for the speed), and the

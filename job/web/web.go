@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,6 +60,19 @@ type Status struct {
 	// Events are the newest exits, restarts and recoveries, oldest
 	// first (tracker.Event).
 	Events []Event `json:"events"`
+	// Servers is the job's number of servers as of its newest epoch;
+	// ServersTarget the number asked for (ps-submit scale), Servers
+	// when no change is pending.
+	Servers       int `json:"servers"`
+	ServersTarget int `json:"servers_target"`
+}
+
+// ScaleReply is the answer to a POST /scale the job took: its servers
+// now, and the number asked for, which takes effect at an epoch
+// boundary.
+type ScaleReply struct {
+	Servers int `json:"servers"`
+	Target  int `json:"target"`
 }
 
 // Event is one of Status.Events. TookSeconds is how long the task or
@@ -146,12 +160,20 @@ type Options struct {
 	// Filter, when set, guards the page (Serve serves Filter(handler)):
 	// webauth.Token locally, webauth.Proxy on YARN.
 	Filter func(http.Handler) http.Handler
+	// Scale serves "POST /scale", which asks for another number of
+	// servers (tracker.State.Scale): only for a page whose Filter lets
+	// the job's owner alone in (webauth.Token). On YARN, where anyone
+	// who may view the application reaches the page through the
+	// ResourceManager's proxy, ps-submit scale calls the tracker
+	// instead, with the job's secret.
+	Scale bool
 }
 
 // Handler serves a job's status page: "/" (HTML and the script that
 // draws it, with the charting library, all embedded), "/status.json"
-// (Status), "/logs/{role}/{rank}/{stdout|stderr}" (a task's output) and
-// "/assets/". It keeps a history of the workers' speed, sampled by
+// (Status), "/logs/{role}/{rank}/{stdout|stderr}" (a task's output),
+// "/assets/" and, with Options.Scale, "POST /scale" (servers=N in the
+// form: 200 with a ScaleReply, or 400 with what the job refused). It keeps a history of the workers' speed, sampled by
 // Sample; a Server samples it every second.
 type Handler struct {
 	opts    Options
@@ -191,7 +213,36 @@ func NewHandler(opts Options) *Handler {
 		_ = enc.Encode(h.Status())
 	})
 	h.mux.HandleFunc("GET /logs/{role}/{rank}/{stream}", h.serveLog)
+	if opts.Scale {
+		h.mux.HandleFunc("POST /scale", h.serveScale)
+	}
 	return h
+}
+
+// maxScaleForm bounds the body of a POST /scale.
+const maxScaleForm = 4 << 10
+
+// serveScale asks the job for the servers of the form's "servers".
+func (h *Handler) serveScale(w http.ResponseWriter, r *http.Request) {
+	setHeaders(w, "")
+	r.Body = http.MaxBytesReader(w, r.Body, maxScaleForm)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "scale: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	v := r.PostForm.Get("servers")
+	servers, err := strconv.Atoi(v)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("scale: servers %q: want a number", v), http.StatusBadRequest)
+		return
+	}
+	from := h.opts.State.Servers()
+	if err := h.opts.State.Scale(servers); err != nil {
+		http.Error(w, strings.TrimPrefix(err.Error(), "tracker: "), http.StatusBadRequest)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(ScaleReply{Servers: from, Target: servers})
 }
 
 // setHeaders forbids caching (the page is live) and anything the page
@@ -288,7 +339,8 @@ func (h *Handler) Status() Status {
 	s := Status{Name: h.opts.Name, State: st.State, Epoch: st.Epoch, ShardsDone: st.ShardsDone, ShardsTotal: st.ShardsTotal,
 		Metrics: st.Metrics, MetricsEpoch: st.MetricsEpoch, Roles: []RoleStatus{}, Diagnostics: st.Diagnostics,
 		Started: st.Started, Now: h.opts.Now(), Failovers: st.Failovers, Epochs: []EpochPoint{}, Tasks: []Task{},
-		BadNodes: st.BadNodes, LocatedShards: st.LocatedGiven, NodeLocalShards: st.LocalGiven, Events: []Event{}}
+		BadNodes: st.BadNodes, LocatedShards: st.LocatedGiven, NodeLocalShards: st.LocalGiven, Events: []Event{},
+		Servers: st.Servers, ServersTarget: st.ServersTarget}
 	for _, e := range st.Events {
 		s.Events = append(s.Events, Event{At: e.At, Kind: e.Kind, Task: e.Task, Detail: e.Detail, TookSeconds: e.Took.Seconds()})
 	}

@@ -168,3 +168,46 @@ func TestHistoryIsBoundedAndKeepsItsSpan(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleRequest: POST /scale asks the job for another number of
+// servers when the page serves it: refused with the job's reason before
+// training and for a bad number, taken once a worker asked for a view;
+// a page without Options.Scale has no such route.
+func TestScaleRequest(t *testing.T) {
+	t.Parallel()
+	st := tracker.NewState(nil, time.Now())
+	st.SetServers(2)
+	post := func(h http.Handler, form string) (int, string) {
+		t.Helper()
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		resp, err := http.Post(srv.URL+"/scale", "application/x-www-form-urlencoded", strings.NewReader(form))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	if code, _ := post(NewHandler(Options{State: st}), "servers=3"); code != http.StatusMethodNotAllowed && code != http.StatusNotFound {
+		t.Errorf("POST /scale on a page without it: %d", code)
+	}
+	h := NewHandler(Options{State: st, Scale: true})
+	if code, body := post(h, "servers=3"); code != http.StatusBadRequest || !strings.HasPrefix(body, "scale to 3 servers: the job has not started training yet") {
+		t.Errorf("scale before training: %d %q", code, body)
+	}
+	st.View(0)
+	for _, form := range []string{"servers=three", "", "servers=0"} {
+		if code, body := post(h, form); code != http.StatusBadRequest || !strings.HasPrefix(body, "scale") {
+			t.Errorf("form %q: %d %q, want 400 saying why", form, code, body)
+		}
+	}
+	code, body := post(h, "servers=3")
+	var rep ScaleReply
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil || rep != (ScaleReply{Servers: 2, Target: 3}) {
+		t.Fatalf("scale to 3: %d %q", code, body)
+	}
+	if s := h.Status(); s.Servers != 2 || s.ServersTarget != 3 {
+		t.Errorf("status servers %d target %d, want 2 and 3", s.Servers, s.ServersTarget)
+	}
+}

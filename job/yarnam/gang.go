@@ -22,7 +22,10 @@ import (
 // one has registered (psnode's start), within their registration timeout,
 // which RegisterTimeout derives from the allocation timeout. A scheduler
 // started again alone, the others running on, is a launch like any
-// other: the gang is asked for once per run, until StopAll.
+// other: the gang is asked for once per run, until StopAll. So is a
+// server started to join the running job when it scales out: it asks
+// for one more server container; Stop gives it up if the job no longer
+// needs it.
 
 // registerMargin is what RegisterTimeout adds to the allocation timeout:
 // the time a container takes to be localized and to start.

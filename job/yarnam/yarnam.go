@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -347,6 +348,35 @@ func (c *Cluster) Start(_ context.Context, l job.Launch) error {
 		c.reserveGangLocked()
 	}
 	c.pending = append(c.pending, &launch{l: l, prio: prio, waiting: time.Now()})
+	return nil
+}
+
+// Stop gives up launch id while it waits for a container, or stops its
+// container, without waiting for the ResourceManager to report it
+// complete; its completion is not reported.
+func (c *Cluster) Stop(_ context.Context, id int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending = slices.DeleteFunc(c.pending, func(ln *launch) bool { return ln.l.ID == id })
+	if ln := c.starting[id]; ln != nil {
+		ln.stopped = true // place stops it once started
+	}
+	for _, ln := range c.byCont {
+		if ln.l.ID != id || ln.stopped {
+			continue
+		}
+		ln.stopped = true
+		ct := ln.ct
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			sctx, cancel := context.WithTimeout(c.ctx, rpcTimeout)
+			defer cancel()
+			if err := c.opts.NM.StopContainer(sctx, ct); err != nil {
+				c.log.WithError(err).WithField("container", ct.ID.String()).Warn("stop container")
+			}
+		}()
+	}
 	return nil
 }
 

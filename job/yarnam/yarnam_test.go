@@ -172,6 +172,50 @@ func TestAsks(t *testing.T) {
 	}
 }
 
+// TestScaleOutAsks: a server started to join a running job (beyond the
+// spec's servers, after the gang) asks for one more server container;
+// one stopped while it waits for its container asks for none.
+func TestScaleOutAsks(t *testing.T) {
+	t.Parallel()
+	c := testCluster(job.JobSpec{NumWorkers: 1, NumServers: 1, ServerMemoryMB: 512})
+	start := func(id int64, role conf.Role, rank int) {
+		if err := c.Start(t.Context(), job.Launch{ID: id, Task: job.Task{Role: role, Rank: rank}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start(1, conf.RoleScheduler, 0)
+	start(2, conf.RoleServer, 0)
+	start(3, conf.RoleWorker, 0)
+	c.asksLocked()
+	for i, p := range []int32{prioScheduler, prioServer, prioWorker} {
+		if ln := c.matchLocked(yarn.Container{Priority: p, ID: yarn.ContainerID{ID: int64(i + 1)}}); ln == nil {
+			t.Fatalf("the gang's container of priority %d matched no launch", p)
+		}
+		c.outst[p] = 0
+	}
+	if got := c.asksLocked(); len(got) != 0 {
+		t.Fatalf("asks once the gang is placed: %+v", got)
+	}
+	start(4, conf.RoleServer, 1)
+	got := c.asksLocked()
+	if len(got) != 1 || got[0].Priority != prioServer || got[0].Count != 1 || got[0].Resource != c.resource(prioServer) {
+		t.Fatalf("asks of a server joining %+v, want one server container", got)
+	}
+	start(5, conf.RoleServer, 2)
+	if got := c.asksLocked(); len(got) != 1 || got[0].Count != 2 {
+		t.Fatalf("asks of a second server joining %+v, want two server containers", got)
+	}
+	if err := c.Stop(t.Context(), 5); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.asksLocked(); len(got) != 1 || got[0].Count != 1 {
+		t.Fatalf("asks once the second joiner is stopped %+v, want one server container", got)
+	}
+	if ln := c.matchLocked(yarn.Container{Priority: prioServer, ID: yarn.ContainerID{ID: 9}}); ln == nil || ln.l.ID != 4 {
+		t.Fatalf("the server container went to %+v, want server 1's launch", ln)
+	}
+}
+
 // TestBlacklistNode: a node is named to YARN by host, or by host:port when
 // another NodeManager shares its host; containers that still come on it
 // are turned down; the last node is never blacklisted.
