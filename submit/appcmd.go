@@ -17,6 +17,7 @@ import (
 const (
 	cmdStatus = "status"
 	cmdKill   = "kill"
+	cmdScale  = "scale"
 )
 
 // killTimeout bounds how long "ps-submit kill" waits for YARN to report
@@ -26,7 +27,7 @@ const killTimeout = time.Minute
 // isAppCommand reports whether args start with a subcommand; a job's
 // command of the same name is given after --.
 func isAppCommand(args []string) bool {
-	return len(args) > 0 && (args[0] == cmdStatus || args[0] == cmdKill || args[0] == cmdLogs)
+	return len(args) > 0 && (args[0] == cmdStatus || args[0] == cmdKill || args[0] == cmdLogs || args[0] == cmdScale)
 }
 
 // parseAppCommand parses "status|kill APPLICATION_ID [--principal P
@@ -80,10 +81,11 @@ func parseAppCommand(cmd string, args []string) (id yarn.ApplicationID, login ya
 const appCommandUsage = `Usage: %[1]s status JOB [--jobs-dir DIR] [--principal USER@REALM --keytab FILE]
        %[1]s logs JOB [--task ROLE:RANK] [--follow] [--jobs-dir DIR] [--principal USER@REALM --keytab FILE]
        %[1]s kill APPLICATION_ID [--principal USER@REALM --keytab FILE]
+       %[1]s scale JOB --servers N [--jobs-dir DIR] [--principal USER@REALM --keytab FILE]
 
 JOB is a YARN application id (application_<cluster timestamp>_<number>)
 or a local job's id (local-<date>-<time>-<hex>, printed when it starts)
-or directory.
+or directory; scale also takes the status page's address it printed.
 
 status prints the job's own progress: state, epoch and shards, the last
 epoch's metrics (loss, AUC), each worker's examples per second, and every
@@ -103,6 +105,19 @@ logs/ (--jobs-dir, default $HOME/.spindle/jobs/<id>/logs).
 
 kill kills a YARN application and waits (up to %[2]v) until YARN
 reports it ended, then removes its staging directory.
+
+scale asks a running synchronous job to change its number of servers to
+N (1 to 64) at its next epoch boundary: the launcher starts the new
+servers, the workers move the keys once every new one is ready, and the
+servers no longer needed hand their keys off and end. The job's program
+must support it (its tables synchronous, with the consistent
+partitioner); a job whose workers have not started training yet, or
+never ask, refuses. A local job is asked through its status page (with
+the page's token, from the job's directory or the address), a YARN job
+through its tracker in the ApplicationMaster, with the job's keys from
+its staging directory, which only its user may read. --workers N is
+accepted only as the job's current number of workers: scaling workers
+is not supported yet.
 
 The Hadoop configuration is found as with --cluster yarn
 ($HADOOP_CONF_DIR, ...). On a Kerberos-secured cluster they log in from

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,7 +92,7 @@ func pruneLocalJobs(jobsDir string, keep int, log *logrus.Entry) {
 // localJobIDRE matches the ids newLocalJobID makes.
 var localJobIDRE = regexp.MustCompile(`^local-\d{8}-\d{6}-[0-9a-f]{4}$`)
 
-// jobCommand is "ps-submit status|logs JOB [flags]".
+// jobCommand is "ps-submit status|logs|scale JOB [flags]".
 type jobCommand struct {
 	cmd     string
 	job     string
@@ -100,11 +101,14 @@ type jobCommand struct {
 	jobsDir string
 	help    bool
 	login   yarnclient.Login
+	// servers and workers are scale's --servers and --workers; -1 when
+	// not given.
+	servers, workers int
 }
 
 // parseJobCommand parses the arguments after the subcommand.
 func parseJobCommand(cmd string, args []string) (jobCommand, error) {
-	c := jobCommand{cmd: cmd}
+	c := jobCommand{cmd: cmd, servers: -1, workers: -1}
 	var pos []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -144,6 +148,20 @@ func parseJobCommand(cmd string, args []string) (jobCommand, error) {
 			c.task = &t
 		case (name == "follow" || name == "f") && cmd == cmdLogs && !hasValue:
 			c.follow = true
+		case (name == "servers" || name == "workers") && cmd == cmdScale:
+			v, err := takeValue()
+			if err != nil {
+				return c, err
+			}
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				return c, fmt.Errorf("%s: --%s %q: want a number of %s", cmd, name, v, name)
+			}
+			if name == "servers" {
+				c.servers = n
+			} else {
+				c.workers = n
+			}
 		case name == "principal" || name == "keytab":
 			v, err := takeValue()
 			if err != nil {
@@ -160,6 +178,9 @@ func parseJobCommand(cmd string, args []string) (jobCommand, error) {
 	}
 	if (c.login.Principal == "") != (c.login.Keytab == "") {
 		return c, fmt.Errorf("%s: --principal and --keytab go together", cmd)
+	}
+	if cmd == cmdScale && c.servers < 0 {
+		return c, fmt.Errorf("%s: missing --servers N, the number of servers the job is to run with", cmd)
 	}
 	switch len(pos) {
 	case 0:
@@ -355,6 +376,13 @@ func writeJobStatus(w io.Writer, st *web.Status) {
 		speeds = []string{"(no shard read yet)"}
 	}
 	item("examples/s", strings.Join(speeds, ", "))
+	if st.Servers > 0 {
+		servers := strconv.Itoa(st.Servers)
+		if st.ServersTarget != st.Servers {
+			servers += fmt.Sprintf(" (%d asked for, from an epoch boundary on)", st.ServersTarget)
+		}
+		item("servers", servers)
+	}
 	item("failovers", fmt.Sprintf("%d (times the whole job started again)", st.Failovers))
 	if st.Diagnostics != "" {
 		item("diagnostics", strings.ReplaceAll(strings.TrimSpace(st.Diagnostics), "\n", "\n                 "))

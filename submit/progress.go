@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -320,6 +321,9 @@ func writeSummary(w io.Writer, name string, res job.Result) error {
 	if len(groups) > 0 {
 		fmt.Fprintf(bw, "  exit codes  %s\n", strings.Join(groups, " · "))
 	}
+	if line := scaledLine(res); line != "" {
+		fmt.Fprintf(bw, "  servers     %s\n", line)
+	}
 	if res.Output != "" {
 		fmt.Fprintf(bw, "  model       %s\n", res.Output)
 	}
@@ -330,6 +334,26 @@ func writeSummary(w io.Writer, name string, res job.Result) error {
 		fmt.Fprintf(bw, "  locality    %d of %d shards read on a host that stores them (%.0f%%)\n", res.Status.LocalGiven, res.Status.LocatedGiven, 100*share)
 	}
 	return bw.Flush()
+}
+
+// scaledLine says, for a job whose servers changed, how many it ended
+// with and which servers left it; "" for a job that did not scale.
+func scaledLine(res job.Result) string {
+	var left []string
+	for _, t := range res.Tasks {
+		if t.Retired {
+			left = append(left, fmt.Sprintf("%s %d", t.Role, t.Rank))
+		}
+	}
+	scaled := slices.ContainsFunc(res.Status.Events, func(e tracker.Event) bool { return e.Kind == tracker.EventScaling })
+	if !scaled && len(left) == 0 {
+		return ""
+	}
+	line := fmt.Sprintf("%d at the end, as the job scaled", res.Status.Servers)
+	if len(left) > 0 {
+		line += "; " + strings.Join(left, ", ") + " left it (exit codes above)"
+	}
+	return line
 }
 
 func roleOrder(role conf.Role) int {

@@ -33,8 +33,11 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 		return yarnclient.AMMain(ctx, args[1:], stderr, lookup)
 	}
 	if isAppCommand(args) {
-		if args[0] == cmdKill {
+		switch args[0] {
+		case cmdKill:
 			return runAppCommand(ctx, args, stdout, stderr, lookup)
+		case cmdScale:
+			return runScaleCommand(ctx, args, stdout, stderr, lookup)
 		}
 		return runJobCommand(ctx, args, stdout, stderr, lookup)
 	}

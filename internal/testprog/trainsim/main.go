@@ -5,7 +5,7 @@
 // something to show. It never talks to other tasks; servers and the
 // scheduler, if any, print a line and exit 0.
 //
-//	trainsim [--epochs N] [--until FILE] [--pace D] [--fail-worker R]
+//	trainsim [--epochs N] [--until FILE] [--pace D] [--fail-worker R] [--elastic]
 //
 // Each worker reads epochs until it has read N (default 3) and, with
 // --until, FILE exists; it reads each shard for --pace (default 50ms),
@@ -16,6 +16,15 @@
 // epochs" on its standard error at the end. With --fail-worker R, worker
 // R's first attempt exits 3 after its first epoch, so that the launcher
 // starts it again.
+//
+// With --elastic it plays a job whose servers change (ps-submit scale):
+// before every epoch each worker asks the tracker for the epoch's
+// servers (tracker.Client.View) and prints "worker R epoch E servers N",
+// and worker 0 reports tracker.EventScaled when they changed. Servers
+// stay up: one started to join (SPINDLE_JOINING=1) prints "server R:
+// joining N servers" and reports tracker.EventJoined; a server the job's
+// servers left out after including it prints "server R: retired" and
+// exits 0; the others exit 0 once every worker has.
 package main
 
 import (
@@ -44,6 +53,7 @@ func run(ctx context.Context, args []string) int {
 	until := fl.String("until", "", "read epochs until this file exists")
 	pace := fl.Duration("pace", 50*time.Millisecond, "time spent on each shard")
 	failWorker := fl.Int("fail-worker", -1, "this worker's first attempt fails after its first epoch")
+	elastic := fl.Bool("elastic", false, "ask for each epoch's servers; servers stay up, join and retire")
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
@@ -53,6 +63,9 @@ func run(ctx context.Context, args []string) int {
 		return 2
 	}
 	rank, attempt := cfg.PS.TaskID, cfg.PS.NumAttempt
+	if cfg.PS.Role == conf.RoleServer && *elastic {
+		return serve(ctx, cfg, *pace)
+	}
 	if cfg.PS.Role != conf.RoleWorker {
 		fmt.Printf("%s %d: nothing to do\n", cfg.PS.Role, rank)
 		return 0
@@ -71,10 +84,16 @@ func run(ctx context.Context, args []string) int {
 	defer tick.Stop()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	done := 0
+	done, servers := 0, cfg.PS.NumServers
 	for e := 0; ; e++ {
 		if done >= *epochs && (*until == "" || exists(*until)) {
 			break
+		}
+		if *elastic {
+			if servers, err = view(cctx, tc, e, rank, servers); err != nil {
+				fmt.Fprintf(os.Stderr, "trainsim: worker %d epoch %d: %v\n", rank, e, err)
+				return 1
+			}
 		}
 		n, err := readEpoch(cctx, tc, tick, e, rank, attempt)
 		if err != nil {
@@ -101,6 +120,71 @@ func run(ctx context.Context, args []string) int {
 	}
 	fmt.Fprintf(os.Stderr, "worker %d: done after %d epochs\n", rank, done)
 	return 0
+}
+
+// view asks for epoch e's servers, prints them and, on worker 0, reports
+// a change from servers.
+func view(ctx context.Context, tc *tracker.Client, e, rank, servers int) (int, error) {
+	n, err := tc.View(ctx, e)
+	if err != nil {
+		return servers, err
+	}
+	fmt.Printf("worker %d epoch %d servers %d\n", rank, e, n)
+	if rank == 0 && n != servers {
+		err = tc.ReportEvent(ctx, tracker.Event{Kind: tracker.EventScaled, Task: "worker 0", Detail: fmt.Sprintf("servers %d → %d", servers, n)})
+	}
+	return n, err
+}
+
+// serve is an elastic job's server: it joins when started to, retires
+// when the job's servers leave it out after including it, and otherwise
+// ends once every worker exited 0.
+func serve(ctx context.Context, cfg conf.Config, pace time.Duration) int {
+	rank := cfg.PS.TaskID
+	tc, err := tracker.ConfigClient(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "trainsim:", err)
+		return 2
+	}
+	defer tc.Close()
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	task := fmt.Sprintf("server %d", rank)
+	if cfg.PS.Joining {
+		fmt.Printf("%s: joining %d servers\n", task, cfg.PS.NumServers)
+		if err := tc.ReportEvent(cctx, tracker.Event{Kind: tracker.EventJoined, Task: task, Detail: "ready"}); err != nil {
+			fmt.Fprintf(os.Stderr, "trainsim: %s: %v\n", task, err)
+			return 1
+		}
+	}
+	member := !cfg.PS.Joining
+	tick := time.NewTicker(pace)
+	defer tick.Stop()
+	for {
+		st, err := tc.Status(cctx)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "trainsim: %s: %v\n", task, err)
+			return 1
+		}
+		switch {
+		case st.Servers > rank:
+			member = true
+		case member:
+			fmt.Printf("%s: retired\n", task)
+			return 0
+		}
+		for _, r := range st.Roles {
+			if r.Role == conf.RoleWorker && r.Want > 0 && r.Succeeded == r.Want {
+				fmt.Printf("%s: every worker done\n", task)
+				return 0
+			}
+		}
+		select {
+		case <-cctx.Done():
+			return 1
+		case <-tick.C:
+		}
+	}
 }
 
 // readEpoch reads epoch e's shards until every one is done and returns

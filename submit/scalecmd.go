@@ -1,0 +1,231 @@
+package submit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/job/local"
+	"github.com/spindle-ps/spindle/job/web"
+	"github.com/spindle-ps/spindle/job/webauth"
+	"github.com/spindle-ps/spindle/submit/yarnclient"
+	"github.com/spindle-ps/spindle/tracker"
+	"github.com/spindle-ps/spindle/yarn"
+)
+
+// scaleTimeout bounds asking a local job's status page to scale.
+const scaleTimeout = 10 * time.Second
+
+// errWorkers is the refusal of --workers other than the job's number.
+var errWorkers = errors.New("scaling workers is not supported yet")
+
+// runScaleCommand runs "ps-submit scale JOB --servers N" and returns the
+// exit status.
+func runScaleCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
+	c, err := parseJobCommand(args[0], args[1:])
+	if c.help {
+		fmt.Fprintf(stdout, appCommandUsage, progName, killTimeout)
+		return 0
+	}
+	if err == nil && isYARNJob(c.job) {
+		if _, perr := yarn.ParseApplicationID(c.job); perr != nil {
+			err = fmt.Errorf("%s: %q is not an application id (want application_<cluster timestamp>_<number>)", c.cmd, c.job)
+		}
+	}
+	if err != nil {
+		writeUsageError(stderr, err)
+		return 2
+	}
+	if c.jobsDir == "" {
+		c.jobsDir = defaultJobsDir(lookup)
+	}
+	rep, err := scaleJob(ctx, c, lookup)
+	if err != nil {
+		writeLines(stderr, progName+": ", err.Error())
+		return 1
+	}
+	if rep.Target == rep.Servers {
+		fmt.Fprintf(stdout, "scale requested: servers %d, as many as the job has: no change pending\n", rep.Servers)
+		return 0
+	}
+	fmt.Fprintf(stdout, "scale requested: servers %d → %d; it takes effect at the next epoch boundary\n", rep.Servers, rep.Target)
+	return 0
+}
+
+// scaleJob asks c's job for c.servers servers: a YARN application
+// through its tracker, a local job through its status page (found by its
+// id or directory, or given by its address).
+func scaleJob(ctx context.Context, c jobCommand, lookup func(string) (string, bool)) (web.ScaleReply, error) {
+	if isYARNJob(c.job) {
+		id, err := yarn.ParseApplicationID(c.job)
+		if err != nil {
+			return web.ScaleReply{}, fmt.Errorf("%s: %q is not an application id (want application_<cluster timestamp>_<number>)", c.cmd, c.job)
+		}
+		st, err := yarnclient.Scale(ctx, id, conf.Lookup(lookup), c.login, c.servers, func(st tracker.Status) error {
+			return checkWorkers(c, roleWant(st.Roles, conf.RoleWorker))
+		})
+		var re *tracker.RemoteError
+		switch {
+		case errors.Is(err, errWorkers):
+			return web.ScaleReply{}, err
+		case errors.As(err, &re):
+			return web.ScaleReply{}, fmt.Errorf("%s: the job refused: %s", c.cmd, re.Message)
+		case err != nil:
+			return web.ScaleReply{}, fmt.Errorf("%s: %w", c.cmd, appError(id, err))
+		}
+		return web.ScaleReply{Servers: st.Servers, Target: c.servers}, nil
+	}
+	page, token, err := localPage(c)
+	if err != nil {
+		return web.ScaleReply{}, err
+	}
+	if c.workers >= 0 {
+		st, err := pageStatus(ctx, page, token)
+		if err != nil {
+			return web.ScaleReply{}, fmt.Errorf("%s: %w", c.cmd, err)
+		}
+		var roles []tracker.RoleStatus
+		for _, r := range st.Roles {
+			roles = append(roles, tracker.RoleStatus(r))
+		}
+		if err := checkWorkers(c, roleWant(roles, conf.RoleWorker)); err != nil {
+			return web.ScaleReply{}, err
+		}
+	}
+	rep, err := postScale(ctx, page, token, c.servers)
+	if err != nil {
+		return rep, fmt.Errorf("%s: %w", c.cmd, err)
+	}
+	return rep, nil
+}
+
+// checkWorkers refuses --workers other than the job's number of workers.
+func checkWorkers(c jobCommand, workers int) error {
+	if c.workers >= 0 && c.workers != workers {
+		return fmt.Errorf("%s: --workers %d: %w (the job has %d workers)", c.cmd, c.workers, errWorkers, workers)
+	}
+	return nil
+}
+
+// roleWant is the number of tasks of role.
+func roleWant(roles []tracker.RoleStatus, role conf.Role) int {
+	for _, r := range roles {
+		if r.Role == role {
+			return r.Want
+		}
+	}
+	return 0
+}
+
+// localPage returns the status page of c's local job and its token: the
+// address given ("http://127.0.0.1:port/?token=…", as ps-submit printed
+// it), or the one in the job's directory.
+func localPage(c jobCommand) (page, token string, err error) {
+	if strings.HasPrefix(c.job, "http://") || strings.HasPrefix(c.job, "https://") {
+		// As printed, the address may be followed by a semicolon.
+		u, err := url.Parse(strings.TrimRight(c.job, ";,"))
+		if err != nil || u.Host == "" {
+			return "", "", fmt.Errorf("%s: %q is not a status page's address", c.cmd, c.job)
+		}
+		token = u.Query().Get(webauth.TokenParam)
+		u.RawQuery, u.Fragment = "", ""
+		if !strings.HasSuffix(u.Path, "/") {
+			u.Path += "/"
+		}
+		return u.String(), token, nil
+	}
+	dir, err := localJobDir(c.jobsDir, c.job)
+	if err != nil {
+		return "", "", fmt.Errorf("%s: %w", c.cmd, err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, local.InfoFile))
+	if err != nil {
+		return "", "", fmt.Errorf("%s: %w", c.cmd, err)
+	}
+	var info local.Info
+	if err := json.Unmarshal(b, &info); err != nil {
+		return "", "", fmt.Errorf("%s: %s: %w", c.cmd, filepath.Join(dir, local.InfoFile), err)
+	}
+	if info.URL == "" {
+		return "", "", fmt.Errorf("%s: local job %s has no status page", c.cmd, c.job)
+	}
+	return info.URL, info.Token, nil
+}
+
+// pageStatus reads a local job's status.json from its page.
+func pageStatus(ctx context.Context, page, token string) (*web.Status, error) {
+	sctx, cancel := context.WithTimeout(ctx, scaleTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(sctx, http.MethodGet, page+"status.json", nil)
+	if err != nil {
+		return nil, err
+	}
+	body, err := doPage(req, token)
+	if err != nil {
+		return nil, err
+	}
+	var st web.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return nil, fmt.Errorf("the status of the job at %s: %w", page, err)
+	}
+	return &st, nil
+}
+
+// postScale asks a local job's page for servers servers.
+func postScale(ctx context.Context, page, token string, servers int) (web.ScaleReply, error) {
+	sctx, cancel := context.WithTimeout(ctx, scaleTimeout)
+	defer cancel()
+	form := url.Values{"servers": {strconv.Itoa(servers)}}
+	req, err := http.NewRequestWithContext(sctx, http.MethodPost, page+"scale", strings.NewReader(form.Encode()))
+	if err != nil {
+		return web.ScaleReply{}, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	body, err := doPage(req, token)
+	if err != nil {
+		return web.ScaleReply{}, err
+	}
+	var rep web.ScaleReply
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return rep, fmt.Errorf("the answer of the job at %s: %w", page, err)
+	}
+	return rep, nil
+}
+
+// doPage sends req to a local job's page with its token and returns the
+// body of a 200 answer; any other answer is an error saying what the
+// page said.
+func doPage(req *http.Request, token string) ([]byte, error) {
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("the job's status page does not answer (is the job over? '%s status' says): %w", progName, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL, err)
+	}
+	msg := strings.TrimSpace(string(body))
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return body, nil
+	case http.StatusBadRequest:
+		return nil, fmt.Errorf("the job refused: %s", msg)
+	case http.StatusForbidden:
+		return nil, fmt.Errorf("the status page refused the request (%s): give the job's id, or the address with its token ps-submit printed", msg)
+	case http.StatusNotFound, http.StatusMethodNotAllowed:
+		return nil, fmt.Errorf("the status page at %s cannot scale its job (%s): it is not a job started by this ps-submit", req.URL.Redacted(), resp.Status)
+	}
+	return nil, fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Redacted(), resp.Status, msg)
+}
