@@ -42,6 +42,17 @@ func StartNode(ctx context.Context, lookup conf.Lookup, environ []string, log *l
 		return nil, err
 	}
 	reportStarted(ctx, tc, n, time.Since(began), log)
+	if cfg.PS.Joining {
+		// The tracker switches to the new count of servers once every
+		// joining one is in the job.
+		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
+		err := tc.ReportEvent(rctx, tracker.Event{Kind: tracker.EventJoined, Task: fmt.Sprintf("server %d", n.Rank())})
+		cancel()
+		if err != nil {
+			_ = n.Close()
+			return nil, fmt.Errorf("report to the tracker that this server joined: %w", err)
+		}
+	}
 	return n, nil
 }
 

@@ -235,7 +235,7 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		return err
 	}
 	if n.Role() == transport.RoleWorker {
-		w := &worker{n: n, f: f, ts: ts, wt: wt, vt: vt, tc: tc, res: res, out: stdout, attempt: cfg.PS.NumAttempt, job: cfg.Job}
+		w := &worker{n: n, f: f, ts: ts, wt: wt, vt: vt, tc: tc, res: res, out: stdout, log: log, attempt: cfg.PS.NumAttempt, job: cfg.Job}
 		if err := w.train(ctx); err != nil {
 			return err
 		}
@@ -258,6 +258,7 @@ type worker struct {
 	tc      *tracker.Client
 	res     *dfs.Resolver
 	out     io.Writer
+	log     *logrus.Entry
 	attempt int
 	job     conf.Job
 
@@ -305,6 +306,12 @@ func (w *worker) train(ctx context.Context) error {
 	// A resumed job starts where its checkpoint left off.
 	for epoch := first; epoch < w.f.epochs; epoch++ {
 		w.lossSum, w.examples = 0, 0
+		if !w.f.Free() {
+			// The servers may change between epochs (ps-submit scale).
+			if err := feed.Rescale(ctx, w.tc, w.ts, epoch, w.log); err != nil {
+				return err
+			}
+		}
 		st, err := fd.Epoch(ctx, epoch, w.pipe.Step)
 		if err == nil {
 			err = w.pipe.Flush(ctx) // (free modes flush in the Idle hook already)

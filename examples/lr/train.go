@@ -217,7 +217,7 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		if tc == nil {
 			return errors.New("no tracker (SPINDLE_TRACKER_ADDR): run ps-lr through ps-submit")
 		}
-		w := &worker{n: n, f: f, tc: tc, res: res, out: stdout, attempt: cfg.PS.NumAttempt, job: cfg.Job, tables: tables, t: weights}
+		w := &worker{n: n, f: f, tc: tc, res: res, out: stdout, log: log, attempt: cfg.PS.NumAttempt, job: cfg.Job, tables: tables, t: weights}
 		if err := w.train(ctx); err != nil {
 			return err
 		}
@@ -237,6 +237,7 @@ type worker struct {
 	tc      *tracker.Client
 	res     *dfs.Resolver
 	out     io.Writer
+	log     *logrus.Entry
 	attempt int
 	job     conf.Job
 	tables  *psnode.Tables
@@ -287,6 +288,12 @@ func (w *worker) train(ctx context.Context) error {
 	// A resumed job starts where its checkpoint left off.
 	for epoch := first; epoch < w.f.epochs; epoch++ {
 		w.lossSum, w.examples = 0, 0
+		if !w.f.Free() {
+			// The servers may change between epochs (ps-submit scale).
+			if err := feed.Rescale(ctx, w.tc, w.tables, epoch, w.log); err != nil {
+				return err
+			}
+		}
 		st, err := fd.Epoch(ctx, epoch, w.pipe.Step)
 		if err == nil {
 			err = w.pipe.Flush(ctx) // (free modes flush in the Idle hook already)
