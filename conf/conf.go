@@ -156,11 +156,12 @@ type PS struct {
 	// NumAttempt counts restarts of this task, from 0 (DMLC_NUM_ATTEMPT).
 	NumAttempt int
 
-	// Joining marks a server started while the job runs, to join it when
-	// the job scales out (SPINDLE_JOINING=1): the scheduler admits its
-	// rank beyond the job's servers, and its tables start empty, to be
-	// filled by the keys the other servers hand it at the switch.
-	// NumServers is then the count it joins.
+	// Joining marks a server or worker started while the job runs, to
+	// join it when the job scales out (SPINDLE_JOINING=1): the scheduler
+	// admits its rank beyond the job's count; a server's tables start
+	// empty, to be filled by the keys the other servers hand it at the
+	// switch, and a worker takes part from the epoch the job switches at.
+	// NumServers or NumWorkers is then the count it joins.
 	Joining bool
 
 	// JobCluster names the launcher (DMLC_JOB_CLUSTER): "local" or "yarn".

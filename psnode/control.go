@@ -107,9 +107,9 @@ func (n *Node) onRegister(m *transport.Message) {
 		limit = n.cfg.NumServers
 	}
 	n.mu.Lock()
-	if n.ready && reg.Role == transport.RoleServer && reg.Rank < MaxServers {
-		// A running job admits a server beyond its count: one that joins
-		// for a scale-out (Tables.Rescale).
+	if n.ready && (reg.Role == transport.RoleServer && reg.Rank < MaxServers || reg.Role == transport.RoleWorker && reg.Rank < MaxWorkers) {
+		// A running job admits a server or worker beyond its count: one
+		// that joins for a scale-out (Tables.Rescale).
 		n.mu.Unlock()
 		n.registerRunning(reg)
 		return
@@ -265,10 +265,12 @@ func (n *Node) recoverLocked(reg transport.Node) ([]*transport.Message, string) 
 	case slot == nil && reg.Role == transport.RoleServer && reg.Rank >= 0:
 		// A server that joins for a scale-out: a new rank.
 		slot, joins = &transport.Node{Role: reg.Role, ID: transport.ServerID(int(reg.Rank)), Rank: reg.Rank}, true
+	case slot == nil && reg.Role == transport.RoleWorker && reg.Rank >= 0:
+		slot, joins = &transport.Node{Role: reg.Role, ID: transport.WorkerID(int(reg.Rank)), Rank: reg.Rank}, true
 	case slot == nil:
 		return nil, fmt.Sprintf("no dead %s to replace: the job already has all its nodes", reg.Role)
 	case n.left[slot.ID]:
-		// The rank of a server drained by a scale-in, joining again.
+		// The rank of a node drained by a scale-in, joining again.
 		joins = true
 		delete(n.left, slot.ID)
 	}
@@ -290,7 +292,10 @@ func (n *Node) recoverLocked(reg transport.Node) ([]*transport.Message, string) 
 	// dead there) or answer them at the dead process's address.
 	waiting := make(map[int32]bool)
 	for _, id := range n.groupMembers(transport.ServerGroup | transport.WorkerGroup) {
-		if id != nd.ID {
+		// A peer being admitted itself gets the whole table, with this
+		// one, when it is; until then it takes no update (it would ignore
+		// one without itself, and never acknowledge it).
+		if _, admitting := n.admitting[id]; id != nd.ID && !admitting {
 			m := n.tableMessage(id, []transport.Node{nd})
 			m.Meta.Request = true // acknowledge, please
 			out = append(out, m)

@@ -276,8 +276,8 @@ func decodeRejoin(b []byte) (rejoinState, error) {
 // no id twice.
 func (n *Node) checkRejoinNodes(nodes []transport.Node) error {
 	// A job that scaled out has servers beyond its configured count.
-	if len(nodes) == 0 || len(nodes) > 1+MaxServers+n.cfg.NumWorkers {
-		return fmt.Errorf("%d nodes for a job of at most %d servers and %d workers", len(nodes), MaxServers, n.cfg.NumWorkers)
+	if len(nodes) == 0 || len(nodes) > 1+MaxServers+MaxWorkers {
+		return fmt.Errorf("%d nodes for a job of at most %d servers and %d workers", len(nodes), MaxServers, MaxWorkers)
 	}
 	if r := nodes[0].Role; r != transport.RoleServer && r != transport.RoleWorker {
 		return fmt.Errorf("a %s cannot rejoin", r)
@@ -294,8 +294,8 @@ func (n *Node) checkRejoinNodes(nodes []transport.Node) error {
 			}
 			want = transport.ServerID(int(nd.Rank))
 		case transport.RoleWorker:
-			if nd.Rank < 0 || int(nd.Rank) >= n.cfg.NumWorkers {
-				return fmt.Errorf("worker rank %d is out of range: the job has %d workers", nd.Rank, n.cfg.NumWorkers)
+			if nd.Rank < 0 || nd.Rank >= MaxWorkers {
+				return fmt.Errorf("worker rank %d is out of range: a job has at most %d workers", nd.Rank, MaxWorkers)
 			}
 			want = transport.WorkerID(int(nd.Rank))
 		default:

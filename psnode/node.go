@@ -69,7 +69,8 @@ type Node struct {
 	schedLost   time.Time                // node: since when a replacement scheduler is sought; zero otherwise
 	leaving     bool                     // node: Finalize is past its barrier
 	servers     int                      // node: the servers of the job's view (scale.go)
-	retired     bool                     // server: out of the job's view since a scale-in
+	workers     int                      // node: the workers of the job's view
+	retired     bool                     // node: out of the job's view since a scale-in
 	rebuilt     bool                     // scheduler: its table was rebuilt from a running job's nodes
 	left        map[int32]bool           // scheduler: nodes that finished
 	admitting   map[int32]map[int32]bool // scheduler: recovering node → peers yet to acknowledge it
@@ -132,6 +133,7 @@ func New(cfg conf.PS, tr transport.Transport, opts ...Option) (*Node, error) {
 	n := &Node{
 		cfg:         cfg,
 		servers:     cfg.NumServers,
+		workers:     cfg.NumWorkers,
 		tr:          tr,
 		now:         time.Now,
 		secret:      []byte(cfg.JobSecret),
@@ -387,8 +389,14 @@ func (n *Node) Rank() int {
 // Role returns the node's role.
 func (n *Node) Role() transport.Role { return n.role }
 
-// NumWorkers returns the number of workers of the job.
-func (n *Node) NumWorkers() int { return n.cfg.NumWorkers }
+// NumWorkers returns the number of workers of the job: as configured, or
+// as the job's view has it since the job last changed its workers
+// (Tables.Rescale). On the scheduler it is always as configured.
+func (n *Node) NumWorkers() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.workers
+}
 
 // NumServers returns the number of servers of the job: as configured,
 // or as the job's view has it since the job last changed its servers
@@ -497,17 +505,17 @@ func (n *Node) emit(ev Event) {
 // group returns the live members of a group (a bitmask of 1, 2, 4).
 // n.mu must be held.
 //
-// On a server or worker, the servers of a group are those of the job's
-// view (NumServers): one that joins for a scale-out is not one before the
-// switch, one that drains for a scale-in no more after it. The scheduler
-// counts every live node that has not left.
+// On a server or worker, the servers and workers of a group are those of
+// the job's view (NumServers, NumWorkers): one that joins for a scale-out
+// is not one before the switch, one that drains for a scale-in no more
+// after it. The scheduler counts every live node that has not left.
 func (n *Node) groupMembers(group int32) []int32 {
 	var out []int32
 	for id, nd := range n.table {
 		if _, d := n.dead[id]; d {
 			continue
 		}
-		if n.role != transport.RoleScheduler && nd.Role == transport.RoleServer && int(nd.Rank) >= n.servers {
+		if n.role != transport.RoleScheduler && !n.inViewLocked(nd) {
 			continue
 		}
 		if inGroup(nd.Role, group) {
@@ -516,6 +524,18 @@ func (n *Node) groupMembers(group int32) []int32 {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
+}
+
+// inViewLocked says whether nd is a server or worker of the job's view,
+// or another role. n.mu must be held.
+func (n *Node) inViewLocked(nd transport.Node) bool {
+	switch nd.Role {
+	case transport.RoleServer:
+		return int(nd.Rank) < n.servers
+	case transport.RoleWorker:
+		return int(nd.Rank) < n.workers
+	}
+	return true
 }
 
 func inGroup(r transport.Role, group int32) bool {

@@ -58,16 +58,22 @@ const (
 	scaleHeaderLen = 12
 )
 
-// MaxServers bounds the servers of a job, as it scales out too.
-const MaxServers = 4096
+// MaxServers and MaxWorkers bound the servers and workers of a job, as
+// it scales out too.
+const (
+	MaxServers = 4096
+	MaxWorkers = 4096
+)
 
 // ErrNotScalable is returned by Rescale (and CheckScalable) for tables
 // that cannot change their servers.
 var ErrNotScalable = errors.New("psnode: the job's tables cannot change their servers")
 
-// ScaleResult is what a change of the job's servers did.
+// ScaleResult is what a change of the job's servers and workers did.
 type ScaleResult struct {
-	From, To int
+	From, To int // servers
+	// FromWorkers and ToWorkers are the workers before and after.
+	FromWorkers, ToWorkers int
 	// Moved is the number of keys that changed servers, of Keys stored
 	// in all (every table, before the move).
 	Moved, Keys int64
@@ -85,10 +91,12 @@ func (r ScaleResult) Share() float64 {
 
 // scaleRequest is the body of ctlScaleMove and ctlScaleSettle.
 type scaleRequest struct {
-	Epoch  int      `json:"epoch"`
-	From   int      `json:"from"`
-	To     int      `json:"to"`
-	Tables []string `json:"tables"`
+	Epoch       int      `json:"epoch"`
+	From        int      `json:"from"`
+	To          int      `json:"to"`
+	FromWorkers int      `json:"from_workers"`
+	Workers     int      `json:"workers"`
+	Tables      []string `json:"tables"`
 }
 
 // scaleAnswer is a server's answer to ctlScaleMove.
@@ -97,29 +105,35 @@ type scaleAnswer struct {
 	Held  int64 `json:"held"`  // keys held before
 }
 
-type scaleKey struct{ epoch, to int }
+type scaleKey struct{ epoch, to, workers int }
+
+// scaleView is a count of servers and workers.
+type scaleView struct{ servers, workers int }
 
 // scaling is a server's side of the switch.
 type scaling struct {
 	mu      sync.Mutex // held through a phase: one at a time
 	moved   map[scaleKey]scaleAnswer
 	settled map[scaleKey]bool
-	// servers is the count this server last switched to: the job's at
-	// first, none on a joining server. A request for the count it has
-	// already (a worker that replaced a dead one, learning the count)
-	// moves nothing.
-	servers int
-	srv     *customer // keys handed here
-	cli     *customer // answers to the keys this server hands over
-	retired chan struct{}
-	once    sync.Once
+	// asked are the workers that asked this server to settle, by change:
+	// a drained server stays until every worker has its answer (or
+	// drainWait passed), as a late one's request would find it gone.
+	asked    map[scaleKey]map[int32]bool
+	draining bool
+	// view is the counts this server last switched to: the job's at
+	// first, none on a joining server. A request for the counts it has
+	// already (a worker that replaced a dead one, learning them) does
+	// nothing.
+	view scaleView
+	srv  *customer // keys handed here
+	cli  *customer // answers to the keys this server hands over
 }
 
 // newScaling makes a server's side of the switch.
 func newScaling(ts *Tables) (*scaling, error) {
-	sc := &scaling{moved: make(map[scaleKey]scaleAnswer), settled: make(map[scaleKey]bool), retired: make(chan struct{})}
+	sc := &scaling{moved: make(map[scaleKey]scaleAnswer), settled: make(map[scaleKey]bool), asked: make(map[scaleKey]map[int32]bool)}
 	if !ts.n.cfg.Joining {
-		sc.servers = ts.n.NumServers()
+		sc.view = scaleView{ts.n.NumServers(), ts.n.NumWorkers()}
 	}
 	var err error
 	if sc.cli, err = ts.n.newCustomer(scaleApp, 0, false, func(m *transport.Message) { sc.cli.reply(m) }); err != nil {
@@ -145,22 +159,24 @@ func (ts *Tables) CheckScalable() error {
 	return nil
 }
 
-// Rescale changes the job's servers to servers at the start of epoch, on
-// a worker (see the top of scale.go): every worker calls it with the same
-// arguments after EndEpoch(epoch-1), before any push of epoch. It returns
-// at once when servers is the count already.
-func (ts *Tables) Rescale(ctx context.Context, epoch, servers int) (ScaleResult, error) {
+// Rescale changes the job's servers and workers to servers and workers
+// at the start of epoch, on a worker (see the top of scale.go): every
+// worker of the new count and of the old calls it with the same
+// arguments, after EndEpoch(epoch-1) and before any push of epoch. It
+// returns at once when the counts are the job's already. A worker the
+// new count leaves out is drained: its Finish returns at once and its
+// Finalize leaves the job.
+func (ts *Tables) Rescale(ctx context.Context, epoch, servers, workers int) (ScaleResult, error) {
 	n := ts.n
 	if n.Role() != transport.RoleWorker {
 		return ScaleResult{}, ErrNotWorker
 	}
-	from := n.NumServers()
-	res := ScaleResult{From: from, To: servers}
-	if servers == from {
+	res := ScaleResult{From: n.NumServers(), To: servers, FromWorkers: n.NumWorkers(), ToWorkers: workers}
+	if servers == res.From && workers == res.FromWorkers {
 		return res, nil
 	}
-	if servers < 1 || servers > MaxServers || epoch < 0 || epoch >= MaxSyncEpochs {
-		return res, fmt.Errorf("psnode: rescale to %d servers at epoch %d: want 1..%d servers", servers, epoch, MaxServers)
+	if servers < 1 || servers > MaxServers || workers < 1 || workers > MaxWorkers || epoch < 0 || epoch >= MaxSyncEpochs {
+		return res, fmt.Errorf("psnode: rescale to %d servers and %d workers at epoch %d: want 1..%d servers and 1..%d workers", servers, workers, epoch, MaxServers, MaxWorkers)
 	}
 	if err := ts.CheckScalable(); err != nil {
 		return res, err
@@ -168,13 +184,14 @@ func (ts *Tables) Rescale(ctx context.Context, epoch, servers int) (ScaleResult,
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, ts.opts.IOTimeout)
 	defer cancel()
-	body, err := json.Marshal(scaleRequest{Epoch: epoch, From: from, To: servers, Tables: ts.names()})
+	body, err := json.Marshal(scaleRequest{Epoch: epoch, From: res.From, To: servers, FromWorkers: res.FromWorkers, Workers: workers, Tables: ts.names()})
 	if err != nil {
 		return res, err
 	}
-	answers, err := ts.callEach(ctx, ctlScaleMove, body, max(from, servers))
+	all := max(res.From, servers)
+	answers, err := ts.callEach(ctx, ctlScaleMove, body, all)
 	if err != nil {
-		return res, fmt.Errorf("psnode: rescale from %d to %d servers: hand the keys over: %w", from, servers, err)
+		return res, fmt.Errorf("psnode: rescale from %d to %d servers: hand the keys over: %w", res.From, servers, err)
 	}
 	for _, a := range answers {
 		var sa scaleAnswer
@@ -184,22 +201,51 @@ func (ts *Tables) Rescale(ctx context.Context, epoch, servers int) (ScaleResult,
 		res.Moved += sa.Moved
 		res.Keys += sa.Held
 	}
-	if _, err := ts.callEach(ctx, ctlScaleSettle, body, max(from, servers)); err != nil {
-		return res, fmt.Errorf("psnode: rescale from %d to %d servers: settle: %w", from, servers, err)
+	if _, err := ts.callEach(ctx, ctlScaleSettle, body, all); err != nil {
+		return res, fmt.Errorf("psnode: rescale from %d to %d servers: settle: %w", res.From, servers, err)
 	}
-	for _, e := range ts.list() {
-		if e.route != nil {
-			if err := e.route(servers); err != nil {
-				return res, fmt.Errorf("psnode: table %s: %w", e.desc.Name, err)
+	if servers != res.From {
+		for _, e := range ts.list() {
+			if e.route != nil {
+				if err := e.route(servers); err != nil {
+					return res, fmt.Errorf("psnode: table %s: %w", e.desc.Name, err)
+				}
 			}
 		}
 	}
 	n.mu.Lock()
-	n.servers = servers
+	n.servers, n.workers = servers, workers
 	n.mu.Unlock()
 	res.Took = time.Since(began)
-	n.log.WithFields(logrus.Fields{"from": from, "to": servers, "moved": res.Moved, "keys": res.Keys, "took": res.Took.Round(time.Millisecond).String()}).Info("servers changed")
+	n.log.WithFields(logrus.Fields{"servers": fmt.Sprintf("%d → %d", res.From, servers), "workers": fmt.Sprintf("%d → %d", res.FromWorkers, workers),
+		"moved": res.Moved, "keys": res.Keys, "took": res.Took.Round(time.Millisecond).String()}).Info("job's servers and workers changed")
+	if n.Rank() >= workers {
+		ts.retire()
+		n.log.WithField("workers", workers).Info("drained: this worker leaves the job")
+	}
 	return res, nil
+}
+
+// retire marks this node drained by a scale-in: Finish returns at once
+// and Finalize leaves without the final barrier.
+func (ts *Tables) retire() {
+	ts.retireOnce.Do(func() {
+		ts.n.mu.Lock()
+		ts.n.retired = true
+		ts.n.mu.Unlock()
+		close(ts.retired)
+	})
+}
+
+// Retired says whether this node was drained by a change of the job's
+// servers or workers (Rescale): it takes no more part in the job.
+func (ts *Tables) Retired() bool {
+	select {
+	case <-ts.retired:
+		return true
+	default:
+		return false
+	}
 }
 
 // callEach sends a control request to servers 0..count-1 and waits for
@@ -226,25 +272,24 @@ func (ts *Tables) callEach(ctx context.Context, head int32, body []byte, count i
 }
 
 // serveScale answers a worker's ctlScaleMove or ctlScaleSettle on a
-// server, once per (epoch, servers).
+// server, once per (epoch, servers, workers).
 func (ts *Tables) serveScale(req SimpleRequest) (int32, []byte, error) {
 	var r scaleRequest
-	if err := json.Unmarshal(req.Body, &r); err != nil || r.To < 1 || r.To > MaxServers || r.From < 1 || r.From > MaxServers || r.Epoch < 0 || r.Epoch >= MaxSyncEpochs {
+	if err := json.Unmarshal(req.Body, &r); err != nil || r.To < 1 || r.To > MaxServers || r.From < 1 || r.From > MaxServers ||
+		r.Workers < 1 || r.Workers > MaxWorkers || r.FromWorkers < 1 || r.FromWorkers > MaxWorkers || r.Epoch < 0 || r.Epoch >= MaxSyncEpochs {
 		return 0, nil, fmt.Errorf("tables: rescale request %q", req.Body)
 	}
 	sc, n := ts.scale, ts.n
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	key := scaleKey{r.Epoch, r.To}
+	key := scaleKey{r.Epoch, r.To, r.Workers}
+	if _, ok := sc.moved[key]; !ok && sc.view == (scaleView{r.To, r.Workers}) {
+		return req.Head, []byte("{}"), nil // the counts already: nothing changes
+	}
 	ctx, cancel := context.WithTimeout(n.ctx, ts.opts.IOTimeout)
 	defer cancel()
 	if err := ts.awaitTables(ctx, r.Tables); err != nil {
 		return 0, nil, fmt.Errorf("rescale: %w", err)
-	}
-	if sc.servers == r.To {
-		if _, ok := sc.moved[key]; !ok {
-			return req.Head, []byte("{}"), nil // the count already: nothing moves
-		}
 	}
 	if req.Head == ctlScaleMove {
 		if a, ok := sc.moved[key]; ok {
@@ -253,6 +298,10 @@ func (ts *Tables) serveScale(req SimpleRequest) (int32, []byte, error) {
 		}
 		var a scaleAnswer
 		for _, e := range ts.list() {
+			e.srv.rescaleSync(r.Epoch, r.Workers)
+			if r.From == r.To {
+				continue
+			}
 			moved, held, err := e.srv.scaleOut(ctx, r.Epoch, r.From, r.To)
 			if err != nil {
 				return 0, nil, fmt.Errorf("rescale to %d servers: table %s: %w", r.To, e.desc.Name, err)
@@ -261,44 +310,65 @@ func (ts *Tables) serveScale(req SimpleRequest) (int32, []byte, error) {
 			a.Held += int64(held)
 		}
 		sc.moved[key] = a
-		n.log.WithFields(logrus.Fields{"to": r.To, "moved": a.Moved, "held": a.Held}).Info("keys handed over for a change of servers")
+		n.log.WithFields(logrus.Fields{"servers": r.To, "workers": r.Workers, "moved": a.Moved, "held": a.Held}).Info("ready for a change of servers and workers")
 		body, err := json.Marshal(a)
 		return req.Head, body, err
 	}
 	if _, ok := sc.moved[key]; !ok {
 		return 0, nil, fmt.Errorf("rescale to %d servers at epoch %d: settle before the keys moved", r.To, r.Epoch)
 	}
-	if sc.settled[key] {
-		return req.Head, nil, nil
-	}
-	n.mu.Lock()
-	n.servers = r.To
-	n.mu.Unlock()
-	for _, e := range ts.list() {
-		if err := e.srv.settle(ctx); err != nil {
-			return 0, nil, fmt.Errorf("rescale to %d servers: table %s: replicas: %w", r.To, e.desc.Name, err)
+	if !sc.settled[key] {
+		n.mu.Lock()
+		n.servers, n.workers = r.To, r.Workers
+		n.mu.Unlock()
+		if r.From != r.To {
+			for _, e := range ts.list() {
+				if err := e.srv.settle(ctx); err != nil {
+					return 0, nil, fmt.Errorf("rescale to %d servers: table %s: replicas: %w", r.To, e.desc.Name, err)
+				}
+			}
 		}
+		sc.settled[key], sc.view = true, scaleView{r.To, r.Workers}
 	}
-	sc.settled[key], sc.servers = true, r.To
 	if n.Rank() >= r.To {
-		sc.once.Do(func() {
-			n.mu.Lock()
-			n.retired = true
-			n.mu.Unlock()
-			close(sc.retired)
-		})
-		n.log.WithField("servers", r.To).Info("drained: this server leaves the job")
+		ts.drainLocked(key, req.Sender, max(r.FromWorkers, r.Workers))
 	}
 	return req.Head, nil, nil
 }
 
-// retiredCh is closed once this server is drained (nil elsewhere: never).
-func (ts *Tables) retiredCh() <-chan struct{} {
-	if ts.scale == nil {
-		return nil
+// drainWait bounds how long a drained server waits for every worker's
+// request to settle before it leaves; drainGrace is how long it lets the
+// last answer go before it does.
+const (
+	drainWait  = 30 * time.Second
+	drainGrace = 200 * time.Millisecond
+)
+
+// drainLocked notes that worker asked a drained server to settle for
+// change key, and has the server leave the job once each of the workers
+// of the change asked, or drainWait after the first. ts.scale.mu must be
+// held.
+func (ts *Tables) drainLocked(key scaleKey, worker int32, workers int) {
+	sc, n := ts.scale, ts.n
+	if sc.asked[key] == nil {
+		sc.asked[key] = make(map[int32]bool)
 	}
-	return ts.scale.retired
+	sc.asked[key][worker] = true
+	leave := func() {
+		ts.retire()
+		n.log.WithField("servers", key.to).Info("drained: this server leaves the job")
+	}
+	if !sc.draining {
+		sc.draining = true
+		time.AfterFunc(drainWait, leave)
+	}
+	if len(sc.asked[key]) >= workers {
+		time.AfterFunc(drainGrace, leave)
+	}
 }
+
+// retiredCh is closed once this node is drained.
+func (ts *Tables) retiredCh() <-chan struct{} { return ts.retired }
 
 // awaitTables returns once every table of names is served here, or fails
 // when ctx ends.
@@ -417,6 +487,15 @@ func (ts *Tables) awaitApp(ctx context.Context, app int32) (*tableEntry, error) 
 		case <-ctx.Done():
 			return nil, fmt.Errorf("keys handed over for table app %d, not served here: %w", app, ctx.Err())
 		}
+	}
+}
+
+// rescaleSync makes a synchronous table count workers workers from epoch
+// on (a joining server's starts there).
+func (t *Table[V]) rescaleSync(epoch, workers int) {
+	if t.sync != nil {
+		t.sync.startAt(epoch)
+		t.sync.setWorkers(workers)
 	}
 }
 

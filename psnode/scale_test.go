@@ -88,7 +88,7 @@ func rescaleAll(ctx context.Context, t *testing.T, workers []scaleWorker, epoch,
 	errs := make(chan error, len(workers))
 	for _, w := range workers {
 		go func() {
-			r, err := w.ts.Rescale(ctx, epoch, servers)
+			r, err := w.ts.Rescale(ctx, epoch, servers, len(workers))
 			res <- r
 			errs <- err
 		}()
@@ -143,16 +143,20 @@ func scaleJob(t *testing.T, scale bool) ([]float64, []psnode.ScaleResult) {
 	var results []psnode.ScaleResult
 	var joined []*psnode.Node
 	if scale {
+		// Both join at once: the scheduler admits them together.
 		for rank := 2; rank < 4; rank++ {
 			p := c.base
 			p.Role, p.TaskID, p.NumServers, p.Joining = conf.RoleServer, rank, 4, true
 			n := newNode(t, c.net, p, fmt.Sprintf("server%d-joins", rank))
 			t.Cleanup(func() { _ = n.Close() })
-			if err := n.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			ts, tab := adagradTable(t, n)
 			joined = append(joined, n)
+		}
+		if err := eachNode(joined, func(n *psnode.Node) error { return n.Start(ctx) }); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range joined {
+			rank := n.Rank()
+			ts, tab := adagradTable(t, n)
 			serverTables = append(serverTables, ts)
 			defer func() {
 				if tab.Store().Len() != 0 {
@@ -225,5 +229,109 @@ func TestScaleOutAndBack(t *testing.T) {
 	}
 	if results[0].Moved != results[1].Moved {
 		t.Errorf("%d keys moved out, %d back: consistent hashing moves the same keys back", results[0].Moved, results[1].Moved)
+	}
+}
+
+// TestScaleWorkersOutAndBack: a synchronous job of 2 servers goes from 2
+// workers to 3 and back to 2 between epochs. Each worker adds 1 to one
+// key per step: every step of every epoch waits for the part of each of
+// the epoch's workers, no more, no fewer, so the key ends at the number
+// of parts pushed. The worker left out is drained.
+func TestScaleWorkersOutAndBack(t *testing.T) {
+	c := startCluster(t, 2, 2, 612, func(p *conf.PS) { p.Replicas = 1 })
+	ctx := ctxT(t, 60*time.Second)
+	table := func(n *psnode.Node) (*psnode.Tables, *psnode.Table[float64]) {
+		ts, err := psnode.NewTables(n, psnode.TablesOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tab, err := psnode.NewTable(ts, psnode.TableSpec[float64]{Name: "n", Partitioner: "consistent", Sync: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ts, tab
+	}
+	for _, s := range c.servers {
+		table(s)
+	}
+	var workers []scaleWorker
+	for _, w := range c.workers {
+		ts, tab := table(w)
+		workers = append(workers, scaleWorker{ts, tab, w.Rank()})
+	}
+	const steps = 4
+	run := func(epoch int, ws []scaleWorker) {
+		t.Helper()
+		errs := make(chan error, len(ws))
+		for _, w := range ws {
+			go func() {
+				errs <- func() error {
+					for s := range steps {
+						ts, err := w.tab.PushBatch(ctx, epoch, s, []uint64{7}, []float64{1})
+						if err == nil {
+							err = w.tab.Wait(ctx, ts)
+						}
+						if err != nil {
+							return err
+						}
+					}
+					return w.ts.EndEpoch(ctx, epoch)
+				}()
+			}()
+		}
+		for range ws {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run(0, workers)
+	p := c.base
+	p.Role, p.TaskID, p.NumWorkers, p.Joining = conf.RoleWorker, 2, 3, true
+	joiner := newNode(t, c.net, p, "worker2-joins")
+	t.Cleanup(func() { _ = joiner.Close() })
+	if err := joiner.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	jts, jtab := table(joiner)
+	three := append(workers, scaleWorker{jts, jtab, 2})
+	rescaleWorkers := func(epoch int, ws []scaleWorker, count int) {
+		t.Helper()
+		errs := make(chan error, len(ws))
+		for _, w := range ws {
+			go func() {
+				_, err := w.ts.Rescale(ctx, epoch, 2, count)
+				errs <- err
+			}()
+		}
+		for range ws {
+			if err := <-errs; err != nil {
+				t.Fatalf("rescale to %d workers: %v", count, err)
+			}
+		}
+	}
+	rescaleWorkers(1, three, 3)
+	run(1, three)
+	rescaleWorkers(2, three, 2)
+	if !jts.Retired() || workers[0].ts.Retired() {
+		t.Fatalf("retired: worker 2 %v, worker 0 %v; want worker 2 only", jts.Retired(), workers[0].ts.Retired())
+	}
+	if err := jts.Finish(ctx); err != nil {
+		t.Fatalf("finish of the drained worker: %v", err)
+	}
+	if err := joiner.Finalize(ctx); err != nil {
+		t.Fatalf("finalize of the drained worker: %v", err)
+	}
+	run(2, workers)
+	var got []float64
+	ts, err := workers[1].tab.PullBatch(ctx, 3, 0, []uint64{7}, &got)
+	if err == nil {
+		err = workers[1].tab.Wait(ctx, ts)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := float64((2 + 3 + 2) * steps); got[0] != want {
+		t.Fatalf("the key counts %v parts, want %v", got[0], want)
 	}
 }

@@ -523,6 +523,14 @@ func (h *SyncHandler[V]) restore(ended, steps int, n *Node) {
 	}
 }
 
+// setWorkers makes the steps from now on wait for workers workers'
+// parts (Tables.Rescale, between epochs).
+func (h *SyncHandler[V]) setWorkers(workers int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.workers = workers
+}
+
 // startAt makes a table of a server that joins the job (Tables.Rescale)
 // start at epoch: every epoch before it is over.
 func (h *SyncHandler[V]) startAt(epoch int) {

@@ -149,6 +149,10 @@ type Tables struct {
 	byApp   map[int32]*tableEntry
 	byName  map[string]*tableEntry
 	lastCkp time.Time
+	// retired is closed once this node is drained by a change of the
+	// job's servers or workers (scale.go).
+	retired    chan struct{}
+	retireOnce sync.Once
 	// servedCh is closed, and replaced, whenever a table starts being
 	// served here (waitServed).
 	servedCh chan struct{}
@@ -208,6 +212,7 @@ type servedTable interface {
 	replicaSnapshot(part int, from int32) (h []byte, frames [][]byte, types []transport.DataType, err error)
 	// scaleOut, scaleIn and settle change the job's servers (scale.go).
 	scaleOut(ctx context.Context, epoch, from, to int) (moved, held int, err error)
+	rescaleSync(epoch, workers int)
 	scaleIn(epoch, servers int, m *transport.Message) error
 	settle(ctx context.Context) error
 }
@@ -268,7 +273,7 @@ func NewTables(n *Node, opts TablesOptions) (*Tables, error) {
 	if !n.isReady() {
 		return nil, ErrNotReady
 	}
-	ts := &Tables{n: n, opts: opts, byApp: make(map[int32]*tableEntry), byName: make(map[string]*tableEntry), lastCkp: time.Now(), servedCh: make(chan struct{})}
+	ts := &Tables{n: n, opts: opts, byApp: make(map[int32]*tableEntry), byName: make(map[string]*tableEntry), lastCkp: time.Now(), servedCh: make(chan struct{}), retired: make(chan struct{})}
 	if ts.opts.IOTimeout <= 0 {
 		ts.opts.IOTimeout = DefaultTableIOTimeout
 	}
@@ -755,8 +760,8 @@ func (t *Table[V]) Wait(ctx context.Context, ts int32) error {
 // worker pushes after it), then each server writes its part of every
 // table through TablesOptions.Model. Call it once, then Node.Finalize.
 //
-// A server drained by a scale-in (Rescale) returns from Finish at once,
-// without writing anything: its keys are on the other servers.
+// A server or worker drained by a scale-in (Rescale) returns from Finish
+// at once, without writing anything: its keys are on the other servers.
 func (ts *Tables) Finish(ctx context.Context) error {
 	bctx, cancel := context.WithCancel(ctx)
 	defer cancel()

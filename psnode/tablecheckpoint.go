@@ -338,6 +338,8 @@ func (s servedStore[V]) scaleIn(epoch, servers int, m *transport.Message) error 
 
 func (s servedStore[V]) settle(ctx context.Context) error { return s.t.settle(ctx) }
 
+func (s servedStore[V]) rescaleSync(epoch, workers int) { s.t.rescaleSync(epoch, workers) }
+
 func (s servedStore[V]) snapshotLocked() TableSnapshot {
 	return &snapshot[V]{desc: s.t.desc, h: s.t.store}
 }
