@@ -218,7 +218,8 @@ func (c *Client) DoneShards(ctx context.Context, epoch int) (map[int64]int64, er
 // ReportEvent records something that happened to a task, as the task
 // saw it (Status.Events); only EventRejoined, EventRestored,
 // EventReplicated, EventFollows, EventRebuilt, EventJoined (of a
-// server, "server R") and EventScaled are accepted.
+// server or a worker, "server R" or "worker R") and EventScaled are
+// accepted.
 func (c *Client) ReportEvent(ctx context.Context, e Event) error {
 	return c.call(ctx, "report event", func(rpc *trackerrpc.TrackerClient) error {
 		return rpc.ReportEvent(ctx, c.secret, e.Kind, e.Task, e.Detail, e.Took.Microseconds())
@@ -280,24 +281,47 @@ func (c *Client) SchedulerAddr(ctx context.Context) (string, error) {
 	return addr, err
 }
 
-// Scale asks for the job to run with servers servers from an epoch
-// boundary on (State.Scale); a refusal is a RemoteError saying why.
-func (c *Client) Scale(ctx context.Context, servers int) error {
+// Scale asks for the job to run with servers servers and workers
+// workers from an epoch boundary on, 0 for either leaving it as it is
+// (State.Scale); a refusal is a RemoteError saying why.
+func (c *Client) Scale(ctx context.Context, servers, workers int) error {
 	return c.call(ctx, "scale", func(rpc *trackerrpc.TrackerClient) error {
-		return rpc.Scale(ctx, c.secret, int32(servers))
+		return rpc.Scale(ctx, c.secret, int32(servers), int32(workers))
 	})
 }
 
-// View returns the number of servers of epoch, the same to every worker
-// (State.View): a worker asks before every epoch.
-func (c *Client) View(ctx context.Context, epoch int) (int, error) {
-	var n int32
-	err := c.call(ctx, "view", func(rpc *trackerrpc.TrackerClient) error {
+// View returns the numbers of servers and workers of epoch, the same to
+// every worker (State.View): a worker asks before every epoch.
+func (c *Client) View(ctx context.Context, epoch int) (servers, workers int, err error) {
+	var v *trackerrpc.View
+	err = c.call(ctx, "view", func(rpc *trackerrpc.TrackerClient) error {
 		var err error
-		n, err = rpc.View(ctx, c.secret, int32(epoch))
+		v, err = rpc.View(ctx, c.secret, int32(epoch))
 		return err
 	})
-	return int(n), err
+	if err != nil {
+		return 0, 0, err
+	}
+	if v == nil {
+		return 0, 0, fmt.Errorf("tracker %s: view: reply without a view", c.addr)
+	}
+	return int(v.Servers), int(v.Workers), nil
+}
+
+// JoinEpoch returns the epoch worker rank, started to join the job,
+// begins at (State.JoinEpoch), -1 while the job's workers do not include
+// it yet: a joining worker asks until they do.
+func (c *Client) JoinEpoch(ctx context.Context, rank int) (int, error) {
+	var e int32
+	err := c.call(ctx, "join epoch", func(rpc *trackerrpc.TrackerClient) error {
+		var err error
+		e, err = rpc.JoinEpoch(ctx, c.secret, int32(rank))
+		return err
+	})
+	if err != nil {
+		return -1, err
+	}
+	return int(e), nil
 }
 
 // Kill asks the tracker to end the job.

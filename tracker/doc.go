@@ -27,14 +27,18 @@
 //	commitCheckpoint           worker 0 once every server wrote its file
 //	status / kill              ps-submit, tests
 //	scheduler                  nodes that lost their scheduler: its replacement's host:port
-//	view                       workers before every epoch: its number of servers
-//	scale                      ps-submit scale: another number of servers from an epoch on
+//	view                       workers before every epoch: its numbers of servers and workers
+//	joinEpoch                  a worker started to join: the epoch it begins at
+//	scale                      ps-submit scale: other numbers of servers and workers from an epoch on
 //
-// # Elastic servers
+// # Elastic servers and workers
 //
-// A synchronous job changes its number of servers at an epoch boundary
-// (scale.go): Scale records the number asked for, the launcher starts
-// the new servers (ScaleRequests), each reports EventJoined once ready,
-// and the first View of an epoch decides the epoch's servers for every
-// worker; servers a switch leaves out retire (Retiring) and exit 0.
+// A synchronous job changes its numbers of servers and workers at an
+// epoch boundary (scale.go): Scale records the numbers asked for, the
+// launcher starts the new servers and workers (ScaleRequests), each
+// reports EventJoined once ready, and the first View of an epoch decides
+// the epoch's servers and workers for every worker, each role switching
+// once its own new tasks joined; a joining worker learns the epoch it
+// begins at from JoinEpoch. Servers and workers a switch leaves out
+// retire (Retiring, WorkerRetiring) and exit 0.
 package tracker

@@ -19,8 +19,34 @@ func joined(s *State, rank int) {
 // view asks for epoch's servers and checks the answer.
 func view(t *testing.T, s *State, epoch, want int) {
 	t.Helper()
-	if got := s.View(epoch); got != want {
+	if got, _ := s.View(epoch); got != want {
 		t.Fatalf("view of epoch %d: %d servers, want %d", epoch, got, want)
+	}
+}
+
+// viewBoth asks for epoch's servers and workers and checks the answer.
+func viewBoth(t *testing.T, s *State, epoch, servers, workers int) {
+	t.Helper()
+	if gs, gw := s.View(epoch); gs != servers || gw != workers {
+		t.Fatalf("view of epoch %d: %d servers and %d workers, want %d and %d", epoch, gs, gw, servers, workers)
+	}
+}
+
+// workerJoined reports that worker rank is ready, as a joining worker
+// does.
+func workerJoined(s *State, rank int) {
+	s.AddEvent(Event{At: time.Now(), Kind: EventJoined, Task: "worker " + strconv.Itoa(rank), Detail: "ready"})
+}
+
+// joinEpoch checks worker rank's JoinEpoch: want, or none for -1.
+func joinEpoch(t *testing.T, s *State, rank, want int) {
+	t.Helper()
+	e, ok := s.JoinEpoch(rank)
+	if !ok {
+		e = -1
+	}
+	if e != want {
+		t.Fatalf("worker %d joins at epoch %d, want %d (-1: none yet)", rank, e, want)
 	}
 }
 
@@ -44,7 +70,7 @@ func TestScaleOutWaitsForTheJoiners(t *testing.T) {
 	s := NewState(nil, time.Now())
 	s.SetServers(2)
 	view(t, s, 0, 2)
-	if err := s.Scale(4); err != nil {
+	if err := s.Scale(4, 0); err != nil {
 		t.Fatal(err)
 	}
 	if got := s.ScaleTarget(); got != 4 {
@@ -79,7 +105,7 @@ func TestScaleInAtOnce(t *testing.T) {
 	s := NewState(nil, time.Now())
 	s.SetServers(4)
 	view(t, s, 0, 4)
-	if err := s.Scale(2); err != nil {
+	if err := s.Scale(2, 0); err != nil {
 		t.Fatal(err)
 	}
 	view(t, s, 0, 4)
@@ -106,41 +132,52 @@ func TestScaleRefusals(t *testing.T) {
 	t.Parallel()
 	s := NewState(nil, time.Now())
 	s.SetServers(2)
+	s.SetWorkers(1)
 	s.SetReplicas(1)
-	if err := s.Scale(3); err == nil || !strings.Contains(err.Error(), "scale to 3 servers: the job has not started training yet") {
+	if err := s.Scale(3, 0); err == nil || !strings.Contains(err.Error(), "scale to 3 servers: the job has not started training yet") {
 		t.Errorf("scale before any view: %v", err)
 	}
 	view(t, s, 0, 2)
 	tests := []struct {
-		servers int
-		want    string
+		servers, workers int
+		want             string
 	}{
-		{0, "scale to 0 servers: want 1 to 64"},
-		{-1, "scale to -1 servers: want 1 to 64"},
-		{65, "scale to 65 servers: want 1 to 64"},
-		{1, "scale to 1 servers: the job keeps 1 replicas of each server's tables, which needs at least 2 servers"},
+		{0, 0, "scale: no number of servers or workers asked for"},
+		{-1, 0, "scale to -1 servers: want 1 to 64"},
+		{65, 0, "scale to 65 servers: want 1 to 64"},
+		{0, -1, "scale to -1 workers: want 1 to 256"},
+		{2, 257, "scale to 257 workers: want 1 to 256"},
+		{1, 0, "scale to 1 servers: the job keeps 1 replicas of each server's tables, which needs at least 2 servers"},
+		{1, 3, "scale to 1 servers and 3 workers: the job keeps 1 replicas"},
 	}
 	for _, tt := range tests {
-		if err := s.Scale(tt.servers); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("scale to %d: %v, want it to say %q", tt.servers, err, tt.want)
+		if err := s.Scale(tt.servers, tt.workers); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("scale to %d servers, %d workers: %v, want it to say %q", tt.servers, tt.workers, err, tt.want)
 		}
 	}
-	if got := s.ScaleTarget(); got != 2 {
-		t.Errorf("target %d after refusals, want 2", got)
+	if got, gotW := s.ScaleTarget(), s.WorkersTarget(); got != 2 || gotW != 1 {
+		t.Errorf("targets %d servers, %d workers after refusals, want 2 and 1", got, gotW)
 	}
-	if err := s.Scale(MaxScaleServers); err != nil {
+	if err := s.Scale(0, MaxScaleWorkers); err != nil {
+		t.Errorf("scale to %d workers: %v", MaxScaleWorkers, err)
+	}
+	if err := s.Scale(MaxScaleServers, 0); err != nil {
 		t.Errorf("scale to %d: %v", MaxScaleServers, err)
 	}
 	s.Finish(Succeeded, "done")
-	if err := s.Scale(3); err == nil || !strings.Contains(err.Error(), "the job is over") {
+	if err := s.Scale(3, 0); err == nil || !strings.Contains(err.Error(), "the job is over") {
 		t.Errorf("scale of a job that is over: %v", err)
 	}
 
 	none := NewState(nil, time.Now())
 	none.SetServers(0)
+	none.SetWorkers(2)
 	none.View(0)
-	if err := none.Scale(2); err == nil || !strings.Contains(err.Error(), "the job has no servers") {
+	if err := none.Scale(2, 0); err == nil || !strings.Contains(err.Error(), "the job has no servers") {
 		t.Errorf("scale of a job without servers: %v", err)
+	}
+	if err := none.Scale(0, 3); err != nil {
+		t.Errorf("scale of a job without servers to 3 workers: %v", err)
 	}
 }
 
@@ -152,16 +189,16 @@ func TestScaleBackCancels(t *testing.T) {
 	s.SetServers(2)
 	view(t, s, 0, 2)
 	for _, n := range []int{3, 4} {
-		if err := s.Scale(n); err != nil {
+		if err := s.Scale(n, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := <-s.ScaleRequests(); got != 4 {
-		t.Fatalf("the launcher heard of %d servers, want the newest target 4", got)
+	if got := <-s.ScaleRequests(); got.Servers != 4 {
+		t.Fatalf("the launcher heard of %d servers, want the newest target 4", got.Servers)
 	}
 	joined(s, 2)
 	joined(s, 3)
-	if err := s.Scale(2); err != nil {
+	if err := s.Scale(2, 0); err != nil {
 		t.Fatal(err)
 	}
 	view(t, s, 1, 2)
@@ -172,7 +209,7 @@ func TestScaleBackCancels(t *testing.T) {
 		t.Error("server 1 of 2 released")
 	}
 	// Released: a view does not take it in again until it joins anew.
-	if err := s.Scale(4); err != nil {
+	if err := s.Scale(4, 0); err != nil {
 		t.Fatal(err)
 	}
 	view(t, s, 2, 2)
@@ -195,7 +232,7 @@ func TestRewindForgetsTheViews(t *testing.T) {
 	s := NewState(nil, time.Now())
 	s.SetServers(2)
 	view(t, s, 0, 2)
-	if err := s.Scale(3); err != nil {
+	if err := s.Scale(3, 0); err != nil {
 		t.Fatal(err)
 	}
 	joined(s, 2)
@@ -210,7 +247,7 @@ func TestRewindForgetsTheViews(t *testing.T) {
 	view(t, s, 1, 2) // server 2 must join again
 	joined(s, 2)
 	view(t, s, 2, 3)
-	if err := s.Scale(2); err != nil {
+	if err := s.Scale(2, 0); err != nil {
 		t.Errorf("scale after a restart: %v", err)
 	}
 }
@@ -236,6 +273,7 @@ func TestScaleOverTCP(t *testing.T) {
 	}
 	st := NewState(nil, time.Now())
 	st.SetServers(1)
+	st.SetWorkers(1)
 	svc, err := Serve(ctx, "127.0.0.1:0", st, "s3cret", quietLog(), WithTLS(stls))
 	if err != nil {
 		t.Fatal(err)
@@ -245,58 +283,200 @@ func TestScaleOverTCP(t *testing.T) {
 	defer c.Close()
 
 	var re *RemoteError
-	if err := c.Scale(ctx, 2); !errors.As(err, &re) || !strings.Contains(err.Error(), "not started training yet") {
+	if err := c.Scale(ctx, 2, 0); !errors.As(err, &re) || !strings.Contains(err.Error(), "not started training yet") {
 		t.Fatalf("scale before training: %v, want a RemoteError saying so", err)
 	}
-	if n, err := c.View(ctx, 0); err != nil || n != 1 {
-		t.Fatalf("view of epoch 0: %d %v, want 1", n, err)
+	if n, w, err := c.View(ctx, 0); err != nil || n != 1 || w != 1 {
+		t.Fatalf("view of epoch 0: %d servers, %d workers, %v; want 1 and 1", n, w, err)
 	}
-	if err := c.Scale(ctx, 100); !errors.As(err, &re) || !strings.Contains(err.Error(), "scale to 100 servers: want 1 to 64") {
+	if err := c.Scale(ctx, 100, 0); !errors.As(err, &re) || !strings.Contains(err.Error(), "scale to 100 servers: want 1 to 64") {
 		t.Fatalf("scale to 100: %v", err)
 	}
-	if err := c.Scale(ctx, 2); err != nil {
+	if err := c.Scale(ctx, 2, 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ReportEvent(ctx, Event{Kind: EventJoined, Task: "worker 1"}); !errors.As(err, &re) {
-		t.Fatalf("a worker's join: %v, want a RemoteError", err)
+	if e, err := c.JoinEpoch(ctx, 1); err != nil || e != -1 {
+		t.Fatalf("worker 1's epoch before it joined: %d %v, want -1", e, err)
 	}
-	if err := c.ReportEvent(ctx, Event{Kind: EventJoined, Task: "server 1", Detail: "ready"}); err != nil {
-		t.Fatal(err)
+	if err := c.ReportEvent(ctx, Event{Kind: EventJoined, Task: "scheduler 0"}); !errors.As(err, &re) {
+		t.Fatalf("a scheduler's join: %v, want a RemoteError", err)
 	}
-	if n, err := c.View(ctx, 1); err != nil || n != 2 {
-		t.Fatalf("view of epoch 1: %d %v, want 2", n, err)
+	for _, task := range []string{"server 1", "worker 1"} {
+		if err := c.ReportEvent(ctx, Event{Kind: EventJoined, Task: task, Detail: "ready"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, w, err := c.View(ctx, 1); err != nil || n != 2 || w != 2 {
+		t.Fatalf("view of epoch 1: %d servers, %d workers, %v; want 2 and 2", n, w, err)
+	}
+	if e, err := c.JoinEpoch(ctx, 1); err != nil || e != 1 {
+		t.Fatalf("worker 1's epoch: %d %v, want 1", e, err)
+	}
+	if _, err := c.JoinEpoch(ctx, -1); !errors.As(err, &re) {
+		t.Fatalf("join epoch of worker -1: %v, want a RemoteError", err)
 	}
 	if err := c.ReportEvent(ctx, Event{Kind: EventScaled, Task: "worker 0", Detail: "servers 1 → 2: moved 50.1% of the keys (501 of 1000)",
 		Took: 40 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.View(ctx, -1); !errors.As(err, &re) {
+	if _, _, err := c.View(ctx, -1); !errors.As(err, &re) {
 		t.Fatalf("view of epoch -1: %v, want a RemoteError", err)
 	}
 	remote, err := c.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if remote.Servers != 2 || remote.ServersTarget != 2 {
-		t.Errorf("status over the RPC: servers %d target %d, want 2 and 2", remote.Servers, remote.ServersTarget)
+	if remote.Servers != 2 || remote.ServersTarget != 2 || remote.Workers != 2 || remote.WorkersTarget != 2 {
+		t.Errorf("status over the RPC: servers %d target %d, workers %d target %d; want 2 of each", remote.Servers, remote.ServersTarget,
+			remote.Workers, remote.WorkersTarget)
 	}
 	var kinds []string
 	for _, e := range remote.Events {
 		kinds = append(kinds, e.Kind)
 	}
-	if want := []string{EventScale, EventJoined, EventScaling, EventScaled}; strings.Join(kinds, " ") != strings.Join(want, " ") {
+	if want := []string{EventScale, EventScale, EventJoined, EventJoined, EventScaling, EventScaling, EventScaled}; strings.Join(kinds, " ") != strings.Join(want, " ") {
 		t.Errorf("events %q, want %q", kinds, want)
 	}
 
 	bad := NewClient(svc.Addr(), "guess", WithTLS(ctls))
 	defer bad.Close()
-	if err := bad.Scale(ctx, 1); !errors.Is(err, ErrUnauthorized) {
+	if err := bad.Scale(ctx, 1, 1); !errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("scale with a wrong secret: %v, want ErrUnauthorized", err)
 	}
-	if n, err := bad.View(ctx, 2); !errors.Is(err, ErrUnauthorized) || n != 0 {
-		t.Fatalf("view with a wrong secret: %d %v, want ErrUnauthorized", n, err)
+	if n, w, err := bad.View(ctx, 2); !errors.Is(err, ErrUnauthorized) || n != 0 || w != 0 {
+		t.Fatalf("view with a wrong secret: %d %d %v, want ErrUnauthorized", n, w, err)
 	}
-	if got := st.ScaleTarget(); got != 2 {
-		t.Errorf("target %d after a refused scale, want 2", got)
+	if _, err := bad.JoinEpoch(ctx, 1); !errors.Is(err, ErrUnauthorized) {
+		t.Fatalf("join epoch with a wrong secret: %v, want ErrUnauthorized", err)
 	}
+	if got, gotW := st.ScaleTarget(), st.WorkersTarget(); got != 2 || gotW != 2 {
+		t.Errorf("targets %d servers, %d workers after a refused scale, want 2 and 2", got, gotW)
+	}
+}
+
+// TestScaleWorkersOutWaitsForTheJoiners: more workers take effect only
+// at the first epoch whose view finds every new worker joined; each
+// joiner then learns that epoch as the one it begins at, and a worker
+// of the job from its start joins at none.
+func TestScaleWorkersOutWaitsForTheJoiners(t *testing.T) {
+	t.Parallel()
+	s := NewState(nil, time.Now())
+	s.SetServers(1)
+	s.SetWorkers(2)
+	viewBoth(t, s, 0, 1, 2)
+	if err := s.Scale(0, 4); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-s.ScaleRequests(); got != (Target{Servers: 1, Workers: 4}) {
+		t.Fatalf("the launcher heard of %+v, want 1 server and 4 workers", got)
+	}
+	workerJoined(s, 2)
+	viewBoth(t, s, 1, 1, 2) // worker 3 still missing
+	joinEpoch(t, s, 2, -1)
+	workerJoined(s, 3)
+	viewBoth(t, s, 1, 1, 2) // every worker keeps epoch 1's answer
+	viewBoth(t, s, 2, 1, 4)
+	joinEpoch(t, s, 2, 2)
+	joinEpoch(t, s, 3, 2)
+	joinEpoch(t, s, 1, -1)
+	viewBoth(t, s, 3, 1, 4)
+	joinEpoch(t, s, 3, 2) // the epoch of the switch, not the newest
+	st := s.Status()
+	if st.Workers != 4 || st.WorkersTarget != 4 || st.Servers != 1 || st.ServersTarget != 1 {
+		t.Errorf("status workers %d target %d, servers %d target %d; want 4, 4, 1, 1", st.Workers, st.WorkersTarget, st.Servers, st.ServersTarget)
+	}
+	want := []string{"scale: workers: 2 → 4 requested at epoch 0", "scaling: workers 2 → 4 from epoch 2"}
+	if got := scaleEvents(s); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events %q, want %q", got, want)
+	}
+}
+
+// TestScaleServersAndWorkersApart: asked for more of both, the servers
+// and the workers switch each at the first epoch its own joiners allow.
+func TestScaleServersAndWorkersApart(t *testing.T) {
+	t.Parallel()
+	s := NewState(nil, time.Now())
+	s.SetServers(2)
+	s.SetWorkers(2)
+	viewBoth(t, s, 0, 2, 2)
+	if err := s.Scale(3, 3); err != nil {
+		t.Fatal(err)
+	}
+	joined(s, 2)
+	viewBoth(t, s, 1, 3, 2)
+	workerJoined(s, 2)
+	viewBoth(t, s, 2, 3, 3)
+	joinEpoch(t, s, 2, 2)
+	want := []string{"scale: servers: 2 → 3 requested at epoch 0", "scale: workers: 2 → 3 requested at epoch 0",
+		"scaling: servers 2 → 3 from epoch 1", "scaling: workers 2 → 3 from epoch 2"}
+	if got := scaleEvents(s); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("events\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestScaleWorkersInAndBackAgain: fewer workers take effect at the next
+// epoch; the worker left out retires until it exits, and begins at no
+// epoch any more. Asked back before it exited, it must join anew: the
+// view takes it in only once its new process joined, at a new epoch.
+func TestScaleWorkersInAndBackAgain(t *testing.T) {
+	t.Parallel()
+	s := NewState(nil, time.Now())
+	s.SetServers(1)
+	s.SetWorkers(2)
+	viewBoth(t, s, 0, 1, 2)
+	if err := s.Scale(0, 3); err != nil {
+		t.Fatal(err)
+	}
+	workerJoined(s, 2)
+	viewBoth(t, s, 1, 1, 3)
+	if err := s.Scale(0, 2); err != nil {
+		t.Fatal(err)
+	}
+	viewBoth(t, s, 2, 1, 2)
+	if !s.WorkerRetiring(2) || s.WorkerRetiring(1) {
+		t.Errorf("worker 2 retiring %v, worker 1 %v; want true, false", s.WorkerRetiring(2), s.WorkerRetiring(1))
+	}
+	if s.Retiring(2) {
+		t.Error("server 2 retiring: only a worker was left out")
+	}
+	joinEpoch(t, s, 2, -1)
+	if s.ReleaseWorkerJoiner(2) {
+		t.Error("worker 2 released while it retires")
+	}
+	if err := s.Scale(0, 3); err != nil {
+		t.Fatal(err)
+	}
+	viewBoth(t, s, 3, 1, 2) // its old process's join does not count
+	s.WorkerExited(2)
+	if s.WorkerRetiring(2) {
+		t.Error("worker 2 still retiring after its exit")
+	}
+	workerJoined(s, 2)
+	viewBoth(t, s, 4, 1, 3)
+	joinEpoch(t, s, 2, 4)
+	if got := s.Workers(); got != 3 {
+		t.Errorf("workers %d, want 3", got)
+	}
+}
+
+// TestWorkersRestartForgetsTheJoins: a job that starts again decides the
+// epochs after its checkpoint anew: a worker that began at a forgotten
+// epoch begins at none until a new switch takes it in.
+func TestWorkersRestartForgetsTheJoins(t *testing.T) {
+	t.Parallel()
+	s := NewState(nil, time.Now())
+	s.SetServers(1)
+	s.SetWorkers(1)
+	viewBoth(t, s, 0, 1, 1)
+	if err := s.Scale(0, 2); err != nil {
+		t.Fatal(err)
+	}
+	workerJoined(s, 1)
+	viewBoth(t, s, 2, 1, 2)
+	joinEpoch(t, s, 1, 2)
+	s.Rewind(1)
+	joinEpoch(t, s, 1, -1)
+	s.SetWorkers(2) // the job starts again with the workers it had
+	viewBoth(t, s, 1, 1, 2)
+	joinEpoch(t, s, 1, -1)
 }

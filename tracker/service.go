@@ -261,8 +261,8 @@ func (h *handler) ReportEvent(_ context.Context, secret, kind, task, detail stri
 		return badRequest(fmt.Errorf("tracker: event detail of %d bytes, limit %d", len(detail), maxEventDetail))
 	case tookMicros < 0:
 		return badRequest(fmt.Errorf("tracker: event took %d µs", tookMicros))
-	case kind == EventJoined && !isServerTask(task):
-		return badRequest(fmt.Errorf("tracker: event %q of task %q: only a server (\"server R\") joins", kind, task))
+	case kind == EventJoined && !isElasticTask(task):
+		return badRequest(fmt.Errorf("tracker: event %q of task %q: only a server (\"server R\") or a worker (\"worker R\") joins", kind, task))
 	}
 	h.s.state.AddEvent(Event{At: time.Now(), Kind: kind, Task: task, Detail: detail, Took: time.Duration(tookMicros) * time.Microsecond})
 	return nil
@@ -275,30 +275,47 @@ func (h *handler) Scheduler(_ context.Context, secret string) (string, error) {
 	return h.s.state.Scheduler(), nil
 }
 
-// isServerTask reports whether task names a server ("server R").
-func isServerTask(task string) bool {
-	_, ok := ServerRank(task)
-	return ok
+// isElasticTask reports whether task names a server ("server R") or a
+// worker ("worker R"), the tasks that join a job as it scales out.
+func isElasticTask(task string) bool {
+	_, server := ServerRank(task)
+	_, worker := WorkerRank(task)
+	return server || worker
 }
 
-func (h *handler) Scale(_ context.Context, secret string, servers int32) error {
+func (h *handler) Scale(_ context.Context, secret string, servers, workers int32) error {
 	if err := h.auth(secret); err != nil {
 		return err
 	}
-	if err := h.s.state.Scale(int(servers)); err != nil {
+	if err := h.s.state.Scale(int(servers), int(workers)); err != nil {
 		return badRequest(err)
 	}
 	return nil
 }
 
-func (h *handler) View(_ context.Context, secret string, epoch int32) (int32, error) {
+func (h *handler) View(_ context.Context, secret string, epoch int32) (*trackerrpc.View, error) {
+	if err := h.auth(secret); err != nil {
+		return nil, err
+	}
+	if epoch < 0 || epoch > maxEpoch {
+		return nil, badRequest(fmt.Errorf("tracker: view of epoch %d: out of range", epoch))
+	}
+	servers, workers := h.s.state.View(int(epoch))
+	return &trackerrpc.View{Servers: int32(servers), Workers: int32(workers)}, nil
+}
+
+func (h *handler) JoinEpoch(_ context.Context, secret string, rank int32) (int32, error) {
 	if err := h.auth(secret); err != nil {
 		return 0, err
 	}
-	if epoch < 0 || epoch > maxEpoch {
-		return 0, badRequest(fmt.Errorf("tracker: view of epoch %d: out of range", epoch))
+	if rank < 0 || rank >= MaxScaleWorkers {
+		return 0, badRequest(fmt.Errorf("tracker: join epoch of worker %d: out of range", rank))
 	}
-	return int32(h.s.state.View(int(epoch))), nil
+	epoch, ok := h.s.state.JoinEpoch(int(rank))
+	if !ok {
+		return -1, nil
+	}
+	return int32(epoch), nil
 }
 
 func (h *handler) Plan(_ context.Context, secret string) ([]*trackerrpc.Shard, error) {
@@ -340,6 +357,8 @@ func (h *handler) Status(_ context.Context, secret string) (*trackerrpc.JobStatu
 		StartedUnixMs: st.Started.UnixMilli(),
 		Servers:       int32(st.Servers),
 		ServersTarget: int32(st.ServersTarget),
+		Workers:       int32(st.Workers),
+		WorkersTarget: int32(st.WorkersTarget),
 	}
 	for e, n := range st.EpochRecords {
 		w.EpochRecords[int32(e)] = n
@@ -394,6 +413,8 @@ func fromWire(w *trackerrpc.JobStatus) Status {
 		Started:       time.UnixMilli(w.StartedUnixMs),
 		Servers:       int(w.Servers),
 		ServersTarget: int(w.ServersTarget),
+		Workers:       int(w.Workers),
+		WorkersTarget: int(w.WorkersTarget),
 	}
 	for e, n := range w.EpochRecords {
 		st.EpochRecords[int(e)] = n

@@ -110,8 +110,10 @@ type Status struct {
 	Events []Event
 	// Servers is the job's number of servers as of the newest epoch
 	// decided (State.View); ServersTarget the number asked for
-	// (State.Scale), Servers when no change is pending.
+	// (State.Scale), Servers when no change is pending. Workers and
+	// WorkersTarget are the same of its workers.
 	Servers, ServersTarget int
+	Workers, WorkersTarget int
 }
 
 // Kinds of Event.
@@ -152,17 +154,21 @@ const (
 	// tracker saw it, else from the rebuild's start.
 	EventRebuilt = "scheduler-rebuilt"
 	// EventScale: someone asked for the job to run with another number
-	// of servers (State.Scale; the whole job's).
+	// of servers or workers (State.Scale; the whole job's), one event
+	// per role.
 	EventScale = "scale"
-	// EventScaling: the servers change from an epoch on (State.View
-	// decided it; the whole job's).
+	// EventScaling: the servers or the workers change from an epoch on
+	// (State.View decided it; the whole job's), one event per role.
 	EventScaling = "scaling"
 	// EventJoined: a server started to join the job (conf.PS.Joining)
-	// is ready to take its keys (reported by the server, Task "server
-	// R"); the job switches to it only once every new server joined.
+	// is ready to take its keys, or a worker started to join is ready to
+	// take part in the steps (reported by the task, Task "server R" or
+	// "worker R"); the job switches to more servers or workers only once
+	// every new one joined.
 	EventJoined = "joined"
-	// EventScaled: the keys moved to the servers of a new view (reported
-	// by worker 0); Took is how long the move took.
+	// EventScaled: the keys moved to the servers of a new view, or the
+	// steps count a new number of workers (reported by worker 0); Took
+	// is how long the move took.
 	EventScaled = "scaled"
 )
 
@@ -211,9 +217,9 @@ type TaskStatus struct {
 	// the scheduler's replacement is placed), "waiting" (for a
 	// container), "running", "succeeded",
 	// "failed" (and started again, or the job failed), "stopped" (with
-	// the job, or a server started to join that was not needed after
-	// all), "retired" (a server a switch to fewer servers left out, which
-	// exited), or, for a scheduler that failed, was lost or was stopped
+	// the job, or a server or worker started to join that was not needed
+	// after all), "retired" (a server or worker a switch to fewer left
+	// out, which exited), or, for a scheduler that failed, was lost or was stopped
 	// after every other task had succeeded, "finished" (no longer
 	// needed).
 	State string
@@ -273,7 +279,7 @@ type State struct {
 	located, local int
 	killReq        chan string
 	commit         func(context.Context, CheckpointInfo) error
-	// scale is the job's elastic servers (scale.go).
+	// scale is the job's elastic servers and workers (scale.go).
 	scale scaling
 }
 
@@ -604,7 +610,8 @@ func (s *State) AddBadNode(n BadNode) {
 
 // AddEvent records an event (Status.Events), keeping the newest
 // MaxEvents. EventReplicated and EventFollows are counted, not listed;
-// EventJoined ("server R") also marks rank R joined (View).
+// EventJoined ("server R", "worker R") also marks server or worker R
+// joined (View).
 func (s *State) AddEvent(e Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -766,6 +773,7 @@ func (s *State) Status() Status {
 	st.BadNodes = slices.Clone(s.badNodes)
 	st.Events = slices.Clone(s.events)
 	st.LocatedGiven, st.LocalGiven = s.located, s.local
-	st.Servers, st.ServersTarget = s.scale.servers, s.scale.target
+	st.Servers, st.ServersTarget = s.scale.servers.n, s.scale.servers.target
+	st.Workers, st.WorkersTarget = s.scale.workers.n, s.scale.workers.target
 	return st
 }

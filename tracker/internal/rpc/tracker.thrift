@@ -61,6 +61,14 @@ struct JobStatus {
   11: list<Event> events  // the newest, oldest first
   12: i32 servers         // the servers of the newest epoch decided (view)
   13: i32 servers_target  // the servers asked for (scale); servers when none is pending
+  14: i32 workers         // the workers of the newest epoch decided (view)
+  15: i32 workers_target  // the workers asked for (scale); workers when none is pending
+}
+
+// The servers and workers of an epoch (view).
+struct View {
+  1: i32 servers
+  2: i32 workers
 }
 
 struct CheckpointFile {
@@ -103,12 +111,16 @@ service Tracker {
   // host:port of the scheduler's current launch, empty while none is
   // placed: where a node that lost its scheduler registers again.
   string scheduler(1: string secret) throws (1: TrackerError err)
-  // Asks for the job to run with servers servers from the next epoch
-  // boundary on (ps-submit scale); refused (code 2) out of bounds or
-  // before training began.
-  void scale(1: string secret, 2: i32 servers) throws (1: TrackerError err)
-  // The number of servers of epoch: the first call for an epoch decides
-  // it, every later one gets the same answer (workers, at every epoch
-  // boundary).
-  i32 view(1: string secret, 2: i32 epoch) throws (1: TrackerError err)
+  // Asks for the job to run with servers servers and workers workers
+  // from an epoch boundary on (ps-submit scale), 0 for either leaving it
+  // as it is; refused (code 2) out of bounds or before training began.
+  void scale(1: string secret, 2: i32 servers, 3: i32 workers) throws (1: TrackerError err)
+  // The numbers of servers and workers of epoch: the first call for an
+  // epoch decides them, every later one gets the same answer (workers, at
+  // every epoch boundary).
+  View view(1: string secret, 2: i32 epoch) throws (1: TrackerError err)
+  // The epoch a worker started to join the job (rank beyond its workers)
+  // begins at: the first the job's workers include it; -1 while none
+  // does (the joining worker asks until then).
+  i32 joinEpoch(1: string secret, 2: i32 rank) throws (1: TrackerError err)
 }

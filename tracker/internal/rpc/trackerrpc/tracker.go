@@ -1272,6 +1272,8 @@ func (p *Event) String() string {
 //   - Events
 //   - Servers
 //   - ServersTarget
+//   - Workers
+//   - WorkersTarget
 type JobStatus struct {
 	State         string             `thrift:"state,1" db:"state" json:"state"`
 	Epoch         int32              `thrift:"epoch,2" db:"epoch" json:"epoch"`
@@ -1286,6 +1288,8 @@ type JobStatus struct {
 	Events        []*Event           `thrift:"events,11" db:"events" json:"events"`
 	Servers       int32              `thrift:"servers,12" db:"servers" json:"servers"`
 	ServersTarget int32              `thrift:"servers_target,13" db:"servers_target" json:"servers_target"`
+	Workers       int32              `thrift:"workers,14" db:"workers" json:"workers"`
+	WorkersTarget int32              `thrift:"workers_target,15" db:"workers_target" json:"workers_target"`
 }
 
 func NewJobStatus() *JobStatus {
@@ -1342,6 +1346,14 @@ func (p *JobStatus) GetServers() int32 {
 
 func (p *JobStatus) GetServersTarget() int32 {
 	return p.ServersTarget
+}
+
+func (p *JobStatus) GetWorkers() int32 {
+	return p.Workers
+}
+
+func (p *JobStatus) GetWorkersTarget() int32 {
+	return p.WorkersTarget
 }
 func (p *JobStatus) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -1480,6 +1492,26 @@ func (p *JobStatus) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 13:
 			if fieldTypeId == thrift.I32 {
 				if err := p.ReadField13(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 14:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField14(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 15:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField15(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -1679,6 +1711,24 @@ func (p *JobStatus) ReadField13(ctx context.Context, iprot thrift.TProtocol) err
 	return nil
 }
 
+func (p *JobStatus) ReadField14(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 14: ", err)
+	} else {
+		p.Workers = v
+	}
+	return nil
+}
+
+func (p *JobStatus) ReadField15(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 15: ", err)
+	} else {
+		p.WorkersTarget = v
+	}
+	return nil
+}
+
 func (p *JobStatus) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "JobStatus"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -1721,6 +1771,12 @@ func (p *JobStatus) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField13(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField14(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField15(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -1940,6 +1996,32 @@ func (p *JobStatus) writeField13(ctx context.Context, oprot thrift.TProtocol) (e
 	return err
 }
 
+func (p *JobStatus) writeField14(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "workers", thrift.I32, 14); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 14:workers: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Workers)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.workers (14) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 14:workers: ", p), err)
+	}
+	return err
+}
+
+func (p *JobStatus) writeField15(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "workers_target", thrift.I32, 15); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 15:workers_target: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.WorkersTarget)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.workers_target (15) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 15:workers_target: ", p), err)
+	}
+	return err
+}
+
 func (p *JobStatus) Equals(other *JobStatus) bool {
 	if p == other {
 		return true
@@ -2009,6 +2091,12 @@ func (p *JobStatus) Equals(other *JobStatus) bool {
 	if p.ServersTarget != other.ServersTarget {
 		return false
 	}
+	if p.Workers != other.Workers {
+		return false
+	}
+	if p.WorkersTarget != other.WorkersTarget {
+		return false
+	}
 	return true
 }
 
@@ -2017,6 +2105,161 @@ func (p *JobStatus) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("JobStatus(%+v)", *p)
+}
+
+// Attributes:
+//   - Servers
+//   - Workers
+type View struct {
+	Servers int32 `thrift:"servers,1" db:"servers" json:"servers"`
+	Workers int32 `thrift:"workers,2" db:"workers" json:"workers"`
+}
+
+func NewView() *View {
+	return &View{}
+}
+
+func (p *View) GetServers() int32 {
+	return p.Servers
+}
+
+func (p *View) GetWorkers() int32 {
+	return p.Workers
+}
+func (p *View) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *View) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Servers = v
+	}
+	return nil
+}
+
+func (p *View) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Workers = v
+	}
+	return nil
+}
+
+func (p *View) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "View"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *View) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "servers", thrift.I32, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:servers: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Servers)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.servers (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:servers: ", p), err)
+	}
+	return err
+}
+
+func (p *View) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "workers", thrift.I32, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:workers: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Workers)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.workers (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:workers: ", p), err)
+	}
+	return err
+}
+
+func (p *View) Equals(other *View) bool {
+	if p == other {
+		return true
+	} else if p == nil || other == nil {
+		return false
+	}
+	if p.Servers != other.Servers {
+		return false
+	}
+	if p.Workers != other.Workers {
+		return false
+	}
+	return true
+}
+
+func (p *View) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("View(%+v)", *p)
 }
 
 // Attributes:
@@ -2791,11 +3034,16 @@ type Tracker interface {
 	// Parameters:
 	//  - Secret
 	//  - Servers
-	Scale(ctx context.Context, secret string, servers int32) (_err error)
+	//  - Workers
+	Scale(ctx context.Context, secret string, servers int32, workers int32) (_err error)
 	// Parameters:
 	//  - Secret
 	//  - Epoch
-	View(ctx context.Context, secret string, epoch int32) (_r int32, _err error)
+	View(ctx context.Context, secret string, epoch int32) (_r *View, _err error)
+	// Parameters:
+	//  - Secret
+	//  - Rank
+	JoinEpoch(ctx context.Context, secret string, rank int32) (_r int32, _err error)
 }
 
 type TrackerClient struct {
@@ -3078,10 +3326,12 @@ func (p *TrackerClient) Scheduler(ctx context.Context, secret string) (_r string
 // Parameters:
 //   - Secret
 //   - Servers
-func (p *TrackerClient) Scale(ctx context.Context, secret string, servers int32) (_err error) {
+//   - Workers
+func (p *TrackerClient) Scale(ctx context.Context, secret string, servers int32, workers int32) (_err error) {
 	var _args44 TrackerScaleArgs
 	_args44.Secret = secret
 	_args44.Servers = servers
+	_args44.Workers = workers
 	var _result46 TrackerScaleResult
 	var _meta45 thrift.ResponseMeta
 	_meta45, _err = p.Client_().Call(ctx, "scale", &_args44, &_result46)
@@ -3100,7 +3350,7 @@ func (p *TrackerClient) Scale(ctx context.Context, secret string, servers int32)
 // Parameters:
 //   - Secret
 //   - Epoch
-func (p *TrackerClient) View(ctx context.Context, secret string, epoch int32) (_r int32, _err error) {
+func (p *TrackerClient) View(ctx context.Context, secret string, epoch int32) (_r *View, _err error) {
 	var _args47 TrackerViewArgs
 	_args47.Secret = secret
 	_args47.Epoch = epoch
@@ -3116,7 +3366,32 @@ func (p *TrackerClient) View(ctx context.Context, secret string, epoch int32) (_
 		return _r, _result49.Err
 	}
 
-	return _result49.GetSuccess(), nil
+	if _ret50 := _result49.GetSuccess(); _ret50 != nil {
+		return _ret50, nil
+	}
+	return nil, thrift.NewTApplicationException(thrift.MISSING_RESULT, "view failed: unknown result")
+}
+
+// Parameters:
+//   - Secret
+//   - Rank
+func (p *TrackerClient) JoinEpoch(ctx context.Context, secret string, rank int32) (_r int32, _err error) {
+	var _args51 TrackerJoinEpochArgs
+	_args51.Secret = secret
+	_args51.Rank = rank
+	var _result53 TrackerJoinEpochResult
+	var _meta52 thrift.ResponseMeta
+	_meta52, _err = p.Client_().Call(ctx, "joinEpoch", &_args51, &_result53)
+	p.SetLastResponseMeta_(_meta52)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result53.Err != nil:
+		return _r, _result53.Err
+	}
+
+	return _result53.GetSuccess(), nil
 }
 
 type TrackerProcessor struct {
@@ -3139,20 +3414,21 @@ func (p *TrackerProcessor) ProcessorMap() map[string]thrift.TProcessorFunction {
 
 func NewTrackerProcessor(handler Tracker) *TrackerProcessor {
 
-	self50 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self50.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
-	self50.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
-	self50.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
-	self50.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
-	self50.processorMap["status"] = &trackerProcessorStatus{handler: handler}
-	self50.processorMap["kill"] = &trackerProcessorKill{handler: handler}
-	self50.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
-	self50.processorMap["doneShards"] = &trackerProcessorDoneShards{handler: handler}
-	self50.processorMap["reportEvent"] = &trackerProcessorReportEvent{handler: handler}
-	self50.processorMap["scheduler"] = &trackerProcessorScheduler{handler: handler}
-	self50.processorMap["scale"] = &trackerProcessorScale{handler: handler}
-	self50.processorMap["view"] = &trackerProcessorView{handler: handler}
-	return self50
+	self54 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self54.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
+	self54.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
+	self54.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
+	self54.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
+	self54.processorMap["status"] = &trackerProcessorStatus{handler: handler}
+	self54.processorMap["kill"] = &trackerProcessorKill{handler: handler}
+	self54.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
+	self54.processorMap["doneShards"] = &trackerProcessorDoneShards{handler: handler}
+	self54.processorMap["reportEvent"] = &trackerProcessorReportEvent{handler: handler}
+	self54.processorMap["scheduler"] = &trackerProcessorScheduler{handler: handler}
+	self54.processorMap["scale"] = &trackerProcessorScale{handler: handler}
+	self54.processorMap["view"] = &trackerProcessorView{handler: handler}
+	self54.processorMap["joinEpoch"] = &trackerProcessorJoinEpoch{handler: handler}
+	return self54
 }
 
 func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -3165,12 +3441,12 @@ func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TPro
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x51 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x55 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x51.Write(ctx, oprot)
+	x55.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x51
+	return false, x55
 
 }
 
@@ -3179,7 +3455,7 @@ type trackerProcessorNextShard struct {
 }
 
 func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err52 error
+	var _write_err56 error
 	args := TrackerNextShardArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3229,21 +3505,21 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc53 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
+			_exc57 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err52 = thrift.WrapTException(err2)
+				_write_err56 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc53.Write(ctx, oprot); _write_err52 == nil && err2 != nil {
-				_write_err52 = thrift.WrapTException(err2)
+			if err2 := _exc57.Write(ctx, oprot); _write_err56 == nil && err2 != nil {
+				_write_err56 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err52 == nil && err2 != nil {
-				_write_err52 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err56 == nil && err2 != nil {
+				_write_err56 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err52 == nil && err2 != nil {
-				_write_err52 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err56 == nil && err2 != nil {
+				_write_err56 = thrift.WrapTException(err2)
 			}
-			if _write_err52 != nil {
-				return false, thrift.WrapTException(_write_err52)
+			if _write_err56 != nil {
+				return false, thrift.WrapTException(_write_err56)
 			}
 			return true, err
 		}
@@ -3252,19 +3528,19 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.REPLY, seqId); err2 != nil {
-		_write_err52 = thrift.WrapTException(err2)
+		_write_err56 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err52 == nil && err2 != nil {
-		_write_err52 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err56 == nil && err2 != nil {
+		_write_err56 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err52 == nil && err2 != nil {
-		_write_err52 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err56 == nil && err2 != nil {
+		_write_err56 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err52 == nil && err2 != nil {
-		_write_err52 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err56 == nil && err2 != nil {
+		_write_err56 = thrift.WrapTException(err2)
 	}
-	if _write_err52 != nil {
-		return false, thrift.WrapTException(_write_err52)
+	if _write_err56 != nil {
+		return false, thrift.WrapTException(_write_err56)
 	}
 	return true, err
 }
@@ -3274,7 +3550,7 @@ type trackerProcessorShardDone struct {
 }
 
 func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err54 error
+	var _write_err58 error
 	args := TrackerShardDoneArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3324,40 +3600,40 @@ func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc55 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
+			_exc59 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err54 = thrift.WrapTException(err2)
+				_write_err58 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc55.Write(ctx, oprot); _write_err54 == nil && err2 != nil {
-				_write_err54 = thrift.WrapTException(err2)
+			if err2 := _exc59.Write(ctx, oprot); _write_err58 == nil && err2 != nil {
+				_write_err58 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err54 == nil && err2 != nil {
-				_write_err54 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err58 == nil && err2 != nil {
+				_write_err58 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err54 == nil && err2 != nil {
-				_write_err54 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err58 == nil && err2 != nil {
+				_write_err58 = thrift.WrapTException(err2)
 			}
-			if _write_err54 != nil {
-				return false, thrift.WrapTException(_write_err54)
+			if _write_err58 != nil {
+				return false, thrift.WrapTException(_write_err58)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.REPLY, seqId); err2 != nil {
-		_write_err54 = thrift.WrapTException(err2)
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err54 == nil && err2 != nil {
-		_write_err54 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err58 == nil && err2 != nil {
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err54 == nil && err2 != nil {
-		_write_err54 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err58 == nil && err2 != nil {
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err54 == nil && err2 != nil {
-		_write_err54 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err58 == nil && err2 != nil {
+		_write_err58 = thrift.WrapTException(err2)
 	}
-	if _write_err54 != nil {
-		return false, thrift.WrapTException(_write_err54)
+	if _write_err58 != nil {
+		return false, thrift.WrapTException(_write_err58)
 	}
 	return true, err
 }
@@ -3367,7 +3643,7 @@ type trackerProcessorPlan struct {
 }
 
 func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err56 error
+	var _write_err60 error
 	args := TrackerPlanArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3417,21 +3693,21 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc57 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
+			_exc61 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err56 = thrift.WrapTException(err2)
+				_write_err60 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc57.Write(ctx, oprot); _write_err56 == nil && err2 != nil {
-				_write_err56 = thrift.WrapTException(err2)
+			if err2 := _exc61.Write(ctx, oprot); _write_err60 == nil && err2 != nil {
+				_write_err60 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err56 == nil && err2 != nil {
-				_write_err56 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err60 == nil && err2 != nil {
+				_write_err60 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err56 == nil && err2 != nil {
-				_write_err56 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err60 == nil && err2 != nil {
+				_write_err60 = thrift.WrapTException(err2)
 			}
-			if _write_err56 != nil {
-				return false, thrift.WrapTException(_write_err56)
+			if _write_err60 != nil {
+				return false, thrift.WrapTException(_write_err60)
 			}
 			return true, err
 		}
@@ -3440,19 +3716,19 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.REPLY, seqId); err2 != nil {
-		_write_err56 = thrift.WrapTException(err2)
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err56 == nil && err2 != nil {
-		_write_err56 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err60 == nil && err2 != nil {
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err56 == nil && err2 != nil {
-		_write_err56 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err60 == nil && err2 != nil {
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err56 == nil && err2 != nil {
-		_write_err56 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err60 == nil && err2 != nil {
+		_write_err60 = thrift.WrapTException(err2)
 	}
-	if _write_err56 != nil {
-		return false, thrift.WrapTException(_write_err56)
+	if _write_err60 != nil {
+		return false, thrift.WrapTException(_write_err60)
 	}
 	return true, err
 }
@@ -3462,7 +3738,7 @@ type trackerProcessorReportMetrics struct {
 }
 
 func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err58 error
+	var _write_err62 error
 	args := TrackerReportMetricsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3512,40 +3788,40 @@ func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc59 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
+			_exc63 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err58 = thrift.WrapTException(err2)
+				_write_err62 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc59.Write(ctx, oprot); _write_err58 == nil && err2 != nil {
-				_write_err58 = thrift.WrapTException(err2)
+			if err2 := _exc63.Write(ctx, oprot); _write_err62 == nil && err2 != nil {
+				_write_err62 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err58 == nil && err2 != nil {
-				_write_err58 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err62 == nil && err2 != nil {
+				_write_err62 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err58 == nil && err2 != nil {
-				_write_err58 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err62 == nil && err2 != nil {
+				_write_err62 = thrift.WrapTException(err2)
 			}
-			if _write_err58 != nil {
-				return false, thrift.WrapTException(_write_err58)
+			if _write_err62 != nil {
+				return false, thrift.WrapTException(_write_err62)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.REPLY, seqId); err2 != nil {
-		_write_err58 = thrift.WrapTException(err2)
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err58 == nil && err2 != nil {
-		_write_err58 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err62 == nil && err2 != nil {
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err58 == nil && err2 != nil {
-		_write_err58 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err62 == nil && err2 != nil {
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err58 == nil && err2 != nil {
-		_write_err58 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err62 == nil && err2 != nil {
+		_write_err62 = thrift.WrapTException(err2)
 	}
-	if _write_err58 != nil {
-		return false, thrift.WrapTException(_write_err58)
+	if _write_err62 != nil {
+		return false, thrift.WrapTException(_write_err62)
 	}
 	return true, err
 }
@@ -3555,7 +3831,7 @@ type trackerProcessorStatus struct {
 }
 
 func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err60 error
+	var _write_err64 error
 	args := TrackerStatusArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3605,21 +3881,21 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc61 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
+			_exc65 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err60 = thrift.WrapTException(err2)
+				_write_err64 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc61.Write(ctx, oprot); _write_err60 == nil && err2 != nil {
-				_write_err60 = thrift.WrapTException(err2)
+			if err2 := _exc65.Write(ctx, oprot); _write_err64 == nil && err2 != nil {
+				_write_err64 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err60 == nil && err2 != nil {
-				_write_err60 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err64 == nil && err2 != nil {
+				_write_err64 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err60 == nil && err2 != nil {
-				_write_err60 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err64 == nil && err2 != nil {
+				_write_err64 = thrift.WrapTException(err2)
 			}
-			if _write_err60 != nil {
-				return false, thrift.WrapTException(_write_err60)
+			if _write_err64 != nil {
+				return false, thrift.WrapTException(_write_err64)
 			}
 			return true, err
 		}
@@ -3628,19 +3904,19 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.REPLY, seqId); err2 != nil {
-		_write_err60 = thrift.WrapTException(err2)
+		_write_err64 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err60 == nil && err2 != nil {
-		_write_err60 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err64 == nil && err2 != nil {
+		_write_err64 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err60 == nil && err2 != nil {
-		_write_err60 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err64 == nil && err2 != nil {
+		_write_err64 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err60 == nil && err2 != nil {
-		_write_err60 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err64 == nil && err2 != nil {
+		_write_err64 = thrift.WrapTException(err2)
 	}
-	if _write_err60 != nil {
-		return false, thrift.WrapTException(_write_err60)
+	if _write_err64 != nil {
+		return false, thrift.WrapTException(_write_err64)
 	}
 	return true, err
 }
@@ -3650,7 +3926,7 @@ type trackerProcessorKill struct {
 }
 
 func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err62 error
+	var _write_err66 error
 	args := TrackerKillArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3700,40 +3976,40 @@ func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc63 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
+			_exc67 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err62 = thrift.WrapTException(err2)
+				_write_err66 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc63.Write(ctx, oprot); _write_err62 == nil && err2 != nil {
-				_write_err62 = thrift.WrapTException(err2)
+			if err2 := _exc67.Write(ctx, oprot); _write_err66 == nil && err2 != nil {
+				_write_err66 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err62 == nil && err2 != nil {
-				_write_err62 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err66 == nil && err2 != nil {
+				_write_err66 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err62 == nil && err2 != nil {
-				_write_err62 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err66 == nil && err2 != nil {
+				_write_err66 = thrift.WrapTException(err2)
 			}
-			if _write_err62 != nil {
-				return false, thrift.WrapTException(_write_err62)
+			if _write_err66 != nil {
+				return false, thrift.WrapTException(_write_err66)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.REPLY, seqId); err2 != nil {
-		_write_err62 = thrift.WrapTException(err2)
+		_write_err66 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err62 == nil && err2 != nil {
-		_write_err62 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err66 == nil && err2 != nil {
+		_write_err66 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err62 == nil && err2 != nil {
-		_write_err62 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err66 == nil && err2 != nil {
+		_write_err66 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err62 == nil && err2 != nil {
-		_write_err62 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err66 == nil && err2 != nil {
+		_write_err66 = thrift.WrapTException(err2)
 	}
-	if _write_err62 != nil {
-		return false, thrift.WrapTException(_write_err62)
+	if _write_err66 != nil {
+		return false, thrift.WrapTException(_write_err66)
 	}
 	return true, err
 }
@@ -3743,7 +4019,7 @@ type trackerProcessorCommitCheckpoint struct {
 }
 
 func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err64 error
+	var _write_err68 error
 	args := TrackerCommitCheckpointArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3793,40 +4069,40 @@ func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId in
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc65 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
+			_exc69 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err64 = thrift.WrapTException(err2)
+				_write_err68 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc65.Write(ctx, oprot); _write_err64 == nil && err2 != nil {
-				_write_err64 = thrift.WrapTException(err2)
+			if err2 := _exc69.Write(ctx, oprot); _write_err68 == nil && err2 != nil {
+				_write_err68 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err64 == nil && err2 != nil {
-				_write_err64 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err68 == nil && err2 != nil {
+				_write_err68 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err64 == nil && err2 != nil {
-				_write_err64 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err68 == nil && err2 != nil {
+				_write_err68 = thrift.WrapTException(err2)
 			}
-			if _write_err64 != nil {
-				return false, thrift.WrapTException(_write_err64)
+			if _write_err68 != nil {
+				return false, thrift.WrapTException(_write_err68)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.REPLY, seqId); err2 != nil {
-		_write_err64 = thrift.WrapTException(err2)
+		_write_err68 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err64 == nil && err2 != nil {
-		_write_err64 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err68 == nil && err2 != nil {
+		_write_err68 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err64 == nil && err2 != nil {
-		_write_err64 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err68 == nil && err2 != nil {
+		_write_err68 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err64 == nil && err2 != nil {
-		_write_err64 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err68 == nil && err2 != nil {
+		_write_err68 = thrift.WrapTException(err2)
 	}
-	if _write_err64 != nil {
-		return false, thrift.WrapTException(_write_err64)
+	if _write_err68 != nil {
+		return false, thrift.WrapTException(_write_err68)
 	}
 	return true, err
 }
@@ -3836,7 +4112,7 @@ type trackerProcessorDoneShards struct {
 }
 
 func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err66 error
+	var _write_err70 error
 	args := TrackerDoneShardsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3886,21 +4162,21 @@ func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, i
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc67 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing doneShards: "+err2.Error())
+			_exc71 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing doneShards: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "doneShards", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err66 = thrift.WrapTException(err2)
+				_write_err70 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc67.Write(ctx, oprot); _write_err66 == nil && err2 != nil {
-				_write_err66 = thrift.WrapTException(err2)
+			if err2 := _exc71.Write(ctx, oprot); _write_err70 == nil && err2 != nil {
+				_write_err70 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err66 == nil && err2 != nil {
-				_write_err66 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err70 == nil && err2 != nil {
+				_write_err70 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err66 == nil && err2 != nil {
-				_write_err66 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err70 == nil && err2 != nil {
+				_write_err70 = thrift.WrapTException(err2)
 			}
-			if _write_err66 != nil {
-				return false, thrift.WrapTException(_write_err66)
+			if _write_err70 != nil {
+				return false, thrift.WrapTException(_write_err70)
 			}
 			return true, err
 		}
@@ -3909,19 +4185,19 @@ func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, i
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "doneShards", thrift.REPLY, seqId); err2 != nil {
-		_write_err66 = thrift.WrapTException(err2)
+		_write_err70 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err66 == nil && err2 != nil {
-		_write_err66 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err70 == nil && err2 != nil {
+		_write_err70 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err66 == nil && err2 != nil {
-		_write_err66 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err70 == nil && err2 != nil {
+		_write_err70 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err66 == nil && err2 != nil {
-		_write_err66 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err70 == nil && err2 != nil {
+		_write_err70 = thrift.WrapTException(err2)
 	}
-	if _write_err66 != nil {
-		return false, thrift.WrapTException(_write_err66)
+	if _write_err70 != nil {
+		return false, thrift.WrapTException(_write_err70)
 	}
 	return true, err
 }
@@ -3931,7 +4207,7 @@ type trackerProcessorReportEvent struct {
 }
 
 func (p *trackerProcessorReportEvent) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err68 error
+	var _write_err72 error
 	args := TrackerReportEventArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3981,40 +4257,40 @@ func (p *trackerProcessorReportEvent) Process(ctx context.Context, seqId int32, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc69 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportEvent: "+err2.Error())
+			_exc73 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportEvent: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "reportEvent", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err68 = thrift.WrapTException(err2)
+				_write_err72 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc69.Write(ctx, oprot); _write_err68 == nil && err2 != nil {
-				_write_err68 = thrift.WrapTException(err2)
+			if err2 := _exc73.Write(ctx, oprot); _write_err72 == nil && err2 != nil {
+				_write_err72 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err68 == nil && err2 != nil {
-				_write_err68 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err72 == nil && err2 != nil {
+				_write_err72 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err68 == nil && err2 != nil {
-				_write_err68 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err72 == nil && err2 != nil {
+				_write_err72 = thrift.WrapTException(err2)
 			}
-			if _write_err68 != nil {
-				return false, thrift.WrapTException(_write_err68)
+			if _write_err72 != nil {
+				return false, thrift.WrapTException(_write_err72)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportEvent", thrift.REPLY, seqId); err2 != nil {
-		_write_err68 = thrift.WrapTException(err2)
+		_write_err72 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err68 == nil && err2 != nil {
-		_write_err68 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err72 == nil && err2 != nil {
+		_write_err72 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err68 == nil && err2 != nil {
-		_write_err68 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err72 == nil && err2 != nil {
+		_write_err72 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err68 == nil && err2 != nil {
-		_write_err68 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err72 == nil && err2 != nil {
+		_write_err72 = thrift.WrapTException(err2)
 	}
-	if _write_err68 != nil {
-		return false, thrift.WrapTException(_write_err68)
+	if _write_err72 != nil {
+		return false, thrift.WrapTException(_write_err72)
 	}
 	return true, err
 }
@@ -4024,7 +4300,7 @@ type trackerProcessorScheduler struct {
 }
 
 func (p *trackerProcessorScheduler) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err70 error
+	var _write_err74 error
 	args := TrackerSchedulerArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -4074,21 +4350,21 @@ func (p *trackerProcessorScheduler) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc71 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing scheduler: "+err2.Error())
+			_exc75 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing scheduler: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "scheduler", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err70 = thrift.WrapTException(err2)
+				_write_err74 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc71.Write(ctx, oprot); _write_err70 == nil && err2 != nil {
-				_write_err70 = thrift.WrapTException(err2)
+			if err2 := _exc75.Write(ctx, oprot); _write_err74 == nil && err2 != nil {
+				_write_err74 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err70 == nil && err2 != nil {
-				_write_err70 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err74 == nil && err2 != nil {
+				_write_err74 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err70 == nil && err2 != nil {
-				_write_err70 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err74 == nil && err2 != nil {
+				_write_err74 = thrift.WrapTException(err2)
 			}
-			if _write_err70 != nil {
-				return false, thrift.WrapTException(_write_err70)
+			if _write_err74 != nil {
+				return false, thrift.WrapTException(_write_err74)
 			}
 			return true, err
 		}
@@ -4097,19 +4373,19 @@ func (p *trackerProcessorScheduler) Process(ctx context.Context, seqId int32, ip
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "scheduler", thrift.REPLY, seqId); err2 != nil {
-		_write_err70 = thrift.WrapTException(err2)
+		_write_err74 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err70 == nil && err2 != nil {
-		_write_err70 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err74 == nil && err2 != nil {
+		_write_err74 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err70 == nil && err2 != nil {
-		_write_err70 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err74 == nil && err2 != nil {
+		_write_err74 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err70 == nil && err2 != nil {
-		_write_err70 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err74 == nil && err2 != nil {
+		_write_err74 = thrift.WrapTException(err2)
 	}
-	if _write_err70 != nil {
-		return false, thrift.WrapTException(_write_err70)
+	if _write_err74 != nil {
+		return false, thrift.WrapTException(_write_err74)
 	}
 	return true, err
 }
@@ -4119,7 +4395,7 @@ type trackerProcessorScale struct {
 }
 
 func (p *trackerProcessorScale) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err72 error
+	var _write_err76 error
 	args := TrackerScaleArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -4159,7 +4435,7 @@ func (p *trackerProcessorScale) Process(ctx context.Context, seqId int32, iprot,
 	}
 
 	result := TrackerScaleResult{}
-	if err2 := p.handler.Scale(ctx, args.Secret, args.Servers); err2 != nil {
+	if err2 := p.handler.Scale(ctx, args.Secret, args.Servers, args.Workers); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -4169,40 +4445,40 @@ func (p *trackerProcessorScale) Process(ctx context.Context, seqId int32, iprot,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc73 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing scale: "+err2.Error())
+			_exc77 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing scale: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "scale", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err72 = thrift.WrapTException(err2)
+				_write_err76 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc73.Write(ctx, oprot); _write_err72 == nil && err2 != nil {
-				_write_err72 = thrift.WrapTException(err2)
+			if err2 := _exc77.Write(ctx, oprot); _write_err76 == nil && err2 != nil {
+				_write_err76 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err72 == nil && err2 != nil {
-				_write_err72 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err76 == nil && err2 != nil {
+				_write_err76 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err72 == nil && err2 != nil {
-				_write_err72 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err76 == nil && err2 != nil {
+				_write_err76 = thrift.WrapTException(err2)
 			}
-			if _write_err72 != nil {
-				return false, thrift.WrapTException(_write_err72)
+			if _write_err76 != nil {
+				return false, thrift.WrapTException(_write_err76)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "scale", thrift.REPLY, seqId); err2 != nil {
-		_write_err72 = thrift.WrapTException(err2)
+		_write_err76 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err72 == nil && err2 != nil {
-		_write_err72 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err76 == nil && err2 != nil {
+		_write_err76 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err72 == nil && err2 != nil {
-		_write_err72 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err76 == nil && err2 != nil {
+		_write_err76 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err72 == nil && err2 != nil {
-		_write_err72 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err76 == nil && err2 != nil {
+		_write_err76 = thrift.WrapTException(err2)
 	}
-	if _write_err72 != nil {
-		return false, thrift.WrapTException(_write_err72)
+	if _write_err76 != nil {
+		return false, thrift.WrapTException(_write_err76)
 	}
 	return true, err
 }
@@ -4212,7 +4488,7 @@ type trackerProcessorView struct {
 }
 
 func (p *trackerProcessorView) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err74 error
+	var _write_err78 error
 	args := TrackerViewArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -4262,21 +4538,116 @@ func (p *trackerProcessorView) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc75 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing view: "+err2.Error())
+			_exc79 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing view: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "view", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err74 = thrift.WrapTException(err2)
+				_write_err78 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc75.Write(ctx, oprot); _write_err74 == nil && err2 != nil {
-				_write_err74 = thrift.WrapTException(err2)
+			if err2 := _exc79.Write(ctx, oprot); _write_err78 == nil && err2 != nil {
+				_write_err78 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err74 == nil && err2 != nil {
-				_write_err74 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err78 == nil && err2 != nil {
+				_write_err78 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err74 == nil && err2 != nil {
-				_write_err74 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err78 == nil && err2 != nil {
+				_write_err78 = thrift.WrapTException(err2)
 			}
-			if _write_err74 != nil {
-				return false, thrift.WrapTException(_write_err74)
+			if _write_err78 != nil {
+				return false, thrift.WrapTException(_write_err78)
+			}
+			return true, err
+		}
+	} else {
+		result.Success = retval
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "view", thrift.REPLY, seqId); err2 != nil {
+		_write_err78 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err78 == nil && err2 != nil {
+		_write_err78 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err78 == nil && err2 != nil {
+		_write_err78 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err78 == nil && err2 != nil {
+		_write_err78 = thrift.WrapTException(err2)
+	}
+	if _write_err78 != nil {
+		return false, thrift.WrapTException(_write_err78)
+	}
+	return true, err
+}
+
+type trackerProcessorJoinEpoch struct {
+	handler Tracker
+}
+
+func (p *trackerProcessorJoinEpoch) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err80 error
+	args := TrackerJoinEpochArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "joinEpoch", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := TrackerJoinEpochResult{}
+	if retval, err2 := p.handler.JoinEpoch(ctx, args.Secret, args.Rank); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TrackerError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc81 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing joinEpoch: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "joinEpoch", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err80 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc81.Write(ctx, oprot); _write_err80 == nil && err2 != nil {
+				_write_err80 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err80 == nil && err2 != nil {
+				_write_err80 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err80 == nil && err2 != nil {
+				_write_err80 = thrift.WrapTException(err2)
+			}
+			if _write_err80 != nil {
+				return false, thrift.WrapTException(_write_err80)
 			}
 			return true, err
 		}
@@ -4284,20 +4655,20 @@ func (p *trackerProcessorView) Process(ctx context.Context, seqId int32, iprot, 
 		result.Success = &retval
 	}
 	tickerCancel()
-	if err2 := oprot.WriteMessageBegin(ctx, "view", thrift.REPLY, seqId); err2 != nil {
-		_write_err74 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageBegin(ctx, "joinEpoch", thrift.REPLY, seqId); err2 != nil {
+		_write_err80 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err74 == nil && err2 != nil {
-		_write_err74 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err80 == nil && err2 != nil {
+		_write_err80 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err74 == nil && err2 != nil {
-		_write_err74 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err80 == nil && err2 != nil {
+		_write_err80 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err74 == nil && err2 != nil {
-		_write_err74 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err80 == nil && err2 != nil {
+		_write_err80 = thrift.WrapTException(err2)
 	}
-	if _write_err74 != nil {
-		return false, thrift.WrapTException(_write_err74)
+	if _write_err80 != nil {
+		return false, thrift.WrapTException(_write_err80)
 	}
 	return true, err
 }
@@ -5289,11 +5660,11 @@ func (p *TrackerPlanResult) ReadField0(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*Shard, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem76 := &Shard{}
-		if err := _elem76.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem76), err)
+		_elem82 := &Shard{}
+		if err := _elem82.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem82), err)
 		}
-		p.Success = append(p.Success, _elem76)
+		p.Success = append(p.Success, _elem82)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -5510,19 +5881,19 @@ func (p *TrackerReportMetricsArgs) ReadField4(ctx context.Context, iprot thrift.
 	tMap := make(map[string]float64, size)
 	p.Metrics = tMap
 	for i := 0; i < size; i++ {
-		var _key77 string
+		var _key83 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key77 = v
+			_key83 = v
 		}
-		var _val78 float64
+		var _val84 float64
 		if v, err := iprot.ReadDouble(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val78 = v
+			_val84 = v
 		}
-		p.Metrics[_key77] = _val78
+		p.Metrics[_key83] = _val84
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -6732,19 +7103,19 @@ func (p *TrackerDoneShardsResult) ReadField0(ctx context.Context, iprot thrift.T
 	tMap := make(map[int64]int64, size)
 	p.Success = tMap
 	for i := 0; i < size; i++ {
-		var _key79 int64
+		var _key85 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key79 = v
+			_key85 = v
 		}
-		var _val80 int64
+		var _val86 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val80 = v
+			_val86 = v
 		}
-		p.Success[_key79] = _val80
+		p.Success[_key85] = _val86
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -7464,9 +7835,11 @@ func (p *TrackerSchedulerResult) String() string {
 // Attributes:
 //   - Secret
 //   - Servers
+//   - Workers
 type TrackerScaleArgs struct {
 	Secret  string `thrift:"secret,1" db:"secret" json:"secret"`
 	Servers int32  `thrift:"servers,2" db:"servers" json:"servers"`
+	Workers int32  `thrift:"workers,3" db:"workers" json:"workers"`
 }
 
 func NewTrackerScaleArgs() *TrackerScaleArgs {
@@ -7479,6 +7852,10 @@ func (p *TrackerScaleArgs) GetSecret() string {
 
 func (p *TrackerScaleArgs) GetServers() int32 {
 	return p.Servers
+}
+
+func (p *TrackerScaleArgs) GetWorkers() int32 {
+	return p.Workers
 }
 func (p *TrackerScaleArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -7507,6 +7884,16 @@ func (p *TrackerScaleArgs) Read(ctx context.Context, iprot thrift.TProtocol) err
 		case 2:
 			if fieldTypeId == thrift.I32 {
 				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 3:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -7547,6 +7934,15 @@ func (p *TrackerScaleArgs) ReadField2(ctx context.Context, iprot thrift.TProtoco
 	return nil
 }
 
+func (p *TrackerScaleArgs) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Workers = v
+	}
+	return nil
+}
+
 func (p *TrackerScaleArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "scale_args"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -7556,6 +7952,9 @@ func (p *TrackerScaleArgs) Write(ctx context.Context, oprot thrift.TProtocol) er
 			return err
 		}
 		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -7590,6 +7989,19 @@ func (p *TrackerScaleArgs) writeField2(ctx context.Context, oprot thrift.TProtoc
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:servers: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerScaleArgs) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "workers", thrift.I32, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:workers: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Workers)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.workers (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:workers: ", p), err)
 	}
 	return err
 }
@@ -7854,7 +8266,7 @@ func (p *TrackerViewArgs) String() string {
 //   - Success
 //   - Err
 type TrackerViewResult struct {
-	Success *int32        `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Success *View         `thrift:"success,0" db:"success" json:"success,omitempty"`
 	Err     *TrackerError `thrift:"err,1" db:"err" json:"err,omitempty"`
 }
 
@@ -7862,13 +8274,13 @@ func NewTrackerViewResult() *TrackerViewResult {
 	return &TrackerViewResult{}
 }
 
-var TrackerViewResult_Success_DEFAULT int32
+var TrackerViewResult_Success_DEFAULT *View
 
-func (p *TrackerViewResult) GetSuccess() int32 {
+func (p *TrackerViewResult) GetSuccess() *View {
 	if !p.IsSetSuccess() {
 		return TrackerViewResult_Success_DEFAULT
 	}
-	return *p.Success
+	return p.Success
 }
 
 var TrackerViewResult_Err_DEFAULT *TrackerError
@@ -7888,6 +8300,306 @@ func (p *TrackerViewResult) IsSetErr() bool {
 }
 
 func (p *TrackerViewResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 0:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField0(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerViewResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Success = &View{}
+	if err := p.Success.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Success), err)
+	}
+	return nil
+}
+
+func (p *TrackerViewResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TrackerError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *TrackerViewResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "view_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField0(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerViewResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetSuccess() {
+		if err := oprot.WriteFieldBegin(ctx, "success", thrift.STRUCT, 0); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
+		}
+		if err := p.Success.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Success), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 0:success: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TrackerViewResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TrackerViewResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerViewResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Secret
+//   - Rank
+type TrackerJoinEpochArgs struct {
+	Secret string `thrift:"secret,1" db:"secret" json:"secret"`
+	Rank   int32  `thrift:"rank,2" db:"rank" json:"rank"`
+}
+
+func NewTrackerJoinEpochArgs() *TrackerJoinEpochArgs {
+	return &TrackerJoinEpochArgs{}
+}
+
+func (p *TrackerJoinEpochArgs) GetSecret() string {
+	return p.Secret
+}
+
+func (p *TrackerJoinEpochArgs) GetRank() int32 {
+	return p.Rank
+}
+func (p *TrackerJoinEpochArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerJoinEpochArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Secret = v
+	}
+	return nil
+}
+
+func (p *TrackerJoinEpochArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Rank = v
+	}
+	return nil
+}
+
+func (p *TrackerJoinEpochArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "joinEpoch_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerJoinEpochArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "secret", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:secret: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Secret)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.secret (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:secret: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerJoinEpochArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "rank", thrift.I32, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:rank: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Rank)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.rank (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:rank: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerJoinEpochArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerJoinEpochArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Success
+//   - Err
+type TrackerJoinEpochResult struct {
+	Success *int32        `thrift:"success,0" db:"success" json:"success,omitempty"`
+	Err     *TrackerError `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewTrackerJoinEpochResult() *TrackerJoinEpochResult {
+	return &TrackerJoinEpochResult{}
+}
+
+var TrackerJoinEpochResult_Success_DEFAULT int32
+
+func (p *TrackerJoinEpochResult) GetSuccess() int32 {
+	if !p.IsSetSuccess() {
+		return TrackerJoinEpochResult_Success_DEFAULT
+	}
+	return *p.Success
+}
+
+var TrackerJoinEpochResult_Err_DEFAULT *TrackerError
+
+func (p *TrackerJoinEpochResult) GetErr() *TrackerError {
+	if !p.IsSetErr() {
+		return TrackerJoinEpochResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *TrackerJoinEpochResult) IsSetSuccess() bool {
+	return p.Success != nil
+}
+
+func (p *TrackerJoinEpochResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *TrackerJoinEpochResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
 	}
@@ -7936,7 +8648,7 @@ func (p *TrackerViewResult) Read(ctx context.Context, iprot thrift.TProtocol) er
 	return nil
 }
 
-func (p *TrackerViewResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
+func (p *TrackerJoinEpochResult) ReadField0(ctx context.Context, iprot thrift.TProtocol) error {
 	if v, err := iprot.ReadI32(ctx); err != nil {
 		return thrift.PrependError("error reading field 0: ", err)
 	} else {
@@ -7945,7 +8657,7 @@ func (p *TrackerViewResult) ReadField0(ctx context.Context, iprot thrift.TProtoc
 	return nil
 }
 
-func (p *TrackerViewResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+func (p *TrackerJoinEpochResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
 	p.Err = &TrackerError{}
 	if err := p.Err.Read(ctx, iprot); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
@@ -7953,8 +8665,8 @@ func (p *TrackerViewResult) ReadField1(ctx context.Context, iprot thrift.TProtoc
 	return nil
 }
 
-func (p *TrackerViewResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
-	if err := oprot.WriteStructBegin(ctx, "view_result"); err != nil {
+func (p *TrackerJoinEpochResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "joinEpoch_result"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
 	}
 	if p != nil {
@@ -7974,7 +8686,7 @@ func (p *TrackerViewResult) Write(ctx context.Context, oprot thrift.TProtocol) e
 	return nil
 }
 
-func (p *TrackerViewResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
+func (p *TrackerJoinEpochResult) writeField0(ctx context.Context, oprot thrift.TProtocol) (err error) {
 	if p.IsSetSuccess() {
 		if err := oprot.WriteFieldBegin(ctx, "success", thrift.I32, 0); err != nil {
 			return thrift.PrependError(fmt.Sprintf("%T write field begin error 0:success: ", p), err)
@@ -7989,7 +8701,7 @@ func (p *TrackerViewResult) writeField0(ctx context.Context, oprot thrift.TProto
 	return err
 }
 
-func (p *TrackerViewResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+func (p *TrackerJoinEpochResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
 	if p.IsSetErr() {
 		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
 			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
@@ -8004,9 +8716,9 @@ func (p *TrackerViewResult) writeField1(ctx context.Context, oprot thrift.TProto
 	return err
 }
 
-func (p *TrackerViewResult) String() string {
+func (p *TrackerJoinEpochResult) String() string {
 	if p == nil {
 		return "<nil>"
 	}
-	return fmt.Sprintf("TrackerViewResult(%+v)", *p)
+	return fmt.Sprintf("TrackerJoinEpochResult(%+v)", *p)
 }
