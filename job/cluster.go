@@ -35,9 +35,9 @@ type Cluster interface {
 	// while it waits to be placed, without waiting for its end: it ends
 	// within the cluster's grace (StopAll ends it if it has not). Run
 	// forgets the launch at once and ignores an exit of it the cluster
-	// reports. It serves a server started to join a job whose target of
-	// servers fell before it joined. An error means it could not be
-	// asked to end.
+	// reports. It serves a server or worker started to join a job whose
+	// target fell before it joined. An error means it could not be asked
+	// to end.
 	Stop(ctx context.Context, id int64) error
 	// Events delivers what happened to launches, each launch's Placed
 	// before its Exited.
@@ -57,6 +57,13 @@ type Launch struct {
 	Seq int
 	// Command is the program and its arguments.
 	Command []string
+	// Servers and Workers are the job's numbers of servers and workers
+	// when the launch starts (tracker.State.Servers, Workers), which
+	// scaling changes from the spec's: on a run's first scheduler launch,
+	// the servers and workers the run starts with besides the joining
+	// ones, which a cluster may ask for at once (yarnam's gang). Zero
+	// workers means the spec's numbers.
+	Servers, Workers int
 	// Env returns the launch's environment once the cluster has placed
 	// it on node (the address other tasks reach it at): base, the
 	// cluster's own settings (the inherited environment, say), then the

@@ -38,17 +38,20 @@
 // the scheduler, is no longer needed), with a part from every server of
 // the last epoch.
 //
-// # Elastic servers
+// # Elastic servers and workers
 //
-// A synchronous job's servers may change while it runs (ps-submit
-// scale, tracker.State.Scale; the tracker decides each epoch's servers,
-// tracker.State.View). Run starts a server task for every rank a larger
-// target adds, told to join (SPINDLE_JOINING=1, DMLC_NUM_SERVER the
-// target), which is then a task like any other; a server a switch to
-// fewer servers leaves out retires, and its exit is its end alone, not
-// the job's; one started to join and no longer needed is stopped
-// (Cluster.Stop). A checkpoint records the servers that wrote it, and a
-// whole restart starts again with them.
+// A synchronous job's servers and workers may change while it runs
+// (ps-submit scale, tracker.State.Scale; the tracker decides each
+// epoch's servers and workers, tracker.State.View). Run starts a server
+// or worker task for every rank a larger target adds, told to join
+// (SPINDLE_JOINING=1, DMLC_NUM_SERVER or DMLC_NUM_WORKER the target),
+// which is then a task like any other; every other launch is told the
+// job's current counts. A server or worker a switch to fewer leaves out
+// retires, and its exit is its end alone, not the job's; one started to
+// join and no longer needed is stopped (Cluster.Stop). The job's workers
+// are done when every worker of the current count exited 0. A
+// checkpoint records the servers that wrote it, and a whole restart
+// starts again with them and with the workers the job had.
 //
 // # Clusters
 //

@@ -32,13 +32,14 @@ type Contract struct {
 	// checkpoint; empty and 0 from scratch).
 	ResumeFrom  string
 	ResumeEpoch int
-	// Servers is the number of servers the tasks are told
-	// (DMLC_NUM_SERVER): the job's as of the launch, which scaling
-	// changes (tracker.State.Servers); 0 means Spec.NumServers.
-	Servers int
-	// Joining marks the launch of a server that joins the running job
-	// beyond its servers (SPINDLE_JOINING=1, conf.PS.Joining); Servers
-	// is then the number it joins.
+	// Servers and Workers are the numbers of servers and workers the
+	// tasks are told (DMLC_NUM_SERVER, DMLC_NUM_WORKER): the job's as of
+	// the launch, which scaling changes (tracker.State.Servers,
+	// tracker.State.Workers); 0 means Spec.NumServers, Spec.NumWorkers.
+	Servers, Workers int
+	// Joining marks the launch of a server or a worker that joins the
+	// running job beyond its servers or workers (SPINDLE_JOINING=1,
+	// conf.PS.Joining); Servers or Workers is then the number it joins.
 	Joining bool
 }
 
@@ -48,6 +49,14 @@ func (c Contract) servers() int {
 		return c.Servers
 	}
 	return c.Spec.NumServers
+}
+
+// workers is the number of workers c tells the tasks.
+func (c Contract) workers() int {
+	if c.Workers > 0 {
+		return c.Workers
+	}
+	return c.Spec.NumWorkers
 }
 
 // Env is the environment of attempt of t placed on node: base, the
@@ -69,7 +78,7 @@ func (c Contract) Env(t Task, attempt int, node string, base []string) []string 
 		// No parameter servers: plain workers, without a scheduler.
 		env = append(env,
 			conf.EnvRole+"="+string(conf.RoleWorker),
-			conf.EnvNumWorker+"="+strconv.Itoa(spec.NumWorkers),
+			conf.EnvNumWorker+"="+strconv.Itoa(c.workers()),
 			conf.EnvNumServer+"=0",
 			conf.EnvTaskID+"="+strconv.Itoa(t.Rank),
 			conf.EnvWorkerID+"="+strconv.Itoa(t.Rank),
@@ -85,11 +94,14 @@ func (c Contract) Env(t Task, attempt int, node string, base []string) []string 
 		if spec.Insecure {
 			env = append(env, conf.EnvInsecure+"=1")
 		}
+		if c.Joining {
+			env = append(env, conf.EnvJoining+"=1")
+		}
 	} else {
 		p := conf.Default().PS
 		p.Role = t.Role
-		p.NumWorkers, p.NumServers = spec.NumWorkers, c.servers()
-		p.Joining = c.Joining && t.Role == conf.RoleServer
+		p.NumWorkers, p.NumServers = c.workers(), c.servers()
+		p.Joining = c.Joining && t.Role != conf.RoleScheduler
 		p.RootURI, p.RootPort = c.RootHost, c.RootPort
 		if t.Role == conf.RoleScheduler {
 			p.RootURI = node

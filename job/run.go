@@ -121,6 +121,7 @@ func New(ctx context.Context, spec JobSpec, opts Options) (*Job, error) {
 	j := &Job{spec: spec, opts: opts, log: opts.Log, start: start, secret: keys.Secret, keys: keys,
 		keysFile: opts.KeysFile, state: tracker.NewState(shards, start)}
 	j.state.SetServers(spec.NumServers)
+	j.state.SetWorkers(spec.NumWorkers)
 	j.state.SetReplicas(spec.Replicas)
 	j.files = &files{spec: spec, r: opts.Resolver, log: opts.Log}
 	if err := j.files.prepare(ctx, j.state, opts.Rerun); err != nil {
@@ -237,22 +238,26 @@ func (j *Job) removeKeys() {
 //   - A node where JobSpec.BlacklistAfter launches failed is given to the
 //     cluster's blacklist (NodeBlacklister) and shown in the status
 //     (tracker.Status.BadNodes).
-//   - A server beyond the job's servers (tracker.State.Servers), started
-//     to join it as it scales out, that fails before it joined is
-//     started again alone, joining still; a server the job's servers
-//     leave out (retired by a switch to fewer servers, or started to
-//     join for a target lowered since) ends for good when it exits,
-//     whatever its code, and does not end the job; one started to join
-//     and no longer needed is stopped (Cluster.Stop), as are those that
-//     have not joined once every worker exited 0.
-//   - A replacement of one of the job's servers does not join: it is
-//     told the job's servers now (DMLC_NUM_SERVER), as every launch is.
+//   - A server or a worker beyond the job's servers or workers
+//     (tracker.State.Servers, Workers), started to join it as it scales
+//     out, that fails before it joined is started again alone, joining
+//     still; one the job's servers or workers leave out (retired by a
+//     switch to fewer, or started to join for a target lowered since)
+//     ends for good when it exits, whatever its code (a worker's
+//     unfinished shards go back to the queue), and does not end the
+//     job, nor does a joiner that exits 0; one started to join and no
+//     longer needed is stopped (Cluster.Stop), as are those that have
+//     not joined once every worker of the job's workers exited 0.
+//   - A replacement of one of the job's servers or workers does not
+//     join: it is told the job's servers and workers now
+//     (DMLC_NUM_SERVER, DMLC_NUM_WORKER), as every launch is.
 //   - The whole job starts again at most MaxAttempts-1 times.
 //   - A task past its attempts fails the job, the error naming the task,
 //     how it ended and its last lines.
 //
-// A request for another number of servers (tracker.State.Scale) starts
-// the server tasks it adds at once (see package doc, Elastic servers).
+// A request for another number of servers or workers
+// (tracker.State.Scale) starts the tasks it adds at once (see package
+// doc, Elastic servers and workers).
 // A kill over the tracker RPC (tracker.State.Kill) or the end of ctx
 // stops every task and ends the job Killed. When every task has exited
 // 0 (the scheduler: or is no longer needed, as above) the model is
@@ -265,7 +270,7 @@ func (j *Job) Run(ctx context.Context, c Cluster) (Result, error) {
 	}
 	// A later attempt of the AM resumes a job that may have scaled: its
 	// checkpoint's servers are the job's.
-	r.ensureServers(max(j.state.Servers(), j.state.ScaleTarget()))
+	r.ensureAll()
 	r.retireUnneeded()
 	st, err := r.loop(ctx)
 	res := Result{State: st, Status: j.state.Status(), Restarts: j.files.restarts, ResumedFrom: j.files.from.uri}
@@ -309,8 +314,8 @@ type taskState struct {
 	// downSince is when the task's last launch failed, until a new one is
 	// placed; zero otherwise (and while the whole job restarts).
 	downSince time.Time
-	// gone marks a server the job no longer has: it retired after a
-	// switch to fewer servers, or was started to join for a target that
+	// gone marks a server or worker the job no longer has: it retired
+	// after a switch to fewer, or was started to join for a target that
 	// fell before it joined. It is done, and not counted among the
 	// job's tasks in the status.
 	gone bool
@@ -419,12 +424,20 @@ func (r *run) start(ctx context.Context, t *taskState) error {
 	r.nextID++
 	id := r.nextID
 	c, task, attempt := r.contract, t.Task, t.attempt
-	c.Servers = r.state.Servers()
-	if t.Role == conf.RoleServer && t.Rank >= c.Servers {
-		// Beyond the job's servers: it joins them, as one of the target.
-		c.Joining, c.Servers = true, max(r.state.ScaleTarget(), t.Rank+1)
+	servers, workers := r.state.Servers(), r.state.Workers()
+	c.Servers, c.Workers = servers, workers
+	if now, target := r.counts(t.Role); r.elastic(t) && t.Rank >= now {
+		// Beyond the job's servers or workers: it joins them, as one of
+		// the target.
+		c.Joining = true
+		if t.Role == conf.RoleWorker {
+			c.Workers = max(target, t.Rank+1)
+		} else {
+			c.Servers = max(target, t.Rank+1)
+		}
 	}
 	l := Launch{ID: id, Task: task, Attempt: attempt, Seq: t.launches, Command: r.spec.Command,
+		Servers: servers, Workers: workers,
 		Env: func(node string, base []string) []string { return c.Env(task, attempt, node, base) }}
 	if err := r.c.Start(ctx, l); err != nil {
 		t.code = -1
@@ -483,8 +496,8 @@ func (r *run) onEvent(ctx context.Context, ev Event) error {
 func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	t.code = ex.Code
 	t.exit, t.state = ex.Desc, "failed"
-	if t.Role == conf.RoleServer {
-		if left, err := r.serverLeft(ctx, t, ex); left || err != nil {
+	if r.elastic(t) {
+		if left, err := r.left(ctx, t, ex); left || err != nil {
 			return err
 		}
 	}
@@ -618,7 +631,8 @@ func (r *run) endScheduler(ctx context.Context, s *taskState) {
 func (r *run) alone(t *taskState) bool {
 	switch t.Role {
 	case conf.RoleWorker:
-		return !r.spec.Collective
+		// One started to join takes no part in the steps yet.
+		return !r.spec.Collective || t.Rank >= r.state.Workers()
 	case conf.RoleServer:
 		if t.Rank >= r.state.Servers() {
 			// Started to join: it holds no keys yet.
@@ -627,12 +641,12 @@ func (r *run) alone(t *taskState) bool {
 		// Every server must have said that its tables keep replicas: a
 		// program that keeps its own state (a ps-lite program, a raw
 		// KV server) would come back empty.
-		return r.spec.Replicas > 0 && r.state.Replicated() >= r.activeServers()
+		return r.spec.Replicas > 0 && r.state.Replicated() >= r.active(conf.RoleServer)
 	case conf.RoleScheduler:
 		// Every node must have said it follows the scheduler: a ps-lite
 		// node, or one of an older runtime, would wait for the dead one
 		// for ever.
-		return r.state.Following() >= r.activeServers()+r.spec.NumWorkers
+		return r.state.Following() >= r.active(conf.RoleServer)+r.active(conf.RoleWorker)
 	}
 	return false
 }
@@ -695,11 +709,14 @@ func (r *run) restartAll(ctx context.Context, failed string, asked bool) error {
 		}
 		r.state.SetServers(servers)
 	}
+	// The workers it had, every one a member; the job switches to the
+	// target again once the others joined.
+	r.state.SetWorkers(r.state.Workers())
 	for _, t := range r.tasks {
 		t.done, t.gone = false, false
 	}
 	r.retireUnneeded()
-	r.ensureServers(max(r.state.Servers(), r.state.ScaleTarget()))
+	r.ensureAll()
 	return r.begin(ctx)
 }
 
@@ -803,11 +820,45 @@ func (r *run) report() {
 	}
 }
 
+// leftSummary says how many servers and workers left the job as it
+// scaled, and how many it ended with; "" when none left.
+func (r Result) leftSummary() string {
+	var left, ended []string
+	for _, role := range []conf.Role{conf.RoleServer, conf.RoleWorker} {
+		n := 0
+		for _, t := range r.Tasks {
+			if t.Retired && t.Role == role {
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		end := r.Status.Servers
+		if role == conf.RoleWorker {
+			end = r.Status.Workers
+		}
+		left, ended = append(left, countNoun(n, string(role))), append(ended, countNoun(end, string(role)))
+	}
+	if len(left) == 0 {
+		return ""
+	}
+	return strings.Join(left, " and ") + " left the job as it scaled, which ended with " + strings.Join(ended, " and ")
+}
+
+// countNoun is "1 server", "2 servers".
+func countNoun(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 // Summary says what a job that ended did: how many tasks, the records
 // read per epoch, the last metrics and where it started again from.
 func (r Result) Summary() string {
 	st := r.Status
-	// Servers that left the job (scaled in) count apart.
+	// Servers and workers that left the job (scaled in) count apart.
 	tasks := slices.DeleteFunc(slices.Clone(r.Tasks), func(t TaskResult) bool { return t.Retired })
 	s := fmt.Sprintf("all %d tasks exited 0", len(tasks))
 	if r.State != tracker.Succeeded {
@@ -817,12 +868,8 @@ func (r Result) Summary() string {
 		// node finished, did not exit 0 in a job that succeeded.
 		s = fmt.Sprintf("all %d servers and workers exited 0, the %s ended after them with code %d", len(tasks)-1, tasks[i].Role, tasks[i].ExitCode)
 	}
-	if n := len(r.Tasks) - len(tasks); n > 0 {
-		what := "servers"
-		if n == 1 {
-			what = "server"
-		}
-		s += fmt.Sprintf("; %d %s left the job as it scaled, which ended with %d servers", n, what, st.Servers)
+	if left := r.leftSummary(); left != "" {
+		s += "; " + left
 	}
 	if len(st.EpochRecords) > 0 {
 		var parts []string

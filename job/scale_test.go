@@ -18,7 +18,10 @@ import (
 	"github.com/spindle-ps/spindle/tracker"
 )
 
-var server2 = Task{Role: conf.RoleServer, Rank: 2}
+var (
+	server2 = Task{Role: conf.RoleServer, Rank: 2}
+	worker2 = Task{Role: conf.RoleWorker, Rank: 2}
+)
 
 // scaleEnv is what a scale test's script and checks share.
 type scaleEnv struct {
@@ -66,8 +69,16 @@ func joinedEvent(f *fake, l Launch) {
 // scaleTo asks for servers servers, as ps-submit scale does.
 func scaleTo(f *fake, servers int) {
 	f.t.Helper()
-	if err := f.j.State().Scale(servers); err != nil {
+	if err := f.j.State().Scale(servers, 0); err != nil {
 		f.t.Errorf("scale to %d: %v", servers, err)
+	}
+}
+
+// scaleWorkersTo asks for workers workers, as ps-submit scale does.
+func scaleWorkersTo(f *fake, workers int) {
+	f.t.Helper()
+	if err := f.j.State().Scale(0, workers); err != nil {
+		f.t.Errorf("scale to %d workers: %v", workers, err)
 	}
 }
 
@@ -75,8 +86,17 @@ func scaleTo(f *fake, servers int) {
 // answer.
 func viewOf(f *fake, epoch, want int) {
 	f.t.Helper()
-	if got := f.j.State().View(epoch); got != want {
+	if got, _ := f.j.State().View(epoch); got != want {
 		f.t.Errorf("view of epoch %d: %d servers, want %d", epoch, got, want)
+	}
+}
+
+// viewBothOf asks for the servers and workers of epoch, as a worker
+// does, and checks the answer.
+func viewBothOf(f *fake, epoch, servers, workers int) {
+	f.t.Helper()
+	if gs, gw := f.j.State().View(epoch); gs != servers || gw != workers {
+		f.t.Errorf("view of epoch %d: %d servers and %d workers, want %d and %d", epoch, gs, gw, servers, workers)
 	}
 }
 
@@ -118,6 +138,32 @@ func checkJoining(t *testing.T, l Launch, joining bool, servers, attempt int) {
 	if got != want {
 		t.Errorf("%s launch %d: %s, want %s", l.Task, l.Seq, got, want)
 	}
+}
+
+// checkWorkerJoining checks the environment of launch l: whether it
+// joins, the workers and servers it is told of and its attempt.
+func checkWorkerJoining(t *testing.T, l Launch, joining bool, workers, servers, attempt int) {
+	t.Helper()
+	wantJoin := ""
+	if joining {
+		wantJoin = "1"
+	}
+	got := fmt.Sprintf("%s=%q %s=%s %s=%s %s=%s", conf.EnvJoining, envOf(l, conf.EnvJoining), conf.EnvNumWorker, envOf(l, conf.EnvNumWorker),
+		conf.EnvNumServer, envOf(l, conf.EnvNumServer), conf.EnvNumAttempt, envOf(l, conf.EnvNumAttempt))
+	want := fmt.Sprintf("%s=%q %s=%d %s=%d %s=%d", conf.EnvJoining, wantJoin, conf.EnvNumWorker, workers, conf.EnvNumServer, servers,
+		conf.EnvNumAttempt, attempt)
+	if got != want {
+		t.Errorf("%s launch %d: %s, want %s", l.Task, l.Seq, got, want)
+	}
+}
+
+// rolesOf is the status's roles, "role succeeded/want", in order.
+func rolesOf(st tracker.Status) string {
+	var roles []string
+	for _, r := range st.Roles {
+		roles = append(roles, fmt.Sprintf("%s %d/%d", r.Role, r.Succeeded, r.Want))
+	}
+	return strings.Join(roles, ", ")
 }
 
 // TestScaleOut: a scale-up starts the new ranks, told to join the
@@ -442,5 +488,251 @@ func TestRerunResumesTheScaledServers(t *testing.T) {
 	}
 	if n := modelParts(t, output); n != 2 {
 		t.Errorf("the model has %d parts, want 2", n)
+	}
+}
+
+// TestScaleWorkersOut: more workers start the new ranks, told to join
+// the target; the job switches once they joined, and each learns the
+// epoch it begins at. A worker of the job that fails after the switch
+// is replaced as a member, told the job's workers now; the job succeeds
+// once every one of them exited 0.
+func TestScaleWorkersOut(t *testing.T) {
+	t.Parallel()
+	_, f, res, err := runScaled(t, JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2}, func(e *scaleEnv) func(f *fake, l Launch) {
+		return func(f *fake, l Launch) {
+			switch {
+			case l.Task == worker0 && l.Seq == 0:
+				f.j.State().Plan()
+				viewBothOf(f, 0, 1, 1)
+				scaleWorkersTo(f, 3)
+			case l.Task == worker1:
+				joinedEvent(f, l)
+			case l.Task == worker2:
+				joinedEvent(f, l)
+				viewBothOf(f, 1, 1, 3)
+				for _, rank := range []int{1, 2} {
+					if e, ok := f.j.State().JoinEpoch(rank); !ok || e != 1 {
+						f.t.Errorf("worker %d joins at epoch %d (%v), want 1", rank, e, ok)
+					}
+				}
+				w0, _ := f.current(worker0)
+				f.exit(w0, 1)
+			case l.Task == worker0:
+				finish(f, e.output, server0, worker0, worker1, worker2, scheduler)
+			}
+		}
+	}, nil)
+	if res.State != tracker.Succeeded || err != nil {
+		t.Fatalf("job %v: %v", res.State, err)
+	}
+	checkWorkerJoining(t, f.launchesOf(server0)[0], false, 1, 1, 0)
+	w0 := f.launchesOf(worker0)
+	if len(w0) != 2 || res.Restarts != 0 {
+		t.Fatalf("worker 0 launched %d times, %d restarts of the job; want twice, none", len(w0), res.Restarts)
+	}
+	checkWorkerJoining(t, w0[0], false, 1, 1, 0)
+	checkWorkerJoining(t, w0[1], false, 3, 1, 1)
+	for _, task := range []Task{worker1, worker2} {
+		ls := f.launchesOf(task)
+		if len(ls) != 1 {
+			t.Fatalf("%s launched %d times, want once", task, len(ls))
+		}
+		checkWorkerJoining(t, ls[0], true, 3, 1, 0)
+		if got := envOf(ls[0], conf.EnvWorkerID); got != fmt.Sprint(task.Rank) {
+			t.Errorf("%s: %s=%q", task, conf.EnvWorkerID, got)
+		}
+	}
+	if got := rolesOf(res.Status); got != "scheduler 1/1, server 1/1, worker 3/3" {
+		t.Errorf("roles %s", got)
+	}
+	if res.Status.Workers != 3 || res.Status.WorkersTarget != 3 {
+		t.Errorf("status workers %d target %d, want 3 and 3", res.Status.Workers, res.Status.WorkersTarget)
+	}
+	var events []string
+	for _, ev := range res.Status.Events {
+		if ev.Kind == tracker.EventScale || ev.Kind == tracker.EventScaling {
+			events = append(events, ev.Kind+": "+ev.Detail)
+		}
+	}
+	if got := strings.Join(events, "; "); got != "scale: workers: 1 → 3 requested at epoch 0; scaling: workers 1 → 3 from epoch 1" {
+		t.Errorf("events %s", got)
+	}
+}
+
+// TestScaleWorkersInRetiredWorkerLeaves: a worker a switch to fewer
+// workers left out exits 0 before the epoch while the others train on;
+// that is its end alone, neither a failure nor a restart nor the job's
+// end, and the job succeeds once the workers it kept exited 0.
+func TestScaleWorkersInRetiredWorkerLeaves(t *testing.T) {
+	t.Parallel()
+	retired := false
+	_, f, res, err := runScaled(t, JobSpec{NumWorkers: 3, NumServers: 1, MaxAttempts: 1}, func(e *scaleEnv) func(f *fake, l Launch) {
+		return func(f *fake, l Launch) {
+			if l.Task != worker2 {
+				return
+			}
+			f.j.State().Plan()
+			viewBothOf(f, 0, 1, 3)
+			scaleWorkersTo(f, 2)
+			viewBothOf(f, 1, 1, 2)
+			if !f.j.State().WorkerRetiring(2) {
+				f.t.Error("worker 2 does not retire")
+			}
+			f.exit(l, 0)
+		}
+	}, func(f *fake, e *scaleEnv) {
+		if retired || taskStateOf(f, worker2) != "retired" {
+			return
+		}
+		retired = true
+		// The job goes on: nothing stopped, no other task ended.
+		if f.stopAlls != 0 || len(f.running) != 4 {
+			f.t.Errorf("after worker 2 retired: %d StopAll, %d launches running; want none stopped and 4 running", f.stopAlls, len(f.running))
+		}
+		if got := rolesOf(f.j.State().Status()); got != "scheduler 0/1, server 0/1, worker 0/2" {
+			f.t.Errorf("roles once worker 2 retired: %s", got)
+		}
+		finish(f, e.output, worker0, worker1, server0, scheduler)
+	})
+	if res.State != tracker.Succeeded || err != nil {
+		t.Fatalf("job %v: %v", res.State, err)
+	}
+	if !retired {
+		t.Fatal("worker 2 never showed as retired")
+	}
+	if n := len(f.launchesOf(worker2)); n != 1 || res.Restarts != 0 {
+		t.Errorf("worker 2 launched %d times, %d restarts of the job; want once, none", n, res.Restarts)
+	}
+	if want := "all 4 tasks exited 0; 1 worker left the job as it scaled, which ended with 2 workers"; !strings.Contains(res.Summary(), want) {
+		t.Errorf("summary %q, want it to say %q", res.Summary(), want)
+	}
+	for _, ev := range res.Status.Events {
+		if ev.Kind == tracker.EventExited {
+			t.Errorf("event %+v: the retired worker's end is not an exit to report", ev)
+		}
+	}
+}
+
+// TestScaleWorkerJoinerFailsThenWorkersFinish: a worker started to join
+// that fails before it joined is started again alone, joining still;
+// once every worker of the job's count exited 0 it is stopped, having
+// no epoch left to join, and the job succeeds without it.
+func TestScaleWorkerJoinerFailsThenWorkersFinish(t *testing.T) {
+	t.Parallel()
+	_, f, res, err := runScaled(t, JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 2}, func(e *scaleEnv) func(f *fake, l Launch) {
+		return func(f *fake, l Launch) {
+			switch {
+			case l.Task == worker1:
+				f.j.State().Plan()
+				viewBothOf(f, 0, 1, 2)
+				scaleWorkersTo(f, 3)
+			case l.Task == worker2 && l.Attempt == 0:
+				f.exit(l, 1)
+			case l.Task == worker2:
+				finish(f, e.output, worker0, worker1)
+			}
+		}
+	}, func(f *fake, e *scaleEnv) {
+		if len(f.stopped) == 1 && taskStateOf(f, worker2) == "stopped" && taskStateOf(f, server0) == "running" {
+			finish(f, e.output, server0, scheduler)
+		}
+	})
+	if res.State != tracker.Succeeded || err != nil {
+		t.Fatalf("job %v: %v", res.State, err)
+	}
+	ls := f.launchesOf(worker2)
+	if len(ls) != 2 {
+		t.Fatalf("worker 2 launched %d times, want twice", len(ls))
+	}
+	checkWorkerJoining(t, ls[1], true, 3, 1, 1)
+	if len(f.stopped) != 1 || f.stopped[0].Task != worker2 {
+		t.Errorf("stopped %v, want worker 2", f.stopped)
+	}
+	if want := "all 4 tasks exited 0; 1 worker left the job as it scaled, which ended with 2 workers"; !strings.Contains(res.Summary(), want) {
+		t.Errorf("summary %q, want it to say %q", res.Summary(), want)
+	}
+}
+
+// TestScaleWorkersJoinerNotNeeded: lowering the target before the
+// switch stops the worker started to join; the job trains on with the
+// workers it has.
+func TestScaleWorkersJoinerNotNeeded(t *testing.T) {
+	t.Parallel()
+	done := false
+	_, f, res, err := runScaled(t, JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 1}, func(e *scaleEnv) func(f *fake, l Launch) {
+		return func(f *fake, l Launch) {
+			switch l.Task {
+			case worker0:
+				f.j.State().Plan()
+				viewBothOf(f, 0, 1, 1)
+				scaleWorkersTo(f, 2)
+			case worker1:
+				scaleWorkersTo(f, 1) // changed one's mind before the switch
+			}
+		}
+	}, func(f *fake, e *scaleEnv) {
+		if done || len(f.stopped) == 0 {
+			return
+		}
+		done = true
+		viewBothOf(f, 1, 1, 1)
+		finish(f, e.output, server0, worker0, scheduler)
+	})
+	if res.State != tracker.Succeeded || err != nil {
+		t.Fatalf("job %v: %v", res.State, err)
+	}
+	if len(f.stopped) != 1 || f.stopped[0].Task != worker1 {
+		t.Errorf("stopped %v, want worker 1", f.stopped)
+	}
+	if got := taskStateOf(f, worker1); got != "stopped" {
+		t.Errorf("worker 1 is %q, want stopped", got)
+	}
+}
+
+// TestScaleWorkersThenRestartFromCheckpoint: when the whole job starts
+// again after a scale-up of its workers, every worker it had starts as
+// a member, told the job's workers, and the run's first launch says how
+// many it starts with.
+func TestScaleWorkersThenRestartFromCheckpoint(t *testing.T) {
+	t.Parallel()
+	_, f, res, err := runScaled(t, JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2, CheckpointDir: "ckpt"}, func(e *scaleEnv) func(f *fake, l Launch) {
+		return func(f *fake, l Launch) {
+			switch {
+			case l.Task == worker0 && l.Seq == 0:
+				f.j.State().Plan()
+				viewBothOf(f, 0, 1, 1)
+				scaleWorkersTo(f, 2)
+			case l.Task == worker1 && l.Seq == 0:
+				joinedEvent(f, l)
+				viewBothOf(f, 1, 1, 2)
+				commitServersCheckpoint(f, e.ckpt, 1, 1)
+				srv, _ := f.current(server0)
+				f.exit(srv, 1)
+			case l.Task == worker1:
+				viewBothOf(f, 1, 1, 2)
+				if _, ok := f.j.State().JoinEpoch(1); ok {
+					f.t.Error("worker 1, a member of the new run, joins at an epoch")
+				}
+				finish(f, e.output, server0, worker0, worker1, scheduler)
+			}
+		}
+	}, nil)
+	if res.State != tracker.Succeeded || err != nil {
+		t.Fatalf("job %v: %v", res.State, err)
+	}
+	if res.Restarts != 1 {
+		t.Errorf("%d restarts of the job, want 1", res.Restarts)
+	}
+	ls := f.launchesOf(worker1)
+	if len(ls) != 2 {
+		t.Fatalf("worker 1 launched %d times, want twice", len(ls))
+	}
+	checkWorkerJoining(t, ls[0], true, 2, 1, 0)
+	checkWorkerJoining(t, ls[1], false, 2, 1, 0)
+	checkWorkerJoining(t, f.launchesOf(worker0)[1], false, 2, 1, 0)
+	checkWorkerJoining(t, f.launchesOf(server0)[1], false, 2, 1, 1)
+	// The run's gang, as a cluster may ask for it at once.
+	if s := f.launchesOf(scheduler); len(s) != 2 || s[1].Servers != 1 || s[1].Workers != 2 {
+		t.Errorf("the second run's scheduler launch %+v, want the run's 1 server and 2 workers", s)
 	}
 }

@@ -263,9 +263,9 @@ type TaskResult struct {
 	Attempts int
 	// ExitCode of the last attempt; -1 when killed by a signal.
 	ExitCode int
-	// Retired marks a server the job no longer had when it ended: one a
-	// switch to fewer servers left out, or one started to join that was
-	// not needed after all. Its exit is not the job's.
+	// Retired marks a server or worker the job no longer had when it
+	// ended: one a switch to fewer left out, or one started to join that
+	// was not needed after all. Its exit is not the job's.
 	Retired bool
 }
 

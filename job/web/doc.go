@@ -16,8 +16,9 @@
 // which the browser tests read.
 //
 // With Options.Scale (a local job, whose page only its owner opens)
-// "POST /scale" asks the job for another number of servers: ps-submit
-// scale posts servers=N with the page's token.
+// "POST /scale" asks the job for other numbers of servers and workers:
+// ps-submit scale posts servers=N, workers=N or both with the page's
+// token.
 //
 // The numbers come from the job's tracker.State: epochs' metrics as the
 // workers report them, the records of every worker's shards (sampled by

@@ -62,17 +62,22 @@ type Status struct {
 	Events []Event `json:"events"`
 	// Servers is the job's number of servers as of its newest epoch;
 	// ServersTarget the number asked for (ps-submit scale), Servers
-	// when no change is pending.
+	// when no change is pending. Workers and WorkersTarget are the same
+	// of its workers.
 	Servers       int `json:"servers"`
 	ServersTarget int `json:"servers_target"`
+	Workers       int `json:"workers"`
+	WorkersTarget int `json:"workers_target"`
 }
 
 // ScaleReply is the answer to a POST /scale the job took: its servers
-// now, and the number asked for, which takes effect at an epoch
-// boundary.
+// and workers now, and the numbers asked for (Target, the servers',
+// and WorkersTarget), which take effect at an epoch boundary.
 type ScaleReply struct {
-	Servers int `json:"servers"`
-	Target  int `json:"target"`
+	Servers       int `json:"servers"`
+	Target        int `json:"target"`
+	Workers       int `json:"workers"`
+	WorkersTarget int `json:"workers_target"`
 }
 
 // Event is one of Status.Events. TookSeconds is how long the task or
@@ -172,8 +177,9 @@ type Options struct {
 // Handler serves a job's status page: "/" (HTML and the script that
 // draws it, with the charting library, all embedded), "/status.json"
 // (Status), "/logs/{role}/{rank}/{stdout|stderr}" (a task's output),
-// "/assets/" and, with Options.Scale, "POST /scale" (servers=N in the
-// form: 200 with a ScaleReply, or 400 with what the job refused). It keeps a history of the workers' speed, sampled by
+// "/assets/" and, with Options.Scale, "POST /scale" (servers=N,
+// workers=N or both in the form: 200 with a ScaleReply, or 400 with what
+// the job refused). It keeps a history of the workers' speed, sampled by
 // Sample; a Server samples it every second.
 type Handler struct {
 	opts    Options
@@ -222,7 +228,8 @@ func NewHandler(opts Options) *Handler {
 // maxScaleForm bounds the body of a POST /scale.
 const maxScaleForm = 4 << 10
 
-// serveScale asks the job for the servers of the form's "servers".
+// serveScale asks the job for the servers and workers of the form's
+// "servers" and "workers", either of which may be absent.
 func (h *Handler) serveScale(w http.ResponseWriter, r *http.Request) {
 	setHeaders(w, "")
 	r.Body = http.MaxBytesReader(w, r.Body, maxScaleForm)
@@ -230,19 +237,37 @@ func (h *Handler) serveScale(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "scale: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	v := r.PostForm.Get("servers")
-	servers, err := strconv.Atoi(v)
+	servers, err := formCount(r, "servers")
 	if err != nil {
-		http.Error(w, fmt.Sprintf("scale: servers %q: want a number", v), http.StatusBadRequest)
+		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	from := h.opts.State.Servers()
-	if err := h.opts.State.Scale(servers); err != nil {
+	workers, err := formCount(r, "workers")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	st := h.opts.State
+	if err := st.Scale(servers, workers); err != nil {
 		http.Error(w, strings.TrimPrefix(err.Error(), "tracker: "), http.StatusBadRequest)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(ScaleReply{Servers: from, Target: servers})
+	_ = json.NewEncoder(w).Encode(ScaleReply{Servers: st.Servers(), Target: st.ScaleTarget(), Workers: st.Workers(), WorkersTarget: st.WorkersTarget()})
+}
+
+// formCount is the number in the form's field name, 0 when it is
+// absent or empty.
+func formCount(r *http.Request, name string) (int, error) {
+	v := r.PostForm.Get(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("scale: %s %q: want a number", name, v)
+	}
+	return n, nil
 }
 
 // setHeaders forbids caching (the page is live) and anything the page
@@ -340,7 +365,7 @@ func (h *Handler) Status() Status {
 		Metrics: st.Metrics, MetricsEpoch: st.MetricsEpoch, Roles: []RoleStatus{}, Diagnostics: st.Diagnostics,
 		Started: st.Started, Now: h.opts.Now(), Failovers: st.Failovers, Epochs: []EpochPoint{}, Tasks: []Task{},
 		BadNodes: st.BadNodes, LocatedShards: st.LocatedGiven, NodeLocalShards: st.LocalGiven, Events: []Event{},
-		Servers: st.Servers, ServersTarget: st.ServersTarget}
+		Servers: st.Servers, ServersTarget: st.ServersTarget, Workers: st.Workers, WorkersTarget: st.WorkersTarget}
 	for _, e := range st.Events {
 		s.Events = append(s.Events, Event{At: e.At, Kind: e.Kind, Task: e.Task, Detail: e.Detail, TookSeconds: e.Took.Seconds()})
 	}

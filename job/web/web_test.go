@@ -169,14 +169,15 @@ func TestHistoryIsBoundedAndKeepsItsSpan(t *testing.T) {
 	}
 }
 
-// TestScaleRequest: POST /scale asks the job for another number of
-// servers when the page serves it: refused with the job's reason before
-// training and for a bad number, taken once a worker asked for a view;
-// a page without Options.Scale has no such route.
+// TestScaleRequest: POST /scale asks the job for other numbers of
+// servers and workers when the page serves it: refused with the job's
+// reason before training and for a bad number, taken once a worker
+// asked for a view; a page without Options.Scale has no such route.
 func TestScaleRequest(t *testing.T) {
 	t.Parallel()
 	st := tracker.NewState(nil, time.Now())
 	st.SetServers(2)
+	st.SetWorkers(2)
 	post := func(h http.Handler, form string) (int, string) {
 		t.Helper()
 		srv := httptest.NewServer(h)
@@ -197,17 +198,25 @@ func TestScaleRequest(t *testing.T) {
 		t.Errorf("scale before training: %d %q", code, body)
 	}
 	st.View(0)
-	for _, form := range []string{"servers=three", "", "servers=0"} {
+	for _, form := range []string{"servers=three", "", "servers=0", "workers=two", "servers=3&workers=300"} {
 		if code, body := post(h, form); code != http.StatusBadRequest || !strings.HasPrefix(body, "scale") {
 			t.Errorf("form %q: %d %q, want 400 saying why", form, code, body)
 		}
 	}
 	code, body := post(h, "servers=3")
 	var rep ScaleReply
-	if code != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil || rep != (ScaleReply{Servers: 2, Target: 3}) {
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil || rep != (ScaleReply{Servers: 2, Target: 3, Workers: 2, WorkersTarget: 2}) {
 		t.Fatalf("scale to 3: %d %q", code, body)
 	}
-	if s := h.Status(); s.Servers != 2 || s.ServersTarget != 3 {
-		t.Errorf("status servers %d target %d, want 2 and 3", s.Servers, s.ServersTarget)
+	code, body = post(h, "workers=4")
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil || rep != (ScaleReply{Servers: 2, Target: 3, Workers: 2, WorkersTarget: 4}) {
+		t.Fatalf("scale to 4 workers: %d %q", code, body)
+	}
+	code, body = post(h, "servers=2&workers=3")
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil || rep != (ScaleReply{Servers: 2, Target: 2, Workers: 2, WorkersTarget: 3}) {
+		t.Fatalf("scale to 2 servers and 3 workers: %d %q", code, body)
+	}
+	if s := h.Status(); s.Servers != 2 || s.ServersTarget != 2 || s.Workers != 2 || s.WorkersTarget != 3 {
+		t.Errorf("status servers %d target %d, workers %d target %d; want 2, 2, 2, 3", s.Servers, s.ServersTarget, s.Workers, s.WorkersTarget)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
 )
@@ -23,9 +24,9 @@ import (
 // which RegisterTimeout derives from the allocation timeout. A scheduler
 // started again alone, the others running on, is a launch like any
 // other: the gang is asked for once per run, until StopAll. So is a
-// server started to join the running job when it scales out: it asks
-// for one more server container; Stop gives it up if the job no longer
-// needs it.
+// server or worker started to join the running job when it scales out:
+// it asks for one more container of its role; Stop gives it up if the
+// job no longer needs it.
 
 // registerMargin is what RegisterTimeout adds to the allocation timeout:
 // the time a container takes to be localized and to start.
@@ -47,11 +48,17 @@ func registerTimeoutEnv(allocation time.Duration) string {
 	return fmt.Sprintf("%s=%g", conf.EnvRegisterTimeout, RegisterTimeout(allocation).Seconds())
 }
 
-// reserveGangLocked asks, with the run's first scheduler launch, for the
-// containers of the rest of the job. c.mu must be held.
-func (c *Cluster) reserveGangLocked() {
-	c.reserve[prioServer] = int32(c.spec.NumServers)
-	c.reserve[prioWorker] = int32(c.spec.NumWorkers)
+// reserveGangLocked asks, with the run's first scheduler launch l, for
+// the containers of the rest of the job: of the servers and workers the
+// run starts with (l.Servers, l.Workers: the job's, which scaling
+// changes), else of the spec's. c.mu must be held.
+func (c *Cluster) reserveGangLocked(l job.Launch) {
+	servers, workers := l.Servers, l.Workers
+	if workers == 0 {
+		servers, workers = c.spec.NumServers, c.spec.NumWorkers
+	}
+	c.reserve[prioServer] = int32(servers)
+	c.reserve[prioWorker] = int32(workers)
 	c.gang = true
 }
 

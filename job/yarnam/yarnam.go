@@ -345,7 +345,7 @@ func (c *Cluster) Start(_ context.Context, l job.Launch) error {
 	if prio == prioScheduler && !c.gang {
 		// A run's first scheduler; one started again alone while the
 		// others run asks for no gang.
-		c.reserveGangLocked()
+		c.reserveGangLocked(l)
 	}
 	c.pending = append(c.pending, &launch{l: l, prio: prio, waiting: time.Now()})
 	return nil

@@ -216,6 +216,68 @@ func TestScaleOutAsks(t *testing.T) {
 	}
 }
 
+// TestScaleOutWorkerAsks: a worker started to join a running job
+// (beyond the spec's workers, after the gang) asks for one more worker
+// container of the workers' size, which goes to it.
+func TestScaleOutWorkerAsks(t *testing.T) {
+	t.Parallel()
+	c := testCluster(job.JobSpec{NumWorkers: 1, NumServers: 1, WorkerMemoryMB: 768})
+	start := func(id int64, role conf.Role, rank int) {
+		if err := c.Start(t.Context(), job.Launch{ID: id, Task: job.Task{Role: role, Rank: rank}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start(1, conf.RoleScheduler, 0)
+	start(2, conf.RoleServer, 0)
+	start(3, conf.RoleWorker, 0)
+	c.asksLocked()
+	for i, p := range []int32{prioScheduler, prioServer, prioWorker} {
+		if ln := c.matchLocked(yarn.Container{Priority: p, ID: yarn.ContainerID{ID: int64(i + 1)}}); ln == nil {
+			t.Fatalf("the gang's container of priority %d matched no launch", p)
+		}
+		c.outst[p] = 0
+	}
+	start(4, conf.RoleWorker, 1)
+	got := c.asksLocked()
+	if len(got) == 0 || got[0].Priority != prioWorker || got[0].Count != 1 || got[0].Resource != c.resource(prioWorker) {
+		t.Fatalf("asks of a worker joining %+v, want one worker container", got)
+	}
+	if got[0].Resource.MemoryMB != 768 {
+		t.Errorf("the joining worker's container has %d MB, want the workers' 768", got[0].Resource.MemoryMB)
+	}
+	if ln := c.matchLocked(yarn.Container{Priority: prioWorker, ID: yarn.ContainerID{ID: 9}}); ln == nil || ln.l.ID != 4 {
+		t.Fatalf("the worker container went to %+v, want worker 1's launch", ln)
+	}
+}
+
+// TestGangOfAScaledJob: a run of a job whose servers and workers
+// scaled (a whole restart) asks at once for the servers and workers it
+// starts with, not the spec's.
+func TestGangOfAScaledJob(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		servers, workers int
+		want             map[int32]int32
+	}{
+		{0, 0, map[int32]int32{prioScheduler: 1, prioServer: 2, prioWorker: 3}},
+		{1, 5, map[int32]int32{prioScheduler: 1, prioServer: 1, prioWorker: 5}},
+		{3, 1, map[int32]int32{prioScheduler: 1, prioServer: 3, prioWorker: 1}},
+	} {
+		c := testCluster(job.JobSpec{NumWorkers: 3, NumServers: 2})
+		l := job.Launch{ID: 1, Task: job.Task{Role: conf.RoleScheduler}, Servers: tt.servers, Workers: tt.workers}
+		if err := c.Start(t.Context(), l); err != nil {
+			t.Fatal(err)
+		}
+		got := map[int32]int32{}
+		for _, a := range c.asksLocked() {
+			got[a.Priority] = a.Count
+		}
+		if !maps.Equal(got, tt.want) {
+			t.Errorf("run of %d servers and %d workers: asks %v, want %v", tt.servers, tt.workers, got, tt.want)
+		}
+	}
+}
+
 // TestBlacklistNode: a node is named to YARN by host, or by host:port when
 // another NodeManager shares its host; containers that still come on it
 // are turned down; the last node is never blacklisted.
