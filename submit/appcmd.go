@@ -81,7 +81,7 @@ func parseAppCommand(cmd string, args []string) (id yarn.ApplicationID, login ya
 const appCommandUsage = `Usage: %[1]s status JOB [--jobs-dir DIR] [--principal USER@REALM --keytab FILE]
        %[1]s logs JOB [--task ROLE:RANK] [--follow] [--jobs-dir DIR] [--principal USER@REALM --keytab FILE]
        %[1]s kill APPLICATION_ID [--principal USER@REALM --keytab FILE]
-       %[1]s scale JOB --servers N [--jobs-dir DIR] [--principal USER@REALM --keytab FILE]
+       %[1]s scale JOB [--servers N] [--workers N] [--jobs-dir DIR] [--principal USER@REALM --keytab FILE]
 
 JOB is a YARN application id (application_<cluster timestamp>_<number>)
 or a local job's id (local-<date>-<time>-<hex>, printed when it starts)
@@ -106,18 +106,19 @@ logs/ (--jobs-dir, default $HOME/.spindle/jobs/<id>/logs).
 kill kills a YARN application and waits (up to %[2]v) until YARN
 reports it ended, then removes its staging directory.
 
-scale asks a running synchronous job to change its number of servers to
-N (1 to 64) at its next epoch boundary: the launcher starts the new
-servers, the workers move the keys once every new one is ready, and the
-servers no longer needed hand their keys off and end. The job's program
-must support it (its tables synchronous, with the consistent
-partitioner); a job whose workers have not started training yet, or
-never ask, refuses. A local job is asked through its status page (with
-the page's token, from the job's directory or the address), a YARN job
-through its tracker in the ApplicationMaster, with the job's keys from
-its staging directory, which only its user may read. --workers N is
-accepted only as the job's current number of workers: scaling workers
-is not supported yet.
+scale asks a running synchronous job to change its number of servers
+(--servers, 1 to 64), of workers (--workers, 1 to 256) or both, at an
+epoch boundary: the launcher starts the new servers and workers at once,
+and the job switches to them at the first epoch boundary after every new
+one is ready (the servers and the workers each on their own); the
+workers move the keys to the new servers, and the servers and workers
+no longer needed hand their keys off or finish their epoch, and end.
+The job's program must support it (its tables synchronous, with the
+consistent partitioner); a job whose workers have not started training
+yet, or never ask, refuses. A local job is asked through its status page
+(with the page's token, from the job's directory or the address), a
+YARN job through its tracker in the ApplicationMaster, with the job's
+keys from its staging directory, which only its user may read.
 
 The Hadoop configuration is found as with --cluster yarn
 ($HADOOP_CONF_DIR, ...). On a Kerberos-secured cluster they log in from

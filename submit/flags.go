@@ -232,7 +232,7 @@ func writeHelp(w io.Writer) error {
        %[1]s status JOB
        %[1]s logs JOB [--task ROLE:RANK] [--follow]
        %[1]s kill APPLICATION_ID
-       %[1]s scale JOB --servers N
+       %[1]s scale JOB [--servers N] [--workers N]
 
 %[1]s runs command as a parameter-server job: a scheduler, --num-servers
 servers and --num-workers workers, on this machine (--cluster local) or on
@@ -249,9 +249,9 @@ examples/s, tasks and attempts) and, on YARN, the application's report;
 --follow to keep printing); JOB is a YARN application id or the id of a
 local job, printed when it starts with the address of its status page.
 '%[1]s kill ID' kills a YARN application and waits until YARN reports it
-ended. '%[1]s scale JOB --servers N' asks a running synchronous job to
-change its number of servers at its next epoch boundary. '%[1]s status
---help' says more. They find the Hadoop
+ended. '%[1]s scale JOB --servers N --workers N' asks a running
+synchronous job to change its number of servers or workers (or both) at
+an epoch boundary. '%[1]s status --help' says more. They find the Hadoop
 configuration as --cluster yarn does ($HADOOP_CONF_DIR, ...).
 
 Exit status: 0 if the job succeeded, 1 if it failed, 2 on a usage error.

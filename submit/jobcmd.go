@@ -157,6 +157,9 @@ func parseJobCommand(cmd string, args []string) (jobCommand, error) {
 			if err != nil {
 				return c, fmt.Errorf("%s: --%s %q: want a number of %s", cmd, name, v, name)
 			}
+			if n < 1 {
+				return c, fmt.Errorf("%s: --%s %d: want at least 1", cmd, name, n)
+			}
 			if name == "servers" {
 				c.servers = n
 			} else {
@@ -179,8 +182,8 @@ func parseJobCommand(cmd string, args []string) (jobCommand, error) {
 	if (c.login.Principal == "") != (c.login.Keytab == "") {
 		return c, fmt.Errorf("%s: --principal and --keytab go together", cmd)
 	}
-	if cmd == cmdScale && c.servers < 0 {
-		return c, fmt.Errorf("%s: missing --servers N, the number of servers the job is to run with", cmd)
+	if cmd == cmdScale && c.servers < 0 && c.workers < 0 {
+		return c, fmt.Errorf("%s: missing --servers N or --workers N, the number of servers or workers the job is to run with", cmd)
 	}
 	switch len(pos) {
 	case 0:
@@ -191,6 +194,15 @@ func parseJobCommand(cmd string, args []string) (jobCommand, error) {
 		return c, fmt.Errorf("%s: want one job, got %d: %s", cmd, len(pos), strings.Join(pos, " "))
 	}
 	return c, nil
+}
+
+// scaleCount is a job's number of servers or workers and, when another
+// was asked for (ps-submit scale), that one.
+func scaleCount(n, target int) string {
+	if target != n {
+		return fmt.Sprintf("%d (%d asked for, from an epoch boundary on)", n, target)
+	}
+	return strconv.Itoa(n)
 }
 
 // isYARNJob reports whether a job argument is a YARN application id.
@@ -377,11 +389,10 @@ func writeJobStatus(w io.Writer, st *web.Status) {
 	}
 	item("examples/s", strings.Join(speeds, ", "))
 	if st.Servers > 0 {
-		servers := strconv.Itoa(st.Servers)
-		if st.ServersTarget != st.Servers {
-			servers += fmt.Sprintf(" (%d asked for, from an epoch boundary on)", st.ServersTarget)
-		}
-		item("servers", servers)
+		item("servers", scaleCount(st.Servers, st.ServersTarget))
+	}
+	if st.Workers > 0 {
+		item("workers", scaleCount(st.Workers, st.WorkersTarget))
 	}
 	item("failovers", fmt.Sprintf("%d (times the whole job started again)", st.Failovers))
 	if st.Diagnostics != "" {

@@ -321,8 +321,10 @@ func writeSummary(w io.Writer, name string, res job.Result) error {
 	if len(groups) > 0 {
 		fmt.Fprintf(bw, "  exit codes  %s\n", strings.Join(groups, " · "))
 	}
-	if line := scaledLine(res); line != "" {
-		fmt.Fprintf(bw, "  servers     %s\n", line)
+	for _, role := range []conf.Role{conf.RoleServer, conf.RoleWorker} {
+		if line := scaledLine(res, role); line != "" {
+			fmt.Fprintf(bw, "  %-11s %s\n", plural(role), line)
+		}
 	}
 	if res.Output != "" {
 		fmt.Fprintf(bw, "  model       %s\n", res.Output)
@@ -336,20 +338,28 @@ func writeSummary(w io.Writer, name string, res job.Result) error {
 	return bw.Flush()
 }
 
-// scaledLine says, for a job whose servers changed, how many it ended
-// with and which servers left it; "" for a job that did not scale.
-func scaledLine(res job.Result) string {
+// scaledLine says, for a job whose servers or workers (role) changed,
+// how many it ended with and which of them left it; "" for a job whose
+// tasks of role did not change.
+func scaledLine(res job.Result, role conf.Role) string {
 	var left []string
 	for _, t := range res.Tasks {
-		if t.Retired {
+		if t.Retired && t.Role == role {
 			left = append(left, fmt.Sprintf("%s %d", t.Role, t.Rank))
 		}
 	}
-	scaled := slices.ContainsFunc(res.Status.Events, func(e tracker.Event) bool { return e.Kind == tracker.EventScaling })
+	// The tracker's switches say "servers 2 → 3 from epoch 4".
+	scaled := slices.ContainsFunc(res.Status.Events, func(e tracker.Event) bool {
+		return e.Kind == tracker.EventScaling && strings.HasPrefix(e.Detail, plural(role)+" ")
+	})
 	if !scaled && len(left) == 0 {
 		return ""
 	}
-	line := fmt.Sprintf("%d at the end, as the job scaled", res.Status.Servers)
+	end := res.Status.Servers
+	if role == conf.RoleWorker {
+		end = res.Status.Workers
+	}
+	line := fmt.Sprintf("%d at the end, as the job scaled", end)
 	if len(left) > 0 {
 		line += "; " + strings.Join(left, ", ") + " left it (exit codes above)"
 	}

@@ -26,11 +26,8 @@ import (
 // scaleTimeout bounds asking a local job's status page to scale.
 const scaleTimeout = 10 * time.Second
 
-// errWorkers is the refusal of --workers other than the job's number.
-var errWorkers = errors.New("scaling workers is not supported yet")
-
-// runScaleCommand runs "ps-submit scale JOB --servers N" and returns the
-// exit status.
+// runScaleCommand runs "ps-submit scale JOB [--servers N] [--workers N]"
+// and returns the exit status.
 func runScaleCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
 	c, err := parseJobCommand(args[0], args[1:])
 	if c.help {
@@ -54,77 +51,71 @@ func runScaleCommand(ctx context.Context, args []string, stdout, stderr io.Write
 		writeLines(stderr, progName+": ", err.Error())
 		return 1
 	}
-	if rep.Target == rep.Servers {
-		fmt.Fprintf(stdout, "scale requested: servers %d, as many as the job has: no change pending\n", rep.Servers)
-		return 0
-	}
-	fmt.Fprintf(stdout, "scale requested: servers %d → %d; it takes effect at the next epoch boundary\n", rep.Servers, rep.Target)
+	fmt.Fprintln(stdout, scaleMessage(c, rep))
 	return 0
 }
 
-// scaleJob asks c's job for c.servers servers: a YARN application
+// scaleMessage says what c asked the job for, from the counts it had
+// (rep), and when that takes effect.
+func scaleMessage(c jobCommand, rep web.ScaleReply) string {
+	var parts, same []string
+	add := func(role string, asked, now int) {
+		switch {
+		case asked < 0: // not asked for
+		case asked == now:
+			parts = append(parts, fmt.Sprintf("%s %d (as many as the job has)", role, now))
+			same = append(same, fmt.Sprintf("%s %d", role, now))
+		default:
+			parts = append(parts, fmt.Sprintf("%s %d → %d", role, now, asked))
+		}
+	}
+	add("servers", c.servers, rep.Servers)
+	add("workers", c.workers, rep.Workers)
+	if len(same) == len(parts) {
+		return fmt.Sprintf("scale requested: %s, as many as the job has: no change pending", strings.Join(same, " and "))
+	}
+	return fmt.Sprintf("scale requested: %s; it takes effect at the next epoch boundary", strings.Join(parts, ", "))
+}
+
+// scaleJob asks c's job for c.servers servers and c.workers workers
+// (each when given) and returns the counts it had: a YARN application
 // through its tracker, a local job through its status page (found by its
 // id or directory, or given by its address).
 func scaleJob(ctx context.Context, c jobCommand, lookup func(string) (string, bool)) (web.ScaleReply, error) {
+	servers, workers := max(c.servers, 0), max(c.workers, 0) // 0: as it is
 	if isYARNJob(c.job) {
 		id, err := yarn.ParseApplicationID(c.job)
 		if err != nil {
 			return web.ScaleReply{}, fmt.Errorf("%s: %q is not an application id (want application_<cluster timestamp>_<number>)", c.cmd, c.job)
 		}
-		st, err := yarnclient.Scale(ctx, id, conf.Lookup(lookup), c.login, c.servers, func(st tracker.Status) error {
-			return checkWorkers(c, roleWant(st.Roles, conf.RoleWorker))
-		})
+		st, err := yarnclient.Scale(ctx, id, conf.Lookup(lookup), c.login, servers, workers)
 		var re *tracker.RemoteError
 		switch {
-		case errors.Is(err, errWorkers):
-			return web.ScaleReply{}, err
 		case errors.As(err, &re):
 			return web.ScaleReply{}, fmt.Errorf("%s: the job refused: %s", c.cmd, re.Message)
 		case err != nil:
 			return web.ScaleReply{}, fmt.Errorf("%s: %w", c.cmd, appError(id, err))
 		}
-		return web.ScaleReply{Servers: st.Servers, Target: c.servers}, nil
+		return web.ScaleReply{Servers: st.Servers, Target: orCount(servers, st.ServersTarget),
+			Workers: st.Workers, WorkersTarget: orCount(workers, st.WorkersTarget)}, nil
 	}
 	page, token, err := localPage(c)
 	if err != nil {
 		return web.ScaleReply{}, err
 	}
-	if c.workers >= 0 {
-		st, err := pageStatus(ctx, page, token)
-		if err != nil {
-			return web.ScaleReply{}, fmt.Errorf("%s: %w", c.cmd, err)
-		}
-		var roles []tracker.RoleStatus
-		for _, r := range st.Roles {
-			roles = append(roles, tracker.RoleStatus(r))
-		}
-		if err := checkWorkers(c, roleWant(roles, conf.RoleWorker)); err != nil {
-			return web.ScaleReply{}, err
-		}
-	}
-	rep, err := postScale(ctx, page, token, c.servers)
+	rep, err := postScale(ctx, page, token, servers, workers)
 	if err != nil {
 		return rep, fmt.Errorf("%s: %w", c.cmd, err)
 	}
 	return rep, nil
 }
 
-// checkWorkers refuses --workers other than the job's number of workers.
-func checkWorkers(c jobCommand, workers int) error {
-	if c.workers >= 0 && c.workers != workers {
-		return fmt.Errorf("%s: --workers %d: %w (the job has %d workers)", c.cmd, c.workers, errWorkers, workers)
+// orCount is n, or, for 0 (not asked for), standing.
+func orCount(n, standing int) int {
+	if n == 0 {
+		return standing
 	}
-	return nil
-}
-
-// roleWant is the number of tasks of role.
-func roleWant(roles []tracker.RoleStatus, role conf.Role) int {
-	for _, r := range roles {
-		if r.Role == role {
-			return r.Want
-		}
-	}
-	return 0
+	return n
 }
 
 // localPage returns the status page of c's local job and its token: the
@@ -162,30 +153,18 @@ func localPage(c jobCommand) (page, token string, err error) {
 	return info.URL, info.Token, nil
 }
 
-// pageStatus reads a local job's status.json from its page.
-func pageStatus(ctx context.Context, page, token string) (*web.Status, error) {
+// postScale asks a local job's page for servers servers and workers
+// workers, 0 for either leaving it as it is.
+func postScale(ctx context.Context, page, token string, servers, workers int) (web.ScaleReply, error) {
 	sctx, cancel := context.WithTimeout(ctx, scaleTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(sctx, http.MethodGet, page+"status.json", nil)
-	if err != nil {
-		return nil, err
+	form := url.Values{}
+	if servers > 0 {
+		form.Set("servers", strconv.Itoa(servers))
 	}
-	body, err := doPage(req, token)
-	if err != nil {
-		return nil, err
+	if workers > 0 {
+		form.Set("workers", strconv.Itoa(workers))
 	}
-	var st web.Status
-	if err := json.Unmarshal(body, &st); err != nil {
-		return nil, fmt.Errorf("the status of the job at %s: %w", page, err)
-	}
-	return &st, nil
-}
-
-// postScale asks a local job's page for servers servers.
-func postScale(ctx context.Context, page, token string, servers int) (web.ScaleReply, error) {
-	sctx, cancel := context.WithTimeout(ctx, scaleTimeout)
-	defer cancel()
-	form := url.Values{"servers": {strconv.Itoa(servers)}}
 	req, err := http.NewRequestWithContext(sctx, http.MethodPost, page+"scale", strings.NewReader(form.Encode()))
 	if err != nil {
 		return web.ScaleReply{}, err

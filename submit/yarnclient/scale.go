@@ -22,17 +22,17 @@ const scaleTimeout = 20 * time.Second
 // directory.
 const maxKeysFile = 1 << 20
 
-// Scale asks the job of running application id for servers servers
-// (tracker.State.Scale), from its next epoch boundary on, and returns
-// the job's status as it was just before. It calls the job's tracker in
-// the ApplicationMaster (the host and RPC port of the application's
-// report) with the job's secret and certificate, which it reads from the
-// keys file in the application's staging directory: HDFS lets the
-// user who submitted the job alone read it, so that no one else who may
-// view the application can change it. check, when set, sees the status
-// first and may refuse (ps-submit's --workers). A refusal of the job is a
+// Scale asks the job of running application id for servers servers and
+// workers workers, 0 for either leaving it as it is
+// (tracker.State.Scale), from an epoch boundary on, and returns the
+// job's status as it was just before. It calls the job's tracker in the
+// ApplicationMaster (the host and RPC port of the application's report)
+// with the job's secret and certificate, which it reads from the keys
+// file in the application's staging directory: HDFS lets the user who
+// submitted the job alone read it, so that no one else who may view the
+// application can change it. A refusal of the job is a
 // *tracker.RemoteError.
-func Scale(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login Login, servers int, check func(tracker.Status) error) (tracker.Status, error) {
+func Scale(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login Login, servers, workers int) (tracker.Status, error) {
 	rm, hcl, err := yarnClient(ctx, lookup, login)
 	if err != nil {
 		return tracker.Status{}, err
@@ -61,12 +61,7 @@ func Scale(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login
 	if err != nil {
 		return st, fmt.Errorf("yarnclient: the job of application %s: %w", id, err)
 	}
-	if check != nil {
-		if err := check(st); err != nil {
-			return st, err
-		}
-	}
-	if err := tc.Scale(sctx, servers); err != nil {
+	if err := tc.Scale(sctx, servers, workers); err != nil {
 		return st, fmt.Errorf("yarnclient: the job of application %s: %w", id, err)
 	}
 	return st, nil

@@ -19,10 +19,11 @@ import (
 )
 
 // TestHadoopScaleYARN scales a YARN job whose workers ask for each
-// epoch's servers (trainsim --elastic) with "ps-submit scale APP_ID":
-// out, for which the ApplicationMaster asks for one more container and
-// starts the new server told to join, then in, the server retiring; the
-// application succeeds. A refusal of the job says why.
+// epoch's servers and workers (trainsim --elastic) with "ps-submit
+// scale APP_ID": out by a server and a worker, for which the
+// ApplicationMaster asks for one more container each and starts them
+// told to join, then in, both retiring; the application succeeds. A
+// refusal of the job says why.
 func TestHadoopScaleYARN(t *testing.T) {
 	cl := hadooptest.Connect(t)
 	bin := buildPSSubmit(t)
@@ -106,27 +107,39 @@ func TestHadoopScaleYARN(t *testing.T) {
 	if _, errOut, err := run("scale", app.String(), "--servers", "65"); err == nil || !strings.Contains(errOut, "ps-submit: scale: the job refused: scale to 65 servers: want 1 to 64") {
 		t.Errorf("scale to 65: %v, stderr %q", err, errOut)
 	}
-	out, errOut, err = run("scale", app.String(), "--servers", "2")
-	if err != nil || out != "scale requested: servers 1 → 2; it takes effect at the next epoch boundary\n" {
+	if _, errOut, err := run("scale", app.String(), "--workers", "257"); err == nil || !strings.Contains(errOut, "ps-submit: scale: the job refused: scale to 257 workers: want 1 to 256") {
+		t.Errorf("scale to 257 workers: %v, stderr %q", err, errOut)
+	}
+	out, errOut, err = run("scale", app.String(), "--servers", "2", "--workers", "2")
+	if err != nil || out != "scale requested: servers 1 → 2, workers 1 → 2; it takes effect at the next epoch boundary\n" {
 		t.Fatalf("scale to 2: %v, stdout %q, stderr %q", err, out, errOut)
 	}
-	st := waitStatus("the switch to 2 servers", func(st *web.Status) bool { return st.Servers == 2 })
-	if s1 := taskOf(st, "server 1"); !strings.HasPrefix(s1.Container, "container_") {
-		t.Errorf("server 1 %+v: want it in a container of its own", s1)
+	st := waitStatus("the switch to 2 servers and 2 workers", func(st *web.Status) bool { return st.Servers == 2 && st.Workers == 2 })
+	for _, task := range []string{"server 1", "worker 1"} {
+		if got := taskOf(st, task); !strings.HasPrefix(got.Container, "container_") {
+			t.Errorf("%s %+v: want it in a container of its own", task, got)
+		}
 	}
 	var kinds []string
 	for _, e := range st.Events {
-		kinds = append(kinds, e.Task+" "+e.Kind)
+		if e.Kind != "scaled" {
+			kinds = append(kinds, e.Task+" "+e.Kind)
+		}
 	}
-	if got := strings.Join(kinds, ", "); !strings.Contains(got, " scale, server 1 joined,  scaling") {
-		t.Errorf("events %s, want the request, server 1's join and the switch", got)
+	got := strings.Join(kinds, ", ")
+	for _, want := range []string{" scale,  scale,", "server 1 joined", "worker 1 joined", " scaling"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("events %s, want the requests, the joins and the switches (%q)", got, want)
+		}
 	}
 
-	out, errOut, err = run("scale", app.String(), "--servers", "1")
-	if err != nil || out != "scale requested: servers 2 → 1; it takes effect at the next epoch boundary\n" {
+	out, errOut, err = run("scale", app.String(), "--servers", "1", "--workers", "1")
+	if err != nil || out != "scale requested: servers 2 → 1, workers 2 → 1; it takes effect at the next epoch boundary\n" {
 		t.Fatalf("scale to 1: %v, stdout %q, stderr %q", err, out, errOut)
 	}
-	waitStatus("server 1's retirement", func(st *web.Status) bool { return taskOf(st, "server 1").State == "retired" })
+	waitStatus("the retirement of server 1 and worker 1", func(st *web.Status) bool {
+		return taskOf(st, "server 1").State == "retired" && taskOf(st, "worker 1").State == "retired"
+	})
 	if err := os.WriteFile(until, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -17,14 +17,19 @@
 // R's first attempt exits 3 after its first epoch, so that the launcher
 // starts it again.
 //
-// With --elastic it plays a job whose servers change (ps-submit scale):
-// before every epoch each worker asks the tracker for the epoch's
-// servers (tracker.Client.View) and prints "worker R epoch E servers N",
-// and worker 0 reports tracker.EventScaled when they changed. Servers
-// stay up: one started to join (SPINDLE_JOINING=1) prints "server R:
-// joining N servers" and reports tracker.EventJoined; a server the job's
-// servers left out after including it prints "server R: retired" and
-// exits 0; the others exit 0 once every worker has.
+// With --elastic it plays a job whose servers and workers change
+// (ps-submit scale): before every epoch each worker asks the tracker for
+// the epoch's servers and workers (tracker.Client.View) and prints
+// "worker R epoch E servers N workers W", and worker 0 reports
+// tracker.EventScaled when they changed. A worker the epoch's workers
+// leave out prints "worker R: retired before epoch E" and exits 0. A
+// worker started to join (SPINDLE_JOINING=1) prints "worker R: joining
+// W workers", reports tracker.EventJoined, asks the tracker for the
+// epoch it begins at (tracker.Client.JoinEpoch) until there is one, and
+// reads epochs from there. Servers stay up: one started to join prints
+// "server R: joining N servers" and reports tracker.EventJoined; a
+// server the job's servers left out after including it prints "server
+// R: retired" and exits 0; the others exit 0 once every worker has.
 package main
 
 import (
@@ -34,6 +39,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -84,15 +90,26 @@ func run(ctx context.Context, args []string) int {
 	defer tick.Stop()
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	done, servers := 0, cfg.PS.NumServers
-	for e := 0; ; e++ {
+	first := 0
+	if *elastic && cfg.PS.Joining {
+		if first, err = join(cctx, tc, tick, rank, cfg.PS.NumWorkers); err != nil {
+			fmt.Fprintf(os.Stderr, "trainsim: worker %d joining: %v\n", rank, err)
+			return 1
+		}
+	}
+	done, was := 0, counts{servers: cfg.PS.NumServers, workers: cfg.PS.NumWorkers}
+	for e := first; ; e++ {
 		if done >= *epochs && (*until == "" || exists(*until)) {
 			break
 		}
 		if *elastic {
-			if servers, err = view(cctx, tc, e, rank, servers); err != nil {
+			if was, err = view(cctx, tc, e, rank, was); err != nil {
 				fmt.Fprintf(os.Stderr, "trainsim: worker %d epoch %d: %v\n", rank, e, err)
 				return 1
+			}
+			if rank >= was.workers {
+				fmt.Printf("worker %d: retired before epoch %d\n", rank, e)
+				return 0
 			}
 		}
 		n, err := readEpoch(cctx, tc, tick, e, rank, attempt)
@@ -122,18 +139,55 @@ func run(ctx context.Context, args []string) int {
 	return 0
 }
 
-// view asks for epoch e's servers, prints them and, on worker 0, reports
-// a change from servers.
-func view(ctx context.Context, tc *tracker.Client, e, rank, servers int) (int, error) {
-	n, err := tc.View(ctx, e)
+// counts are an epoch's servers and workers.
+type counts struct{ servers, workers int }
+
+// view asks for epoch e's servers and workers, prints them and, on
+// worker 0, reports a change from was.
+func view(ctx context.Context, tc *tracker.Client, e, rank int, was counts) (counts, error) {
+	servers, workers, err := tc.View(ctx, e)
 	if err != nil {
-		return servers, err
+		return was, err
 	}
-	fmt.Printf("worker %d epoch %d servers %d\n", rank, e, n)
-	if rank == 0 && n != servers {
-		err = tc.ReportEvent(ctx, tracker.Event{Kind: tracker.EventScaled, Task: "worker 0", Detail: fmt.Sprintf("servers %d → %d", servers, n)})
+	now := counts{servers: servers, workers: workers}
+	fmt.Printf("worker %d epoch %d servers %d workers %d\n", rank, e, servers, workers)
+	var changes []string
+	if now.servers != was.servers {
+		changes = append(changes, fmt.Sprintf("servers %d → %d", was.servers, now.servers))
 	}
-	return n, err
+	if now.workers != was.workers {
+		changes = append(changes, fmt.Sprintf("workers %d → %d", was.workers, now.workers))
+	}
+	if rank == 0 && len(changes) > 0 {
+		err = tc.ReportEvent(ctx, tracker.Event{Kind: tracker.EventScaled, Task: "worker 0", Detail: strings.Join(changes, ", ")})
+	}
+	return now, err
+}
+
+// join is a worker started to join the job: it reports it is ready and
+// returns the epoch it begins at, asking the tracker at every tick
+// until there is one.
+func join(ctx context.Context, tc *tracker.Client, tick *time.Ticker, rank, workers int) (int, error) {
+	task := fmt.Sprintf("worker %d", rank)
+	fmt.Printf("%s: joining %d workers\n", task, workers)
+	if err := tc.ReportEvent(ctx, tracker.Event{Kind: tracker.EventJoined, Task: task, Detail: "ready"}); err != nil {
+		return 0, err
+	}
+	for {
+		e, err := tc.JoinEpoch(ctx, rank)
+		if err != nil {
+			return 0, err
+		}
+		if e >= 0 {
+			fmt.Printf("%s: begins at epoch %d\n", task, e)
+			return e, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-tick.C:
+		}
+	}
 }
 
 // serve is an elastic job's server: it joins when started to, retires
