@@ -115,6 +115,17 @@ type Feed struct {
 	reported bool
 }
 
+// SetWorkers makes the next epochs split the plan among workers workers
+// (the job changed its workers: psnode.Tables.Rescale), this one keeping
+// its rank.
+func (f *Feed) SetWorkers(workers int) error {
+	if workers < 1 || f.o.Rank >= workers {
+		return fmt.Errorf("feed: rank %d of %d workers", f.o.Rank, workers)
+	}
+	f.o.Workers = workers
+	return nil
+}
+
 // New checks the options and returns a Feed.
 func New(o Options) (*Feed, error) {
 	var errs []error

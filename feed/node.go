@@ -46,11 +46,11 @@ func StartNode(ctx context.Context, lookup conf.Lookup, environ []string, log *l
 		// The tracker switches to the new count of servers once every
 		// joining one is in the job.
 		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
-		err := tc.ReportEvent(rctx, tracker.Event{Kind: tracker.EventJoined, Task: fmt.Sprintf("server %d", n.Rank())})
+		err := tc.ReportEvent(rctx, tracker.Event{Kind: tracker.EventJoined, Task: fmt.Sprintf("%s %d", n.Role(), n.Rank())})
 		cancel()
 		if err != nil {
 			_ = n.Close()
-			return nil, fmt.Errorf("report to the tracker that this server joined: %w", err)
+			return nil, fmt.Errorf("report to the tracker that this node joined: %w", err)
 		}
 	}
 	return n, nil

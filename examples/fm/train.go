@@ -235,7 +235,7 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		return err
 	}
 	if n.Role() == transport.RoleWorker {
-		w := &worker{n: n, f: f, ts: ts, wt: wt, vt: vt, tc: tc, res: res, out: stdout, log: log, attempt: cfg.PS.NumAttempt, job: cfg.Job}
+		w := &worker{n: n, f: f, ts: ts, wt: wt, vt: vt, tc: tc, res: res, out: stdout, log: log, attempt: cfg.PS.NumAttempt, joining: cfg.PS.Joining, job: cfg.Job}
 		if err := w.train(ctx); err != nil {
 			return err
 		}
@@ -259,6 +259,7 @@ type worker struct {
 	res     *dfs.Resolver
 	out     io.Writer
 	log     *logrus.Entry
+	joining bool // started for a scale-out (conf.PS.Joining)
 	attempt int
 	job     conf.Job
 
@@ -295,6 +296,13 @@ func (w *worker) train(ctx context.Context) error {
 		return err
 	}
 	opts.Resume = resume
+	if w.joining {
+		// Started for a scale-out: it takes part from the epoch the
+		// job switches at.
+		if first, err = feed.JoinEpoch(ctx, w.tc, w.n.Rank(), feed.DefaultJoinWait); err != nil {
+			return err
+		}
+	}
 	if w.f.Free() {
 		opts.Idle = w.pipe.IdleHook(w.ts, w.f.requestTimeout)
 	}
@@ -307,8 +315,13 @@ func (w *worker) train(ctx context.Context) error {
 	for epoch := first; epoch < w.f.epochs; epoch++ {
 		w.lossSum, w.examples = 0, 0
 		if !w.f.Free() {
-			// The servers may change between epochs (ps-submit scale).
-			if err := feed.Rescale(ctx, w.tc, w.ts, epoch, w.log); err != nil {
+			// The servers and workers may change between epochs
+			// (ps-submit scale); a worker left out stops here.
+			retired, err := feed.Rescale(ctx, w.tc, w.ts, epoch, w.log)
+			if err == nil && !retired {
+				err = fd.SetWorkers(w.n.NumWorkers())
+			}
+			if err != nil || retired {
 				return err
 			}
 		}

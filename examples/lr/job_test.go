@@ -688,7 +688,7 @@ func checkSameModel(t *testing.T, dir string, want jobRun, after string) {
 }
 
 // jobProcesses returns the processes whose environment names job.
-func jobProcesses(t *testing.T, job string) []int {
+func jobProcesses(t testing.TB, job string) []int {
 	t.Helper()
 	procs, err := filepath.Glob("/proc/[0-9]*/environ")
 	if err != nil {
