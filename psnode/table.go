@@ -226,25 +226,7 @@ func (ts *Tables) waitServed(ctx context.Context, names []string) error {
 	if !ts.n.Self().IsRecovery {
 		return nil
 	}
-	for {
-		ts.mu.Lock()
-		ch := ts.servedCh
-		var missing []string
-		for _, name := range names {
-			if e := ts.byName[name]; e == nil || e.srv == nil {
-				missing = append(missing, name)
-			}
-		}
-		ts.mu.Unlock()
-		if len(missing) == 0 {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("tables %v not served here: %w", missing, ctx.Err())
-		}
-	}
+	return ts.awaitTables(ctx, names)
 }
 
 // names returns the names of the tables declared so far.
