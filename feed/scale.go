@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,29 @@ import (
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/tracker"
 )
+
+// Scaler is the part of the tracker's client Rescale uses;
+// *tracker.Client is one.
+type Scaler interface {
+	EventReporter
+	View(ctx context.Context, epoch int) (servers, workers int, err error)
+}
+
+// Rescale is Rescale with the feed's tracker, after which the feed
+// splits the plan among the epoch's workers: the call a synchronous
+// training loop makes at the start of each epoch. It returns true for a
+// worker left out, which stops.
+func (f *Feed) Rescale(ctx context.Context, tables *psnode.Tables, epoch int, log *logrus.Entry) (bool, error) {
+	sc, ok := f.o.Tracker.(Scaler)
+	if !ok {
+		return false, errors.New("feed: the tracker's client cannot tell the epoch's servers and workers")
+	}
+	retired, err := Rescale(ctx, sc, tables, epoch, log)
+	if err != nil || retired {
+		return retired, err
+	}
+	return false, f.SetWorkers(tables.Node().NumWorkers())
+}
 
 // Rescale gives the job the servers and workers its tracker decided for
 // epoch (`ps-submit scale`): every worker of a synchronous job calls it
@@ -20,7 +44,7 @@ import (
 // worker the new count leaves out: it stops before epoch. Tables that
 // cannot change (psnode.Tables.CheckScalable) never ask: the tracker then
 // refuses a change.
-func Rescale(ctx context.Context, tc *tracker.Client, tables *psnode.Tables, epoch int, log *logrus.Entry) (bool, error) {
+func Rescale(ctx context.Context, tc Scaler, tables *psnode.Tables, epoch int, log *logrus.Entry) (bool, error) {
 	if tables.CheckScalable() != nil {
 		return false, nil
 	}

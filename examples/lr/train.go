@@ -299,11 +299,7 @@ func (w *worker) train(ctx context.Context) error {
 		if !w.f.Free() {
 			// The servers and workers may change between epochs
 			// (ps-submit scale); a worker left out stops here.
-			retired, err := feed.Rescale(ctx, w.tc, w.tables, epoch, w.log)
-			if err == nil && !retired {
-				err = fd.SetWorkers(w.n.NumWorkers())
-			}
-			if err != nil || retired {
+			if retired, err := fd.Rescale(ctx, w.tables, epoch, w.log); err != nil || retired {
 				return err
 			}
 		}
