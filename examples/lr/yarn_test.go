@@ -8,8 +8,10 @@ import (
 	"maps"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -533,4 +535,75 @@ func TestHadoopYARNApplicationMasterKilled(t *testing.T) {
 		t.Errorf("the second attempt did not start from a checkpoint: %+v", tr)
 	}
 	t.Logf("second attempt started from %s", tr.ResumedFrom)
+}
+
+// TestHadoopYARNScale is TestScaleServersOutAndBack on YARN: the
+// synchronous 2×2 job with --partitioner consistent, asked by `ps-submit
+// scale APPLICATION --servers 4` once epoch 1 has begun and `--servers 2`
+// once that change is done. The ApplicationMaster starts the two new
+// servers in containers of their own; the job succeeds with no task
+// started again, moves about half the keys each way, retires the two
+// servers, and writes the model of the local job never scaled, bit for
+// bit, counting every record once per epoch.
+func TestHadoopYARNScale(t *testing.T) {
+	c := hadooptest.Connect(t)
+	dir := uploadData(t, c)
+	args := []string{"--epochs", scaleEpochs, "--partitioner", "consistent"}
+	want := runJob(t, 2, 2, 2<<20, args...)
+	s := lrSpec(dir, "scaled")
+	s.Command = append([]string{psLR}, args...)
+	s.WorkerMemoryMB, s.ServerMemoryMB = 512, 512
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		asked   int
+		askErrs []string
+		wg      sync.WaitGroup
+	)
+	ask := func(app yarn.ApplicationID, servers int) {
+		defer wg.Done()
+		cmd := exec.CommandContext(ctx, psSubmit(t), "scale", app.String(), "--servers", strconv.Itoa(servers))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			mu.Lock()
+			askErrs = append(askErrs, fmt.Sprintf("scale to %d servers: %v\n%s", servers, err, out))
+			mu.Unlock()
+		}
+	}
+	var last tracker.Status
+	r := runYARN(t, s, func(app yarn.ApplicationID, st tracker.Status) {
+		last = st
+		mu.Lock()
+		defer mu.Unlock()
+		if asked < 2 && st.Epoch >= 1 && len(eventsOf(st, tracker.EventScaled)) == asked {
+			asked++
+			wg.Add(1)
+			go ask(app, map[int]int{1: 4, 2: 2}[asked])
+		}
+	})
+	wg.Wait()
+	if r.err != nil || r.res.State != tracker.Succeeded {
+		t.Fatalf("YARN job that scaled: %v %v\nAM log:\n%s", r.res.State, r.err, amLog(t, r.app))
+	}
+	for _, e := range askErrs {
+		t.Error(e)
+	}
+	scaled := eventsOf(last, tracker.EventScaled)
+	if len(scaled) != 2 {
+		t.Fatalf("scaled events %+v, want two (2 → 4, 4 → 2)", scaled)
+	}
+	for i, from := range []int{2, 4} {
+		share := movedShare(t, scaled[i], from, 6-from)
+		t.Logf("servers %d → %d on YARN: moved %.1f%% of the keys in %v", from, 6-from, 100*share, scaled[i].Took.Round(time.Millisecond))
+		if share < 0.45 || share > 0.55 {
+			t.Errorf("servers %d → %d moved %.3f of the keys, want about 1/2", from, 6-from, share)
+		}
+	}
+	checkRetired(t, r.res, conf.RoleServer, 2)
+	if got := readModel(t, c, s.Output); got != localModel(t, want) {
+		t.Errorf("the model of the job that scaled on YARN differs from the local job never scaled (%d and %d lines)",
+			strings.Count(got, "\n"), strings.Count(localModel(t, want), "\n"))
+	}
+	epochs, _ := strconv.Atoi(scaleEpochs)
+	checkEveryRecordOnce(t, manifest(t, c, s.Output), epochs)
 }
