@@ -127,8 +127,18 @@ func TestRunLocalStartsAgainWhenTheSchedulerFailsEarly(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	script := `if [ "$DMLC_ROLE" = scheduler ] && [ "$DMLC_NUM_ATTEMPT" = 0 ]; then echo cannot bind; exit 3; fi; echo "run port=$DMLC_PS_ROOT_PORT"`
-	res, err, out := runLocal(t, ctx, job.JobSpec{Command: []string{"/bin/sh", "-c", script}, NumWorkers: 1, NumServers: 1, MaxAttempts: 2})
+	// The server and worker wait for a scheduler that runs (its second
+	// attempt's mark): a scheduler that fails after every other task
+	// exited 0 is not needed, and would not be started again.
+	mark := filepath.Join(t.TempDir(), "scheduler-up")
+	script := `if [ "$DMLC_ROLE" = scheduler ]; then
+	  if [ "$DMLC_NUM_ATTEMPT" = 0 ]; then echo cannot bind; exit 3; fi
+	  : > "$MARK"
+	else
+	  i=0; while [ ! -e "$MARK" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+	fi
+	echo "run port=$DMLC_PS_ROOT_PORT"`
+	res, err, out := runLocal(t, ctx, job.JobSpec{Command: []string{"/bin/sh", "-c", script}, Env: []string{"MARK=" + mark}, NumWorkers: 1, NumServers: 1, MaxAttempts: 2})
 	if err != nil || res.State != tracker.Succeeded {
 		t.Fatalf("job: %v %v\n%s", res.State, err, out)
 	}
