@@ -94,6 +94,20 @@ func runYARN(t testing.TB, spec job.JobSpec, onStatus func(app yarn.ApplicationI
 	if ctx.Err() != nil {
 		t.Fatalf("the YARN job did not end within 5 minutes: %v", r.err)
 	}
+	if len(r.res.Tasks) == 0 && r.app != (yarn.ApplicationID{}) {
+		// The client's result has no tasks: the job's final status,
+		// which the ApplicationMaster left beside its logs, lists them.
+		_, st, stErr, err := yarnclient.JobStatus(ctx, r.app, os.LookupEnv, yarnclient.Login{})
+		if err == nil {
+			err = stErr
+		}
+		if err != nil || st == nil {
+			t.Fatalf("the final status of %s: %v", r.app, err)
+		}
+		for _, task := range st.Tasks {
+			r.res.Tasks = append(r.res.Tasks, job.TaskResult{Role: task.Role, Rank: task.Rank, Attempts: task.Attempt + 1, Retired: task.State == "retired"})
+		}
+	}
 	return r
 }
 
