@@ -68,8 +68,9 @@ type Node struct {
 	schedAddr   string                   // node: the address of the route to the scheduler
 	schedLost   time.Time                // node: since when a replacement scheduler is sought; zero otherwise
 	leaving     bool                     // node: Finalize is past its barrier
-	servers     int                      // node: the servers of the job's view (scale.go)
-	workers     int                      // node: the workers of the job's view
+	// servers and workers are the counts of the job's view (scale.go):
+	// atomic, as the replicas read them for every update they forward.
+	servers, workers atomic.Int32
 	retired     bool                     // node: out of the job's view since a scale-in
 	rebuilt     bool                     // scheduler: its table was rebuilt from a running job's nodes
 	left        map[int32]bool           // scheduler: nodes that finished
@@ -132,8 +133,6 @@ func New(cfg conf.PS, tr transport.Transport, opts ...Option) (*Node, error) {
 	}
 	n := &Node{
 		cfg:         cfg,
-		servers:     cfg.NumServers,
-		workers:     cfg.NumWorkers,
 		tr:          tr,
 		now:         time.Now,
 		secret:      []byte(cfg.JobSecret),
@@ -154,6 +153,7 @@ func New(cfg conf.PS, tr transport.Transport, opts ...Option) (*Node, error) {
 		leftCh:      make(chan struct{}, 1),
 		leaveAck:    make(chan struct{}),
 	}
+	n.setView(cfg.NumServers, cfg.NumWorkers)
 	for _, o := range opts {
 		o(n)
 	}
@@ -392,19 +392,17 @@ func (n *Node) Role() transport.Role { return n.role }
 // NumWorkers returns the number of workers of the job: as configured, or
 // as the job's view has it since the job last changed its workers
 // (Tables.Rescale). On the scheduler it is always as configured.
-func (n *Node) NumWorkers() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.workers
-}
+func (n *Node) NumWorkers() int { return int(n.workers.Load()) }
 
 // NumServers returns the number of servers of the job: as configured,
 // or as the job's view has it since the job last changed its servers
 // (Tables.Rescale). On the scheduler it is always as configured.
-func (n *Node) NumServers() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.servers
+func (n *Node) NumServers() int { return int(n.servers.Load()) }
+
+// setView sets the counts of the job's view (Tables.Rescale).
+func (n *Node) setView(servers, workers int) {
+	n.servers.Store(int32(servers))
+	n.workers.Store(int32(workers))
 }
 
 // Config returns the configuration the node runs with.
@@ -531,9 +529,9 @@ func (n *Node) groupMembers(group int32) []int32 {
 func (n *Node) inViewLocked(nd transport.Node) bool {
 	switch nd.Role {
 	case transport.RoleServer:
-		return int(nd.Rank) < n.servers
+		return int(nd.Rank) < n.NumServers()
 	case transport.RoleWorker:
-		return int(nd.Rank) < n.workers
+		return int(nd.Rank) < n.NumWorkers()
 	}
 	return true
 }

@@ -213,9 +213,7 @@ func (ts *Tables) Rescale(ctx context.Context, epoch, servers, workers int) (Sca
 			}
 		}
 	}
-	n.mu.Lock()
-	n.servers, n.workers = servers, workers
-	n.mu.Unlock()
+	n.setView(servers, workers)
 	res.Took = time.Since(began)
 	n.log.WithFields(logrus.Fields{"servers": fmt.Sprintf("%d → %d", res.From, servers), "workers": fmt.Sprintf("%d → %d", res.FromWorkers, workers),
 		"moved": res.Moved, "keys": res.Keys, "took": res.Took.Round(time.Millisecond).String()}).Info("job's servers and workers changed")
@@ -318,9 +316,7 @@ func (ts *Tables) serveScale(req SimpleRequest) (int32, []byte, error) {
 		return 0, nil, fmt.Errorf("rescale to %d servers at epoch %d: settle before the keys moved", r.To, r.Epoch)
 	}
 	if !sc.settled[key] {
-		n.mu.Lock()
-		n.servers, n.workers = r.To, r.Workers
-		n.mu.Unlock()
+		n.setView(r.To, r.Workers)
 		if r.From != r.To {
 			for _, e := range ts.list() {
 				if err := e.srv.settle(ctx); err != nil {
@@ -526,9 +522,6 @@ func (t *Table[V]) scaleOut(ctx context.Context, epoch, from, to int) (moved, he
 	old, err := t.scalePartitioner(from)
 	if err != nil {
 		return 0, 0, err
-	}
-	if t.sync != nil {
-		t.sync.startAt(epoch)
 	}
 	me := n.Rank()
 	owner := func(p partition.Partitioner, k uint64) int {
