@@ -59,8 +59,8 @@ func Rescale(ctx context.Context, tc Scaler, tables *psnode.Tables, epoch int, l
 	if tables.Retired() {
 		return true, nil
 	}
-	if tables.Node().Rank() != 0 || res.From == res.To && res.FromWorkers == res.ToWorkers || res.Keys == 0 && res.From != res.To {
-		return false, nil // (no keys: a count learned, not changed)
+	if tables.Node().Rank() != 0 || res.From == res.To && res.FromWorkers == res.ToWorkers {
+		return false, nil
 	}
 	var detail string
 	if res.From != res.To {
