@@ -42,34 +42,6 @@ func (r *run) counts(role conf.Role) (now, target int) {
 	return r.state.Servers(), r.state.ScaleTarget()
 }
 
-// retiring reports whether t was left out by a switch to fewer of its
-// role and has not exited since.
-func (r *run) retiring(t *taskState) bool {
-	if t.Role == conf.RoleWorker {
-		return r.state.WorkerRetiring(t.Rank)
-	}
-	return r.state.Retiring(t.Rank)
-}
-
-// noteExited tells the tracker that t's process ended or was stopped:
-// it has joined no longer, and retires no longer.
-func (r *run) noteExited(t *taskState) {
-	if t.Role == conf.RoleWorker {
-		r.state.WorkerExited(t.Rank)
-	} else {
-		r.state.ServerExited(t.Rank)
-	}
-}
-
-// releaseJoiner reports whether t, started to join, is not needed any
-// more (tracker.State.ReleaseJoiner).
-func (r *run) releaseJoiner(t *taskState) bool {
-	if t.Role == conf.RoleWorker {
-		return r.state.ReleaseWorkerJoiner(t.Rank)
-	}
-	return r.state.ReleaseJoiner(t.Rank)
-}
-
 // onScale starts the server and worker tasks that target adds and stops
 // those started to join that it no longer needs.
 func (r *run) onScale(ctx context.Context, target tracker.Target) error {
@@ -87,7 +59,7 @@ func (r *run) onScale(ctx context.Context, target tracker.Target) error {
 // stops those started to join that it no longer needs.
 func (r *run) scaleRole(ctx context.Context, role conf.Role, target int) error {
 	for _, t := range r.tasks {
-		if t.Role == role && !t.done && r.releaseJoiner(t) {
+		if t.Role == role && !t.done && r.state.ReleaseJoiner(t.Role, t.Rank) {
 			r.dropJoiner(ctx, t, fmt.Sprintf("stopped: not needed once the job's target fell to %d %ss", target, role))
 		}
 	}
@@ -129,7 +101,7 @@ func (r *run) dropJoiner(ctx context.Context, t *taskState, why string) {
 			r.log.WithError(err).WithField("task", t.String()).Warn("task not needed, but not stopped")
 		}
 	}
-	r.noteExited(t)
+	r.state.Exited(t.Role, t.Rank)
 	t.done, t.gone, t.downSince = true, true, time.Time{}
 	t.state, t.exit = "stopped", why
 	r.log.WithField("task", t.String()).Info(why)
@@ -145,8 +117,8 @@ func (r *run) dropJoiner(ctx context.Context, t *taskState, why string) {
 // task's exit forgets that it joined; a worker that left failing gives
 // its unfinished shards back.
 func (r *run) left(ctx context.Context, t *taskState, ex Exit) (bool, error) {
-	retiring := r.retiring(t)
-	r.noteExited(t)
+	retiring := r.state.Retiring(t.Role, t.Rank)
+	r.state.Exited(t.Role, t.Rank)
 	now, target := r.counts(t.Role)
 	wanted := t.Rank < target && !r.workersDone()
 	if t.Rank < now || (ex.Code != 0 && !retiring && wanted) {
@@ -180,7 +152,7 @@ func (r *run) releaseJoiners(ctx context.Context) {
 		if !r.elastic(t) || t.done {
 			continue
 		}
-		if now, _ := r.counts(t.Role); t.Rank >= now && !r.retiring(t) {
+		if now, _ := r.counts(t.Role); t.Rank >= now && !r.state.Retiring(t.Role, t.Rank) {
 			r.dropJoiner(ctx, t, "stopped: every worker finished before it joined")
 		}
 	}

@@ -240,7 +240,7 @@ func TestScaleInRetiredServerLeaves(t *testing.T) {
 			viewOf(f, 0, 3)
 			scaleTo(f, 2)
 			viewOf(f, 1, 2)
-			if !f.j.State().Retiring(2) {
+			if !f.j.State().Retiring(conf.RoleServer, 2) {
 				f.t.Error("server 2 does not retire")
 			}
 			srv, _ := f.current(server2)
@@ -575,7 +575,7 @@ func TestScaleWorkersInRetiredWorkerLeaves(t *testing.T) {
 			viewBothOf(f, 0, 1, 3)
 			scaleWorkersTo(f, 2)
 			viewBothOf(f, 1, 1, 2)
-			if !f.j.State().WorkerRetiring(2) {
+			if !f.j.State().Retiring(conf.RoleWorker, 2) {
 				f.t.Error("worker 2 does not retire")
 			}
 			f.exit(l, 0)

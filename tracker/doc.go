@@ -40,5 +40,5 @@
 // the epoch's servers and workers for every worker, each role switching
 // once its own new tasks joined; a joining worker learns the epoch it
 // begins at from JoinEpoch. Servers and workers a switch leaves out
-// retire (Retiring, WorkerRetiring) and exit 0.
+// retire (Retiring) and exit 0.
 package tracker

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spindle-ps/spindle/conf"
 )
 
 // Elastic servers and workers. A synchronous job changes its number of
@@ -406,53 +408,39 @@ func taskRank(prefix, task string) (int, bool) {
 	return r, true
 }
 
-// ServerExited records that server rank's process ended (or was
+// poolLocked returns the pool of role: the workers', or the servers'.
+// s.mu must be held.
+func (s *State) poolLocked(role conf.Role) *pool {
+	if role == conf.RoleWorker {
+		return &s.scale.workers
+	}
+	return &s.scale.servers
+}
+
+// Exited records that the process of role's rank ended (or was
 // stopped): it has joined no longer, and retires no longer.
-func (s *State) ServerExited(rank int) {
+func (s *State) Exited(role conf.Role, rank int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.scale.servers.exited(rank)
+	s.poolLocked(role).exited(rank)
 }
 
-// WorkerExited records that worker rank's process ended (or was
-// stopped): it has joined no longer, and retires no longer.
-func (s *State) WorkerExited(rank int) {
+// Retiring reports whether role's rank was left out by a switch to fewer
+// and has not exited since: a server hands its keys off and ends, a
+// worker ends before the switch's epoch.
+func (s *State) Retiring(role conf.Role, rank int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.scale.workers.exited(rank)
+	return s.poolLocked(role).retiring[rank]
 }
 
-// Retiring reports whether server rank was left out by a switch to fewer
-// servers and has not exited since: it hands its keys off and ends.
-func (s *State) Retiring(rank int) bool {
+// ReleaseJoiner reports whether role's rank is not needed: beyond both
+// the current number and the target, and not retiring (started to join
+// for a target lowered before the switch). It then forgets that the rank
+// joined, so that no view takes it in until a new process of it joins
+// again; the launcher may stop it.
+func (s *State) ReleaseJoiner(role conf.Role, rank int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.scale.servers.retiring[rank]
-}
-
-// WorkerRetiring reports whether worker rank was left out by a switch to
-// fewer workers and has not exited since: it ends before the switch's
-// epoch.
-func (s *State) WorkerRetiring(rank int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.scale.workers.retiring[rank]
-}
-
-// ReleaseJoiner reports whether server rank is not needed: beyond both
-// the current number of servers and the target, and not retiring (a
-// server started to join for a target lowered before the switch). It
-// then forgets that the rank joined, so that no view takes it in until
-// a new process of it joins again; the launcher may stop it.
-func (s *State) ReleaseJoiner(rank int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.scale.servers.release(rank)
-}
-
-// ReleaseWorkerJoiner is ReleaseJoiner for worker rank.
-func (s *State) ReleaseWorkerJoiner(rank int) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.scale.workers.release(rank)
+	return s.poolLocked(role).release(rank)
 }

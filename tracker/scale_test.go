@@ -111,17 +111,17 @@ func TestScaleInAtOnce(t *testing.T) {
 	view(t, s, 0, 4)
 	view(t, s, 1, 2)
 	for r, want := range []bool{false, false, true, true} {
-		if got := s.Retiring(r); got != want {
+		if got := s.Retiring(conf.RoleServer, r); got != want {
 			t.Errorf("server %d retiring %v, want %v", r, got, want)
 		}
 	}
-	s.ServerExited(3)
-	if s.Retiring(3) {
+	s.Exited(conf.RoleServer, 3)
+	if s.Retiring(conf.RoleServer, 3) {
 		t.Error("server 3 still retiring after its exit")
 	}
 	// A retiring server is needed until it exits; one that exited is not.
-	if s.ReleaseJoiner(2) || !s.ReleaseJoiner(3) {
-		t.Errorf("release of server 2 %v, of server 3 %v; want false (it hands its keys off), true", s.ReleaseJoiner(2), s.ReleaseJoiner(3))
+	if s.ReleaseJoiner(conf.RoleServer, 2) || !s.ReleaseJoiner(conf.RoleServer, 3) {
+		t.Errorf("release of server 2 %v, of server 3 %v; want false (it hands its keys off), true", s.ReleaseJoiner(conf.RoleServer, 2), s.ReleaseJoiner(conf.RoleServer, 3))
 	}
 }
 
@@ -202,10 +202,10 @@ func TestScaleBackCancels(t *testing.T) {
 		t.Fatal(err)
 	}
 	view(t, s, 1, 2)
-	if !s.ReleaseJoiner(3) {
+	if !s.ReleaseJoiner(conf.RoleServer, 3) {
 		t.Error("server 3, started for a target since cancelled, is still needed")
 	}
-	if s.ReleaseJoiner(1) {
+	if s.ReleaseJoiner(conf.RoleServer, 1) {
 		t.Error("server 1 of 2 released")
 	}
 	// Released: a view does not take it in again until it joins anew.
@@ -433,22 +433,22 @@ func TestScaleWorkersInAndBackAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	viewBoth(t, s, 2, 1, 2)
-	if !s.WorkerRetiring(2) || s.WorkerRetiring(1) {
-		t.Errorf("worker 2 retiring %v, worker 1 %v; want true, false", s.WorkerRetiring(2), s.WorkerRetiring(1))
+	if !s.Retiring(conf.RoleWorker, 2) || s.Retiring(conf.RoleWorker, 1) {
+		t.Errorf("worker 2 retiring %v, worker 1 %v; want true, false", s.Retiring(conf.RoleWorker, 2), s.Retiring(conf.RoleWorker, 1))
 	}
-	if s.Retiring(2) {
+	if s.Retiring(conf.RoleServer, 2) {
 		t.Error("server 2 retiring: only a worker was left out")
 	}
 	joinEpoch(t, s, 2, -1)
-	if s.ReleaseWorkerJoiner(2) {
+	if s.ReleaseJoiner(conf.RoleWorker, 2) {
 		t.Error("worker 2 released while it retires")
 	}
 	if err := s.Scale(0, 3); err != nil {
 		t.Fatal(err)
 	}
 	viewBoth(t, s, 3, 1, 2) // its old process's join does not count
-	s.WorkerExited(2)
-	if s.WorkerRetiring(2) {
+	s.Exited(conf.RoleWorker, 2)
+	if s.Retiring(conf.RoleWorker, 2) {
 		t.Error("worker 2 still retiring after its exit")
 	}
 	workerJoined(s, 2)
