@@ -39,7 +39,12 @@ type Node struct {
 
 	sigBase    uint64
 	sigCounter atomic.Uint64
-	dropRand   *rand.Rand // owned by the receive goroutine
+
+	// servers and workers are the counts of the job's view (scale.go):
+	// atomic, as the replicas read them for every update they forward.
+	servers, workers atomic.Int32
+
+	dropRand *rand.Rand // owned by the receive goroutine
 
 	mu         sync.Mutex
 	me         transport.Node
@@ -68,9 +73,6 @@ type Node struct {
 	schedAddr   string                   // node: the address of the route to the scheduler
 	schedLost   time.Time                // node: since when a replacement scheduler is sought; zero otherwise
 	leaving     bool                     // node: Finalize is past its barrier
-	// servers and workers are the counts of the job's view (scale.go):
-	// atomic, as the replicas read them for every update they forward.
-	servers, workers atomic.Int32
 	retired     bool                     // node: out of the job's view since a scale-in
 	rebuilt     bool                     // scheduler: its table was rebuilt from a running job's nodes
 	left        map[int32]bool           // scheduler: nodes that finished
