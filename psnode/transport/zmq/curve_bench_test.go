@@ -14,18 +14,21 @@ import (
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/launch"
+	"github.com/spindle-ps/spindle/psnode/transport/zmq"
 )
 
 // BenchmarkCurve measures what ZeroMQ CURVE costs the whole runtime: push
 // then pull of vals float32 values over 2 servers, as BenchmarkPSNode's
 // pushpull with the copy handler (24 bytes a value of goodput), with the
-// nodes made by launch.NewNode as a job's are, CURVE off (--insecure) and
-// on. With -count, the two alternate within one run.
+// nodes made by launch.NewNode as a job's are: CURVE off (--insecure), on
+// (the default: large frames sealed beside CURVE), and CURVE alone for
+// every frame (Options.NoSealed, as before sealed frames). With -count,
+// the three alternate within one run.
 func BenchmarkCurve(b *testing.B) {
 	for _, vals := range []int{1_000_000, 1_000} {
-		for _, curve := range []string{"off", "on"} {
+		for _, curve := range []string{"off", "on", "only"} {
 			b.Run(fmt.Sprintf("op=pushpull/vals=%d/servers=2/curve=%s", vals, curve), func(b *testing.B) {
-				curvePushPull(b, vals, 2, curve == "on")
+				curvePushPull(b, vals, 2, curve)
 			})
 		}
 	}
@@ -33,7 +36,7 @@ func BenchmarkCurve(b *testing.B) {
 
 // curveJob starts a scheduler, servers servers with a copying KV handler
 // and one worker, in this process, and returns the worker's KV client.
-func curveJob(b *testing.B, servers, maxKey int, curve bool) *psnode.KVWorker[float32] {
+func curveJob(b *testing.B, servers, maxKey int, curve string) *psnode.KVWorker[float32] {
 	b.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -45,7 +48,7 @@ func curveJob(b *testing.B, servers, maxKey int, curve bool) *psnode.KVWorker[fl
 	base.NumServers, base.NumWorkers = servers, 1
 	base.RootURI, base.RootPort, base.NodeHost = "127.0.0.1", port, "127.0.0.1"
 	base.MaxDimension = uint64(maxKey)
-	base.JobSecret, base.Insecure = "bench secret", !curve
+	base.JobSecret, base.Insecure = "bench secret", curve == "off"
 	lg := logrus.New()
 	lg.Out = discardWriter{}
 	log := logrus.NewEntry(lg)
@@ -58,7 +61,13 @@ func curveJob(b *testing.B, servers, maxKey int, curve bool) *psnode.KVWorker[fl
 	mk := func(role conf.Role, task int) *psnode.Node {
 		p := base
 		p.Role, p.TaskID = role, task
-		n, err := launch.NewNode(p, log)
+		var n *psnode.Node
+		var err error
+		if curve == "only" {
+			n, err = curveOnlyNode(p, log)
+		} else {
+			n, err = launch.NewNode(p, log)
+		}
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -98,7 +107,25 @@ func curveJob(b *testing.B, servers, maxKey int, curve bool) *psnode.KVWorker[fl
 	return kv
 }
 
-func curvePushPull(b *testing.B, vals, servers int, curve bool) {
+// curveOnlyNode is launch.NewNode with Options.NoSealed: every frame goes
+// through CURVE.
+func curveOnlyNode(p conf.PS, log *logrus.Entry) (*psnode.Node, error) {
+	c, err := zmq.DeriveCurve([]byte(p.JobSecret))
+	if err != nil {
+		return nil, err
+	}
+	tr, err := zmq.New(zmq.Options{WaterMark: p.WaterMark, Logger: log, Curve: c, NoSealed: true})
+	if err != nil {
+		return nil, err
+	}
+	n, err := psnode.New(p, tr, psnode.WithLogger(log))
+	if err != nil {
+		_ = tr.Close()
+	}
+	return n, err
+}
+
+func curvePushPull(b *testing.B, vals, servers int, curve string) {
 	kv := curveJob(b, servers, vals, curve)
 	keys := make([]uint64, vals)
 	v := make([]float32, vals)

@@ -72,6 +72,38 @@ static void spindle_msg_close(zmq_msg_t *msg) {
 	zmq_msg_close(msg);
 }
 
+// spindle_msg_init_size makes msg a frame of n bytes in memory libzmq
+// allocates, for the caller to fill before spindle_msg_send.
+static int spindle_msg_init_size(zmq_msg_t *msg, size_t n) {
+	return zmq_msg_init_size(msg, n);
+}
+
+// spindle_msg_send sends msg, which libzmq then owns; on failure the
+// caller still owns it.
+static int spindle_msg_send(zmq_msg_t *msg, void *sock, int flags) {
+	return zmq_msg_send(msg, sock, flags);
+}
+
+static size_t spindle_msg_size(zmq_msg_t *msg) {
+	return zmq_msg_size(msg);
+}
+
+// spindlePooled is the Go side of spindle_pool_free (sealbuf.go).
+extern void spindlePooled(void *data, uintptr_t class);
+
+// spindle_pool_free is the free function of a frame whose memory comes
+// from the sealed frames' pool: libzmq calls it once it is done with the
+// frame, and the memory goes back to the pool.
+static void spindle_pool_free(void *data, void *hint) {
+	spindlePooled(data, (uintptr_t)hint);
+}
+
+// spindle_msg_init_pooled makes msg a frame of the n bytes at data, from
+// the pool's class.
+static int spindle_msg_init_pooled(zmq_msg_t *msg, void *data, size_t n, uintptr_t class) {
+	return zmq_msg_init_data(msg, data, n, spindle_pool_free, (void *)class);
+}
+
 static int spindle_socket_type(void *sock) {
 	int t = -1;
 	size_t n = sizeof t;
@@ -159,6 +191,81 @@ func sendBorrowed(sock unsafe.Pointer, b []byte, flags zmq4.Flag, r *borrowed) e
 	for {
 		r.lend(b)
 		rc, err := C.spindle_send_borrowed(sock, unsafe.Pointer(unsafe.SliceData(b)), C.size_t(len(b)), C.int(flags), C.uintptr_t(r.handle))
+		if rc >= 0 {
+			return nil
+		}
+		if err == syscall.EINTR {
+			continue
+		}
+		return errnoOf(err)
+	}
+}
+
+// cFrame is a frame in memory libzmq owns: one received and kept rather
+// than copied, or one made to be filled and sent (sealed frames).
+type cFrame struct {
+	msg C.zmq_msg_t
+}
+
+// recvCFrame receives one frame from sock and keeps it in libzmq's
+// memory; the caller closes it or sends it on. It reports whether more
+// frames of the message follow, and returns a zmq4.Errno error, EAGAIN
+// with DONTWAIT when nothing is waiting.
+func recvCFrame(sock unsafe.Pointer, flags zmq4.Flag) (*cFrame, bool, error) {
+	f := new(cFrame)
+	for {
+		var more C.int
+		rc, err := C.spindle_recv_frame(sock, &f.msg, C.int(flags), &more)
+		if rc < 0 {
+			if err == syscall.EINTR {
+				continue
+			}
+			return nil, false, errnoOf(err)
+		}
+		return f, more != 0, nil
+	}
+}
+
+// newCFrame makes a frame of n bytes for the caller to fill, in memory
+// of the sealed frames' pool (sealbuf.go) from sealPoolMin bytes.
+func newCFrame(n int) (*cFrame, error) {
+	f := new(cFrame)
+	if n >= sealPoolMin {
+		data, class := sealPool.get(n)
+		if data == nil {
+			return nil, zmq4.Errno(syscall.ENOMEM)
+		}
+		if rc, err := C.spindle_msg_init_pooled(&f.msg, data, C.size_t(n), C.uintptr_t(class)); rc != 0 {
+			sealPool.put(data, class)
+			return nil, errnoOf(err)
+		}
+		return f, nil
+	}
+	if rc, err := C.spindle_msg_init_size(&f.msg, C.size_t(n)); rc != 0 {
+		return nil, errnoOf(err)
+	}
+	return f, nil
+}
+
+// bytes is the frame's content, valid until the frame is closed or sent.
+func (f *cFrame) bytes() []byte {
+	n := int(C.spindle_msg_size(&f.msg))
+	if n == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(C.spindle_msg_data(&f.msg)), n)
+}
+
+// close releases the frame.
+func (f *cFrame) close() {
+	C.spindle_msg_close(&f.msg)
+}
+
+// send hands the frame to sock, which then owns it. On failure the
+// caller still owns it.
+func (f *cFrame) send(sock unsafe.Pointer, flags zmq4.Flag) error {
+	for {
+		rc, err := C.spindle_msg_send(&f.msg, sock, C.int(flags))
 		if rc >= 0 {
 			return nil
 		}

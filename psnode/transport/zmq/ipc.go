@@ -23,7 +23,7 @@ const (
 
 func defaultIPCDir() (string, error) {
 	dir := filepath.Join(os.TempDir(), "spindle-ipc-"+strconv.Itoa(os.Getuid()))
-	if len(dir)+len("/65535.ipc") > maxIPCPath {
+	if len(dir)+len("/65535.sealed") > maxIPCPath {
 		return "", fmt.Errorf("zmq: ipc directory %q is too long for a Unix socket path; set IPCDir", dir)
 	}
 	return dir, nil

@@ -1,6 +1,7 @@
 package zmq
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -73,8 +74,14 @@ type Options struct {
 	Logger *logrus.Entry
 
 	// Curve, when set, encrypts and authenticates every connection with
-	// the job's CURVE keys (see Curve and curve.go). Nil is plain ZeroMQ.
+	// the job's CURVE keys (see Curve and curve.go), and data frames of
+	// 64 KiB or more are sealed on a route of their own (see sealed.go).
+	// Nil is plain ZeroMQ.
 	Curve *Curve
+
+	// NoSealed, with Curve, sends every frame through CURVE, large ones
+	// too: for benchmarks of CURVE alone.
+	NoSealed bool
 }
 
 // Validate reports every invalid field of o.
@@ -86,7 +93,7 @@ func (o Options) Validate() error {
 	if o.InboxSize < 0 {
 		errs = append(errs, fmt.Errorf("zmq: InboxSize %d is negative", o.InboxSize))
 	}
-	if o.Local && o.IPCDir != "" && len(o.IPCDir)+len("/65535.ipc") > maxIPCPath {
+	if o.Local && o.IPCDir != "" && len(o.IPCDir)+len("/65535.sealed") > maxIPCPath {
 		errs = append(errs, fmt.Errorf("zmq: IPCDir %q is too long for a Unix socket path", o.IPCDir))
 	}
 	return errors.Join(errs...)
@@ -98,6 +105,8 @@ type Stats struct {
 	Received  uint64 // well-formed messages read from peers, for Recv
 	Malformed uint64 // messages from peers dropped because they did not decode or check
 	Lent      uint64 // data frames Send had ZeroMQ write from the caller's memory, without a copy
+	Sealed    uint64 // messages Send sent with sealed frames (Options.Curve)
+	Lost      uint64 // messages from peers dropped because their sealed frames never arrived
 }
 
 // Transport is the ZeroMQ implementation of transport.Transport. See the
@@ -126,7 +135,13 @@ type Transport struct {
 	wg        sync.WaitGroup // the receive loop; Add only under mu while !closing
 	zapOn     bool           // the ZAP handler runs (Options.Curve); guarded by mu
 
-	sent, received, malformed, lent atomic.Uint64
+	// sealedPort is the port of the sealed route, answered to a peer's
+	// ctlHello; 0 without one. Set by Listen before the receive loop
+	// starts; a test may change what is answered (advertiseSealed).
+	sealedPort      uint16
+	advertiseSealed atomic.Uint32
+
+	sent, received, malformed, lent, sealed, lost atomic.Uint64
 }
 
 var (
@@ -160,10 +175,10 @@ func New(opts Options) (*Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("zmq: new context: %w", err)
 	}
-	// MaxNodes peers at most (ps-lite's limit), each with its DEALER and
-	// the two PAIR sockets of its event monitor; the ROUTER and the wake
-	// pair besides.
-	if err := zctx.SetMaxSockets(3*transport.MaxNodes + 3); err != nil {
+	// MaxNodes peers at most (ps-lite's limit), each with its DEALER, its
+	// sealed route's DEALER and the two PAIR sockets of its event monitor;
+	// the ROUTER, the sealed route's ROUTER and the wake pair besides.
+	if err := zctx.SetMaxSockets(4*transport.MaxNodes + 4); err != nil {
 		_ = zctx.Term()
 		return nil, fmt.Errorf("zmq: set ZMQ_MAX_SOCKETS: %w", err)
 	}
@@ -304,6 +319,16 @@ func (t *Transport) listen(ctx context.Context, host string, port uint16) (_ str
 		}
 		port = uint16(n)
 	}
+	var sealed *zmq4.Socket
+	var sealedPort uint16
+	if t.sealedOn() && rawSocket(router, zmq4.ROUTER) != nil {
+		if sealed, err = newSocket(zmq4.ROUTER); err != nil {
+			return "", err
+		}
+		if sealedPort, err = t.bindSealed(sealed, endpoint, port); err != nil {
+			return "", err
+		}
+	}
 	wakeRecv, err := newSocket(zmq4.PAIR)
 	if err != nil {
 		return "", err
@@ -325,9 +350,11 @@ func (t *Transport) listen(ctx context.Context, host string, port uint16) (_ str
 		return "", transport.ErrClosed
 	}
 	t.wake, t.ipcLock = wakeSend, lock
-	// The receive loop owns router and wakeRecv from here on.
+	t.sealedPort = sealedPort
+	t.advertiseSealed.Store(uint32(sealedPort))
+	// The receive loop owns router, sealed and wakeRecv from here on.
 	t.wg.Add(1)
-	go t.recvLoop(router, wakeRecv)
+	go t.recvLoop(router, sealed, wakeRecv)
 	return net.JoinHostPort(host, strconv.Itoa(int(port))), nil
 }
 
@@ -393,20 +420,46 @@ func (t *Transport) endpoint(addr string) (string, error) {
 	return "tcp://" + net.JoinHostPort(host, strconv.Itoa(int(port))), nil
 }
 
-// recvLoop owns the ROUTER socket: it reads messages and hands them to
-// Recv through the inbox until Close wakes it. It closes both sockets.
-func (t *Transport) recvLoop(router, wake *zmq4.Socket) {
+// recvLoop owns the ROUTER socket and, with CURVE, the sealed route's
+// (nil without): it reads messages, joins them with their sealed frames
+// (inbound), and hands them to Recv through the inbox until Close wakes
+// it. It closes every socket it owns.
+func (t *Transport) recvLoop(router, sealed, wake *zmq4.Socket) {
 	defer t.wg.Done()
+	delivered := false
+	in := newInbound(func(m *transport.Message) bool {
+		t.received.Add(1) // before the hand-off, so that Recv sees it counted
+		select {
+		case t.inbox <- m:
+			delivered = true
+			return true
+		case <-t.done:
+			return false
+		}
+	}, t.dropMessage)
 	defer func() {
+		in.close()
 		_ = router.Close()
+		if sealed != nil {
+			_ = sealed.Close()
+		}
 		_ = wake.Close()
 	}()
 	raw := rawSocket(router, zmq4.ROUTER)
 	poller := zmq4.NewPoller()
 	poller.Add(router, zmq4.POLLIN)
 	poller.Add(wake, zmq4.POLLIN)
+	var sealedRaw unsafe.Pointer
+	if sealed != nil {
+		sealedRaw = rawSocket(sealed, zmq4.ROUTER)
+		poller.Add(sealed, zmq4.POLLIN)
+	}
 	for {
-		polled, err := poller.Poll(recvBackstop)
+		wait := recvBackstop
+		if in.busy() {
+			wait = tickInterval
+		}
+		polled, err := poller.Poll(wait)
 		if err != nil {
 			t.recvFailed(fmt.Errorf("zmq: poll: %w", err))
 			return
@@ -421,16 +474,38 @@ func (t *Transport) recvLoop(router, wake *zmq4.Socket) {
 				return
 			}
 		}
+		if in.busy() && !in.tick() {
+			return
+		}
+		delivered = false
+		// The sealed route first: a message's sealed frames are sent
+		// before its envelope.
+		for sealedRaw != nil {
+			tag, frames, ok, err := readSealed(sealedRaw)
+			if isErrno(err, syscall.EAGAIN) {
+				break
+			}
+			if err != nil {
+				t.recvFailed(fmt.Errorf("zmq: receive on the sealed route: %w", err))
+				return
+			}
+			if !ok {
+				t.dropMalformed(nil, nil, errors.New("not a sealed payload"))
+				continue
+			}
+			if !in.sealed(tag, frames) {
+				return
+			}
+		}
 		// Drain what the ROUTER holds; the rest of a multipart message is
 		// always there once its first frame is.
-		delivered := false
 		for {
 			select {
 			case <-t.done:
 				return
 			default:
 			}
-			m, err := t.readMessage(router, raw)
+			id, m, env, err := t.readMessage(router, raw)
 			if isErrno(err, syscall.EAGAIN) {
 				if delivered {
 					// Let the goroutine woken by the inbox run here, now,
@@ -446,18 +521,18 @@ func (t *Transport) recvLoop(router, wake *zmq4.Socket) {
 				return
 			}
 			if m == nil {
-				continue // malformed, dropped
+				continue // malformed, dropped; or the transport's own
 			}
-			t.received.Add(1) // before the hand-off, so that Recv sees it counted
-			select {
-			case t.inbox <- m:
-				delivered = true
-			case <-t.done:
+			if !in.message(id, m, env) {
 				return
 			}
 		}
 	}
 }
+
+// tickInterval is how often the receive loop looks for messages that
+// waited too long for their sealed frames, while any waits.
+const tickInterval = 100 * time.Millisecond
 
 // recvFailed records a receive loop failure, which Recv then returns.
 // ZeroMQ reports none in normal operation.
@@ -479,14 +554,16 @@ func (t *Transport) recvFailed(err error) {
 //	+----------+------+-------+-----+-------+
 //
 // The identity frame is the ROUTER's name for the connection; the sender
-// is the one its meta names. The data frames are the buffers pebbe/zmq4
-// returns, not copied again. A malformed message is counted and dropped:
-// readMessage then returns (nil, nil). It returns an EAGAIN error when no
-// message is waiting.
+// is the one its meta names. With CURVE an envelope frame may come before
+// the meta (sealed.go): readMessage returns it, and the message, whose
+// sealed frames are still empty, is checked once they are in. A peer's
+// ctlHello is answered here. A malformed message is counted and dropped:
+// readMessage then returns a nil message, as for the transport's own. It
+// returns an EAGAIN error when no message is waiting.
 //
 // raw is router's libzmq socket (see rawSocket), read directly when not
 // nil.
-func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) (*transport.Message, error) {
+func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) ([]byte, *transport.Message, *envelope, error) {
 	recv := func(flags zmq4.Flag) ([]byte, bool, error) {
 		if raw != nil {
 			return recvFrame(raw, flags)
@@ -500,47 +577,98 @@ func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) (*trans
 	}
 	id, more, err := recv(zmq4.DONTWAIT)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	var (
-		meta   []byte
-		data   [][]byte
-		frames int
-	)
+	// An envelope, the meta and one data frame over the limit are kept,
+	// so that CheckData reports it; frames beyond that are read and
+	// discarded.
+	var fs [][]byte
 	for more {
 		var f []byte
 		f, more, err = recv(0)
 		if err != nil {
-			return nil, err
+			return nil, nil, nil, err
 		}
-		frames++
+		if len(fs) < transport.MaxDataFrames+3 {
+			fs = append(fs, f)
+		}
+	}
+	var env *envelope
+	if len(fs) > 0 && len(fs[0]) > 1 && fs[0][0] == 0 {
 		switch {
-		case frames == 1:
-			meta = f
-		case len(data) <= transport.MaxDataFrames:
-			// One over the limit is kept so that CheckData reports it;
-			// frames beyond that are read and discarded.
-			data = append(data, f)
+		case bytes.Equal(fs[0], ctlHello) && len(fs) == 1:
+			t.answerHello(router, id)
+			return id, nil, nil, nil
+		case bytes.HasPrefix(fs[0], ctlEnvelope) && t.sealedPort != 0:
+			e, err := decodeEnvelope(fs[0])
+			if err != nil {
+				t.dropMalformed(id, nil, err)
+				return id, nil, nil, nil
+			}
+			env, fs = &e, fs[1:]
+		default:
+			t.dropMalformed(id, nil, errors.New("a transport frame of another kind"))
+			return id, nil, nil, nil
 		}
 	}
-	if frames == 0 {
+	if len(fs) == 0 {
 		t.dropMalformed(id, nil, errors.New("no meta frame"))
-		return nil, nil
+		return id, nil, nil, nil
 	}
-	mm, err := transport.DecodeMeta(meta)
+	mm, err := transport.DecodeMeta(fs[0])
 	if err != nil {
 		t.dropMalformed(id, nil, err)
-		return nil, nil
+		return id, nil, nil, nil
 	}
-	m := &transport.Message{Meta: mm, Data: data, WireSize: len(meta)}
+	data := fs[1:]
+	if len(data) > transport.MaxDataFrames+1 {
+		data = data[:transport.MaxDataFrames+1]
+	}
+	m := &transport.Message{Meta: mm, Data: data, WireSize: len(fs[0])}
 	for _, d := range data {
 		m.WireSize += len(d)
 	}
+	if env != nil {
+		if last := env.frames[len(env.frames)-1].index; last >= len(data) {
+			t.dropMalformed(id, &mm, fmt.Errorf("%w: sealed frame %d of a message of %d data frames", transport.ErrMalformed, last, len(data)))
+			return id, nil, nil, nil
+		}
+		return id, m, env, nil
+	}
 	if err := transport.CheckData(m); err != nil {
 		t.dropMalformed(id, &mm, err)
-		return nil, nil
+		return id, nil, nil, nil
 	}
-	return m, nil
+	return id, m, nil, nil
+}
+
+// answerHello tells the peer of connection id where the sealed route is,
+// when there is one. The answer goes back on the peer's DEALER; if it
+// cannot go now, the peer sends through CURVE alone.
+func (t *Transport) answerHello(router *zmq4.Socket, id []byte) {
+	if t.sealedPort == 0 {
+		return
+	}
+	ans := routeAnswer(uint16(t.advertiseSealed.Load()))
+	if _, err := router.SendBytes(id, zmq4.SNDMORE|zmq4.DONTWAIT); err != nil {
+		return
+	}
+	_, _ = router.SendBytes(ans, zmq4.DONTWAIT)
+}
+
+// dropMessage counts and logs a message dropped by inbound: malformed, or
+// lost with its sealed frames.
+func (t *Transport) dropMessage(id []byte, m *transport.Meta, err error) {
+	if !errors.Is(err, errSealedLost) {
+		t.dropMalformed(id, m, err)
+		return
+	}
+	t.lost.Add(1)
+	fields := logrus.Fields{"peer": hex.EncodeToString(id)}
+	if m != nil {
+		fields["sender"] = m.Sender
+	}
+	t.log.WithFields(fields).Debug("dropped a message: " + err.Error())
 }
 
 func (t *Transport) dropMalformed(id []byte, m *transport.Meta, err error) {
@@ -729,7 +857,10 @@ func (t *Transport) Down(id int32) (time.Time, bool) {
 
 // Stats returns the transport's counters.
 func (t *Transport) Stats() Stats {
-	return Stats{Sent: t.sent.Load(), Received: t.received.Load(), Malformed: t.malformed.Load(), Lent: t.lent.Load()}
+	return Stats{
+		Sent: t.sent.Load(), Received: t.received.Load(), Malformed: t.malformed.Load(), Lent: t.lent.Load(),
+		Sealed: t.sealed.Load(), Lost: t.lost.Load(),
+	}
 }
 
 // Close implements transport.Transport. In order, it: refuses new calls
@@ -802,6 +933,12 @@ type peer struct {
 	live   bool           // sock has a connection, as of the last event read; guarded by sem
 	read   time.Time      // when connected last read the events; guarded by sem
 
+	// The sealed route (sealed.go), once the peer has said where it is;
+	// guarded by sem.
+	sealed     *zmq4.Socket
+	sealedRaw  unsafe.Pointer
+	sealedPoll *zmq4.Poller // POLLOUT on sealed
+
 	// downSince is when the route lost the connection it had (Unix
 	// nanoseconds), 0 while it has one or before it first had one. It
 	// outlives a socket dropped and opened again, and is written by
@@ -872,6 +1009,11 @@ func (p *peer) open() error {
 	p.raw = rawSocket(s, zmq4.DEALER)
 	p.poller = zmq4.NewPoller()
 	p.poller.Add(s, zmq4.POLLOUT)
+	if p.t.sealedOn() && p.raw != nil {
+		// Ask where the peer's sealed route is: the first message on the
+		// connection. A full queue cannot refuse it on a new socket.
+		_, _ = s.SendBytes(ctlHello, zmq4.DONTWAIT)
+	}
 	return nil
 }
 
@@ -896,6 +1038,7 @@ func (p *peer) drop() {
 		_ = p.mon.Close()
 		p.sock, p.raw, p.mon, p.live = nil, nil, nil, false
 	}
+	p.dropSealed()
 }
 
 // connected reads the socket's pending connection events and reports
@@ -947,6 +1090,11 @@ func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 	if p.sock == nil {
 		// A previous send failed part-way and closed the socket.
 		if err := p.open(); err != nil {
+			return err
+		}
+	}
+	if p.t.sealedOn() && p.raw != nil && hasLarge(data) {
+		if done, err := p.sendSealed(ctx, meta, data); done || err != nil {
 			return err
 		}
 	}

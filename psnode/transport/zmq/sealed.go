@@ -1,0 +1,623 @@
+package zmq
+
+import (
+	"bytes"
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	zmq4 "github.com/pebbe/zmq4"
+
+	"github.com/spindle-ps/spindle/psnode/internal/pages"
+	"github.com/spindle-ps/spindle/psnode/transport"
+)
+
+// Sealed frames: with CURVE on, the data frames of minSealed bytes or
+// more do not travel through CURVE's cipher, which keeps a quarter of
+// plain ZeroMQ's goodput on large messages (BENCHMARKS.md). They go on a
+// second connection to the peer, the sealed route, which has no ZeroMQ
+// security mechanism: each such frame is sealed with AES-128-GCM (AES-NI
+// and carry-less multiplication on amd64 and arm64) under a key drawn
+// for that one message. The key travels on the CURVE connection, in an
+// envelope frame before the message's meta, with a random tag that names
+// the sealed frames and their plaintext lengths:
+//
+//	CURVE route:   [envelope: tag, key, (index, length)…][meta][data0]…[dataN]
+//	sealed route:  [tag][sealed frame]…
+//
+// In the CURVE message the sealed frames are empty. The receiver joins the
+// two by the tag, opens every sealed frame (a frame is cut in chunks of
+// sealChunk bytes, each with its own nonce, the frame's index and the
+// chunk's, and GCM tag) into the message's buffer, and delivers the
+// message in its place among the messages of its CURVE connection: a
+// connection's messages keep their order. So what CURVE guarantees holds
+// for sealed frames too: only a peer that passed CURVE's authentication
+// can have a sealed frame accepted (the key is nowhere else), nobody else
+// can read one, and a sealed frame altered, cut, moved to another message
+// or position, or replayed is dropped with its message. Anybody who can
+// reach the port can open a connection to the sealed route and send bytes
+// to it, as anybody can start a CURVE handshake: what the receiver keeps of
+// them is bounded (heldMax payloads, heldTTL), and dropped when no
+// envelope names them.
+//
+// A sender learns where its peer's sealed route is by asking on the CURVE
+// connection once it opens it (ctlHello); the peer answers with the port
+// (ctlRoute). Until the answer arrives, and whenever the sealed route has
+// no connection (it is ZMQ_IMMEDIATE: a message is queued only on a
+// connection), the whole message goes through CURVE as before. A peer
+// that does not answer (one without CURVE) never gets sealed frames.
+const (
+	// minSealed is the size from which a data frame is sealed.
+	minSealed = minBorrowed
+	// sealChunk is the plaintext of one GCM seal; chunks are sealed and
+	// opened in parallel.
+	sealChunk = 1 << 20
+	// sealOverhead is GCM's tag, added to every chunk.
+	sealOverhead = 16
+	// maxSealedFrame bounds the plaintext length an envelope may announce.
+	maxSealedFrame = 1 << 40
+	// heldMax bounds the sealed payloads held for an envelope yet to come;
+	// the oldest goes first.
+	heldMax = 64
+	// heldTTL is how long a payload waits for its envelope.
+	heldTTL = 30 * time.Second
+	// sealedWait and sealedWaitRate bound how long a message waits for its
+	// sealed frames once its envelope is in: sealedWait plus a second per
+	// sealedWaitRate bytes. A payload lost on a broken sealed connection is
+	// given up sooner, as soon as a later payload of the same sender
+	// arrives (the sealed route is first in, first out).
+	sealedWait     = 10 * time.Second
+	sealedWaitRate = 10 << 20
+)
+
+// The transport's own frames on the CURVE connection. Each starts with a
+// zero byte, which no meta of more than one byte starts with (a meta is a
+// Thrift struct, and a zero byte is its end).
+var (
+	ctlHello    = []byte("\x00spindle:sealed?")
+	ctlRoute    = []byte("\x00spindle:sealed=")
+	ctlEnvelope = []byte("\x00spindle:sealed:")
+)
+
+// envelope is what the CURVE connection carries of a message's sealed
+// frames.
+type envelope struct {
+	tag    [16]byte
+	key    [16]byte
+	frames []sealedFrame
+}
+
+// sealedFrame is one sealed data frame: its index among the message's data
+// frames, and its plaintext length.
+type sealedFrame struct {
+	index  int
+	length int
+}
+
+// encode appends the envelope frame to dst.
+func (e *envelope) encode(dst []byte) []byte {
+	dst = append(dst, ctlEnvelope...)
+	dst = append(dst, e.tag[:]...)
+	dst = append(dst, e.key[:]...)
+	dst = append(dst, byte(len(e.frames)))
+	for _, f := range e.frames {
+		dst = append(dst, byte(f.index))
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(f.length))
+	}
+	return dst
+}
+
+// decodeEnvelope decodes an envelope frame. Every length is bounded: at
+// most transport.MaxDataFrames sealed frames, at increasing indices below
+// that limit, each of 1 to maxSealedFrame bytes.
+func decodeEnvelope(b []byte) (envelope, error) {
+	var e envelope
+	if !bytes.HasPrefix(b, ctlEnvelope) {
+		return e, fmt.Errorf("%w: not an envelope", transport.ErrMalformed)
+	}
+	b = b[len(ctlEnvelope):]
+	if len(b) < 33 {
+		return e, fmt.Errorf("%w: envelope of %d bytes", transport.ErrMalformed, len(b))
+	}
+	copy(e.tag[:], b)
+	copy(e.key[:], b[16:])
+	n := int(b[32])
+	b = b[33:]
+	if n == 0 || n > transport.MaxDataFrames || len(b) != 9*n {
+		return e, fmt.Errorf("%w: envelope of %d sealed frames in %d bytes", transport.ErrMalformed, n, len(b))
+	}
+	e.frames = make([]sealedFrame, n)
+	for i := range e.frames {
+		idx := int(b[9*i])
+		length := binary.LittleEndian.Uint64(b[9*i+1:])
+		switch {
+		case idx >= transport.MaxDataFrames:
+			return e, fmt.Errorf("%w: sealed frame index %d", transport.ErrMalformed, idx)
+		case i > 0 && idx <= e.frames[i-1].index:
+			return e, fmt.Errorf("%w: sealed frame indices out of order", transport.ErrMalformed)
+		case length == 0 || length > maxSealedFrame:
+			return e, fmt.Errorf("%w: sealed frame of %d bytes", transport.ErrMalformed, length)
+		}
+		e.frames[i] = sealedFrame{index: idx, length: int(length)}
+	}
+	return e, nil
+}
+
+// sealedLen is the length of a frame of n plaintext bytes once sealed.
+func sealedLen(n int) int {
+	return n + sealOverhead*((n+sealChunk-1)/sealChunk)
+}
+
+// sealNonce is the nonce of chunk c of the data frame at index i; a key
+// seals one message only, so the pair is unique under it.
+func sealNonce(i, c int) [12]byte {
+	var n [12]byte
+	binary.LittleEndian.PutUint32(n[:], uint32(i))
+	binary.LittleEndian.PutUint64(n[4:], uint64(c))
+	return n
+}
+
+// newEnvelope draws a tag and a key for the frames of data of minSealed
+// bytes or more; it returns nil when there is none.
+func newEnvelope(data [][]byte) (*envelope, error) {
+	var e envelope
+	for i, d := range data {
+		if len(d) >= minSealed {
+			e.frames = append(e.frames, sealedFrame{index: i, length: len(d)})
+		}
+	}
+	if len(e.frames) == 0 {
+		return nil, nil
+	}
+	if _, err := rand.Read(e.tag[:]); err != nil {
+		return nil, err
+	}
+	if _, err := rand.Read(e.key[:]); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+// chunkJob is one chunk of one sealed frame.
+type chunkJob struct {
+	frame int // position in envelope.frames
+	chunk int
+}
+
+// eachChunk runs do over every chunk of e's frames, in parallel (one
+// goroutine per processor, at most 8) when they add up to 4 MiB or more.
+// Each goroutine has its own AEAD. It returns the first error.
+func (e *envelope) eachChunk(do func(aead cipher.AEAD, j chunkJob) error) error {
+	var jobs []chunkJob
+	total := 0
+	for fi, f := range e.frames {
+		total += f.length
+		for c := 0; c*sealChunk < f.length; c++ {
+			jobs = append(jobs, chunkJob{frame: fi, chunk: c})
+		}
+	}
+	newAEAD := func() (cipher.AEAD, error) {
+		b, err := aes.NewCipher(e.key[:])
+		if err != nil {
+			return nil, err
+		}
+		return cipher.NewGCM(b)
+	}
+	workers := min(runtime.GOMAXPROCS(0), 8, total/(2<<20), len(jobs))
+	if workers <= 1 {
+		aead, err := newAEAD()
+		if err != nil {
+			return err
+		}
+		for _, j := range jobs {
+			if err := do(aead, j); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for range workers {
+		wg.Go(func() {
+			aead, err := newAEAD()
+			for err == nil {
+				k := int(next.Add(1)) - 1
+				if k >= len(jobs) {
+					return
+				}
+				err = do(aead, jobs[k])
+			}
+			mu.Lock()
+			if first == nil {
+				first = err
+			}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// chunkOf is the plaintext range of chunk c of a frame of n bytes, and
+// where its sealed form starts.
+func chunkOf(n, c int) (lo, hi, sealedAt int) {
+	lo = c * sealChunk
+	hi = min(lo+sealChunk, n)
+	return lo, hi, lo + c*sealOverhead
+}
+
+// seal seals the frames e names from data into frames of libzmq's
+// memory, to be sent on the sealed route after the tag.
+func (e *envelope) seal(data [][]byte) ([]*cFrame, error) {
+	out := make([]*cFrame, len(e.frames))
+	fail := func(err error) ([]*cFrame, error) {
+		for _, f := range out {
+			if f != nil {
+				f.close()
+			}
+		}
+		return nil, err
+	}
+	for i, f := range e.frames {
+		c, err := newCFrame(sealedLen(f.length))
+		if err != nil {
+			return fail(fmt.Errorf("make a sealed frame of %d bytes: %w", f.length, err))
+		}
+		out[i] = c
+	}
+	err := e.eachChunk(func(aead cipher.AEAD, j chunkJob) error {
+		f := e.frames[j.frame]
+		lo, hi, at := chunkOf(f.length, j.chunk)
+		dst := out[j.frame].bytes()[at:at]
+		nonce := sealNonce(f.index, j.chunk)
+		aead.Seal(dst, nonce[:], data[f.index][lo:hi], nil)
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return out, nil
+}
+
+// open opens the sealed frames of a payload into m's data frames, which
+// hold empty placeholders at their indices, and closes the payload's
+// frames. An error wraps transport.ErrMalformed.
+func (e *envelope) open(m *transport.Message, sealed []*cFrame) error {
+	defer func() {
+		for _, f := range sealed {
+			f.close()
+		}
+	}()
+	if len(sealed) != len(e.frames) {
+		return fmt.Errorf("%w: %d sealed frames for an envelope of %d", transport.ErrMalformed, len(sealed), len(e.frames))
+	}
+	plain := make([][]byte, len(e.frames))
+	for i, f := range e.frames {
+		if f.index >= len(m.Data) || len(m.Data[f.index]) != 0 {
+			return fmt.Errorf("%w: sealed frame %d has no empty place in the message", transport.ErrMalformed, f.index)
+		}
+		if n := len(sealed[i].bytes()); n != sealedLen(f.length) {
+			return fmt.Errorf("%w: sealed frame %d of %d bytes, want %d", transport.ErrMalformed, f.index, n, sealedLen(f.length))
+		}
+		plain[i] = make([]byte, f.length)
+	}
+	err := e.eachChunk(func(aead cipher.AEAD, j chunkJob) error {
+		f := e.frames[j.frame]
+		lo, hi, at := chunkOf(f.length, j.chunk)
+		dst := plain[j.frame][lo:hi]
+		pages.Advise(dst, 4<<10, pages.Populate)
+		nonce := sealNonce(f.index, j.chunk)
+		src := sealed[j.frame].bytes()[at : at+(hi-lo)+sealOverhead]
+		if _, err := aead.Open(dst[:0], nonce[:], src, nil); err != nil {
+			return fmt.Errorf("%w: sealed frame %d, chunk %d: %v", transport.ErrMalformed, f.index, j.chunk, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, f := range e.frames {
+		m.Data[f.index] = plain[i]
+		m.WireSize += f.length
+	}
+	return nil
+}
+
+// sealedEndpoint is the endpoint of the sealed route of the peer at
+// endpoint (as Connect resolved it), whose answer named port: the same
+// host at that port over TCP; beside the peer's socket file, with the
+// extension ".sealed" for ".ipc", in Local mode. It reports false when
+// endpoint has neither form.
+func sealedEndpoint(endpoint string, port uint16) (string, bool) {
+	if rest, ok := strings.CutPrefix(endpoint, "ipc://"); ok {
+		base, ok := strings.CutSuffix(rest, ".ipc")
+		return "ipc://" + base + ".sealed", ok
+	}
+	rest, ok := strings.CutPrefix(endpoint, "tcp://")
+	if !ok || port == 0 {
+		return "", false
+	}
+	host, _, err := net.SplitHostPort(rest)
+	if err != nil {
+		return "", false
+	}
+	return "tcp://" + net.JoinHostPort(host, strconv.Itoa(int(port))), true
+}
+
+// routeAnswer is the answer to ctlHello: the port of the sealed route.
+func routeAnswer(port uint16) []byte {
+	return binary.BigEndian.AppendUint16(bytes.Clone(ctlRoute), port)
+}
+
+// parseRouteAnswer reads an answer to ctlHello.
+func parseRouteAnswer(b []byte) (uint16, bool) {
+	rest, ok := bytes.CutPrefix(b, ctlRoute)
+	if !ok || len(rest) != 2 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint16(rest), true
+}
+
+// errSealedLost is why a message whose sealed frames never came is
+// dropped.
+var errSealedLost = errors.New("its sealed frames never arrived")
+
+// sealedOn reports whether the transport seals large frames: with CURVE,
+// unless Options.NoSealed.
+func (t *Transport) sealedOn() bool {
+	return t.opts.Curve != nil && !t.opts.NoSealed
+}
+
+// bindSealed binds s, the ROUTER of the sealed route, beside the CURVE
+// ROUTER bound at endpoint on port: on another port of the same host over
+// TCP, at the socket file with the extension ".sealed" in Local mode. It
+// returns the port to answer to ctlHello.
+func (t *Transport) bindSealed(s *zmq4.Socket, endpoint string, port uint16) (uint16, error) {
+	if rest, ok := strings.CutPrefix(endpoint, "ipc://"); ok {
+		ep := "ipc://" + strings.TrimSuffix(rest, ".ipc") + ".sealed"
+		if err := s.Bind(ep); err != nil {
+			return 0, fmt.Errorf("bind the sealed route %s: %w", ep, err)
+		}
+		return port, nil
+	}
+	host, _, err := net.SplitHostPort(strings.TrimPrefix(endpoint, "tcp://"))
+	if err != nil {
+		return 0, fmt.Errorf("the sealed route beside %s: %w", endpoint, err)
+	}
+	if strings.Contains(endpoint, "[") {
+		if err := s.SetIpv6(true); err != nil {
+			return 0, fmt.Errorf("set ZMQ_IPV6: %w", err)
+		}
+	}
+	if rawSocket(s, zmq4.ROUTER) == nil {
+		return 0, errors.New("the sealed route's libzmq socket is out of reach")
+	}
+	ep := "tcp://" + net.JoinHostPort(host, "*")
+	if err := s.Bind(ep); err != nil {
+		return 0, fmt.Errorf("bind the sealed route %s: %w", ep, err)
+	}
+	last, err := s.GetLastEndpoint()
+	if err != nil {
+		return 0, fmt.Errorf("get ZMQ_LAST_ENDPOINT: %w", err)
+	}
+	_, p, err := net.SplitHostPort(strings.TrimPrefix(last, "tcp://"))
+	if err != nil {
+		return 0, fmt.Errorf("parse ZMQ_LAST_ENDPOINT %q: %w", last, err)
+	}
+	n, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return 0, fmt.Errorf("parse ZMQ_LAST_ENDPOINT %q: %w", last, err)
+	}
+	return uint16(n), nil
+}
+
+// readSealed reads one message of the sealed route, [identity][tag]
+// [sealed frame]…, keeping the sealed frames in libzmq's memory. It
+// returns ok false for a message that is not of that form (it is
+// dropped), and an EAGAIN error when nothing is waiting.
+func readSealed(raw unsafe.Pointer) (tag [16]byte, frames []*cFrame, ok bool, err error) {
+	id, more, err := recvCFrame(raw, zmq4.DONTWAIT)
+	if err != nil {
+		return tag, nil, false, err
+	}
+	id.close()
+	n := 0
+	for more {
+		var f *cFrame
+		if f, more, err = recvCFrame(raw, 0); err != nil {
+			closeFrames(frames)
+			return tag, nil, false, err
+		}
+		n++
+		switch {
+		case n == 1:
+			b := f.bytes()
+			ok = len(b) == len(tag)
+			copy(tag[:], b)
+			f.close()
+		case n-1 <= transport.MaxDataFrames:
+			frames = append(frames, f)
+		default:
+			f.close()
+		}
+	}
+	if !ok || len(frames) == 0 || n-1 > transport.MaxDataFrames {
+		closeFrames(frames)
+		return tag, nil, false, nil
+	}
+	return tag, frames, true, nil
+}
+
+// learnRoute reads the peer's answers to ctlHello, which come back on the
+// DEALER, and opens the sealed route the last one names. sem must be held.
+func (p *peer) learnRoute() {
+	for {
+		b, err := p.sock.RecvBytes(zmq4.DONTWAIT)
+		if err != nil {
+			return
+		}
+		port, ok := parseRouteAnswer(b)
+		if !ok || p.sealed != nil {
+			continue
+		}
+		ep, ok := sealedEndpoint(p.endpoint, port)
+		if !ok {
+			continue
+		}
+		if err := p.openSealed(ep); err != nil {
+			p.t.log.WithError(err).WithField("peer", p.id).Debug("zmq: no sealed route; large frames go through CURVE")
+		}
+	}
+}
+
+// openSealed connects a DEALER to the peer's sealed route at ep. The
+// socket is ZMQ_IMMEDIATE: it queues a message only on a connection, so
+// that sealed frames never wait for a connection that may not come (send
+// then uses CURVE alone). sem must be held.
+func (p *peer) openSealed(ep string) error {
+	s, err := p.t.zctx.NewSocket(zmq4.DEALER)
+	if err != nil {
+		return fmt.Errorf("new DEALER socket: %w", err)
+	}
+	fail := func(err error) error {
+		_ = s.Close()
+		return err
+	}
+	if err := s.SetLinger(0); err != nil {
+		return fail(fmt.Errorf("set ZMQ_LINGER: %w", err))
+	}
+	if err := s.SetImmediate(true); err != nil {
+		return fail(fmt.Errorf("set ZMQ_IMMEDIATE: %w", err))
+	}
+	if wm := p.t.opts.WaterMark; wm > 0 {
+		if err := s.SetSndhwm(wm); err != nil {
+			return fail(fmt.Errorf("set ZMQ_SNDHWM: %w", err))
+		}
+	}
+	if strings.HasPrefix(ep, "tcp://[") {
+		if err := s.SetIpv6(true); err != nil {
+			return fail(fmt.Errorf("set ZMQ_IPV6: %w", err))
+		}
+	}
+	raw := rawSocket(s, zmq4.DEALER)
+	if raw == nil {
+		return fail(errors.New("the libzmq socket is out of reach"))
+	}
+	if err := s.Connect(ep); err != nil {
+		return fail(fmt.Errorf("connect %s: %w", ep, err))
+	}
+	p.sealed, p.sealedRaw = s, raw
+	p.sealedPoll = zmq4.NewPoller()
+	p.sealedPoll.Add(s, zmq4.POLLOUT)
+	return nil
+}
+
+// dropSealed closes the sealed route's socket. sem must be held.
+func (p *peer) dropSealed() {
+	if p.sealed != nil {
+		_ = p.sealed.Close()
+		p.sealed, p.sealedRaw, p.sealedPoll = nil, nil, nil
+	}
+}
+
+// sendSealed sends a message with data frames of minSealed bytes or more
+// as an envelope on the CURVE connection and sealed frames on the sealed
+// route, the sealed frames first. It reports false, having sent nothing,
+// when the sealed route cannot take the message now (not learnt yet, no
+// connection, its queue full): the caller sends the message through CURVE
+// alone. sem must be held.
+func (p *peer) sendSealed(ctx context.Context, meta []byte, data [][]byte) (bool, error) {
+	if p.sealed == nil {
+		p.learnRoute()
+		if p.sealed == nil {
+			return false, nil
+		}
+	}
+	if polled, err := p.sealedPoll.Poll(0); err != nil || len(polled) == 0 {
+		return false, nil // no connection yet, or the queue is full
+	}
+	env, err := newEnvelope(data)
+	if err != nil || env == nil {
+		return false, err
+	}
+	frames, err := env.seal(data)
+	if err != nil {
+		return false, err
+	}
+	if err := p.writeSealed(env.tag, frames); err != nil {
+		if !isErrno(err, syscall.EAGAIN) {
+			p.t.log.WithError(err).WithField("peer", p.id).Debug("zmq: sealed route failed; large frames go through CURVE until it is learnt again")
+			p.dropSealed()
+		}
+		return false, nil
+	}
+	// The envelope and the rest of the message, the sealed frames' places
+	// left empty. From the first frame on the message must be finished.
+	if err := p.write(ctx, env.encode(nil), zmq4.SNDMORE, nil); err != nil {
+		return true, err // the sealed frames wait at the peer until heldTTL
+	}
+	rest := context.WithoutCancel(ctx)
+	err = p.write(rest, meta, zmq4.SNDMORE, nil)
+	next := 0
+	for i := 0; err == nil && i < len(data); i++ {
+		flags := zmq4.SNDMORE
+		if i == len(data)-1 {
+			flags = 0
+		}
+		d := data[i]
+		if next < len(env.frames) && env.frames[next].index == i {
+			d, next = nil, next+1
+		}
+		err = p.write(rest, d, flags, nil)
+	}
+	if err != nil {
+		p.drop() // it holds part of a message
+		return true, err
+	}
+	p.t.sealed.Add(1)
+	return true, nil
+}
+
+// writeSealed queues [tag][frame]… on the sealed route without waiting:
+// it returns EAGAIN when the route has no connection or its queue is full.
+// The frames are libzmq's from then on, or closed on failure. sem must be
+// held.
+func (p *peer) writeSealed(tag [16]byte, frames []*cFrame) error {
+	if _, err := p.sealed.SendBytes(tag[:], zmq4.SNDMORE|zmq4.DONTWAIT); err != nil {
+		closeFrames(frames)
+		return err
+	}
+	for i, f := range frames {
+		flags := zmq4.SNDMORE | zmq4.DONTWAIT
+		if i == len(frames)-1 {
+			flags = zmq4.DONTWAIT
+		}
+		if err := f.send(p.sealedRaw, flags); err != nil {
+			// ZeroMQ takes the rest of a started message at once; a
+			// failure here leaves a part in the socket, which
+			// dropSealed discards.
+			closeFrames(frames[i:])
+			p.dropSealed()
+			return fmt.Errorf("sealed frame %d: %w", i, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,241 @@
+package zmq
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/spindle-ps/spindle/psnode/transport"
+)
+
+// sealedMessage seals data as Send would: the message with empty places,
+// its envelope, and the sealed frames.
+func sealedMessage(t *testing.T, ts int32, data ...[]byte) (*transport.Message, *envelope, []*cFrame) {
+	t.Helper()
+	env, err := newEnvelope(data)
+	if err != nil || env == nil {
+		t.Fatalf("newEnvelope = %v, %v", env, err)
+	}
+	frames, err := env.seal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := make([]transport.DataType, len(data))
+	for i := range types {
+		types[i] = transport.TypeUint8
+	}
+	m := &transport.Message{Meta: transport.Meta{Timestamp: ts, DataTypes: types}, Data: make([][]byte, len(data))}
+	next := 0
+	for i, d := range data {
+		if next < len(env.frames) && env.frames[next].index == i {
+			next++
+			continue
+		}
+		m.Data[i] = d
+	}
+	return m, env, frames
+}
+
+func seq(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = seed + byte(i*7)
+	}
+	return b
+}
+
+// TestSealOpen seals frames under and over a chunk, in parallel and not,
+// and opens them; any change to a sealed frame, its length, or its order
+// is refused.
+func TestSealOpen(t *testing.T) {
+	data := [][]byte{seq(10, 1), seq(3*sealChunk+5, 2), seq(minSealed, 3), seq(5*sealChunk, 4)}
+	m, env, frames := sealedMessage(t, 1, data...)
+	if len(env.frames) != 3 || len(m.Data[1]) != 0 {
+		t.Fatalf("sealed %d frames, want 3", len(env.frames))
+	}
+	if bytes.Contains(frames[0].bytes(), data[1][:64]) {
+		t.Fatal("a sealed frame holds its plaintext")
+	}
+	if err := env.open(m, frames); err != nil {
+		t.Fatal(err)
+	}
+	for i := range data {
+		if !bytes.Equal(m.Data[i], data[i]) {
+			t.Fatalf("frame %d opened changed", i)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		tamper func(env *envelope, fs []*cFrame) []*cFrame
+	}{
+		{"a bit flipped", func(_ *envelope, fs []*cFrame) []*cFrame { fs[0].bytes()[sealChunk+100] ^= 1; return fs }},
+		{"the last tag changed", func(_ *envelope, fs []*cFrame) []*cFrame { b := fs[2].bytes(); b[len(b)-1] ^= 0x80; return fs }},
+		{"frames swapped", func(_ *envelope, fs []*cFrame) []*cFrame { fs[0], fs[2] = fs[2], fs[0]; return fs }},
+		{"a frame missing", func(_ *envelope, fs []*cFrame) []*cFrame { fs[2].close(); return fs[:2] }},
+		{"another key", func(env *envelope, fs []*cFrame) []*cFrame { env.key[0] ^= 1; return fs }},
+		{"a length changed", func(env *envelope, fs []*cFrame) []*cFrame { env.frames[1].length -= 4; return fs }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, env, frames := sealedMessage(t, 1, data...)
+			frames = tc.tamper(env, frames)
+			if err := env.open(m, frames); !errors.Is(err, transport.ErrMalformed) {
+				t.Fatalf("open = %v, want an error wrapping ErrMalformed", err)
+			}
+		})
+	}
+}
+
+func TestEnvelopeRoundTrip(t *testing.T) {
+	_, env, frames := sealedMessage(t, 1, seq(8, 1), seq(minSealed+4, 2), seq(minSealed, 3))
+	closeFrames(frames)
+	got, err := decodeEnvelope(env.encode(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.tag != env.tag || got.key != env.key || len(got.frames) != 2 || got.frames[0] != env.frames[0] || got.frames[1] != env.frames[1] {
+		t.Fatalf("decoded %+v, want %+v", got, env)
+	}
+}
+
+// FuzzDecodeEnvelope: no input makes decodeEnvelope panic; an error wraps
+// ErrMalformed; what decodes encodes to the same bytes.
+func FuzzDecodeEnvelope(f *testing.F) {
+	e := envelope{frames: []sealedFrame{{index: 0, length: 1 << 20}, {index: 3, length: 5}}}
+	f.Add(e.encode(nil))
+	f.Add(ctlEnvelope)
+	f.Add([]byte("\x00spindle:sealed:0123456789abcdef0123456789abcdef\x01\x02"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := decodeEnvelope(b)
+		if err != nil {
+			if !errors.Is(err, transport.ErrMalformed) {
+				t.Fatalf("error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		if !bytes.Equal(e.encode(nil), b) {
+			t.Fatal("decoded envelope encodes differently")
+		}
+	})
+}
+
+// inboundRecorder is an inbound whose deliveries and drops are recorded,
+// with a clock the test moves.
+type inboundRecorder struct {
+	*inbound
+	got     []int32
+	dropped []error
+	clock   time.Time
+}
+
+func newRecorder() *inboundRecorder {
+	r := &inboundRecorder{clock: time.Unix(1000, 0)}
+	r.inbound = newInbound(func(m *transport.Message) bool {
+		r.got = append(r.got, m.Meta.Timestamp)
+		return true
+	}, func(_ []byte, _ *transport.Meta, err error) { r.dropped = append(r.dropped, err) })
+	r.now = func() time.Time { return r.clock }
+	return r
+}
+
+func plain(ts int32) *transport.Message {
+	return &transport.Message{Meta: transport.Meta{Timestamp: ts}}
+}
+
+func (r *inboundRecorder) want(t *testing.T, ts ...int32) {
+	t.Helper()
+	if len(r.got) != len(ts) {
+		t.Fatalf("delivered %v, want %v", r.got, ts)
+	}
+	for i := range ts {
+		if r.got[i] != ts[i] {
+			t.Fatalf("delivered %v, want %v", r.got, ts)
+		}
+	}
+}
+
+// TestInboundOrder: a message waiting for its sealed frames holds back
+// the later messages of its connection only; sealed frames that come
+// first wait for their envelope.
+func TestInboundOrder(t *testing.T) {
+	r := newRecorder()
+	a, b := []byte("a"), []byte("b")
+	m1, env1, f1 := sealedMessage(t, 1, seq(minSealed, 1))
+	r.message(a, m1, env1)
+	r.message(a, plain(2), nil)
+	r.message(b, plain(3), nil)
+	r.want(t, 3)
+	r.sealed(env1.tag, f1)
+	r.want(t, 3, 1, 2)
+	m4, env4, f4 := sealedMessage(t, 4, seq(8, 0), seq(minSealed, 4))
+	r.sealed(env4.tag, f4) // before its envelope
+	r.message(a, m4, env4)
+	r.want(t, 3, 1, 2, 4)
+	if r.busy() || len(r.dropped) > 0 {
+		t.Fatalf("busy %v, dropped %v after every message arrived whole", r.busy(), r.dropped)
+	}
+}
+
+// TestInboundLost: a message whose sealed frames never come is dropped as
+// soon as a later one's arrive, or at its deadline; then the messages
+// behind it go on.
+func TestInboundLost(t *testing.T) {
+	r := newRecorder()
+	a := []byte("a")
+	m1, env1, f1 := sealedMessage(t, 1, seq(minSealed, 1))
+	closeFrames(f1) // lost
+	m2, env2, f2 := sealedMessage(t, 2, seq(minSealed, 2))
+	r.message(a, m1, env1)
+	r.message(a, m2, env2)
+	r.message(a, plain(3), nil)
+	r.sealed(env2.tag, f2)
+	r.want(t, 2, 3)
+	if len(r.dropped) != 1 || !errors.Is(r.dropped[0], errSealedLost) {
+		t.Fatalf("dropped %v, want message 1 lost", r.dropped)
+	}
+
+	m4, env4, f4 := sealedMessage(t, 4, seq(minSealed, 4))
+	closeFrames(f4)
+	r.message(a, m4, env4)
+	r.message(a, plain(5), nil)
+	r.clock = r.clock.Add(sealedWait - time.Second)
+	r.tick()
+	r.want(t, 2, 3)
+	r.clock = r.clock.Add(2 * time.Second)
+	r.tick()
+	r.want(t, 2, 3, 5)
+	if len(r.dropped) != 2 || r.busy() {
+		t.Fatalf("dropped %v, busy %v: want message 4 lost at its deadline", r.dropped, r.busy())
+	}
+}
+
+// TestInboundHeldBounded: sealed frames no envelope names are held at
+// most heldMax at once and heldTTL long, and a replayed tag is refused.
+func TestInboundHeldBounded(t *testing.T) {
+	r := newRecorder()
+	var first [16]byte
+	for i := range heldMax + 10 {
+		_, env, fs := sealedMessage(t, int32(i), seq(minSealed, byte(i)))
+		if i == 0 {
+			first = env.tag
+		}
+		r.sealed(env.tag, fs)
+	}
+	if len(r.held) != heldMax {
+		t.Fatalf("held %d payloads, want %d", len(r.held), heldMax)
+	}
+	if r.held[0].tag == first {
+		t.Fatal("the oldest payload was not the one let go")
+	}
+	tag := r.held[0].tag
+	_, _, fs := sealedMessage(t, 99, seq(minSealed, 9))
+	r.sealed(tag, fs)
+	if len(r.held) != heldMax {
+		t.Fatalf("a replayed tag was held again: %d payloads", len(r.held))
+	}
+	r.clock = r.clock.Add(heldTTL + time.Second)
+	r.tick()
+	if r.busy() {
+		t.Fatalf("%d payloads still held after %v", len(r.held), heldTTL)
+	}
+}

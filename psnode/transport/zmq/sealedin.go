@@ -1,0 +1,204 @@
+package zmq
+
+import (
+	"slices"
+	"time"
+
+	"github.com/spindle-ps/spindle/psnode/transport"
+)
+
+// inbound joins the messages of the CURVE connections with the sealed
+// frames of the sealed route (see sealed.go) and hands them on in the
+// order each connection sent them. The receive loop owns it; it is not
+// safe for concurrent use.
+type inbound struct {
+	// deliver hands a complete message on; false means the transport is
+	// closing and nothing more is delivered.
+	deliver func(*transport.Message) bool
+	// drop reports a message dropped: malformed, or its sealed frames lost.
+	drop func(id []byte, m *transport.Meta, err error)
+	now  func() time.Time
+
+	queues  map[string][]*pending // by connection, while one of its messages waits
+	waiting map[[16]byte]*pending // by tag: messages waiting for their sealed frames
+	held    []*payload            // sealed frames waiting for their envelope, oldest first
+}
+
+// pending is a message of a connection that waits, or waits behind one
+// that does.
+type pending struct {
+	conn     string
+	m        *transport.Message
+	env      *envelope // nil once the message is complete
+	deadline time.Time // when it stops waiting for its sealed frames
+	gone     bool      // dropped: skip it
+}
+
+// payload is what the sealed route carried for one message.
+type payload struct {
+	tag    [16]byte
+	frames []*cFrame
+	at     time.Time
+}
+
+func newInbound(deliver func(*transport.Message) bool, drop func([]byte, *transport.Meta, error)) *inbound {
+	return &inbound{
+		deliver: deliver,
+		drop:    drop,
+		now:     time.Now,
+		queues:  make(map[string][]*pending),
+		waiting: make(map[[16]byte]*pending),
+	}
+}
+
+// busy reports whether anything waits, so that tick has work.
+func (in *inbound) busy() bool {
+	return len(in.waiting) > 0 || len(in.held) > 0
+}
+
+// message takes a message read from the CURVE connection conn, with its
+// envelope when it has sealed frames (m's data frames then hold empty
+// places for them). It reports false when the transport is closing.
+func (in *inbound) message(conn []byte, m *transport.Message, env *envelope) bool {
+	key := string(conn)
+	if env != nil {
+		i := slices.IndexFunc(in.held, func(p *payload) bool { return p.tag == env.tag })
+		if i < 0 {
+			wait := sealedWait
+			for _, f := range env.frames {
+				wait += time.Duration(f.length/sealedWaitRate) * time.Second
+			}
+			p := &pending{conn: key, m: m, env: env, deadline: in.now().Add(wait)}
+			in.waiting[env.tag] = p
+			in.queues[key] = append(in.queues[key], p)
+			return true
+		}
+		p := in.held[i]
+		in.held = slices.Delete(in.held, i, i+1)
+		if err := complete(m, env, p.frames); err != nil {
+			in.drop(conn, &m.Meta, err)
+			return true
+		}
+	}
+	if q := in.queues[key]; len(q) > 0 {
+		in.queues[key] = append(q, &pending{conn: key, m: m})
+		return true
+	}
+	return in.deliver(m)
+}
+
+// complete opens the sealed frames into m and checks the whole message.
+func complete(m *transport.Message, env *envelope, sealed []*cFrame) error {
+	if err := env.open(m, sealed); err != nil {
+		return err
+	}
+	return transport.CheckData(m)
+}
+
+// sealed takes the sealed frames of one message, read from the sealed
+// route. It reports false when the transport is closing.
+func (in *inbound) sealed(tag [16]byte, frames []*cFrame) bool {
+	p := in.waiting[tag]
+	if p == nil {
+		if slices.ContainsFunc(in.held, func(h *payload) bool { return h.tag == tag }) {
+			closeFrames(frames) // a replay
+			return true
+		}
+		in.held = append(in.held, &payload{tag: tag, frames: frames, at: in.now()})
+		if len(in.held) > heldMax {
+			closeFrames(in.held[0].frames)
+			in.held = slices.Delete(in.held, 0, 1)
+		}
+		return true
+	}
+	delete(in.waiting, tag)
+	env := p.env
+	p.env = nil
+	if err := complete(p.m, env, frames); err != nil {
+		p.gone = true
+		in.drop([]byte(p.conn), &p.m.Meta, err)
+	}
+	// The sealed route is first in, first out: the messages of the same
+	// connection before this one that still wait have lost theirs.
+	for _, e := range in.queues[p.conn] {
+		if e == p {
+			break
+		}
+		if e.env != nil && !e.gone {
+			in.lose(e)
+		}
+	}
+	return in.flush(p.conn)
+}
+
+// lose drops a message whose sealed frames will not come.
+func (in *inbound) lose(p *pending) {
+	delete(in.waiting, p.env.tag)
+	p.gone = true
+	in.drop([]byte(p.conn), &p.m.Meta, errSealedLost)
+}
+
+// flush hands on the complete messages at the head of conn's queue.
+func (in *inbound) flush(conn string) bool {
+	q := in.queues[conn]
+	i := 0
+	for ; i < len(q); i++ {
+		p := q[i]
+		if p.gone {
+			continue
+		}
+		if p.env != nil {
+			break
+		}
+		if !in.deliver(p.m) {
+			return false
+		}
+	}
+	if q = q[i:]; len(q) == 0 {
+		delete(in.queues, conn)
+	} else {
+		in.queues[conn] = q
+	}
+	return true
+}
+
+// tick drops the messages that waited too long for their sealed frames
+// and the sealed frames that waited too long for their envelope. It
+// reports false when the transport is closing.
+func (in *inbound) tick() bool {
+	now := in.now()
+	var conns []string
+	for _, p := range in.waiting {
+		if now.After(p.deadline) {
+			in.lose(p)
+			conns = append(conns, p.conn)
+		}
+	}
+	for _, c := range conns {
+		if !in.flush(c) {
+			return false
+		}
+	}
+	in.held = slices.DeleteFunc(in.held, func(p *payload) bool {
+		if now.Sub(p.at) < heldTTL {
+			return false
+		}
+		closeFrames(p.frames)
+		return true
+	})
+	return true
+}
+
+// close releases the sealed frames held.
+func (in *inbound) close() {
+	for _, p := range in.held {
+		closeFrames(p.frames)
+	}
+	in.held = nil
+}
+
+func closeFrames(fs []*cFrame) {
+	for _, f := range fs {
+		f.close()
+	}
+}
