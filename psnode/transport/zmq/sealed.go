@@ -216,7 +216,7 @@ func (e *envelope) eachChunk(do func(aead cipher.AEAD, j chunkJob) error) error 
 		}
 		return cipher.NewGCM(b)
 	}
-	workers := min(runtime.GOMAXPROCS(0), 8, total/(2<<20), len(jobs))
+	workers := min(runtime.GOMAXPROCS(0), 8, total/(1<<20), len(jobs))
 	if workers <= 1 {
 		aead, err := newAEAD()
 		if err != nil {

@@ -53,7 +53,7 @@ type Options struct {
 	Local bool
 
 	// IPCDir is the directory of the ipc endpoints when Local is set; it
-	// is created (mode 0700) if missing. Its path plus "/65535.ipc" must
+	// is created (mode 0700) if missing. Its path plus "/65535.sealed" must
 	// fit the 107 bytes of a Unix socket address. Empty means
 	// os.TempDir()/spindle-ipc-<uid>.
 	IPCDir string
