@@ -28,6 +28,19 @@
 // frames is dropped, counted in Stats.Malformed and logged at debug
 // level; Recv never returns it.
 //
+// A message of less than 64 KiB in all goes packed into one frame once
+// the peer has said it reads packed messages (packed.go): each frame is a
+// ZeroMQ message of its own on both sides, and with CURVE its own
+// encryption and MAC.
+//
+//	packed:  [0x00 'p'][n][len(meta)][len(data0)]…[meta][data0]…[dataN]
+//
+// The receiver's data frames are slices of that one frame. A sender asks
+// with the first message on every new connection (a frame that is not a
+// meta); the peer answers on the same connection, and with the port of its
+// sealed route (below). A peer that does not answer, an older one, gets
+// messages as before.
+//
 // # Receiving
 //
 // pebbe/zmq4 makes the sockets and does everything but reading the

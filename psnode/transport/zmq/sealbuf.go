@@ -19,7 +19,7 @@ import (
 const (
 	sealPoolMin   = 256 << 10
 	sealPoolClass = 1 << 20
-	sealPoolMax   = 256 << 20
+	sealPoolMax   = 64 << 20
 )
 
 var sealPool = &bufPool{free: make(map[uintptr][]unsafe.Pointer)}

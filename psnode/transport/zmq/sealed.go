@@ -347,6 +347,9 @@ func (e *envelope) open(m *transport.Message, sealed []*cFrame) error {
 // extension ".sealed" for ".ipc", in Local mode. It reports false when
 // endpoint has neither form.
 func sealedEndpoint(endpoint string, port uint16) (string, bool) {
+	if port == 0 {
+		return "", false
+	}
 	if rest, ok := strings.CutPrefix(endpoint, "ipc://"); ok {
 		base, ok := strings.CutSuffix(rest, ".ipc")
 		return "ipc://" + base + ".sealed", ok
@@ -362,7 +365,9 @@ func sealedEndpoint(endpoint string, port uint16) (string, bool) {
 	return "tcp://" + net.JoinHostPort(host, strconv.Itoa(int(port))), true
 }
 
-// routeAnswer is the answer to ctlHello: the port of the sealed route.
+// routeAnswer is the answer to ctlHello: the port of the sealed route, 0
+// when there is none; and that packed messages are read (a peer that
+// answers reads them).
 func routeAnswer(port uint16) []byte {
 	return binary.BigEndian.AppendUint16(bytes.Clone(ctlRoute), port)
 }
@@ -466,8 +471,9 @@ func readSealed(raw unsafe.Pointer) (tag [16]byte, frames []*cFrame, ok bool, er
 	return tag, frames, true, nil
 }
 
-// learnRoute reads the peer's answers to ctlHello, which come back on the
-// DEALER, and opens the sealed route the last one names. sem must be held.
+// learnRoute reads the peer's answer to ctlHello, which comes back on
+// the DEALER: the peer reads packed messages, and its sealed route, if it
+// has one, is opened. sem must be held.
 func (p *peer) learnRoute() {
 	for {
 		b, err := p.sock.RecvBytes(zmq4.DONTWAIT)
@@ -475,11 +481,12 @@ func (p *peer) learnRoute() {
 			return
 		}
 		port, ok := parseRouteAnswer(b)
-		if !ok || p.sealed != nil {
+		if !ok {
 			continue
 		}
+		p.answered = true
 		ep, ok := sealedEndpoint(p.endpoint, port)
-		if !ok {
+		if !ok || p.sealed != nil || !p.t.sealedOn() {
 			continue
 		}
 		if err := p.openSealed(ep); err != nil {

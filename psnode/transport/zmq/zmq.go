@@ -106,6 +106,7 @@ type Stats struct {
 	Malformed uint64 // messages from peers dropped because they did not decode or check
 	Lent      uint64 // data frames Send had ZeroMQ write from the caller's memory, without a copy
 	Sealed    uint64 // messages Send sent with sealed frames (Options.Curve)
+	Packed    uint64 // messages Send sent packed into one frame
 	Lost      uint64 // messages from peers dropped because their sealed frames never arrived
 }
 
@@ -141,7 +142,7 @@ type Transport struct {
 	sealedPort      uint16
 	advertiseSealed atomic.Uint32
 
-	sent, received, malformed, lent, sealed, lost atomic.Uint64
+	sent, received, malformed, lent, sealed, lost, packed atomic.Uint64
 }
 
 var (
@@ -530,6 +531,11 @@ func (t *Transport) recvLoop(router, sealed, wake *zmq4.Socket) {
 	}
 }
 
+// lookInterval is how often a send looks for the peer's answer to
+// ctlHello until it comes; a peer that never answers (an older Spindle)
+// gets neither packed messages nor sealed frames.
+const lookInterval = 20 * time.Millisecond
+
 // tickInterval is how often the receive loop looks for messages that
 // waited too long for their sealed frames, while any waits.
 const tickInterval = 100 * time.Millisecond
@@ -596,6 +602,13 @@ func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) ([]byte
 	var env *envelope
 	if len(fs) > 0 && len(fs[0]) > 1 && fs[0][0] == 0 {
 		switch {
+		case bytes.HasPrefix(fs[0], ctlPacked) && len(fs) == 1:
+			meta, data, err := unpack(fs[0])
+			if err != nil {
+				t.dropMalformed(id, nil, err)
+				return id, nil, nil, nil
+			}
+			fs = append([][]byte{meta}, data...)
 		case bytes.Equal(fs[0], ctlHello) && len(fs) == 1:
 			t.answerHello(router, id)
 			return id, nil, nil, nil
@@ -642,13 +655,11 @@ func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) ([]byte
 	return id, m, nil, nil
 }
 
-// answerHello tells the peer of connection id where the sealed route is,
-// when there is one. The answer goes back on the peer's DEALER; if it
-// cannot go now, the peer sends through CURVE alone.
+// answerHello tells the peer of connection id that packed messages are
+// read here, and where the sealed route is, when there is one (port 0
+// otherwise). The answer goes back on the peer's DEALER; if it cannot go
+// now, the peer sends unpacked messages and large frames through CURVE.
 func (t *Transport) answerHello(router *zmq4.Socket, id []byte) {
-	if t.sealedPort == 0 {
-		return
-	}
 	ans := routeAnswer(uint16(t.advertiseSealed.Load()))
 	if _, err := router.SendBytes(id, zmq4.SNDMORE|zmq4.DONTWAIT); err != nil {
 		return
@@ -859,7 +870,7 @@ func (t *Transport) Down(id int32) (time.Time, bool) {
 func (t *Transport) Stats() Stats {
 	return Stats{
 		Sent: t.sent.Load(), Received: t.received.Load(), Malformed: t.malformed.Load(), Lent: t.lent.Load(),
-		Sealed: t.sealed.Load(), Lost: t.lost.Load(),
+		Sealed: t.sealed.Load(), Lost: t.lost.Load(), Packed: t.packed.Load(),
 	}
 }
 
@@ -939,6 +950,11 @@ type peer struct {
 	sealedRaw  unsafe.Pointer
 	sealedPoll *zmq4.Poller // POLLOUT on sealed
 
+	// Whether the peer answered ctlHello, which also says it reads packed
+	// messages, and when send last looked for the answer; guarded by sem.
+	answered bool
+	looked   time.Time
+
 	// downSince is when the route lost the connection it had (Unix
 	// nanoseconds), 0 while it has one or before it first had one. It
 	// outlives a socket dropped and opened again, and is written by
@@ -1009,10 +1025,12 @@ func (p *peer) open() error {
 	p.raw = rawSocket(s, zmq4.DEALER)
 	p.poller = zmq4.NewPoller()
 	p.poller.Add(s, zmq4.POLLOUT)
-	if p.t.sealedOn() && p.raw != nil {
-		// Ask where the peer's sealed route is: the first message on the
-		// connection. A full queue cannot refuse it on a new socket.
+	if p.raw != nil {
+		// Ask whether the peer reads packed messages and where its sealed
+		// route is: the first message on the connection. A full queue
+		// cannot refuse it on a new socket.
 		_, _ = s.SendBytes(ctlHello, zmq4.DONTWAIT)
+		p.answered, p.looked = false, time.Time{}
 	}
 	return nil
 }
@@ -1092,6 +1110,25 @@ func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 		if err := p.open(); err != nil {
 			return err
 		}
+	}
+	if !p.answered && p.raw != nil {
+		if now := time.Now(); now.Sub(p.looked) >= lookInterval {
+			p.looked = now
+			p.learnRoute()
+		}
+	}
+	if p.answered && packable(meta, data) {
+		bp := packPool.Get().(*[]byte)
+		b := pack((*bp)[:0], meta, data)
+		err := p.write(ctx, b, 0, nil)
+		if cap(b) <= 2*packMax {
+			*bp = b[:0]
+			packPool.Put(bp)
+		}
+		if err == nil {
+			p.t.packed.Add(1)
+		}
+		return err
 	}
 	if p.t.sealedOn() && p.raw != nil && hasLarge(data) {
 		if done, err := p.sendSealed(ctx, meta, data); done || err != nil {
