@@ -55,10 +55,11 @@ import (
 //
 // A sender learns where its peer's sealed route is by asking on the CURVE
 // connection once it opens it (ctlHello); the peer answers with the port
-// (ctlRoute). Until the answer arrives, and whenever the sealed route has
-// no connection (it is ZMQ_IMMEDIATE: a message is queued only on a
-// connection), the whole message goes through CURVE as before. A peer
-// that does not answer (one without CURVE) never gets sealed frames.
+// (ctlRoute), 0 when it has none. Until the answer arrives, and whenever
+// the sealed route has no connection (it is ZMQ_IMMEDIATE: a message is
+// queued only on a connection), the whole message goes through CURVE as
+// before. A peer without a sealed route (one without CURVE, or an older
+// one, which does not answer) never gets sealed frames.
 const (
 	// minSealed is the size from which a data frame is sealed.
 	minSealed = minBorrowed
@@ -419,19 +420,7 @@ func (t *Transport) bindSealed(s *zmq4.Socket, endpoint string, port uint16) (ui
 	if err := s.Bind(ep); err != nil {
 		return 0, fmt.Errorf("bind the sealed route %s: %w", ep, err)
 	}
-	last, err := s.GetLastEndpoint()
-	if err != nil {
-		return 0, fmt.Errorf("get ZMQ_LAST_ENDPOINT: %w", err)
-	}
-	_, p, err := net.SplitHostPort(strings.TrimPrefix(last, "tcp://"))
-	if err != nil {
-		return 0, fmt.Errorf("parse ZMQ_LAST_ENDPOINT %q: %w", last, err)
-	}
-	n, err := strconv.ParseUint(p, 10, 16)
-	if err != nil {
-		return 0, fmt.Errorf("parse ZMQ_LAST_ENDPOINT %q: %w", last, err)
-	}
-	return uint16(n), nil
+	return boundPort(s)
 }
 
 // readSealed reads one message of the sealed route, [identity][tag]

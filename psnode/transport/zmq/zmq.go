@@ -306,19 +306,9 @@ func (t *Transport) listen(ctx context.Context, host string, port uint16) (_ str
 		return "", fmt.Errorf("bind %s: %w", endpoint, err)
 	}
 	if !t.opts.Local {
-		last, err := router.GetLastEndpoint()
-		if err != nil {
-			return "", fmt.Errorf("get ZMQ_LAST_ENDPOINT: %w", err)
+		if port, err = boundPort(router); err != nil {
+			return "", err
 		}
-		_, p, err := net.SplitHostPort(strings.TrimPrefix(last, "tcp://"))
-		if err != nil {
-			return "", fmt.Errorf("parse ZMQ_LAST_ENDPOINT %q: %w", last, err)
-		}
-		n, err := strconv.ParseUint(p, 10, 16)
-		if err != nil {
-			return "", fmt.Errorf("parse ZMQ_LAST_ENDPOINT %q: %w", last, err)
-		}
-		port = uint16(n)
 	}
 	var sealed *zmq4.Socket
 	var sealedPort uint16
@@ -357,6 +347,23 @@ func (t *Transport) listen(ctx context.Context, host string, port uint16) (_ str
 	t.wg.Add(1)
 	go t.recvLoop(router, sealed, wakeRecv)
 	return net.JoinHostPort(host, strconv.Itoa(int(port))), nil
+}
+
+// boundPort is the TCP port s was bound to last.
+func boundPort(s *zmq4.Socket) (uint16, error) {
+	last, err := s.GetLastEndpoint()
+	if err != nil {
+		return 0, fmt.Errorf("get ZMQ_LAST_ENDPOINT: %w", err)
+	}
+	_, p, err := net.SplitHostPort(strings.TrimPrefix(last, "tcp://"))
+	if err != nil {
+		return 0, fmt.Errorf("parse ZMQ_LAST_ENDPOINT %q: %w", last, err)
+	}
+	n, err := strconv.ParseUint(p, 10, 16)
+	if err != nil {
+		return 0, fmt.Errorf("parse ZMQ_LAST_ENDPOINT %q: %w", last, err)
+	}
+	return uint16(n), nil
 }
 
 // bindAddress is the address a ROUTER binds for host: ZeroMQ binds an
