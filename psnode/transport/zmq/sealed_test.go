@@ -215,3 +215,47 @@ func TestSealedRouteStranger(t *testing.T) {
 		}
 	}
 }
+
+// TestSealedRouteAfterPeerRestart: the peer's process is replaced by one
+// listening at the same address, whose sealed route is elsewhere. The
+// sender's connection comes back by itself; it asks again, and large
+// frames go sealed to the new process.
+func TestSealedRouteAfterPeerRestart(t *testing.T) {
+	job := jobCurve(t, "the job secret")
+	old, err := zmq.New(zmq.Options{Curve: job, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := old.Listen(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := newTransport(t, zmq.Options{Curve: job})
+	if err := node.Connect(t.Context(), 1, addr); err != nil {
+		t.Fatal(err)
+	}
+	awaitSealed(t, node, old)
+	oldPort := zmq.SealedPort(old)
+	if err := old.Close(); err != nil {
+		t.Fatal(err)
+	}
+	srv := newTransport(t, zmq.Options{Curve: job})
+	if _, err := srv.Listen(t.Context(), addr); err != nil {
+		t.Fatal(err)
+	}
+	if zmq.SealedPort(srv) == oldPort {
+		t.Skip("the new process's sealed route took the old one's port")
+	}
+	before := node.Stats().Sealed
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	b := pattern(256<<10, 5)
+	for i := int32(0); node.Stats().Sealed == before; i++ {
+		if _, err := node.Send(ctx, bigPush(1, i, b)); err != nil {
+			t.Fatalf("no large frame went sealed to the new process: %v", err)
+		}
+		if m := recv(t, srv); m.Meta.Timestamp != i || !bytes.Equal(m.Data[0], b) {
+			t.Fatalf("message %d arrived as %d (%d bytes)", i, m.Meta.Timestamp, len(m.Data[0]))
+		}
+	}
+}

@@ -949,7 +949,11 @@ type peer struct {
 	poller *zmq4.Poller   // POLLOUT on sock; guarded by sem
 	mon    *zmq4.Socket   // sock's connection events (see connected); guarded by sem
 	live   bool           // sock has a connection, as of the last event read; guarded by sem
-	read   time.Time      // when connected last read the events; guarded by sem
+	// wasLive is whether sock had a connection before, as of the last
+	// event read, and reask that it has another one now, whose peer send
+	// asks again (ask); guarded by sem.
+	wasLive, reask bool
+	read           time.Time // when connected last read the events; guarded by sem
 
 	// The sealed route (sealed.go), once the peer has said where it is;
 	// guarded by sem.
@@ -1032,14 +1036,22 @@ func (p *peer) open() error {
 	p.raw = rawSocket(s, zmq4.DEALER)
 	p.poller = zmq4.NewPoller()
 	p.poller.Add(s, zmq4.POLLOUT)
-	if p.raw != nil {
-		// Ask whether the peer reads packed messages and where its sealed
-		// route is: the first message on the connection. A full queue
-		// cannot refuse it on a new socket.
-		_, _ = s.SendBytes(ctlHello, zmq4.DONTWAIT)
-		p.answered, p.looked = false, time.Time{}
-	}
+	p.wasLive, p.reask = false, false
+	// The first message on the connection; a full queue cannot refuse it
+	// on a new socket.
+	p.ask()
 	return nil
+}
+
+// ask asks the peer whether it reads packed messages and where its sealed
+// route is, forgetting what it said before. sem must be held.
+func (p *peer) ask() {
+	if p.raw == nil {
+		return
+	}
+	p.dropSealed()
+	p.answered, p.looked, p.reask = false, time.Time{}, false
+	_, _ = p.sock.SendBytes(ctlHello, zmq4.DONTWAIT)
 }
 
 // close marks the route gone, waits for the Send using the socket to
@@ -1077,7 +1089,13 @@ func (p *peer) connected() bool {
 		}
 		switch ev {
 		case zmq4.EVENT_CONNECTED:
-			p.live = true
+			if p.wasLive {
+				// Another process may listen at the address now: ask it
+				// again what it reads and where its sealed route is, once
+				// no message is half sent.
+				p.reask = true
+			}
+			p.live, p.wasLive = true, true
 			p.downSince.Store(0)
 		case zmq4.EVENT_DISCONNECTED:
 			if p.live {
@@ -1118,6 +1136,12 @@ func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 			return err
 		}
 	}
+	if time.Since(p.read) > time.Second {
+		p.connected() // keep the queue of events short, and see reconnections
+	}
+	if p.reask {
+		p.ask()
+	}
 	if !p.answered && p.raw != nil {
 		if now := time.Now(); now.Sub(p.looked) >= lookInterval {
 			p.looked = now
@@ -1154,9 +1178,6 @@ func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 	rest := context.WithoutCancel(ctx)
 	var lent *borrowed
 	lend := p.raw != nil && hasLarge(data) && p.connected()
-	if !lend && time.Since(p.read) > time.Second {
-		p.connected() // keep the queue of events short
-	}
 	for i, d := range data {
 		flags := zmq4.SNDMORE
 		if i == len(data)-1 {
