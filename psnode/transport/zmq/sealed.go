@@ -461,34 +461,27 @@ func readSealed(raw unsafe.Pointer) (tag [16]byte, frames []*cFrame, ok bool, er
 }
 
 // learnRoute reads the peer's answer to ctlHello, which comes back on
-// the DEALER: the peer reads packed messages, and its sealed route, if it
-// has one, is opened. sem must be held.
+// the DEALER: the peer reads packed messages, and has its sealed route at
+// sealedEP (empty when it has none). sem must be held.
 func (p *peer) learnRoute() {
 	for {
 		b, err := p.sock.RecvBytes(zmq4.DONTWAIT)
 		if err != nil {
 			return
 		}
-		port, ok := parseRouteAnswer(b)
-		if !ok {
-			continue
-		}
-		p.answered = true
-		ep, ok := sealedEndpoint(p.endpoint, port)
-		if !ok || p.sealed != nil || !p.t.sealedOn() {
-			continue
-		}
-		if err := p.openSealed(ep); err != nil {
-			p.t.log.WithError(err).WithField("peer", p.id).Debug("zmq: no sealed route; large frames go through CURVE")
+		if port, ok := parseRouteAnswer(b); ok {
+			p.answered = true
+			p.sealedEP, _ = sealedEndpoint(p.endpoint, port)
 		}
 	}
 }
 
-// openSealed connects a DEALER to the peer's sealed route at ep. The
-// socket is ZMQ_IMMEDIATE: it queues a message only on a connection, so
-// that sealed frames never wait for a connection that may not come (send
-// then uses CURVE alone). sem must be held.
-func (p *peer) openSealed(ep string) error {
+// openSealed connects a DEALER to the peer's sealed route at sealedEP.
+// The socket is ZMQ_IMMEDIATE: it queues a message only on a connection,
+// so that sealed frames never wait for a connection that may not come
+// (send then uses CURVE alone). sem must be held.
+func (p *peer) openSealed() error {
+	ep := p.sealedEP
 	s, err := p.t.zctx.NewSocket(zmq4.DEALER)
 	if err != nil {
 		return fmt.Errorf("new DEALER socket: %w", err)
@@ -526,7 +519,8 @@ func (p *peer) openSealed(ep string) error {
 	return nil
 }
 
-// dropSealed closes the sealed route's socket. sem must be held.
+// dropSealed closes the sealed route's socket, with what it queued; the
+// next large message opens it again. sem must be held.
 func (p *peer) dropSealed() {
 	if p.sealed != nil {
 		_ = p.sealed.Close()
@@ -541,9 +535,13 @@ func (p *peer) dropSealed() {
 // connection, its queue full): the caller sends the message through CURVE
 // alone. sem must be held.
 func (p *peer) sendSealed(ctx context.Context, meta []byte, data [][]byte) (bool, error) {
+	if p.sealedEP == "" {
+		return false, nil // not learnt yet, or the peer has no sealed route
+	}
 	if p.sealed == nil {
-		p.learnRoute()
-		if p.sealed == nil {
+		if err := p.openSealed(); err != nil {
+			p.t.log.WithError(err).WithField("peer", p.id).Debug("zmq: no sealed route; large frames go through CURVE")
+			p.sealedEP = ""
 			return false, nil
 		}
 	}
@@ -558,11 +556,7 @@ func (p *peer) sendSealed(ctx context.Context, meta []byte, data [][]byte) (bool
 	if err != nil {
 		return false, err
 	}
-	if err := p.writeSealed(env.tag, frames); err != nil {
-		if !isErrno(err, syscall.EAGAIN) {
-			p.t.log.WithError(err).WithField("peer", p.id).Debug("zmq: sealed route failed; large frames go through CURVE until it is learnt again")
-			p.dropSealed()
-		}
+	if !p.writeSealed(env.tag, frames) {
 		return false, nil
 	}
 	// The envelope and the rest of the message, the sealed frames' places
@@ -592,28 +586,34 @@ func (p *peer) sendSealed(ctx context.Context, meta []byte, data [][]byte) (bool
 	return true, nil
 }
 
-// writeSealed queues [tag][frame]… on the sealed route without waiting:
-// it returns EAGAIN when the route has no connection or its queue is full.
-// The frames are libzmq's from then on, or closed on failure. sem must be
-// held.
-func (p *peer) writeSealed(tag [16]byte, frames []*cFrame) error {
+// writeSealed queues [tag][frame]… on the sealed route without waiting.
+// It reports false when the route cannot take it: no connection, its
+// queue full, or a failure, after which the socket is dropped (it may hold
+// part of a message) and opened again for the next one. The frames are
+// libzmq's from then on, or closed. sem must be held.
+func (p *peer) writeSealed(tag [16]byte, frames []*cFrame) bool {
+	failed := func(err error) bool {
+		p.t.log.WithError(err).WithField("peer", p.id).Debug("zmq: the sealed route failed; it is opened again for the next large message")
+		p.dropSealed()
+		return false
+	}
 	if _, err := p.sealed.SendBytes(tag[:], zmq4.SNDMORE|zmq4.DONTWAIT); err != nil {
 		closeFrames(frames)
-		return err
+		if isErrno(err, syscall.EAGAIN) {
+			return false
+		}
+		return failed(err)
 	}
 	for i, f := range frames {
 		flags := zmq4.SNDMORE | zmq4.DONTWAIT
 		if i == len(frames)-1 {
 			flags = zmq4.DONTWAIT
 		}
+		// ZeroMQ takes the rest of a started message at once.
 		if err := f.send(p.sealedRaw, flags); err != nil {
-			// ZeroMQ takes the rest of a started message at once; a
-			// failure here leaves a part in the socket, which
-			// dropSealed discards.
 			closeFrames(frames[i:])
-			p.dropSealed()
-			return fmt.Errorf("sealed frame %d: %w", i, err)
+			return failed(fmt.Errorf("sealed frame %d: %w", i, err))
 		}
 	}
-	return nil
+	return true
 }

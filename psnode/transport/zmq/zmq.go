@@ -444,7 +444,7 @@ func (t *Transport) recvLoop(router, sealed, wake *zmq4.Socket) {
 		case <-t.done:
 			return false
 		}
-	}, t.dropMessage)
+	}, t.dropMalformed)
 	defer func() {
 		in.close()
 		_ = router.Close()
@@ -674,23 +674,16 @@ func (t *Transport) answerHello(router *zmq4.Socket, id []byte) {
 	_, _ = router.SendBytes(ans, zmq4.DONTWAIT)
 }
 
-// dropMessage counts and logs a message dropped by inbound: malformed, or
-// lost with its sealed frames.
-func (t *Transport) dropMessage(id []byte, m *transport.Meta, err error) {
-	if !errors.Is(err, errSealedLost) {
-		t.dropMalformed(id, m, err)
-		return
-	}
-	t.lost.Add(1)
-	fields := logrus.Fields{"peer": hex.EncodeToString(id)}
-	if m != nil {
-		fields["sender"] = m.Sender
-	}
-	t.log.WithFields(fields).Debug("dropped a message: " + err.Error())
-}
-
+// dropMalformed counts and logs a message dropped: malformed, or lost
+// with its sealed frames (errSealedLost), which Stats counts apart.
 func (t *Transport) dropMalformed(id []byte, m *transport.Meta, err error) {
-	t.malformed.Add(1)
+	what := "dropped malformed message"
+	if errors.Is(err, errSealedLost) {
+		t.lost.Add(1)
+		what = "dropped a message"
+	} else {
+		t.malformed.Add(1)
+	}
 	if !t.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
 		return
 	}
@@ -698,7 +691,7 @@ func (t *Transport) dropMalformed(id []byte, m *transport.Meta, err error) {
 	if m != nil {
 		fields["sender"] = m.Sender
 	}
-	t.log.WithError(err).WithFields(fields).Debug("dropped malformed message")
+	t.log.WithError(err).WithFields(fields).Debug(what)
 }
 
 // Recv implements transport.Transport. The data frames of the message are
@@ -955,8 +948,10 @@ type peer struct {
 	wasLive, reask bool
 	read           time.Time // when connected last read the events; guarded by sem
 
-	// The sealed route (sealed.go), once the peer has said where it is;
+	// The sealed route (sealed.go): where the peer said it is (empty
+	// until then, or when it has none), and its socket once opened;
 	// guarded by sem.
+	sealedEP   string
 	sealed     *zmq4.Socket
 	sealedRaw  unsafe.Pointer
 	sealedPoll *zmq4.Poller // POLLOUT on sealed
@@ -1050,7 +1045,7 @@ func (p *peer) ask() {
 		return
 	}
 	p.dropSealed()
-	p.answered, p.looked, p.reask = false, time.Time{}, false
+	p.sealedEP, p.answered, p.looked, p.reask = "", false, time.Time{}, false
 	_, _ = p.sock.SendBytes(ctlHello, zmq4.DONTWAIT)
 }
 
