@@ -3,8 +3,11 @@ package creds
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"time"
 )
 
 // Kinds of the delegation tokens a client obtains for its application.
@@ -15,16 +18,22 @@ const (
 	KindRMDelegation = "RM_DELEGATION_TOKEN"
 )
 
-// Delegation is the start of a delegation token's identifier
+// Delegation is a delegation token's identifier
 // (AbstractDelegationTokenIdentifier, in Writable form): who owns the
-// token, who may renew it, and the real user behind a proxy owner.
+// token, who may renew it, the real user behind a proxy owner, and when
+// it was issued and stops being renewable.
 type Delegation struct {
 	Owner, Renewer, RealUser string
+	// Issued and Max are the issue date and the maximum date, past which
+	// no renewal extends the token; zero when the identifier ends after
+	// the names.
+	Issued, Max time.Time
+	// Sequence is the token's number at its issuer, MasterKey the id of
+	// the key that signed it.
+	Sequence, MasterKey int32
 }
 
-// ParseDelegation reads the owner, renewer and real user from a
-// delegation token's identifier; the dates and numbers after them are
-// left unread.
+// ParseDelegation reads a delegation token's identifier.
 func ParseDelegation(identifier []byte) (Delegation, error) {
 	d := &decoder{r: bytes.NewReader(identifier)}
 	version, err := d.r.ReadByte()
@@ -40,7 +49,29 @@ func ParseDelegation(identifier []byte) (Delegation, error) {
 			return Delegation{}, fmt.Errorf("creds: delegation identifier: %w", err)
 		}
 	}
-	return Delegation{Owner: string(f[0]), Renewer: string(f[1]), RealUser: string(f[2])}, nil
+	dl := Delegation{Owner: string(f[0]), Renewer: string(f[1]), RealUser: string(f[2])}
+	if d.r.Len() == 0 {
+		return dl, nil
+	}
+	var dates [2]int64
+	for i := range dates {
+		v, err := ReadVLong(d.r)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return Delegation{}, fmt.Errorf("creds: delegation identifier dates: %w", ErrTruncated)
+		}
+		if v < 0 {
+			return Delegation{}, fmt.Errorf("creds: delegation identifier date %d: %w", v, ErrMalformed)
+		}
+		dates[i] = v
+	}
+	dl.Issued, dl.Max = time.UnixMilli(dates[0]), time.UnixMilli(dates[1])
+	if dl.Sequence, err = d.vint(); err != nil {
+		return Delegation{}, fmt.Errorf("creds: delegation identifier sequence number: %w", err)
+	}
+	if dl.MasterKey, err = d.vint(); err != nil {
+		return Delegation{}, fmt.Errorf("creds: delegation identifier master key: %w", err)
+	}
+	return dl, nil
 }
 
 // Service is the service Hadoop gives a token of the server at addr
