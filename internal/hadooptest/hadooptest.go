@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/hadoop/creds"
 	"github.com/spindle-ps/spindle/io/dfs"
 )
 
@@ -107,6 +108,76 @@ func ConnectKerberos(t testing.TB) *Cluster {
 		t.Fatalf("SPINDLE_MINICLUSTER_KERBEROS=1 but the cluster's hadoop.security.authentication is %q", c.Conf.GetDefault("hadoop.security.authentication", ""))
 	}
 	return c
+}
+
+// EnvTokenLifetimeRequired is the variable that makes the tests of
+// delegation tokens past their maximum lifetime fail, not skip, without a
+// cluster whose tokens live at most MaxShortLifetime (scripts/test.sh
+// sets it for its stage of such a cluster).
+const EnvTokenLifetimeRequired = "SPINDLE_TEST_TOKEN_LIFETIME"
+
+// MaxShortLifetime is the longest maximum lifetime of a delegation token
+// that ConnectShortTokens accepts.
+const MaxShortLifetime = 2 * time.Minute
+
+// ShortTokens is what ConnectShortTokens found: the maximum lifetime of
+// the cluster's HDFS delegation tokens, and one of them, obtained then
+// by the test's user and renewable by it.
+type ShortTokens struct {
+	Lifetime time.Duration
+	Token    creds.Token
+}
+
+// ConnectShortTokens is ConnectKerberos for the tests of jobs that outlive
+// their delegation tokens: a Kerberos-secured cluster started with a
+// short dfs.namenode.delegation.token.max-lifetime, at most
+// MaxShortLifetime. It skips on another cluster, or fails when
+// SPINDLE_TEST_TOKEN_LIFETIME=required.
+func ConnectShortTokens(t testing.TB) (*Cluster, ShortTokens) {
+	t.Helper()
+	required := os.Getenv(EnvTokenLifetimeRequired) == "required"
+	if !required && os.Getenv("SPINDLE_MINICLUSTER_KERBEROS") != "1" {
+		t.Skip("no Kerberos-secured cluster with short-lived delegation tokens (scripts/minicluster.sh start --kerberos dfs.namenode.delegation.token.max-lifetime=45000)")
+	}
+	c := ConnectKerberos(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tok, err := c.FS.DelegationToken(ctx, os.Getenv("SPINDLE_MINICLUSTER_PRINCIPAL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := creds.ParseDelegation(tok.Identifier)
+	if err != nil {
+		t.Fatal(err)
+	}
+	life := d.Max.Sub(d.Issued)
+	if life > MaxShortLifetime {
+		if required {
+			t.Fatalf("%s=required, but the cluster's delegation tokens live %v (dfs.namenode.delegation.token.max-lifetime), more than %v", EnvTokenLifetimeRequired, life, MaxShortLifetime)
+		}
+		t.Skipf("the cluster's delegation tokens live %v, more than %v", life, MaxShortLifetime)
+	}
+	return c, ShortTokens{Lifetime: life, Token: tok}
+}
+
+// TokenRefused says why the cluster's NameNode refuses a connection
+// authenticated with tok; nil when it accepts it.
+func (c *Cluster) TokenRefused(t testing.TB, tok creds.Token) error {
+	t.Helper()
+	opts, err := dfs.HDFSOptionsFromConf(c.Conf, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Token = &tok
+	h, err := dfs.NewHDFS(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = h.Stat(ctx, "/")
+	return err
 }
 
 // TempDir creates a fresh HDFS directory for t, removed when t ends, and

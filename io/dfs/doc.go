@@ -32,6 +32,18 @@
 // reached fails the operation within HDFSOptions.DialTimeout (or the
 // context's deadline) with an error naming its host:port.
 //
+// # Kerberos
+//
+// On a cluster whose hadoop.security.authentication is kerberos, a
+// Resolver reaches HDFS with the delegation tokens of a YARN container's
+// credentials file, else with a Kerberos login (LoadCredentials). When a
+// container's credentials announce newer tokens (RefreshOf: the
+// ApplicationMaster of a job submitted with a keytab obtains them before
+// the first ones reach their maximum lifetime), the Resolver reads them
+// from the file named when they are due, and NameNode connections made
+// afterwards use them (OnTokens tells of each attempt). HDFS can also
+// obtain, renew and cancel delegation tokens with a Kerberos login.
+//
 // # Contexts
 //
 // Methods of FileSystem return when their context ends. The context

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -64,7 +65,8 @@ type HDFSOptions struct {
 	// User is then the principal's short name.
 	Login *krbclient.Client
 	// Token is an HDFS delegation token for this file system (inside a
-	// YARN container). User is then the token's owner.
+	// YARN container). User is then the token's owner. SetToken replaces
+	// it for the connections made afterwards.
 	Token *creds.Token
 	// Protection is hadoop.rpc.protection: the protections the NameNode
 	// connection accepts, in order of preference (see hrpc.Options).
@@ -198,6 +200,8 @@ type HDFS struct {
 	sessions []*session    // every session not yet closed
 	dialing  chan struct{} // closed when the session being dialled is ready
 	closed   bool
+
+	token atomic.Pointer[creds.Token] // the delegation token new connections use; see SetToken
 }
 
 var _ FileSystem = (*HDFS)(nil)
@@ -224,7 +228,30 @@ func NewHDFS(opts HDFSOptions) (*HDFS, error) {
 	if opts.User == "" {
 		return nil, fmt.Errorf("dfs: hdfs://%s: HDFSOptions needs a User", opts.Authority)
 	}
-	return &HDFS{opts: opts.withDefaults()}, nil
+	h := &HDFS{opts: opts.withDefaults()}
+	h.token.Store(opts.Token)
+	return h, nil
+}
+
+// SetToken makes connections to the NameNode made from now on
+// authenticate with t, a newer delegation token of the same owner (one
+// obtained before the old one's maximum lifetime ends). Connections
+// already made keep going: the NameNode checks a token when a connection
+// is made. It refuses a token of another owner, and an HDFS that does not
+// use delegation tokens.
+func (h *HDFS) SetToken(t creds.Token) error {
+	if h.token.Load() == nil {
+		return fmt.Errorf("dfs: hdfs://%s does not authenticate with a delegation token", h.opts.Authority)
+	}
+	d, err := creds.ParseDelegation(t.Identifier)
+	if err != nil {
+		return fmt.Errorf("dfs: hdfs://%s: delegation token: %w", h.opts.Authority, err)
+	}
+	if d.Owner != h.opts.User {
+		return fmt.Errorf("dfs: hdfs://%s: a delegation token of %q cannot replace one of %q", h.opts.Authority, d.Owner, h.opts.User)
+	}
+	h.token.Store(&t)
+	return nil
 }
 
 // URI returns "hdfs://authority" followed by the cleaned name.

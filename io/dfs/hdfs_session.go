@@ -81,7 +81,7 @@ func (s *session) dialNamenode(libCtx context.Context, network, addr string) (ne
 		s.lastDialErr.Store(&err)
 		return nil, err
 	}
-	if t := s.h.opts.Token; s.h.opts.Kerberos && t != nil {
+	if t := s.h.token.Load(); s.h.opts.Kerberos && t != nil {
 		// The client cannot authenticate with a token: do it for it, and
 		// hand it a connection that has passed the SASL exchange.
 		ac, err := hrpc.Authenticate(ctx, c, hrpc.Options{

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/spindle-ps/spindle/conf"
 )
@@ -17,9 +18,13 @@ type Resolver struct {
 	user  string
 	creds Credentials
 
-	mu     sync.Mutex
-	hdfs   map[resolverKey]*HDFS
-	closed bool
+	mu       sync.Mutex
+	hdfs     map[resolverKey]*HDFS
+	closed   bool
+	onTokens func(time.Time, error) // see OnTokens
+
+	stopKeeper context.CancelFunc // ends keepTokens; nil without it
+	keeperDone chan struct{}      // closed when keepTokens has returned
 }
 
 type resolverKey struct{ authority, user string }
@@ -34,8 +39,18 @@ func NewResolver(hc conf.HadoopConf, user string) *Resolver {
 // NewSecureResolver is NewResolver for a cluster that may use Kerberos:
 // an HDFS of hc whose hadoop.security.authentication is kerberos is
 // reached with c's delegation token for it, else with c's login.
+//
+// When c's tokens say where newer ones will be (RefreshOf), the Resolver
+// reads them from there when they are announced, until it is closed (see
+// OnTokens).
 func NewSecureResolver(hc conf.HadoopConf, user string, c Credentials) *Resolver {
-	return &Resolver{hc: hc, user: user, creds: c, hdfs: map[resolverKey]*HDFS{}}
+	r := &Resolver{hc: hc, user: user, creds: c, hdfs: map[resolverKey]*HDFS{}}
+	if refresh, ok := RefreshOf(c.Tokens); ok {
+		ctx, cancel := context.WithCancel(context.Background())
+		r.stopKeeper, r.keeperDone = cancel, make(chan struct{})
+		go r.keepTokens(ctx, refresh)
+	}
+	return r
 }
 
 // Resolve returns the file system of uri and the name of uri within it
@@ -102,6 +117,10 @@ func (r *Resolver) Close() error {
 	all := r.hdfs
 	r.hdfs = nil
 	r.mu.Unlock()
+	if r.stopKeeper != nil {
+		r.stopKeeper()
+		<-r.keeperDone // it returns once its context is done
+	}
 	var errs []error
 	for _, h := range all {
 		if err := h.Close(); err != nil {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
+	"time"
 
 	krbclient "github.com/jcmturner/gokrb5/v8/client"
 	"google.golang.org/protobuf/proto"
@@ -79,27 +81,86 @@ func (c Credentials) tokenFor(ctx context.Context, o HDFSOptions) (creds.Token, 
 // with it, having no Kerberos credentials of its own. Its service names h
 // the way tokenFor looks it up. It needs a Kerberos login.
 func (h *HDFS) DelegationToken(ctx context.Context, renewer string) (creds.Token, error) {
+	var t creds.Token
+	err := h.kerberosCall(ctx, "delegation token", func(ctx context.Context, nn string, c *hrpc.Conn) error {
+		resp := &hpb.GetDelegationTokenResponseProto{}
+		if err := c.Call(ctx, "getDelegationToken", &hpb.GetDelegationTokenRequestProto{Renewer: proto.String(renewer)}, resp); err != nil {
+			return err
+		}
+		tp := resp.GetToken()
+		if tp == nil || len(tp.GetIdentifier()) == 0 {
+			return errors.New("the NameNode issued no token (is security off on it?)")
+		}
+		svc := "ha-hdfs:" + h.opts.Authority
+		if len(h.opts.Namenodes) == 1 && strings.Contains(h.opts.Authority, ":") {
+			var err error
+			if svc, err = creds.Service(ctx, nn); err != nil {
+				return err
+			}
+		}
+		t = creds.Token{Identifier: tp.GetIdentifier(), Password: tp.GetPassword(), Kind: creds.KindHDFSDelegation, Service: svc}
+		return nil
+	})
+	return t, err
+}
+
+// RenewDelegationToken asks a NameNode of h, over Kerberos, to renew t,
+// which must name this login's user as its renewer, and returns when t
+// now expires: the renewal interval from now, or t's maximum date,
+// whichever is first.
+func (h *HDFS) RenewDelegationToken(ctx context.Context, t creds.Token) (time.Time, error) {
+	var expiry time.Time
+	err := h.kerberosCall(ctx, "renew delegation token", func(ctx context.Context, _ string, c *hrpc.Conn) error {
+		resp := &hpb.RenewDelegationTokenResponseProto{}
+		if err := c.Call(ctx, "renewDelegationToken", &hpb.RenewDelegationTokenRequestProto{Token: tokenProto(t)}, resp); err != nil {
+			return err
+		}
+		ms := resp.GetNewExpiryTime()
+		if ms == 0 || ms > math.MaxInt64 {
+			return fmt.Errorf("the NameNode answered an expiry time of %d ms", ms)
+		}
+		expiry = time.UnixMilli(int64(ms))
+		return nil
+	})
+	return expiry, err
+}
+
+// CancelDelegationToken asks a NameNode of h, over Kerberos, to cancel t
+// (its owner or renewer may): nobody can use it afterwards.
+func (h *HDFS) CancelDelegationToken(ctx context.Context, t creds.Token) error {
+	return h.kerberosCall(ctx, "cancel delegation token", func(ctx context.Context, _ string, c *hrpc.Conn) error {
+		return c.Call(ctx, "cancelDelegationToken", &hpb.CancelDelegationTokenRequestProto{Token: tokenProto(t)}, &hpb.CancelDelegationTokenResponseProto{})
+	})
+}
+
+func tokenProto(t creds.Token) *hpb.TokenProto {
+	return &hpb.TokenProto{Identifier: t.Identifier, Password: t.Password, Kind: proto.String(t.Kind), Service: proto.String(t.Service)}
+}
+
+// kerberosCall runs call on a Kerberos connection to each NameNode of h in
+// turn until one succeeds; what names the call in the error.
+func (h *HDFS) kerberosCall(ctx context.Context, what string, call func(ctx context.Context, nn string, c *hrpc.Conn) error) error {
 	if h.opts.Login == nil {
-		return creds.Token{}, fmt.Errorf("dfs: hdfs://%s: a delegation token needs a Kerberos login", h.opts.Authority)
+		return fmt.Errorf("dfs: hdfs://%s: %s needs a Kerberos login", h.opts.Authority, what)
 	}
 	var errs []error
 	for _, nn := range h.opts.Namenodes {
-		t, err := h.delegationTokenFrom(ctx, nn, renewer)
+		err := h.kerberosCallTo(ctx, nn, call)
 		if err == nil {
-			return t, nil
+			return nil
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", nn, err))
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return creds.Token{}, fmt.Errorf("dfs: hdfs://%s: delegation token: %w", h.opts.Authority, errors.Join(errs...))
+	return fmt.Errorf("dfs: hdfs://%s: %s: %w", h.opts.Authority, what, errors.Join(errs...))
 }
 
-func (h *HDFS) delegationTokenFrom(ctx context.Context, nn, renewer string) (creds.Token, error) {
+func (h *HDFS) kerberosCallTo(ctx context.Context, nn string, call func(ctx context.Context, nn string, c *hrpc.Conn) error) error {
 	spn, _, err := kerberos.ServicePrincipal(ctx, h.opts.NamenodePrincipal, nn)
 	if err != nil {
-		return creds.Token{}, err
+		return err
 	}
 	if h.opts.RPCTimeout > 0 {
 		var cancel context.CancelFunc
@@ -112,22 +173,8 @@ func (h *HDFS) delegationTokenFrom(ctx context.Context, nn, renewer string) (cre
 		Protection: h.opts.Protection,
 	})
 	if err != nil {
-		return creds.Token{}, err
+		return err
 	}
 	defer c.Close()
-	resp := &hpb.GetDelegationTokenResponseProto{}
-	if err := c.Call(ctx, "getDelegationToken", &hpb.GetDelegationTokenRequestProto{Renewer: proto.String(renewer)}, resp); err != nil {
-		return creds.Token{}, err
-	}
-	tp := resp.GetToken()
-	if tp == nil || len(tp.GetIdentifier()) == 0 {
-		return creds.Token{}, errors.New("the NameNode issued no token (is security off on it?)")
-	}
-	svc := "ha-hdfs:" + h.opts.Authority
-	if len(h.opts.Namenodes) == 1 && strings.Contains(h.opts.Authority, ":") {
-		if svc, err = creds.Service(ctx, nn); err != nil {
-			return creds.Token{}, err
-		}
-	}
-	return creds.Token{Identifier: tp.GetIdentifier(), Password: tp.GetPassword(), Kind: creds.KindHDFSDelegation, Service: svc}, nil
+	return call(ctx, nn, c)
 }
