@@ -8,6 +8,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/launch"
 	"github.com/spindle-ps/spindle/psnode/transport"
@@ -77,4 +78,23 @@ func reportStarted(ctx context.Context, tc *tracker.Client, n *psnode.Node, took
 	if err := tc.ReportEvent(rctx, ev); err != nil {
 		log.WithError(err).Warn("could not report to the tracker")
 	}
+}
+
+// NewResolver is dfs.DefaultResolver for a task's program: it reaches
+// local files and HDFS, configured the Hadoop way, and logs each time it
+// picks up the newer delegation tokens the ApplicationMaster obtains for
+// a long job on a Kerberos-secured cluster, or fails to.
+func NewResolver(lookup conf.Lookup, log *logrus.Entry) (*dfs.Resolver, error) {
+	r, err := dfs.DefaultResolver(lookup)
+	if err != nil {
+		return nil, err
+	}
+	r.OnTokens(func(next time.Time, err error) {
+		if err != nil {
+			log.WithError(err).Warn("newer delegation tokens not read yet; trying again")
+			return
+		}
+		log.WithField("next", next.Format(time.RFC3339)).Info("newer delegation tokens read")
+	})
+	return r, nil
 }

@@ -3,7 +3,8 @@
 # first: gofmt, generated code and go vet, go test -race over every package,
 # then the Hadoop stage against a real mini cluster (HDFS + YARN) started
 # from Maven Central jars, and the Kerberos stage against the same cluster
-# secured with Kerberos. Both fail, never skip, when the cluster cannot run.
+# secured with Kerberos (twice, then once more with short-lived delegation
+# tokens). Both fail, never skip, when the cluster cannot run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -61,4 +62,14 @@ for protection in authentication privacy; do
   say "Kerberos stage: go test -race -run Kerberos ./... against the secured cluster ($protection)"
   go test -race -count=1 -timeout 10m -run 'Kerberos' ./...
 done
+# A job that outlives its delegation tokens (TestKerberosTokenLifetime)
+# needs tokens that live 45 s however often they are renewed (and 30 s
+# without a renewal), as they live 7 days (1 day) on a real cluster.
+export SPINDLE_TEST_TOKEN_LIFETIME=required
+say "Kerberos stage: restarting the secured mini cluster with delegation tokens that live 45 s"
+scripts/minicluster.sh stop
+scripts/minicluster.sh start --kerberos dfs.namenode.delegation.token.max-lifetime=45000 dfs.namenode.delegation.token.renew-interval=30000
+eval "$(scripts/minicluster.sh env)"
+say "Kerberos stage: go test -race -run TokenLifetime ./... (a job past its tokens' lifetime)"
+go test -race -count=1 -timeout 10m -run 'TokenLifetime' ./...
 say "all tests passed"

@@ -112,7 +112,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 	o.intVar(fs, &o.BlacklistAfter, "blacklist-after", "after `N` failed launches on one node, add it to the application's YARN blacklist (0: never); preempted or lost containers do not count")
 
 	fs.StringVar(&o.Principal, "principal", o.Principal, "on a Kerberos-secured cluster, log in as `USER@REALM` from --keytab instead of the ticket cache kinit leaves ($KRB5CCNAME)")
-	fs.StringVar(&o.Keytab, "keytab", o.Keytab, "the keytab `FILE` of --principal")
+	fs.StringVar(&o.Keytab, "keytab", o.Keytab, "the keytab `FILE` of --principal; on YARN it is shipped to the ApplicationMaster, which obtains new delegation tokens for jobs that outlive theirs (7 days)")
 
 	fs.BoolVar(&o.Detach, "detach", o.Detach, "with --cluster yarn: print the application's id and exit once it is submitted; follow it with '"+progName+" status'")
 	fs.StringVar(&o.JobsDir, "jobs-dir", o.JobsDir, "with --cluster local: keep the job's directory (each task's output, its status) under `DIR` (default $HOME/.spindle/jobs)")

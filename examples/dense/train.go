@@ -85,7 +85,7 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 	if err != nil {
 		return err
 	}
-	res, err := dfs.DefaultResolver(lookup)
+	res, err := feed.NewResolver(lookup, log)
 	if err != nil {
 		return err
 	}

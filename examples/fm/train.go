@@ -199,7 +199,7 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 	if err != nil {
 		return err
 	}
-	res, err := newResolver(lookup)
+	res, err := feed.NewResolver(lookup, log)
 	if err != nil {
 		return err
 	}

@@ -5,13 +5,17 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
 	"github.com/spindle-ps/spindle/job/local"
+	"github.com/spindle-ps/spindle/submit/yarnclient"
 	"github.com/spindle-ps/spindle/tracker"
+	"github.com/spindle-ps/spindle/yarn"
 )
 
 // The Kerberos tests run against scripts/minicluster.sh start --kerberos:
@@ -145,5 +149,79 @@ func TestKerberosRefusals(t *testing.T) {
 				t.Errorf("an application was submitted:\n%s", stderr.String())
 			}
 		})
+	}
+}
+
+// longJobEpochs is how many epochs the job of TestKerberosTokenLifetime
+// trains: enough to outlive the cluster's tokens.
+const longJobEpochs = 40
+
+// TestKerberosTokenLifetime: on a cluster whose delegation tokens live
+// 45 s however often they are renewed (scripts/test.sh's token lifetime
+// stage), the synchronous 2×2 job submitted with --principal/--keytab
+// outlives the tokens ps-submit obtained. The ApplicationMaster, logged
+// in from the shipped keytab, obtains new ones before those expire; the
+// running tasks read them, and the worker killed after the first tokens'
+// maximum date is started again with the new ones, with which it reads
+// its shards from HDFS (with the first tokens it cannot: submitted from
+// the ticket cache, the same job fails there). The job writes its model
+// as any other. A token obtained before the job's, renewable by the
+// test, can no longer be renewed by then.
+func TestKerberosTokenLifetime(t *testing.T) {
+	c, short := hadooptest.ConnectShortTokens(t)
+	t.Logf("the cluster's delegation tokens live %v", short.Lifetime)
+	dir := uploadData(t, c)
+	spec := lrSpec(dir, "model-long")
+	spec.Command = []string{psLR, "--epochs", strconv.Itoa(longJobEpochs)}
+	login := yarnclient.Login{Principal: os.Getenv("SPINDLE_MINICLUSTER_PRINCIPAL"), Keytab: os.Getenv("SPINDLE_MINICLUSTER_KEYTAB")}
+	var killed []int
+	// The job's first tokens were obtained before it was submitted, so
+	// before the first status: past submitted+Lifetime, they are past
+	// their maximum date.
+	var submitted, killedAt time.Time
+	r := runYARNAs(t, spec, login, func(app yarn.ApplicationID, st tracker.Status) {
+		if submitted.IsZero() {
+			submitted = time.Now()
+		}
+		if killed == nil && time.Since(submitted) > short.Lifetime+2*time.Second &&
+			st.Epoch < longJobEpochs-1 && st.ShardsDone >= 1 && st.ShardsDone < st.ShardsTotal-2 {
+			killed = hadooptest.KillTask(t, hadooptest.ContainerOf(app.String()), string(conf.RoleWorker), 1)
+			killedAt = time.Now()
+		}
+	})
+	took := time.Since(submitted)
+	log := amLog(t, r.app)
+	if r.err != nil || r.res.State != tracker.Succeeded {
+		t.Fatalf("the job past its tokens' lifetime: %v %v\nAM log:\n%s", r.res.State, r.err, log)
+	}
+	if len(killed) == 0 {
+		t.Fatalf("worker 1 was never killed past the first tokens' lifetime: the job took %v, the tokens live %v", took, short.Lifetime)
+	}
+	t.Logf("the job ran %v; worker 1 was killed %v after it was submitted", took.Round(time.Second), killedAt.Sub(submitted).Round(time.Second))
+	checkAttempts(t, r.res.Tasks, map[taskKill]int{{conf.RoleWorker, 1, 0}: 2})
+	checkEveryRecordOnce(t, manifest(t, c, spec.Output), longJobEpochs)
+	if n := strings.Count(log, "new delegation tokens written for the tasks"); n < 2 {
+		t.Errorf("the AM's log says it wrote new tokens %d time(s), want at least twice:\n%s", n, log)
+	}
+	if strings.Contains(log, "could not") {
+		t.Errorf("the AM's log has a failure:\n%s", log)
+	}
+	// The tasks that ran through the first renewal read the new tokens:
+	// the scheduler, both servers and both workers' first containers.
+	read := 0
+	for container, stderr := range hadooptest.ContainerFiles(t, r.app.String(), "stderr") {
+		if !strings.HasSuffix(container, "_000001") && strings.Contains(stderr, "newer delegation tokens read") {
+			read++
+		}
+	}
+	if read < 5 {
+		t.Errorf("%d task containers say they read newer tokens; want the scheduler's, the servers' and both workers' first", read)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := c.FS.RenewDelegationToken(ctx, short.Token); err == nil {
+		t.Errorf("a token obtained before the job was renewed %v after", took.Round(time.Second))
+	} else {
+		t.Logf("a token obtained before the job: %v", err)
 	}
 }

@@ -76,6 +76,12 @@ type yarnRun struct {
 // ApplicationMaster's tracker reports it, every 100 ms while it runs.
 func runYARN(t testing.TB, spec job.JobSpec, onStatus func(app yarn.ApplicationID, st tracker.Status)) yarnRun {
 	t.Helper()
+	return runYARNAs(t, spec, yarnclient.Login{}, onStatus)
+}
+
+// runYARNAs is runYARN with ps-submit logged in as login says.
+func runYARNAs(t testing.TB, spec job.JobSpec, login yarnclient.Login, onStatus func(app yarn.ApplicationID, st tracker.Status)) yarnRun {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var r yarnRun
@@ -86,6 +92,7 @@ func runYARN(t testing.TB, spec job.JobSpec, onStatus func(app yarn.ApplicationI
 		Poll:              100 * time.Millisecond,
 		AllocationTimeout: 2 * time.Minute,
 		OnSubmitted:       func(id yarn.ApplicationID) { r.app = id },
+		Login:             login,
 	}
 	if onStatus != nil {
 		opts.OnStatus = func(st tracker.Status) { onStatus(r.app, st) }

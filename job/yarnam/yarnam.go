@@ -97,11 +97,20 @@ type Options struct {
 	// means a file the AM writes on its own host, which only containers
 	// on that host can read.
 	KeysFile string
-	// Tokens is the Credentials blob every task container gets: on a
-	// Kerberos-secured cluster, the application's delegation tokens
-	// (HDFS, the ResourceManager's), with which the NodeManager localizes
-	// the task's files and the task reaches HDFS. nil means none.
-	Tokens []byte
+	// Tokens returns the Credentials blob of a task container started
+	// now: on a Kerberos-secured cluster, the application's delegation
+	// tokens (HDFS, the ResourceManager's), with which the NodeManager
+	// localizes the task's files and the task reaches HDFS; newer ones as
+	// they are obtained (past the first tokens' maximum lifetime). nil,
+	// or a nil blob, means none.
+	Tokens func() []byte
+}
+
+func (o Options) tokens() []byte {
+	if o.Tokens == nil {
+		return nil
+	}
+	return o.Tokens()
 }
 
 // Defaults of Options.
@@ -585,7 +594,7 @@ func (c *Cluster) place(ln *launch) {
 		Commands:       containerCommand(ln.l.Command),
 		Env:            envMap(ln.l.Env(node, c.opts.Env)),
 		LocalResources: c.opts.Resources,
-		Tokens:         c.opts.Tokens,
+		Tokens:         c.opts.tokens(),
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, rpcTimeout)
 	err := c.opts.NM.StartContainer(ctx, ct, lc)

@@ -97,6 +97,14 @@ func Plan(spec job.JobSpec, opts Options) (DryRun, error) {
 		}
 	}
 	d.Files = append(d.Files, StagedFile{Name: amJobFile, Size: -1, AMOnly: true})
+	if h.Security.Kerberos && opts.Login.Keytab != "" {
+		// Shipped so that the AM can obtain new delegation tokens.
+		fi, err := os.Stat(opts.Login.Keytab)
+		if err != nil {
+			return DryRun{}, fmt.Errorf("yarnclient: --keytab: %w", err)
+		}
+		d.Files = append(d.Files, StagedFile{Name: amKeytab, Local: opts.Login.Keytab, Size: fi.Size(), AMOnly: true})
+	}
 	sort.Slice(d.Files, func(a, b int) bool { return d.Files[a].Name < d.Files[b].Name })
 	ts := spec
 	ts.Command = cmd

@@ -79,16 +79,18 @@ func (c *hadoopClient) rm(ctx context.Context) (*yarn.RMClient, error) {
 // one for each HDFS among uris (and the default file system), and the
 // ResourceManager's. Their renewer is the ResourceManager, which renews
 // them while the application runs and cancels them when it ends. It
-// returns the Credentials blob for the launch context; nil on a cluster
-// without Kerberos.
-func (c *hadoopClient) tokens(ctx context.Context, rm *yarn.RMClient, res *dfs.Resolver, uris []string) ([]byte, error) {
+// returns the Credentials blob for the launch context, and the URI of the
+// file system of each HDFS token by its service; nil on a cluster without
+// Kerberos.
+func (c *hadoopClient) tokens(ctx context.Context, rm *yarn.RMClient, res *dfs.Resolver, uris []string) ([]byte, map[string]string, error) {
 	if !c.secure() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	renewer, err := yarn.RMPrincipal(ctx, c.hc)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	fsOf := map[string]string{}
 	cr := creds.New()
 	seen := map[*dfs.HDFS]bool{}
 	for _, uri := range append([]string{"hdfs:///"}, uris...) {
@@ -101,7 +103,7 @@ func (c *hadoopClient) tokens(ctx context.Context, rm *yarn.RMClient, res *dfs.R
 			if uri == "hdfs:///" {
 				continue // no default HDFS
 			}
-			return nil, err
+			return nil, nil, err
 		}
 		h, ok := fsys.(*dfs.HDFS)
 		if !ok || seen[h] {
@@ -110,27 +112,28 @@ func (c *hadoopClient) tokens(ctx context.Context, rm *yarn.RMClient, res *dfs.R
 		seen[h] = true
 		t, err := h.DelegationToken(ctx, renewer)
 		if err != nil {
-			return nil, fmt.Errorf("yarnclient: %w", err)
+			return nil, nil, fmt.Errorf("yarnclient: %w", err)
 		}
 		cr.Tokens[t.Service] = t
+		fsOf[t.Service] = h.URI("/")
 	}
 	t, err := rm.DelegationToken(ctx, renewer)
 	if err != nil {
-		return nil, fmt.Errorf("yarnclient: resource manager delegation token: %w", err)
+		return nil, nil, fmt.Errorf("yarnclient: resource manager delegation token: %w", err)
 	}
 	cr.Tokens[t.Service] = creds.Token(t)
 	b, err := cr.MarshalBinary()
 	if err != nil {
-		return nil, fmt.Errorf("yarnclient: delegation tokens: %w", err)
+		return nil, nil, fmt.Errorf("yarnclient: delegation tokens: %w", err)
 	}
-	return b, nil
+	return b, fsOf, nil
 }
 
 // taskTokens is what an ApplicationMaster passes on to its task
 // containers from its own credentials file: the delegation tokens,
 // without the AM's own ResourceManager token. nil when there is none
 // (a cluster without Kerberos).
-func taskTokens(tokenFile string) ([]byte, error) {
+func taskTokens(tokenFile string) (*creds.Credentials, error) {
 	if tokenFile == "" {
 		return nil, nil
 	}
@@ -147,5 +150,5 @@ func taskTokens(tokenFile string) ([]byte, error) {
 	if len(out.Tokens) == 0 {
 		return nil, nil
 	}
-	return out.MarshalBinary()
+	return out, nil
 }

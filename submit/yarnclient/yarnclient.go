@@ -18,6 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/hadoop/creds"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/job"
@@ -125,6 +126,15 @@ type amJobConfig struct {
 	// AllocationTimeout is yarnam.Run's AllocationTimeout as a Go duration
 	// ("10m0s"); "" means yarnam.Run's default.
 	AllocationTimeout string `json:"allocation_timeout,omitempty"`
+	// Principal is set when ps-submit logged in to a Kerberos-secured
+	// cluster from a keytab (--principal/--keytab): it ships the keytab to
+	// the AM (amKeytab, a private resource), which logs in with it as
+	// Principal to obtain new delegation tokens before those the tasks
+	// have reach their maximum lifetime (tokenKeeper).
+	Principal string `json:"principal,omitempty"`
+	// TokenFS is the URI of the file system of each HDFS delegation
+	// token ps-submit obtained, by the token's service.
+	TokenFS map[string]string `json:"token_fs,omitempty"`
 }
 
 // Submit runs spec as a YARN application and follows it until it
@@ -188,7 +198,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 		return res, err
 	}
 	defer rm.Close()
-	tokens, err := hcl.tokens(ctx, rm, resolver, append([]string{spec.Output, spec.CheckpointDir}, spec.Inputs...))
+	tokens, tokenFS, err := hcl.tokens(ctx, rm, resolver, append([]string{spec.Output, spec.CheckpointDir}, spec.Inputs...))
 	if err != nil {
 		return res, err
 	}
@@ -219,7 +229,11 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	if err != nil {
 		return res, err
 	}
-	amRes, err := stage(ctx, fsys, dir, spec, opts.Executable, lookup, hc, keys, opts.AllocationTimeout)
+	var kl amKerberos
+	if hcl.secure() && opts.Login.Keytab != "" {
+		kl = amKerberos{Principal: opts.Login.Principal, Keytab: opts.Login.Keytab, TokenFS: tokenFS}
+	}
+	amRes, err := stage(ctx, fsys, dir, spec, opts.Executable, lookup, hc, keys, opts.AllocationTimeout, kl)
 	if err != nil {
 		return res, err
 	}
@@ -380,9 +394,9 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 // stage uploads the application's files into dir of fsys and returns the
 // AM's local resources and job.json's content.
 func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec job.JobSpec, self string,
-	lookup conf.Lookup, hc conf.HadoopConf, keys *conf.JobKeys, allocTimeout time.Duration) (map[string]yarn.LocalResource, error) {
+	lookup conf.Lookup, hc conf.HadoopConf, keys *conf.JobKeys, allocTimeout time.Duration, kl amKerberos) (map[string]yarn.LocalResource, error) {
 	jc := amJobConfig{Spec: spec, Resources: map[string]yarn.LocalResource{}, Hadoop: map[string]string{},
-		Keys: keys, Staging: fsys.URI(dir)}
+		Keys: keys, Staging: fsys.URI(dir), Principal: kl.Principal, TokenFS: kl.TokenFS}
 	if allocTimeout > 0 {
 		jc.AllocationTimeout = allocTimeout.String()
 	}
@@ -422,6 +436,15 @@ func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec job.JobSpe
 	kr.Visibility = "PRIVATE"
 	jc.Resources[conf.JobKeysFile] = kr
 	amRes := map[string]yarn.LocalResource{}
+	if kl.Keytab != "" {
+		// The AM's alone, private to the user on its node too.
+		r, err := put(kl.Keytab, amKeytab)
+		if err != nil {
+			return nil, err
+		}
+		r.Visibility = "PRIVATE"
+		amRes[amKeytab] = r
+	}
 	for _, it := range items {
 		r, err := put(it.Local, it.staged())
 		if err != nil {
@@ -562,24 +585,34 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		}
 	}
 	h.Security = conf.LoadHadoopSecurity(hc, lookup)
-	var cred dfs.Credentials
-	var tokens []byte
-	if h.Security.Kerberos {
-		// The AM has no Kerberos credentials: the client's delegation
-		// tokens reach HDFS, and go on to the tasks.
-		if cred, err = dfs.LoadCredentials(h.Security); err != nil {
-			return err
-		}
-		if tokens, err = taskTokens(h.Security.TokenFile); err != nil {
-			return fmt.Errorf("delegation tokens for the tasks: %w", err)
-		}
-	}
 	if lvl, err := logrus.ParseLevel(jc.Spec.LogLevel); err == nil && jc.Spec.LogLevel != "" {
 		log.Logger.SetLevel(lvl)
 	}
 	log = log.WithField("job", jc.Spec.Name)
+	var cred dfs.Credentials
+	var start *creds.Credentials
+	if h.Security.Kerberos {
+		if start, err = taskTokens(h.Security.TokenFile); err != nil {
+			return fmt.Errorf("delegation tokens for the tasks: %w", err)
+		}
+		if jc.Principal != "" {
+			// Logged in from the keytab ps-submit shipped, the AM
+			// reaches HDFS itself and obtains the tasks' next tokens.
+			h.Security.Principal, h.Security.Keytab = jc.Principal, amKeytab
+		}
+		// Without, it has no Kerberos credentials: the client's
+		// delegation tokens reach HDFS, and go on to the tasks.
+		if cred, err = dfs.LoadCredentials(h.Security); err != nil {
+			return err
+		}
+	}
 	resolver := dfs.NewSecureResolver(hc, user, cred)
 	defer resolver.Close()
+	tokens, stopKeeper, err := amTokens(log, resolver, jc, start)
+	if err != nil {
+		return err
+	}
+	defer stopKeeper()
 	am, err := yarn.NewAMClient(ctx, hc, "")
 	if err != nil {
 		return err
@@ -611,6 +644,7 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		AllocationTimeout: allocTimeout,
 		NodeNamesWithPort: strings.EqualFold(strings.TrimSpace(hc.GetDefault("yarn.scheduler.include-port-in-node-name", "false")), "true"),
 	})
+	stopKeeper()
 	log.WithFields(logrus.Fields{"state": res.State, "tasks": fmt.Sprintf("%+v", res.Tasks)}).Info("job ended")
 	if jc.Staging != "" {
 		// The job is over: nothing needs the staged files any more, and a
