@@ -195,7 +195,12 @@ func (k *tokenKeeper) run(ctx context.Context) {
 		left := time.Until(k.expiry)
 		k.mu.Unlock()
 		k.log.WithError(err).WithField("expire_in", left.Round(time.Second).String()).Warn("could not obtain new delegation tokens; trying again")
-		wait, retry = min(retry, max(left/4, time.Second)), min(2*retry, renewRetryMax)
+		// Sooner while the tasks' tokens still hold.
+		wait = retry
+		if left > 0 {
+			wait = min(wait, max(left/4, time.Second))
+		}
+		retry = min(2*retry, renewRetryMax)
 	}
 }
 
