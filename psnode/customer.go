@@ -160,19 +160,27 @@ func (c *customer) run() {
 	for {
 		select {
 		case m := <-c.queue:
-			c.handle(m)
+			c.take(m)
 		case <-c.stopped:
 			// Drain what was already queued, then stop.
 			for {
 				select {
 				case m := <-c.queue:
-					c.handle(m)
+					c.take(m)
 				default:
 					return
 				}
 			}
 		}
 	}
+}
+
+// take handles m, then gives back what the transport lent it: a lent
+// message reaches only a handler that borrows it (Node.lends), which keeps
+// nothing of it past its return.
+func (c *customer) take(m *transport.Message) {
+	defer m.Release()
+	c.handle(m)
 }
 
 func (c *customer) stop() { c.stopOnce.Do(func() { close(c.stopped) }) }
@@ -204,8 +212,8 @@ func keyOf(m *transport.Message) unclaimedKey {
 // dispatch routes a data message to its app's queue; it blocks while the
 // queue is full (back-pressure on the sender), until the node stops. A
 // message for an app not created yet waits for it (at most appGrace, and
-// at most a queue's worth).
-func (n *Node) dispatch(m *transport.Message) {
+// at most a queue's worth). It reports whether a queue took it.
+func (n *Node) dispatch(m *transport.Message) bool {
 	n.mu.Lock()
 	var c *customer
 	if m.Meta.Request {
@@ -216,19 +224,22 @@ func (n *Node) dispatch(m *transport.Message) {
 	if c == nil {
 		k := keyOf(m)
 		if len(n.unclaimed[k]) < customerQueue {
+			m.Own() // kept for later
 			n.unclaimed[k] = append(n.unclaimed[k], unclaimedMsg{m: m, at: n.now()})
 		} else {
 			n.log.WithField("msg", m.String()).Warn("message for an app this node does not run dropped")
 		}
 		n.mu.Unlock()
-		return
+		return false
 	}
 	n.mu.Unlock()
 	select {
 	case c.queue <- m:
+		return true
 	case <-c.stopped:
 	case <-n.ctx.Done():
 	}
+	return false
 }
 
 // newRequest registers a request to peers and returns its timestamp.

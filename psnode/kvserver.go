@@ -23,7 +23,9 @@ type KVMeta struct {
 
 // KVRequest is one request received by a server. Keys, Vals and Lens
 // alias the receive buffers: a handler that keeps them past its return
-// must copy them.
+// must copy them. Large ones (4 MiB and more) may be the transport's own
+// memory, which goes back to it when the handler returns: reading them
+// later reads freed memory.
 type KVRequest[V Number] struct {
 	KVMeta
 	KVPairs[V]
@@ -55,6 +57,9 @@ func NewKVServer[V Number](n *Node, appID int32, h Handler[V]) (*KVServer[V], er
 	if err != nil {
 		return nil, err
 	}
+	// Requests may come with the transport's own receive buffers: the
+	// handler keeps nothing of them past its return (see KVRequest).
+	n.borrowing.Store(appID, struct{}{})
 	return s, nil
 }
 

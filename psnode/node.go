@@ -67,6 +67,7 @@ type Node struct {
 	subs        map[chan Event]struct{}
 	customers   map[custKey]*customer
 	handlers    map[int32]*customer
+	borrowing   sync.Map // app id → struct{}: its request handler borrows lent messages (lends)
 	unclaimed   map[unclaimedKey][]unclaimedMsg
 	early       []*transport.Message     // data messages that came before the table
 	locator     SchedulerLocator         // node: where a replacement scheduler is (follow.go)
@@ -158,6 +159,9 @@ func New(cfg conf.PS, tr transport.Transport, opts ...Option) (*Node, error) {
 	n.setView(cfg.NumServers, cfg.NumWorkers)
 	for _, o := range opts {
 		o(n)
+	}
+	if l, ok := tr.(lender); ok {
+		l.SetLender(n.lends)
 	}
 	if n.log == nil {
 		l := logrus.New()
@@ -655,8 +659,40 @@ func (n *Node) recvLoop() {
 	}
 }
 
-// handle processes one received message.
+// handle processes one received message. A message lent by the
+// transport (see lends) stays lent only on its way to the request handler
+// that borrows it, which releases it; any other is made the node's own,
+// or released when nothing takes it.
 func (n *Node) handle(m *transport.Message) {
+	if m.Lent() && !n.lends(&m.Meta) {
+		m.Own()
+	}
+	if !n.route(m) {
+		m.Release()
+	}
+}
+
+// lends tells the transport which messages it may hand over with its own
+// receive buffers as data frames rather than copies: requests of an app
+// whose handler borrows them (a KVServer's), which lets them go when it
+// returns. It runs on the transport's receive loop.
+func (n *Node) lends(meta *transport.Meta) bool {
+	if meta.Control.Cmd != transport.CmdNone || !meta.Request {
+		return false
+	}
+	_, ok := n.borrowing.Load(meta.AppID)
+	return ok
+}
+
+// lender is a transport that can hand over large received frames in its
+// own memory rather than copy them (the zmq transport).
+type lender interface {
+	SetLender(func(*transport.Meta) bool)
+}
+
+// route processes one received message and reports whether a customer's
+// queue took it.
+func (n *Node) route(m *transport.Message) bool {
 	meta := &m.Meta
 	cmd := meta.Control.Cmd
 	now := n.now()
@@ -671,7 +707,7 @@ func (n *Node) handle(m *transport.Message) {
 			n.resendMu.Unlock()
 		}
 		n.touch(meta.Sender, now)
-		return
+		return false
 	}
 	if !n.accept(m) {
 		n.mu.Lock()
@@ -679,23 +715,24 @@ func (n *Node) handle(m *transport.Message) {
 			// A peer that learned of this process (it replaces a dead
 			// node) may send before the scheduler's table reaches it:
 			// judged once the table is here (replayEarly).
+			m.Own() // kept for later
 			n.early = append(n.early, m)
 			n.mu.Unlock()
-			return
+			return false
 		}
 		n.stats.Ignored++
 		n.mu.Unlock()
 		if n.log.Logger.IsLevelEnabled(logrus.DebugLevel) {
 			n.log.WithField("msg", m.String()).Debug("message from a node not in the table ignored")
 		}
-		return
+		return false
 	}
 	n.touch(meta.Sender, now)
 	if cmd == transport.CmdNone && n.cfg.DropMsg > 0 && n.isReady() && n.dropRand.Float64()*100 < n.cfg.DropMsg {
 		n.mu.Lock()
 		n.stats.Dropped++
 		n.mu.Unlock()
-		return
+		return false
 	}
 	if meta.MsgSig != 0 && n.resend != nil {
 		ack := &transport.Message{Meta: transport.Meta{
@@ -712,7 +749,7 @@ func (n *Node) handle(m *transport.Message) {
 			n.mu.Lock()
 			n.stats.Duplicates++
 			n.mu.Unlock()
-			return
+			return false
 		}
 	}
 	n.mu.Lock()
@@ -720,7 +757,7 @@ func (n *Node) handle(m *transport.Message) {
 	n.mu.Unlock()
 	switch cmd {
 	case transport.CmdNone:
-		n.dispatch(m)
+		return n.dispatch(m)
 	case transport.CmdAddNode:
 		switch {
 		case n.role == transport.RoleScheduler && len(meta.Control.Nodes) == 0:
@@ -764,6 +801,7 @@ func (n *Node) handle(m *transport.Message) {
 	default:
 		n.log.WithField("cmd", cmd.String()).Debug("unknown control command ignored")
 	}
+	return false
 }
 
 // replayEarly handles the data messages that arrived before this node

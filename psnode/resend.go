@@ -71,7 +71,7 @@ func (r *resender) track(m *transport.Message, now time.Time) bool {
 // ownedCopy returns a copy of m whose data frames are its own, in one
 // buffer: m's may alias buffers its sender reuses once the send returns.
 func ownedCopy(m *transport.Message) *transport.Message {
-	cp := *m
+	cp := transport.Message{Meta: m.Meta, WireSize: m.WireSize} // not m's lease, if it has one
 	buf := make([]byte, 0, m.DataBytes())
 	cp.Data = make([][]byte, len(m.Data))
 	for i, d := range m.Data {

@@ -214,6 +214,8 @@ type Message struct {
 	// meta plus data frames (0 when the transport does not know). Send
 	// ignores it.
 	WireSize int
+
+	lease *lease // the transport's buffers some of Data alias; see Lend
 }
 
 // DataBytes returns the total size of the data frames.

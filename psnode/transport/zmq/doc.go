@@ -52,6 +52,14 @@
 // buffer is fresh, and faulting it in page by page cost more than the
 // copy.
 //
+// Or it is not copied at all: SetLender names the messages (psnode: the
+// requests to a KVServer, whose handler keeps nothing of them past its
+// return) whose large frames are handed over as libzmq's own buffers. The
+// message is then lent (transport.Message.Lend): its receiver gives the
+// buffers back with Release, or copies them with Own. A lent message that
+// the transport drops, or still holds when it closes, it releases itself.
+// Stats.Borrowed counts the frames lent.
+//
 // # Sending large frames
 //
 // Send hands small frames to zmq_send, which copies them. A data frame of

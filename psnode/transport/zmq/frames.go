@@ -149,27 +149,38 @@ func rawSocket(s *zmq4.Socket, want zmq4.Type) unsafe.Pointer {
 // whether more frames of the message follow. It returns a zmq4.Errno
 // error, EAGAIN with DONTWAIT when nothing is waiting.
 func recvFrame(sock unsafe.Pointer, flags zmq4.Flag) ([]byte, bool, error) {
-	var msg C.zmq_msg_t
+	b, _, more, err := recvFrameOrKeep(sock, flags, nil)
+	return b, more, err
+}
+
+// recvFrameOrKeep is recvFrame, except that a frame of bigFrame bytes or
+// more for which keep says so stays in libzmq's memory: it returns the
+// frame, whose bytes it returns too, for the caller to close.
+func recvFrameOrKeep(sock unsafe.Pointer, flags zmq4.Flag, keep func() bool) ([]byte, *cFrame, bool, error) {
+	f := new(cFrame)
 	for {
 		var more C.int
-		rc, err := C.spindle_recv_frame(sock, &msg, C.int(flags), &more)
+		rc, err := C.spindle_recv_frame(sock, &f.msg, C.int(flags), &more)
 		if rc < 0 {
 			if err == syscall.EINTR {
 				continue
 			}
-			return nil, false, errnoOf(err)
+			return nil, nil, false, errnoOf(err)
+		}
+		if rc >= bigFrame && keep != nil && keep() {
+			return f.bytes(), f, more != 0, nil
 		}
 		b := make([]byte, int(rc))
 		if rc >= bigFrame {
-			takeBig(&msg, b)
-			return b, more != 0, nil
+			takeBig(&f.msg, b)
+			return b, nil, more != 0, nil
 		}
 		var dst unsafe.Pointer
 		if rc > 0 {
 			dst = unsafe.Pointer(unsafe.SliceData(b))
 		}
-		C.spindle_take(&msg, dst)
-		return b, more != 0, nil
+		C.spindle_take(&f.msg, dst)
+		return b, nil, more != 0, nil
 	}
 }
 

@@ -46,6 +46,7 @@ type benchJob struct {
 	nodes  []*psnode.Node
 	worker *psnode.Node
 	kv     *psnode.KVWorker[float32]
+	trs    []*zmq.Transport // the nodes' transports, in the order of nodes
 }
 
 func discardLog() *logrus.Entry {
@@ -58,7 +59,7 @@ type discardWriter struct{}
 
 func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 
-func benchFreePort(b *testing.B) int {
+func benchFreePort(b testing.TB) int {
 	b.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -70,7 +71,7 @@ func benchFreePort(b *testing.B) int {
 
 // startBenchJob starts a scheduler, servers (each serving app 0 with the
 // named handler) and one worker, over keys [0, maxKey).
-func startBenchJob(b *testing.B, servers int, maxKey uint64, handler string) *benchJob {
+func startBenchJob(b testing.TB, servers int, maxKey uint64, handler string) *benchJob {
 	b.Helper()
 	base := conf.Default().PS
 	base.NumServers, base.NumWorkers = servers, 1
@@ -78,6 +79,7 @@ func startBenchJob(b *testing.B, servers int, maxKey uint64, handler string) *be
 	base.NodeHost = "127.0.0.1"
 	base.MaxDimension = maxKey
 	base.JobSecret = "bench"
+	var trs []*zmq.Transport
 	mk := func(role conf.Role, task int) *psnode.Node {
 		p := base
 		p.Role, p.TaskID = role, task
@@ -85,6 +87,7 @@ func startBenchJob(b *testing.B, servers int, maxKey uint64, handler string) *be
 		if err != nil {
 			b.Fatal(err)
 		}
+		trs = append(trs, tr)
 		n, err := psnode.New(p, tr, psnode.WithLogger(discardLog()))
 		if err != nil {
 			b.Fatal(err)
@@ -97,6 +100,7 @@ func startBenchJob(b *testing.B, servers int, maxKey uint64, handler string) *be
 	}
 	j.worker = mk(conf.RoleWorker, 0)
 	j.nodes = append(j.nodes, j.worker)
+	j.trs = trs
 	b.Cleanup(func() {
 		for _, n := range j.nodes {
 			_ = n.Close()
@@ -257,4 +261,63 @@ func psnodeRTT(b *testing.B) {
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(2*b.N), "allocs/msg")
 	reportLatency(b, lat)
+}
+
+// TestBorrowedRequests: a server's KVServer handler gets large requests
+// in libzmq's own receive buffers (lent, Node.lends), and the values it
+// stores and answers are right: 3,000,000 keys pushed five times into
+// two sum stores (hash tables), then pulled, the keys of each server's
+// share 12 MB and its values 6 MB, above the 4 MiB from which frames are
+// lent. The worker's answers are copies: a KVWorker does not borrow.
+func TestBorrowedRequests(t *testing.T) {
+	const n, rounds = 3_000_000, 5
+	j := startBenchJob(t, 2, n, "sum-hash")
+	keys := make([]uint64, n)
+	vals := make([]float32, n)
+	for i := range keys {
+		keys[i], vals[i] = uint64(i), float32(i%1000)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for range rounds {
+		ts, err := j.kv.Push(ctx, psnode.KVPairs[float32]{Keys: keys, Vals: vals})
+		if err == nil {
+			err = j.kv.Wait(ctx, ts)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []float32
+	ts, err := j.kv.Pull(ctx, keys, &got, nil)
+	if err == nil {
+		err = j.kv.Wait(ctx, ts)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range got {
+		if v != rounds*vals[i] {
+			t.Fatalf("key %d: pulled %v, want %v", i, v, rounds*vals[i])
+		}
+	}
+	for i, tr := range j.trs[1:3] {
+		// Each push's keys and values, and the pull's keys.
+		if b := tr.Stats().Borrowed; b < 2*rounds+1 {
+			t.Errorf("server %d: %d frames lent, want at least %d", i, b, 2*rounds+1)
+		}
+	}
+	if b := j.trs[3].Stats().Borrowed; b != 0 {
+		t.Errorf("the worker borrowed %d frames; its answers should be copies", b)
+	}
+	// Every lent frame went back: the handlers returned, and the nodes
+	// have stopped.
+	for _, n := range j.nodes {
+		_ = n.Close()
+	}
+	for i, tr := range j.trs {
+		if out := zmq.BorrowedOut(tr); out != 0 {
+			t.Errorf("node %d: %d lent frames never given back", i, out)
+		}
+	}
 }

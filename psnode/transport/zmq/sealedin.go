@@ -76,6 +76,7 @@ func (in *inbound) message(conn []byte, m *transport.Message, env *envelope) boo
 		p := in.held[i]
 		in.held = slices.Delete(in.held, i, i+1)
 		if err := complete(m, env, p.frames); err != nil {
+			m.Release()
 			in.drop(conn, &m.Meta, err)
 			return true
 		}
@@ -116,6 +117,7 @@ func (in *inbound) sealed(tag [16]byte, frames []*cFrame) bool {
 	p.env = nil
 	if err := complete(p.m, env, frames); err != nil {
 		p.gone = true
+		p.m.Release()
 		in.drop([]byte(p.conn), &p.m.Meta, err)
 	}
 	// The sealed route is first in, first out: the messages of the same
@@ -135,6 +137,7 @@ func (in *inbound) sealed(tag [16]byte, frames []*cFrame) bool {
 func (in *inbound) lose(p *pending) {
 	delete(in.waiting, p.env.tag)
 	p.gone = true
+	p.m.Release()
 	in.drop([]byte(p.conn), &p.m.Meta, errSealedLost)
 }
 
@@ -189,12 +192,19 @@ func (in *inbound) tick() bool {
 	return true
 }
 
-// close releases the sealed frames held.
+// close releases the sealed frames held, and the frames lent to the
+// messages that wait.
 func (in *inbound) close() {
 	for _, p := range in.held {
 		closeFrames(p.frames)
 	}
 	in.held = nil
+	for _, q := range in.queues {
+		for _, p := range q {
+			p.m.Release()
+		}
+	}
+	in.queues = nil
 }
 
 func closeFrames(fs []*cFrame) {

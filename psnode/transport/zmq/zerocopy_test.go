@@ -258,3 +258,75 @@ func TestLargeFrameSurvivesReconnect(t *testing.T) {
 		t.Fatalf("Lent = %d, want 1: the message was not the lent one", n)
 	}
 }
+
+// TestBorrowedFrames: with a lender, the large frames of the messages it
+// picks arrive as libzmq's buffers, lent: intact, counted, nil once
+// released, or copied by Own and still intact after the release; small
+// frames and the messages it does not pick come as copies. Over TCP and
+// ipc, plain and with CURVE (whose large frames go sealed once the route
+// is known, and are opened into Go memory: they arrive intact, whether
+// lent or not).
+func TestBorrowedFrames(t *testing.T) {
+	forTCPAndIPC(t, func(t *testing.T, opts zmq.Options) {
+		for _, curve := range []bool{false, true} {
+			o := opts
+			if curve {
+				o.Curve = jobCurve(t, "secret")
+			}
+			a, b := newTransport(t, o), newTransport(t, o)
+			b.SetLender(func(m *transport.Meta) bool { return m.Head == 1 })
+			addr, err := b.Listen(t.Context(), "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Connect(t.Context(), 2, addr); err != nil {
+				t.Fatal(err)
+			}
+			big := make([]byte, 5<<20+3)
+			for i, head := range []int32{1, 0, 1} {
+				fill(big, byte(i+1))
+				m := &transport.Message{Meta: transport.Meta{Sender: 1, Recver: 2, Head: head, Timestamp: int32(i)}, Data: [][]byte{make([]byte, 10), big}}
+				if _, err := a.Send(t.Context(), m); err != nil {
+					t.Fatal(err)
+				}
+				got, err := b.Recv(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if k := firstNot(got.Data[1], byte(i+1)); k >= 0 || len(got.Data[1]) != len(big) {
+					t.Fatalf("message %d: the large frame differs at byte %d", i, k)
+				}
+				if curve {
+					got.Release()
+					continue
+				}
+				wantLent := head == 1
+				if got.Lent() != wantLent {
+					t.Fatalf("message %d (head %d, CURVE %v): lent %v, want %v", i, head, curve, got.Lent(), wantLent)
+				}
+				if !wantLent {
+					continue
+				}
+				if i == 0 {
+					got.Release()
+					if got.Data[1] != nil || got.Data[0] == nil || got.Lent() {
+						t.Errorf("after Release: frames of %d and %d bytes, lent %v; want the lent one gone", len(got.Data[0]), len(got.Data[1]), got.Lent())
+					}
+					got.Release() // again: nothing
+					continue
+				}
+				got.Own()
+				got.Release() // nothing to give back any more
+				if k := firstNot(got.Data[1], byte(i+1)); k >= 0 || got.Lent() {
+					t.Errorf("message %d: after Own and Release the frame differs at byte %d (lent %v)", i, k, got.Lent())
+				}
+			}
+			if n := b.Stats().Borrowed; !curve && n != 2 {
+				t.Errorf("Borrowed = %d, want 2", n)
+			}
+			if out := zmq.BorrowedOut(b); out != 0 {
+				t.Errorf("%d lent frames not given back after Release and Own", out)
+			}
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,6 +109,7 @@ type Stats struct {
 	Sealed    uint64 // messages Send sent with sealed frames (Options.Curve)
 	Packed    uint64 // messages Send sent packed into one frame
 	Lost      uint64 // messages from peers dropped because their sealed frames never arrived
+	Borrowed  uint64 // data frames Recv handed over as libzmq's buffers, without a copy (SetLender)
 }
 
 // Transport is the ZeroMQ implementation of transport.Transport. See the
@@ -143,6 +145,25 @@ type Transport struct {
 	advertiseSealed atomic.Uint32
 
 	sent, received, malformed, lent, sealed, lost, packed atomic.Uint64
+
+	// lender picks the messages whose large frames are handed over as
+	// libzmq's buffers (SetLender); nil: none.
+	lender      atomic.Pointer[func(*transport.Meta) bool]
+	borrowed    atomic.Uint64 // frames received and lent (Stats.Borrowed)
+	borrowedOut atomic.Int64  // of those, not given back yet
+}
+
+// SetLender makes lend pick, by its meta, each message whose data frames
+// of 4 MiB or more Recv hands over as libzmq's own receive buffers rather
+// than copies: the message is lent (transport.Message.Lend), and its
+// receiver must Release it, or Own it, once it is done. lend runs on the
+// receive loop and must not block; nil lends nothing (the default).
+func (t *Transport) SetLender(lend func(*transport.Meta) bool) {
+	if lend == nil {
+		t.lender.Store(nil)
+		return
+	}
+	t.lender.Store(&lend)
 }
 
 var (
@@ -442,6 +463,7 @@ func (t *Transport) recvLoop(router, sealed, wake *zmq4.Socket) {
 			delivered = true
 			return true
 		case <-t.done:
+			m.Release()
 			return false
 		}
 	}, t.dropMalformed)
@@ -576,10 +598,41 @@ func (t *Transport) recvFailed(err error) {
 //
 // raw is router's libzmq socket (see rawSocket), read directly when not
 // nil.
-func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) ([]byte, *transport.Message, *envelope, error) {
-	recv := func(flags zmq4.Flag) ([]byte, bool, error) {
+func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) (_ []byte, _ *transport.Message, _ *envelope, err error) {
+	// Large frames of a message the lender picks stay in libzmq's
+	// memory (kept), lent to the receiver; closed here unless they are.
+	var fs [][]byte
+	var kept []*cFrame
+	var keep func() bool
+	if lp := t.lender.Load(); lp != nil && raw != nil {
+		decided, lend := false, false
+		keep = func() bool {
+			if !decided {
+				decided = true
+				if i := metaIndex(fs); i >= 0 {
+					if mm, err := transport.DecodeMeta(fs[i]); err == nil {
+						lend = (*lp)(&mm)
+					}
+				}
+			}
+			return lend
+		}
+	}
+	defer func() {
+		if kept != nil {
+			closeFrames(kept)
+		}
+	}()
+	recv := func(flags zmq4.Flag, data bool) ([]byte, bool, error) {
 		if raw != nil {
-			return recvFrame(raw, flags)
+			if !data {
+				return recvFrame(raw, flags)
+			}
+			b, f, more, err := recvFrameOrKeep(raw, flags, keep)
+			if f != nil {
+				kept = append(kept, f)
+			}
+			return b, more, err
 		}
 		b, err := router.RecvBytes(flags)
 		if err != nil {
@@ -588,17 +641,16 @@ func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) ([]byte
 		more, err := router.GetRcvmore()
 		return b, more, err
 	}
-	id, more, err := recv(zmq4.DONTWAIT)
+	id, more, err := recv(zmq4.DONTWAIT, false)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	// An envelope, the meta and one data frame over the limit are kept,
 	// so that CheckData reports it; frames beyond that are read and
 	// discarded.
-	var fs [][]byte
 	for more {
 		var f []byte
-		f, more, err = recv(0)
+		f, more, err = recv(0, metaIndex(fs) >= 0)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -653,13 +705,61 @@ func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) ([]byte
 			t.dropMalformed(id, &mm, fmt.Errorf("%w: sealed frame %d of a message of %d data frames", transport.ErrMalformed, last, len(data)))
 			return id, nil, nil, nil
 		}
+		t.lendKept(m, kept)
+		kept = nil
 		return id, m, env, nil
 	}
 	if err := transport.CheckData(m); err != nil {
 		t.dropMalformed(id, &mm, err)
 		return id, nil, nil, nil
 	}
+	t.lendKept(m, kept)
+	kept = nil
 	return id, m, nil, nil
+}
+
+// metaIndex is the index of the meta frame among the frames fs read so
+// far after the identity: 0, or 1 after an envelope; -1 while it is not
+// read yet, or when the first frame is the transport's own.
+func metaIndex(fs [][]byte) int {
+	switch {
+	case len(fs) == 0:
+		return -1
+	case len(fs[0]) > 1 && fs[0][0] == 0:
+		if bytes.HasPrefix(fs[0], ctlEnvelope) && len(fs) > 1 {
+			return 1
+		}
+		return -1
+	}
+	return 0
+}
+
+// lendKept lends m the frames kept in libzmq's memory that m's data
+// frames are, closing those it is not (frames past the limit).
+func (t *Transport) lendKept(m *transport.Message, kept []*cFrame) {
+	if len(kept) == 0 {
+		return
+	}
+	lent := make([][]byte, 0, len(kept))
+	var frames []*cFrame
+	for _, f := range kept {
+		b := f.bytes()
+		if slices.ContainsFunc(m.Data, func(d []byte) bool { return len(d) > 0 && &d[0] == &b[0] }) {
+			lent = append(lent, b)
+			frames = append(frames, f)
+		} else {
+			f.close()
+		}
+	}
+	if len(frames) == 0 {
+		return
+	}
+	t.borrowed.Add(uint64(len(frames)))
+	t.borrowedOut.Add(int64(len(frames)))
+	m.Lend(lent, func() {
+		closeFrames(frames)
+		t.borrowedOut.Add(-int64(len(frames)))
+	})
 }
 
 // answerHello tells the peer of connection id that packed messages are
@@ -870,7 +970,7 @@ func (t *Transport) Down(id int32) (time.Time, bool) {
 func (t *Transport) Stats() Stats {
 	return Stats{
 		Sent: t.sent.Load(), Received: t.received.Load(), Malformed: t.malformed.Load(), Lent: t.lent.Load(),
-		Sealed: t.sealed.Load(), Lost: t.lost.Load(), Packed: t.packed.Load(),
+		Sealed: t.sealed.Load(), Lost: t.lost.Load(), Packed: t.packed.Load(), Borrowed: t.borrowed.Load(),
 	}
 }
 
@@ -909,6 +1009,15 @@ func (t *Transport) Close() error {
 	t.wg.Wait()
 	if wake != nil {
 		_ = wake.Close()
+	}
+	// What nobody received gives back what it was lent.
+	for drained := false; !drained; {
+		select {
+		case m := <-t.inbox:
+			m.Release()
+		default:
+			drained = true
+		}
 	}
 	for _, p := range peers {
 		p.close()
