@@ -41,6 +41,14 @@
 // request is answered with an error naming the missing app, so that its
 // sender does not hang.
 //
+// A Handler gets a request's keys and values in the receive buffers, not
+// copies, and must copy what it keeps past its return. Over ZeroMQ the
+// large ones (4 MiB and more) are libzmq's own memory, lent to the node
+// (transport.Message.Lend) and given back when the handler returns, as
+// ps-lite's handlers get ZeroMQ's buffers: the copy into Go memory was a
+// quarter of a 10M-key push. Every other message, and a request to any
+// app but a KVServer, is the node's own memory.
+//
 // A RawApp sends and receives messages of a protocol of the program's
 // own, neither request/response nor key-value: package psnode/collective
 // builds its collectives (AllReduce and the others, among workers or any
