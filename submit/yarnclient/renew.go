@@ -33,8 +33,8 @@ type amKerberos struct {
 }
 
 // Bounds of the ApplicationMaster's retries when obtaining new tokens
-// fails; variables for the tests.
-var (
+// fails.
+const (
 	renewRetryMin = 10 * time.Second
 	renewRetryMax = 5 * time.Minute
 )
@@ -97,12 +97,20 @@ type tokenKeeper struct {
 	renewer  string            // the login's principal
 	uri      string            // the tokens file
 	fsOf     map[string]string // token service → the URI of its file system
-	obtained []creds.Token     // every token the keeper obtained, cancelled at the end
+	obtained []obtainedToken   // every token the keeper obtained, cancelled at the end
 
 	mu     sync.Mutex
 	cur    *creds.Credentials // what a container started now gets
 	blob   []byte             // cur, encoded
 	expiry time.Time          // the first expiry of cur's HDFS tokens
+	next   time.Time          // when the keeper obtains the next ones, as cur announces
+}
+
+// obtainedToken is a token the keeper obtained and when it expires
+// unless renewed.
+type obtainedToken struct {
+	t      creds.Token
+	expiry time.Time
 }
 
 // newTokenKeeper starts from the tokens ps-submit obtained (the task
@@ -129,25 +137,30 @@ func newTokenKeeper(log *logrus.Entry, login *dfs.Resolver, renewer, uri string,
 	if expiry.IsZero() {
 		return nil, errors.New("the client's credentials hold no HDFS delegation token")
 	}
-	if err := k.set(start, expiry, time.Now()); err != nil {
+	c, b, next, err := k.announce(start.Tokens, start.Secrets, expiry, time.Now())
+	if err != nil {
 		return nil, err
 	}
+	k.set(c, b, expiry, next)
 	return k, nil
 }
 
-// set makes c, whose HDFS tokens first expire at expiry, the tokens
-// containers get, announcing the next ones.
-func (k *tokenKeeper) set(c *creds.Credentials, expiry, now time.Time) error {
-	c = &creds.Credentials{Tokens: maps.Clone(c.Tokens), Secrets: maps.Clone(c.Secrets)}
-	dfs.SetRefresh(c, dfs.TokenRefresh{URI: k.uri, Next: renewAt(now, expiry)})
+// announce makes the credentials of tokens (and secrets), whose HDFS
+// tokens first expire at expiry, announcing the next ones for
+// renewAt(now, expiry); it returns them encoded too, and that time.
+func (k *tokenKeeper) announce(tokens map[string]creds.Token, secrets map[string][]byte, expiry, now time.Time) (*creds.Credentials, []byte, time.Time, error) {
+	next := renewAt(now, expiry)
+	c := &creds.Credentials{Tokens: tokens, Secrets: maps.Clone(secrets)}
+	dfs.SetRefresh(c, dfs.TokenRefresh{URI: k.uri, Next: next})
 	b, err := c.MarshalBinary()
-	if err != nil {
-		return err
-	}
+	return c, b, next, err
+}
+
+// set makes c (encoded: b) the tokens containers get.
+func (k *tokenKeeper) set(c *creds.Credentials, b []byte, expiry, next time.Time) {
 	k.mu.Lock()
-	k.cur, k.blob, k.expiry = c, b, expiry
+	k.cur, k.blob, k.expiry, k.next = c, b, expiry, next
 	k.mu.Unlock()
-	return nil
 }
 
 // Tokens is the credentials blob of a container started now.
@@ -157,22 +170,17 @@ func (k *tokenKeeper) Tokens() []byte {
 	return k.blob
 }
 
-// next is when the keeper next obtains tokens.
-func (k *tokenKeeper) next() time.Time {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	r, _ := dfs.RefreshOf(k.cur)
-	return r.Next
-}
-
 // run obtains new tokens each time they are due until ctx ends, then
 // cancels those it obtained. A failure is logged and tried again, sooner
 // than the tasks' tokens expire.
 func (k *tokenKeeper) run(ctx context.Context) {
 	defer k.cancelObtained()
 	retry := renewRetryMin
-	wait := time.Until(k.next())
-	k.log.WithField("at", k.next().Format(time.RFC3339)).Info("new delegation tokens will be obtained past their maximum lifetime")
+	k.mu.Lock()
+	next := k.next
+	k.mu.Unlock()
+	wait := time.Until(next)
+	k.log.WithField("at", next.Format(time.RFC3339)).Info("new delegation tokens will be obtained past their maximum lifetime")
 	for {
 		t := time.NewTimer(max(wait, 0))
 		select {
@@ -181,14 +189,13 @@ func (k *tokenKeeper) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		err := k.renew(ctx)
+		next, err := k.renew(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if err == nil {
-			retry = renewRetryMin
-			wait = time.Until(k.next())
-			k.log.WithField("next", k.next().Format(time.RFC3339)).Info("new delegation tokens written for the tasks")
+			retry, wait = renewRetryMin, time.Until(next)
+			k.log.WithField("next", next.Format(time.RFC3339)).Info("new delegation tokens written for the tasks")
 			continue
 		}
 		k.mu.Lock()
@@ -205,13 +212,14 @@ func (k *tokenKeeper) run(ctx context.Context) {
 }
 
 // renew obtains a new token for each HDFS the tasks have one for, learns
-// when each expires, and writes them where the tasks look.
-func (k *tokenKeeper) renew(ctx context.Context) error {
+// when each expires, and writes them where the tasks look. It returns when
+// the next ones are due.
+func (k *tokenKeeper) renew(ctx context.Context) (time.Time, error) {
 	k.mu.Lock()
 	cur := k.cur
 	k.mu.Unlock()
 	now := time.Now()
-	c := &creds.Credentials{Tokens: maps.Clone(cur.Tokens), Secrets: maps.Clone(cur.Secrets)}
+	tokens := maps.Clone(cur.Tokens)
 	var expiry time.Time
 	for alias, old := range cur.Tokens {
 		if old.Kind != creds.KindHDFSDelegation {
@@ -219,38 +227,38 @@ func (k *tokenKeeper) renew(ctx context.Context) error {
 		}
 		h, err := k.hdfsOf(ctx, old)
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
 		t, err := h.DelegationToken(ctx, k.renewer)
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
-		k.obtained = append(k.obtained, t)
 		exp, err := h.RenewDelegationToken(ctx, t)
+		k.obtained = append(k.obtained, obtainedToken{t, exp})
 		if err != nil {
-			return err
+			return time.Time{}, err
 		}
-		c.Tokens[alias] = t
+		tokens[alias] = t
 		if expiry.IsZero() || exp.Before(expiry) {
 			expiry = exp
 		}
 	}
 	if !expiry.After(now) {
-		return fmt.Errorf("the new delegation tokens expire at once (%s)", expiry.Format(time.RFC3339))
+		return time.Time{}, fmt.Errorf("the new delegation tokens expire at once (%s)", expiry.Format(time.RFC3339))
 	}
-	dfs.SetRefresh(c, dfs.TokenRefresh{URI: k.uri, Next: renewAt(now, expiry)})
-	b, err := c.MarshalBinary()
+	c, b, next, err := k.announce(tokens, cur.Secrets, expiry, now)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	fsys, name, err := k.login.Resolve(ctx, k.uri)
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	if err := dfs.WriteFile(ctx, fsys, name, b); err != nil {
-		return fmt.Errorf("write %s: %w", k.uri, err)
+		return time.Time{}, fmt.Errorf("write %s: %w", k.uri, err)
 	}
-	return k.set(c, expiry, now)
+	k.set(c, b, expiry, next)
+	return next, nil
 }
 
 // hdfsOf is the file system a delegation token is for: the one ps-submit
@@ -272,16 +280,22 @@ func (k *tokenKeeper) hdfsOf(ctx context.Context, t creds.Token) (*dfs.HDFS, err
 	return h, nil
 }
 
-// cancelObtained cancels the tokens the keeper obtained, the job being
-// over, so that they are of no use to anyone who copied one.
+// cancelObtained cancels the tokens the keeper obtained that have not
+// expired, the job being over, so that they are of no use to anyone who
+// copied one. (An expired one is refused anyway, and the NameNode may
+// have forgotten it.)
 func (k *tokenKeeper) cancelObtained() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var errs []error
-	for _, t := range k.obtained {
-		h, err := k.hdfsOf(ctx, t)
+	now := time.Now()
+	for _, o := range k.obtained {
+		if !o.expiry.IsZero() && !o.expiry.After(now) {
+			continue
+		}
+		h, err := k.hdfsOf(ctx, o.t)
 		if err == nil {
-			err = h.CancelDelegationToken(ctx, t)
+			err = h.CancelDelegationToken(ctx, o.t)
 		}
 		if err != nil {
 			errs = append(errs, err)

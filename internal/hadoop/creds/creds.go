@@ -388,6 +388,14 @@ func (d *decoder) vint() (int32, error) {
 	return v, err
 }
 
+func (d *decoder) vlong() (int64, error) {
+	v, err := ReadVLong(d.r)
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return 0, ErrTruncated
+	}
+	return v, err
+}
+
 func (d *decoder) count(what string) (int, error) {
 	n, err := d.vint()
 	if err != nil {

@@ -3,9 +3,7 @@ package creds
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"time"
 )
@@ -55,9 +53,9 @@ func ParseDelegation(identifier []byte) (Delegation, error) {
 	}
 	var dates [2]int64
 	for i := range dates {
-		v, err := ReadVLong(d.r)
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return Delegation{}, fmt.Errorf("creds: delegation identifier dates: %w", ErrTruncated)
+		v, err := d.vlong()
+		if err != nil {
+			return Delegation{}, fmt.Errorf("creds: delegation identifier dates: %w", err)
 		}
 		if v < 0 {
 			return Delegation{}, fmt.Errorf("creds: delegation identifier date %d: %w", v, ErrMalformed)
