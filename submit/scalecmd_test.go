@@ -232,9 +232,12 @@ func TestScaleALocalJob(t *testing.T) {
 	if code != 0 || out != "scale requested: servers 1 → 2, workers 1 (as many as the job has); it takes effect at the next epoch boundary\n" {
 		t.Fatalf("scale to 2: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
+	// Worker 0 prints the epoch's view before it reports the change to
+	// the tracker: the status has it once the report arrived.
 	j.waitFor("the switch to 2 servers", func() bool {
 		return strings.Contains(j.out.String(), "[server 1] server 1: joining 2 servers") &&
-			strings.Contains(j.out.String(), " servers 2 workers 1\n")
+			strings.Contains(j.out.String(), " servers 2 workers 1\n") &&
+			strings.Contains(j.status(), "worker 0     scaled: ")
 	})
 	out = j.status()
 	for _, want := range []string{"  servers        2\n", "  workers        1\n", "    server 1     running ", "job          scale: servers: 1 → 2 requested at epoch ",
@@ -290,7 +293,8 @@ func TestScaleWorkersOfALocalJob(t *testing.T) {
 	j.waitFor("worker 2's first epoch", func() bool {
 		return strings.Contains(j.out.String(), "[worker 2] worker 2: joining 3 workers") &&
 			strings.Contains(j.out.String(), "[worker 2] worker 2: begins at epoch ") &&
-			strings.Contains(j.out.String(), "[worker 2] worker 2 epoch ")
+			strings.Contains(j.out.String(), "[worker 2] worker 2 epoch ") &&
+			strings.Contains(j.status(), "worker 0     scaled: ")
 	})
 	out = j.status()
 	for _, want := range []string{"  servers        2\n", "  workers        3\n", "    worker 2     running ",
