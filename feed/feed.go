@@ -78,6 +78,13 @@ type Options struct {
 	// are read from their start, and reported done with all their
 	// records, the skipped ones included.
 	Resume *psnode.SyncResume
+	// CacheBytes, when above 0, keeps the parsed examples of the shards
+	// this worker reads, up to about that many bytes, and a later epoch
+	// that hands it a kept shard reads the examples instead of the file.
+	// Shards are kept whole, in the order they are first read, and only
+	// those without a malformed record. A file changed during the job is
+	// not noticed for the shards kept.
+	CacheBytes int64
 }
 
 // Batch is one mini-batch handed to the model.
@@ -87,7 +94,8 @@ type Batch struct {
 	// pushes with PushStep; in asynchronous mode it counts too but has
 	// no meaning across workers.
 	Epoch, Step int
-	// Examples are valid until the function returns.
+	// Examples are valid until the function returns, and are not to be
+	// modified: they may be those a cache keeps (Options.CacheBytes).
 	Examples []records.Example
 }
 
@@ -96,6 +104,7 @@ type Stats struct {
 	Records int64 // records read (malformed ones excluded)
 	Bad     int   // malformed records skipped
 	Shards  int   // shards read
+	Cached  int   // shards of Shards read from the cache (Options.CacheBytes)
 	// Skipped counts the records of Records that were not handed to the
 	// step function (Options.Resume), those of done shards not opened
 	// again included (their count is the tracker's).
@@ -111,6 +120,7 @@ type Feed struct {
 	bad    int // malformed records skipped so far
 	shards int // shards read so far
 	skip   int // batches of the epoch not to hand over (Options.Resume)
+	cache  *cache
 	// reported is set once the rejoin of Options.Resume is reported.
 	reported bool
 }
@@ -144,10 +154,17 @@ func New(o Options) (*Feed, error) {
 	if o.MaxBadRecords < 0 {
 		errs = append(errs, fmt.Errorf("feed: max bad records %d: must not be negative", o.MaxBadRecords))
 	}
+	if o.CacheBytes < 0 {
+		errs = append(errs, fmt.Errorf("feed: cache of %d bytes: must not be negative", o.CacheBytes))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Feed{o: o}, nil
+	f := &Feed{o: o}
+	if o.CacheBytes > 0 {
+		f.cache = &cache{budget: o.CacheBytes}
+	}
+	return f, nil
 }
 
 // Bad returns the malformed records skipped in every epoch so far.
@@ -290,6 +307,9 @@ func (f *Feed) shard(ctx context.Context, epoch int, sh tracker.Shard, step *int
 // read reads a shard's records in mini-batches and returns how many it
 // read.
 func (f *Feed) read(ctx context.Context, epoch int, sh tracker.Shard, step *int, fn func(context.Context, Batch) error, st *Stats) (int64, error) {
+	if exs, ok := f.cache.get(sh.Split()); ok {
+		return f.replay(ctx, epoch, exs, step, fn, st)
+	}
 	src, err := split.Open(ctx, f.o.Resolver, sh.Split(), split.ReaderOptions{})
 	if err != nil {
 		return 0, err
@@ -304,6 +324,7 @@ func (f *Feed) read(ctx context.Context, epoch int, sh tracker.Shard, step *int,
 	if len(f.recs) < f.o.Batch {
 		f.recs = make([]records.Example, f.o.Batch)
 	}
+	keep := f.cache.fill(sh.Split())
 	var total int64
 	for {
 		n := 0
@@ -317,22 +338,53 @@ func (f *Feed) read(ctx context.Context, epoch int, sh tracker.Shard, step *int,
 			}
 			n++
 		}
+		// Only a shard without a malformed record is kept, so that
+		// every epoch counts the bad ones the same.
+		if rd.Bad() > 0 {
+			keep = nil
+		}
+		keep.add(f.recs[:n])
 		if n == 0 {
+			keep.keep(sh.Split())
 			return total, nil
 		}
 		total += int64(n)
-		st.Records += int64(n)
-		s := *step
-		*step++
-		if s < f.skip {
-			st.Skipped += int64(n)
-		} else if err := fn(ctx, Batch{Epoch: epoch, Step: s, Examples: f.recs[:n]}); err != nil {
+		if err := f.batch(ctx, epoch, f.recs[:n], step, fn, st); err != nil {
 			return total, err
 		}
 		if n < f.o.Batch {
+			keep.keep(sh.Split())
 			return total, nil
 		}
 	}
+}
+
+// batch counts one mini-batch and hands it to fn, unless it is one to
+// skip (Options.Resume).
+func (f *Feed) batch(ctx context.Context, epoch int, exs []records.Example, step *int, fn func(context.Context, Batch) error, st *Stats) error {
+	st.Records += int64(len(exs))
+	s := *step
+	*step++
+	if s < f.skip {
+		st.Skipped += int64(len(exs))
+		return nil
+	}
+	return fn(ctx, Batch{Epoch: epoch, Step: s, Examples: exs})
+}
+
+// replay hands a cached shard's examples to fn in mini-batches, as read
+// would have read them from its file.
+func (f *Feed) replay(ctx context.Context, epoch int, exs []records.Example, step *int, fn func(context.Context, Batch) error, st *Stats) (int64, error) {
+	st.Cached++
+	total := int64(len(exs))
+	for len(exs) > 0 {
+		n := min(f.o.Batch, len(exs))
+		if err := f.batch(ctx, epoch, exs[:n:n], step, fn, st); err != nil {
+			return 0, err
+		}
+		exs = exs[n:]
+	}
+	return total, nil
 }
 
 // DieAfter returns an AfterShard hook for fault-injection tests: spec

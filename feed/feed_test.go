@@ -469,6 +469,7 @@ func TestNewChecksOptions(t *testing.T) {
 		{"workers", func(o *Options) { o.Workers = 0 }, "of 0 workers"},
 		{"batch", func(o *Options) { o.Batch = 0 }, "batch 0"},
 		{"bad", func(o *Options) { o.MaxBadRecords = -1 }, "max bad records -1"},
+		{"cache", func(o *Options) { o.CacheBytes = -1 }, "cache of -1 bytes"},
 	} {
 		o := ok
 		tc.edit(&o)
@@ -589,5 +590,78 @@ func TestExitStatus(t *testing.T) {
 		if got := ExitStatus(tc.err); got != tc.want {
 			t.Errorf("ExitStatus(%v) = %d, want %d", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestCacheKeepsShards reads three epochs of a plan of four files, one
+// of them with a malformed record, with a cache that holds every clean
+// shard, one that holds some and one that holds none: each epoch hands over the
+// same batches as the first, the kept shards come from the cache (their
+// files are gone after the first epoch), the shard with the bad record is
+// read again and its record counted every epoch, and nothing is kept past
+// the budget: a shard that does not fit is read again, a later one that
+// does is kept.
+func TestCacheKeepsShards(t *testing.T) {
+	t.Parallel()
+	// A shard of n one-key records costs n·(exampleBytes+12) bytes.
+	per := exampleBytes + 12
+	for _, tc := range []struct {
+		name   string
+		budget int64
+		kept   []int // files kept after the first epoch
+	}{
+		{"all", 1 << 20, []int{0, 1, 3}},
+		{"what fits", 30 * per, []int{0, 3}}, // part-1's 12 records do not fit after part-0's 25
+		{"none fits", 2 * per, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			res := resolver(t)
+			dir := writeFiles(t, []int{25, 12, 7, 3}, []int{0, 0, 1, 0})
+			plan := shards(t, res, dir)
+			fd, err := New(Options{Tracker: &fakeTracker{plan: plan}, Resolver: res, Workers: 1, Format: records.FormatLibSVM,
+				Batch: 10, MaxBadRecords: 10, CacheBytes: tc.budget})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var first []string
+			for epoch := range 3 {
+				var got []string
+				st, err := fd.Epoch(context.Background(), epoch, func(_ context.Context, b Batch) error {
+					keys := make([]string, len(b.Examples))
+					for i, ex := range b.Examples {
+						keys[i] = fmt.Sprint(key(ex), ex.Label, ex.Vals)
+					}
+					got = append(got, fmt.Sprintf("step %d: %v", b.Step, keys))
+					return nil
+				})
+				if err != nil {
+					t.Fatalf("epoch %d: %v", epoch, err)
+				}
+				wantCached := 0
+				if epoch > 0 {
+					wantCached = len(tc.kept)
+				}
+				if st.Records != 47 || st.Bad != 1 || st.Shards != 4 || st.Cached != wantCached {
+					t.Errorf("epoch %d: stats %+v, want 47 records, 1 bad, 4 shards, %d cached", epoch, st, wantCached)
+				}
+				if epoch == 0 {
+					first = got
+					for _, i := range tc.kept {
+						if err := os.Remove(filepath.Join(dir, fmt.Sprintf("part-%d", i))); err != nil {
+							t.Fatal(err)
+						}
+					}
+				} else if !slices.Equal(got, first) {
+					t.Errorf("epoch %d handed over\n%v\nwant the first epoch's\n%v", epoch, got, first)
+				}
+			}
+			if fd.cache.used > tc.budget {
+				t.Errorf("the cache holds %d bytes, past its budget of %d", fd.cache.used, tc.budget)
+			}
+			if fd.Bad() != 3 {
+				t.Errorf("%d bad records overall, want 3 (one an epoch)", fd.Bad())
+			}
+		})
 	}
 }

@@ -53,6 +53,7 @@ type trainFlags struct {
 	test              string
 	format            string
 	maxBadRecords     int
+	cacheMB           int
 	modelFormat       string
 	// dieAfter is a fault-injection hook for tests: "RANK:N" makes
 	// worker RANK's first attempt kill itself (SIGKILL) after it has read
@@ -84,6 +85,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
 	fl.StringVar(&f.format, "format", records.FormatLibSVM, "input format: libsvm or csv")
 	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
+	fl.IntVar(&f.cacheMB, "cache-mb", 0, "MiB of parsed examples each worker keeps in memory for the next epochs, which then read no file for the shards kept (0: read the files every epoch)")
 	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the written model's parts: "+model.PartText+" or "+model.PartBinary)
 	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
 	if err := fl.Parse(args); err != nil {
@@ -121,6 +123,9 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	}
 	if f.maxBadRecords < 0 {
 		errs = append(errs, fmt.Errorf("--max-bad-records %d: must not be negative", f.maxBadRecords))
+	}
+	if f.cacheMB < 0 || f.cacheMB > feed.MaxCacheMiB {
+		errs = append(errs, fmt.Errorf("--cache-mb %d: want 0 to %d", f.cacheMB, feed.MaxCacheMiB))
 	}
 	return f, errors.Join(errs...)
 }
@@ -288,7 +293,8 @@ func (w *worker) train(ctx context.Context) error {
 		Tracker: w.tc, Resolver: w.res,
 		Rank: w.n.Rank(), Workers: w.n.NumWorkers(), Attempt: w.attempt,
 		Format: w.f.format, Batch: w.f.batch, MaxBadRecords: w.f.maxBadRecords,
-		Async: w.f.Free(), AfterShard: die,
+		CacheBytes: int64(w.f.cacheMB) << 20,
+		Async:      w.f.Free(), AfterShard: die,
 	}
 	// A worker that replaces a dead one goes on where it left off.
 	first, resume, err := feed.Rejoin(ctx, w.ts, w.job.ResumeEpoch)
@@ -329,6 +335,9 @@ func (w *worker) train(ctx context.Context) error {
 			return err
 		}
 		w.epochBad = st.Bad
+		if w.f.cacheMB > 0 && epoch == first+1 {
+			w.log.WithFields(logrus.Fields{"shards": st.Shards, "cached": st.Cached}).Info("data cache: shards read from memory")
+		}
 		if !w.f.Free() {
 			// Returns when every worker is done with the epoch, in both
 			// tables.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -177,14 +178,16 @@ var (
 	single   jobRun
 )
 
-// syncJobs runs, once for all tests, two synchronous 2×2 jobs (with and
-// without --prefetch) and a 1×1 job of the same trainer.
+// syncJobs runs, once for all tests, two synchronous 2×2 jobs (the
+// second without --prefetch and with --cache-mb) and a 1×1 job of the
+// same trainer.
 func syncJobs(t *testing.T) ([2]jobRun, jobRun) {
 	syncOnce.Do(func() {
-		// The second run waits for each pull and push: prefetching must
-		// not change the model.
+		// The second run waits for each pull and push, and reads its
+		// second epoch from memory: neither prefetching nor the cache
+		// must change the model.
 		syncRuns[0] = runJob(t, 2, 2, 2<<20, "--epochs", "2")
-		syncRuns[1] = runJob(t, 2, 2, 2<<20, "--epochs", "2", "--prefetch=false")
+		syncRuns[1] = runJob(t, 2, 2, 2<<20, "--epochs", "2", "--prefetch=false", "--cache-mb", "64")
 		single = runJob(t, 1, 1, 2<<20, "--epochs", "2")
 	})
 	if syncRuns[0].parts == nil || single.parts == nil {
@@ -223,7 +226,9 @@ func straightJobOf(t *testing.T, servers int) jobRun {
 }
 
 // TestSyncRunsWriteBitIdenticalModels: two synchronous runs, one
-// pipelined (the default) and one not, write the same model bit for bit.
+// pipelined (the default) and one neither pipelined nor reading its
+// files after the first epoch (--cache-mb), write the same model bit for
+// bit.
 func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
 	runs, _ := syncJobs(t)
 	a, b := runs[0].parts, runs[1].parts
@@ -235,7 +240,17 @@ func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
 			t.Errorf("%s is empty: the keys were not spread over the servers", name)
 		}
 		if !bytes.Equal(data, b[name]) {
-			t.Errorf("%s differs between two synchronous runs, with and without --prefetch", name)
+			t.Errorf("%s differs between two synchronous runs, one with --prefetch, the other without and with --cache-mb", name)
+		}
+	}
+	// Each worker read every shard of its second epoch from memory.
+	cached := regexp.MustCompile(`msg="data cache: shards read from memory" cached=([0-9]+) shards=([0-9]+)`).FindAllStringSubmatch(runs[1].out, -1)
+	if len(cached) != 2 {
+		t.Fatalf("%d workers said what they read from the cache, want 2:\n%s", len(cached), runs[1].out)
+	}
+	for _, m := range cached {
+		if m[1] != m[2] || m[1] == "0" {
+			t.Errorf("a worker read %s of its %s shards from the cache, want all", m[1], m[2])
 		}
 	}
 }

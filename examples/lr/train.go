@@ -46,6 +46,7 @@ type trainFlags struct {
 	test           string
 	format         string
 	maxBadRecords  int
+	cacheMB        int
 	// dieAfter is a fault-injection hook for tests: "RANK:N" makes
 	// worker RANK's first attempt kill itself (SIGKILL) after it has read
 	// N shards, mid-epoch.
@@ -78,6 +79,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.Float64Var(&f.kkt, "kkt", 0, "with --async or --staleness and FTRL with --l1 > 0: hold back the gradient of a key whose weight is zero until it adds up to this fraction of --l1 (the KKT filter; 0: off, 0.1 a good start)")
 	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the model's parts: text (key<TAB>weight lines, for hdfs dfs -text) or binary (faster to load)")
 	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
+	fl.IntVar(&f.cacheMB, "cache-mb", 0, "MiB of parsed examples each worker keeps in memory for the next epochs, which then read no file for the shards kept (0: read the files every epoch)")
 	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
 	if err := fl.Parse(args); err != nil {
 		return f, errUsage
@@ -113,6 +115,9 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	}
 	if f.modelFormat != model.PartText && f.modelFormat != model.PartBinary {
 		errs = append(errs, fmt.Errorf("--model-format %q: want %s or %s", f.modelFormat, model.PartText, model.PartBinary))
+	}
+	if f.cacheMB < 0 || f.cacheMB > feed.MaxCacheMiB {
+		errs = append(errs, fmt.Errorf("--cache-mb %d: want 0 to %d", f.cacheMB, feed.MaxCacheMiB))
 	}
 	return f, errors.Join(errs...)
 }
@@ -270,7 +275,8 @@ func (w *worker) train(ctx context.Context) error {
 		Tracker: w.tc, Resolver: w.res,
 		Rank: w.n.Rank(), Workers: w.n.NumWorkers(), Attempt: w.attempt,
 		Format: w.f.format, Batch: w.f.batch, MaxBadRecords: w.f.maxBadRecords,
-		Async: w.f.Free(), AfterShard: die,
+		CacheBytes: int64(w.f.cacheMB) << 20,
+		Async:      w.f.Free(), AfterShard: die,
 	}
 	// A worker that replaces a dead one goes on where it left off.
 	first, resume, err := feed.Rejoin(ctx, w.tables, w.job.ResumeEpoch)
@@ -311,6 +317,9 @@ func (w *worker) train(ctx context.Context) error {
 			return err
 		}
 		w.epochBad = st.Bad
+		if w.f.cacheMB > 0 && epoch == first+1 {
+			w.log.WithFields(logrus.Fields{"shards": st.Shards, "cached": st.Cached}).Info("data cache: shards read from memory")
+		}
 		if !w.f.Free() {
 			// Returns when every worker is done with the epoch.
 			if err := w.wait(ctx, func() (int32, error) { return w.t.EndEpoch(ctx, epoch) }); err != nil {
