@@ -555,6 +555,9 @@ func mergeSum[V Number](parts []KVPairs[V], dim int) KVPairs[V] {
 	if len(parts) == 1 {
 		return parts[0]
 	}
+	if len(parts) == 2 && dim == 1 {
+		return mergeTwo(parts[0], parts[1])
+	}
 	n := 0
 	for _, p := range parts {
 		n += len(p.Keys)
@@ -586,6 +589,40 @@ func mergeSum[V Number](parts []KVPairs[V], dim int) KVPairs[V] {
 			}
 		}
 	}
+}
+
+// mergeTwo is mergeSum of two parts of one value a key, the synchronous
+// step of two workers: one pass without the general loop's search for
+// the lowest head. A value is added to 0 as the general loop does, so
+// that a -0 comes out as +0 there too.
+func mergeTwo[V Number](a, b KVPairs[V]) KVPairs[V] {
+	n := len(a.Keys) + len(b.Keys)
+	keys, vals := make([]uint64, n), make([]V, n)
+	ak, av, bk, bv := a.Keys, a.Vals[:len(a.Keys)], b.Keys, b.Vals[:len(b.Keys)]
+	var zero V
+	o, i, j := 0, 0, 0
+	for i < len(ak) && j < len(bk) {
+		switch ka, kb := ak[i], bk[j]; {
+		case ka < kb:
+			keys[o], vals[o] = ka, zero+av[i]
+			i++
+		case kb < ka:
+			keys[o], vals[o] = kb, zero+bv[j]
+			j++
+		default:
+			keys[o], vals[o] = ka, zero+av[i]+bv[j]
+			i++
+			j++
+		}
+		o++
+	}
+	for ; i < len(ak); i, o = i+1, o+1 {
+		keys[o], vals[o] = ak[i], zero+av[i]
+	}
+	for ; j < len(bk); j, o = j+1, o+1 {
+		keys[o], vals[o] = bk[j], zero+bv[j]
+	}
+	return KVPairs[V]{Keys: keys[:o:o], Vals: vals[:o:o]}
 }
 
 // hashSum is mergeSum for parts whose keys are in any order.

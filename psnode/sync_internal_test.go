@@ -1,6 +1,7 @@
 package psnode
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -12,9 +13,13 @@ import (
 // same values in the same order as the general path, bit for bit.
 func TestMergeSumMatchesHashSum(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for trial := 0; trial < 200; trial++ {
+	for trial := 0; trial < 400; trial++ {
 		dim := 1 + rng.IntN(3)
 		parts := make([]KVPairs[float32], 1+rng.IntN(4))
+		if trial%2 == 0 {
+			// Two workers' parts of one value a key: mergeTwo.
+			dim, parts = 1, make([]KVPairs[float32], 2)
+		}
 		for i := range parts {
 			seen := map[uint64]bool{}
 			for range rng.IntN(50) {
@@ -26,11 +31,15 @@ func TestMergeSumMatchesHashSum(t *testing.T) {
 			}
 			slices.Sort(parts[i].Keys)
 			for range len(parts[i].Keys) * dim {
-				parts[i].Vals = append(parts[i].Vals, rng.Float32()*2-1)
+				v := rng.Float32()*2 - 1
+				if len(parts) > 1 && rng.IntN(10) == 0 {
+					v = float32(math.Copysign(0, -1)) // summed, -0 comes out +0 either way
+				}
+				parts[i].Vals = append(parts[i].Vals, v)
 			}
 		}
 		m, h := mergeSum(parts, dim), hashSum(parts, dim)
-		if !slices.Equal(m.Keys, h.Keys) || !slices.Equal(m.Vals, h.Vals) {
+		if !slices.Equal(m.Keys, h.Keys) || !slices.EqualFunc(m.Vals, h.Vals, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
 			t.Fatalf("trial %d: merge %v %v, hash %v %v", trial, m.Keys, m.Vals, h.Keys, h.Vals)
 		}
 	}
