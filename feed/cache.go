@@ -11,8 +11,8 @@ import (
 const MaxCacheMiB = 1 << 20
 
 // exampleBytes is what a cached example costs besides its keys and
-// values.
-const exampleBytes = int64(unsafe.Sizeof(records.Example{}))
+// values: its label and where its keys end.
+const exampleBytes = int64(unsafe.Sizeof(float32(0)) + unsafe.Sizeof(int(0)))
 
 // cache keeps the parsed examples of the shards a worker read, within a
 // budget of bytes (Options.CacheBytes), for the later epochs that hand
@@ -21,11 +21,38 @@ const exampleBytes = int64(unsafe.Sizeof(records.Example{}))
 // another would only trade which one is read again.
 type cache struct {
 	budget, used int64
-	shards       map[split.Split][]records.Example
+	shards       map[split.Split]*cached
+}
+
+// cached is one shard's examples in flat arrays, which the garbage
+// collector need not scan: example i has label labels[i] and the keys
+// and values [ends[i-1], ends[i]).
+type cached struct {
+	labels []float32
+	ends   []int
+	keys   []uint64
+	vals   []float32
+}
+
+// len is the number of examples.
+func (c *cached) len() int { return len(c.labels) }
+
+// examples fills out with the examples [from, from+len(out)), slices of
+// c's arrays.
+func (c *cached) examples(from int, out []records.Example) {
+	start := 0
+	if from > 0 {
+		start = c.ends[from-1]
+	}
+	for i := range out {
+		end := c.ends[from+i]
+		out[i] = records.Example{Label: c.labels[from+i], Keys: c.keys[start:end:end], Vals: c.vals[start:end:end]}
+		start = end
+	}
 }
 
 // get returns the examples of s, if they are kept.
-func (c *cache) get(s split.Split) ([]records.Example, bool) {
+func (c *cache) get(s split.Split) (*cached, bool) {
 	if c == nil {
 		return nil, false
 	}
@@ -37,7 +64,7 @@ func (c *cache) get(s split.Split) ([]records.Example, bool) {
 // is read; it gives up once they would pass the budget.
 type filling struct {
 	c     *cache
-	exs   []records.Example
+	ex    cached
 	bytes int64
 	full  bool
 }
@@ -54,8 +81,7 @@ func (c *cache) fill(s split.Split) *filling {
 	return &filling{c: c}
 }
 
-// add copies examples into the shard's entry. The copies of one call
-// share one backing array of keys and one of values.
+// add copies examples into the shard's entry.
 func (f *filling) add(exs []records.Example) {
 	if f == nil || f.full {
 		return
@@ -66,14 +92,14 @@ func (f *filling) add(exs []records.Example) {
 	}
 	f.bytes += int64(len(exs))*exampleBytes + int64(n)*(8+4)
 	if f.c.used+f.bytes > f.c.budget {
-		f.full, f.exs = true, nil
+		f.full, f.ex = true, cached{}
 		return
 	}
-	keys, vals := make([]uint64, 0, n), make([]float32, 0, n)
 	for _, ex := range exs {
-		k0 := len(keys)
-		keys, vals = append(keys, ex.Keys...), append(vals, ex.Vals...)
-		f.exs = append(f.exs, records.Example{Label: ex.Label, Keys: keys[k0:len(keys):len(keys)], Vals: vals[k0:len(vals):len(vals)]})
+		f.ex.labels = append(f.ex.labels, ex.Label)
+		f.ex.keys = append(f.ex.keys, ex.Keys...)
+		f.ex.vals = append(f.ex.vals, ex.Vals...)
+		f.ex.ends = append(f.ex.ends, len(f.ex.keys))
 	}
 }
 
@@ -84,8 +110,13 @@ func (f *filling) keep(s split.Split) {
 		return
 	}
 	if f.c.shards == nil {
-		f.c.shards = make(map[split.Split][]records.Example)
+		f.c.shards = make(map[split.Split]*cached)
 	}
-	f.c.shards[s] = f.exs
+	// The arrays grew by doubling: keep them at their length.
+	ex := &cached{
+		labels: append([]float32(nil), f.ex.labels...), ends: append([]int(nil), f.ex.ends...),
+		keys: append([]uint64(nil), f.ex.keys...), vals: append([]float32(nil), f.ex.vals...),
+	}
+	f.c.shards[s] = ex
 	f.c.used += f.bytes
 }

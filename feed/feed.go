@@ -121,6 +121,8 @@ type Feed struct {
 	shards int // shards read so far
 	skip   int // batches of the epoch not to hand over (Options.Resume)
 	cache  *cache
+	// replayed holds a mini-batch of examples from the cache.
+	replayed []records.Example
 	// reported is set once the rejoin of Options.Resume is reported.
 	reported bool
 }
@@ -307,8 +309,8 @@ func (f *Feed) shard(ctx context.Context, epoch int, sh tracker.Shard, step *int
 // read reads a shard's records in mini-batches and returns how many it
 // read.
 func (f *Feed) read(ctx context.Context, epoch int, sh tracker.Shard, step *int, fn func(context.Context, Batch) error, st *Stats) (int64, error) {
-	if exs, ok := f.cache.get(sh.Split()); ok {
-		return f.replay(ctx, epoch, exs, step, fn, st)
+	if ex, ok := f.cache.get(sh.Split()); ok {
+		return f.replay(ctx, epoch, ex, step, fn, st)
 	}
 	src, err := split.Open(ctx, f.o.Resolver, sh.Split(), split.ReaderOptions{})
 	if err != nil {
@@ -374,17 +376,21 @@ func (f *Feed) batch(ctx context.Context, epoch int, exs []records.Example, step
 
 // replay hands a cached shard's examples to fn in mini-batches, as read
 // would have read them from its file.
-func (f *Feed) replay(ctx context.Context, epoch int, exs []records.Example, step *int, fn func(context.Context, Batch) error, st *Stats) (int64, error) {
+func (f *Feed) replay(ctx context.Context, epoch int, ex *cached, step *int, fn func(context.Context, Batch) error, st *Stats) (int64, error) {
 	st.Cached++
-	total := int64(len(exs))
-	for len(exs) > 0 {
-		n := min(f.o.Batch, len(exs))
-		if err := f.batch(ctx, epoch, exs[:n:n], step, fn, st); err != nil {
+	// Not f.recs, whose slices the reader parses into: these are the
+	// cache's.
+	if len(f.replayed) < f.o.Batch {
+		f.replayed = make([]records.Example, f.o.Batch)
+	}
+	for i := 0; i < ex.len(); i += f.o.Batch {
+		n := min(f.o.Batch, ex.len()-i)
+		ex.examples(i, f.replayed[:n])
+		if err := f.batch(ctx, epoch, f.replayed[:n:n], step, fn, st); err != nil {
 			return 0, err
 		}
-		exs = exs[n:]
 	}
-	return total, nil
+	return int64(ex.len()), nil
 }
 
 // DieAfter returns an AfterShard hook for fault-injection tests: spec
