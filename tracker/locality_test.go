@@ -3,7 +3,9 @@ package tracker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,5 +97,44 @@ func TestNextShardPrefersLocalShards(t *testing.T) {
 	// Without hosts there is no share.
 	if _, ok := NewState(nil, time.Now()).Status().NodeLocalShare(); ok {
 		t.Errorf("a share without located shards")
+	}
+}
+
+// TestNextShardGivesAWorkerItsShardsAgain: in the epoch after one in which
+// worker 0 read shards 0 and 1 and worker 1 read 2, 3 and 4, each asks
+// for shards in turn and gets its own back first (where its data cache
+// has them), before its host's, then the others' once its own are out; a
+// worker that read nothing before gets the queue's first.
+func TestNextShardGivesAWorkerItsShardsAgain(t *testing.T) {
+	t.Parallel()
+	var shards []Shard
+	for i := range 6 {
+		shards = append(shards, Shard{URI: "hdfs://nn/f", Start: int64(i) * 10, Length: 10, Hosts: []string{"hostA"}})
+	}
+	s := NewState(shards, time.Now())
+	s.SetWorkerHost(1, "hostA") // every shard is local to worker 1
+	read := map[int64]int{0: 0, 1: 0, 2: 1, 3: 1, 4: 1, 5: 1}
+	for n := range 6 {
+		w := read[int64(n)]
+		sh, d, err := s.NextShard(0, w, 0)
+		if err != nil || d != Given || sh.ID != int64(n) {
+			t.Fatalf("epoch 0: worker %d got shard %d (%v %v), want %d", w, sh.ID, d, err, n)
+		}
+		if err := s.ShardDone(0, sh.ID, w, 0, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, w := range []int{1, 0, 1, 0, 2, 0} {
+		sh, d, err := s.NextShard(1, w, 0)
+		if err != nil || d != Given {
+			t.Fatalf("epoch 1: worker %d: %v %v", w, d, err)
+		}
+		got = append(got, fmt.Sprintf("%d:%d", w, sh.ID))
+	}
+	// (A pick trades places with the queue's head: shard 0 moves behind
+	// shard 1 when worker 1 takes shard 2.)
+	if want := "1:2 0:1 1:3 0:0 2:4 0:5"; strings.Join(got, " ") != want {
+		t.Errorf("epoch 1 handed out %s, want %s", strings.Join(got, " "), want)
 	}
 }

@@ -286,6 +286,7 @@ type State struct {
 type epochState struct {
 	queue   []int // shard indexes not handed out, next first
 	owner   []int // worker rank reading each shard; -1 for none
+	reader  []int // worker rank that reported each shard done; -1 for none
 	done    []bool
 	recs    []int64 // records of each shard done
 	ndone   int
@@ -352,10 +353,11 @@ func (s *State) epochLocked(e int) *epochState {
 	if ep != nil {
 		return ep
 	}
-	ep = &epochState{queue: make([]int, len(s.shards)), owner: make([]int, len(s.shards)), done: make([]bool, len(s.shards)), recs: make([]int64, len(s.shards))}
+	ep = &epochState{queue: make([]int, len(s.shards)), owner: make([]int, len(s.shards)), reader: make([]int, len(s.shards)),
+		done: make([]bool, len(s.shards)), recs: make([]int64, len(s.shards))}
 	for i := range ep.queue {
 		ep.queue[i] = i
-		ep.owner[i] = -1
+		ep.owner[i], ep.reader[i] = -1, -1
 	}
 	s.epochs[e] = ep
 	return ep
@@ -392,7 +394,7 @@ func (s *State) NextShard(epoch, worker, attempt int) (Shard, Dispatch, error) {
 	ep := s.epochLocked(epoch)
 	if len(ep.queue) > 0 {
 		// The pick swaps places with the head, which then leaves.
-		k := s.pickLocked(ep.queue, worker)
+		k := s.pickLocked(ep.queue, worker, s.epochs[epoch-1])
 		ep.queue[0], ep.queue[k] = ep.queue[k], ep.queue[0]
 		i := ep.queue[0]
 		ep.queue = ep.queue[1:]
@@ -410,16 +412,30 @@ func (s *State) NextShard(epoch, worker, attempt int) (Shard, Dispatch, error) {
 const maxLocalScan = 4096
 
 // pickLocked returns the index in queue of the shard to give worker: the
-// first one stored on its host, within maxLocalScan, else the first. It
-// counts node-local hand-outs. s.mu must be held.
-func (s *State) pickLocked(queue []int, worker int) int {
+// first one it read in the epoch before, prev (nil for none), where it may
+// still have the shard's examples in memory (feed.Options.CacheBytes) and
+// its host the file's pages; else the first one stored on its host;
+// else the first. It looks within maxLocalScan, and counts node-local
+// hand-outs. s.mu must be held.
+func (s *State) pickLocked(queue []int, worker int, prev *epochState) int {
 	host := s.hosts[worker]
-	pick := 0
-	if host != "" {
-		for k, i := range queue[:min(len(queue), maxLocalScan)] {
-			if slices.Contains(s.shards[i].Hosts, host) {
-				pick = k
+	scan := queue[:min(len(queue), maxLocalScan)]
+	pick, again := 0, false
+	if prev != nil {
+		for k, i := range scan {
+			if prev.reader[i] == worker {
+				pick, again = k, true
 				break
+			}
+		}
+	}
+	if host != "" {
+		if !again {
+			for k, i := range scan {
+				if slices.Contains(s.shards[i].Hosts, host) {
+					pick = k
+					break
+				}
 			}
 		}
 		if sh := s.shards[queue[pick]]; len(sh.Hosts) > 0 {
@@ -463,7 +479,7 @@ func (s *State) ShardDone(epoch int, id int64, worker, attempt int, records int6
 	}
 	ep.done[id] = true
 	ep.recs[id] = records
-	ep.owner[id] = -1
+	ep.owner[id], ep.reader[id] = -1, worker
 	ep.ndone++
 	ep.records += records
 	s.workerRecords[worker] += records
