@@ -19,6 +19,13 @@
 // Malformed records are skipped and counted within one budget per
 // worker, across its shards and epochs (Options.MaxBadRecords).
 //
+// With Options.CacheBytes a worker keeps the parsed examples of the
+// shards it read, whole shards within that budget, and a later epoch
+// that hands it a kept shard replays its examples in the same
+// mini-batches instead of reading and parsing the file again. The
+// tracker hands a worker asking for a shard one it read the epoch before
+// first, so that asynchronous workers find theirs.
+//
 // ReadAll reads a held-out set into memory, TablesOptions builds the
 // psnode.TablesOptions of a job from its configuration, and ExitStatus
 // says what a worker program exits with (conf.ExitRestartJob when a
