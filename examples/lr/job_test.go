@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -244,7 +243,7 @@ func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
 		}
 	}
 	// Each worker read every shard of its second epoch from memory.
-	cached := regexp.MustCompile(`msg="data cache: shards read from memory" cached=([0-9]+) shards=([0-9]+)`).FindAllStringSubmatch(runs[1].out, -1)
+	cached := cachedRE.FindAllStringSubmatch(runs[1].out, -1)
 	if len(cached) != 2 {
 		t.Fatalf("%d workers said what they read from the cache, want 2:\n%s", len(cached), runs[1].out)
 	}
