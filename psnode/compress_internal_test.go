@@ -17,17 +17,37 @@ func TestFramesRoundTrip(t *testing.T) {
 		random[i] = byte(i*7919 + i*i*31)
 	}
 	for name, b := range map[string][]byte{"empty": nil, "short": []byte("abc"), "zeros": zeros, "mixed": random} {
-		enc, err := appendFrame(nil, b)
-		if err != nil {
-			t.Fatal(err)
+		for _, zstd := range []bool{true, false} {
+			enc, err := appendFrame(nil, b, zstd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(b) > 0 && len(enc) > len(b)+1 {
+				t.Errorf("%s: %d bytes framed into %d: more than the codec byte added", name, len(b), len(enc))
+			}
+			if len(b) > 0 && !zstd && (len(enc) != len(b)+1 || enc[0] != frameStored) {
+				t.Errorf("%s: %d bytes stored as %d, codec %d", name, len(b), len(enc), enc[0])
+			}
+			got, err := decodeFrame(enc)
+			if err != nil || !bytes.Equal(got, b) {
+				t.Errorf("%s: decoded %d bytes (%v), want %d", name, len(got), err, len(b))
+			}
 		}
-		if len(b) > 0 && len(enc) > len(b)+1 {
-			t.Errorf("%s: %d bytes framed into %d: more than the codec byte added", name, len(b), len(enc))
-		}
-		got, err := decodeFrame(enc)
-		if err != nil || !bytes.Equal(got, b) {
-			t.Errorf("%s: decoded %d bytes (%v), want %d", name, len(got), err, len(b))
-		}
+	}
+	// Without zstd the keys still go as gaps, and the message says its
+	// frames are stored; it decodes back.
+	keys := []uint64{3, 700, 1 << 20, 1<<20 + 5}
+	vals := []float32{1, 0, 0, -2.5}
+	m := &transport.Message{Data: [][]byte{asBytes(slices.Clone(keys)), asBytes(slices.Clone(vals))},
+		Meta: transport.Meta{DataTypes: []transport.DataType{transport.TypeUint64, transport.TypeFloat32}}}
+	if err := compressFrames(m, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if m.Meta.Filters != filterCompress|filterStored || m.Data[0][0] != frameStored || m.Data[0][1] != keysDelta || len(m.Data[0]) >= 8*len(keys) {
+		t.Errorf("stored frames: filters %#x, keys frame % x", m.Meta.Filters, m.Data[0])
+	}
+	if _, err := decompressFrames(m); err != nil || !bytes.Equal(m.Data[0], asBytes(keys)) || !bytes.Equal(m.Data[1], asBytes(vals)) {
+		t.Errorf("stored frames decoded to % x, % x (%v)", m.Data[0], m.Data[1], err)
 	}
 	for _, keys := range [][]uint64{nil, {7}, {1, 2, 3, 1 << 40, math.MaxUint64}, {5, 3, 9}, {4, 4}} {
 		for _, store := range []bool{false, true} {
@@ -65,10 +85,15 @@ func FuzzDecompress(f *testing.F) {
 	keys := []uint64{1, 5, 1 << 33}
 	plain := &transport.Message{Data: [][]byte{asBytes(keys), bytes.Repeat([]byte{1, 2, 3, 4}, 40)}, Meta: transport.Meta{DataTypes: []transport.DataType{transport.TypeUint64, transport.TypeFloat32}}}
 	m := &transport.Message{Data: slices.Clone(plain.Data), Meta: transport.Meta{DataTypes: slices.Clone(plain.Meta.DataTypes)}}
-	if err := compressFrames(m, nil); err != nil {
+	if err := compressFrames(m, nil, true); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(m.Data[0], m.Data[1])
+	stored := &transport.Message{Data: slices.Clone(plain.Data), Meta: transport.Meta{DataTypes: slices.Clone(plain.Meta.DataTypes)}}
+	if err := compressFrames(stored, nil, false); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(stored.Data[0], stored.Data[1])
 	f.Add([]byte{frameStored, keysRaw, 1, 1, 2, 3, 4, 5, 6, 7, 8}, []byte{frameZstd, 4, 0x28, 0xb5, 0x2f, 0xfd})
 	f.Fuzz(func(t *testing.T, k, v []byte) {
 		m := &transport.Message{Meta: transport.Meta{Filters: filterCompress | filterKeyCache}, Data: [][]byte{k, v}}
@@ -86,7 +111,7 @@ func FuzzDecompress(f *testing.F) {
 		}
 		// What decoded encodes and decodes to itself.
 		back := &transport.Message{Data: slices.Clone(m.Data), Meta: transport.Meta{DataTypes: []transport.DataType{transport.TypeUint64, transport.TypeChar}}}
-		if err := compressFrames(back, nil); err != nil {
+		if err := compressFrames(back, nil, true); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := decompressFrames(back); err != nil {

@@ -127,7 +127,9 @@
 // TableSpec.Compress (a KV worker made WithCompression) sends its keys
 // delta-encoded and its data frames zstd-compressed, losslessly; the
 // message says so in its meta, and a server answers a compressed request
-// compressed, so servers need no setting. TableSpec.KeyCache
+// compressed, so servers need no setting. TableSpec.DeltaKeys
+// (WithDeltaKeys) sends the keys as gaps too but nothing through zstd:
+// fewer bytes for almost no CPU. TableSpec.KeyCache
 // (WithKeyCache) also has the servers keep the key lists a worker sends,
 // which it then refers to by signature; a miss makes it send the list
 // again. On an asynchronous or

@@ -144,7 +144,7 @@ func (s *KVServer[V]) Respond(ctx context.Context, req *KVRequest[V], res KVPair
 			m.Meta.DataTypes = append(m.Meta.DataTypes, transport.TypeInt32)
 		}
 		if req.filters&filterCompress != 0 {
-			if err := compressFrames(m, nil); err != nil {
+			if err := compressFrames(m, nil, req.filters&filterStored == 0); err != nil {
 				return err
 			}
 		}

@@ -31,12 +31,12 @@ import (
 //     servers as processes over ZeroMQ, reading and parsing the libsvm
 //     file, timed from start to the committed model (start-up included):
 //     synchronous, bounded delay (staleness 2) and asynchronous, the
-//     last two pipelined (--prefetch, the default) and not, and the
-//     first and last with --compress, and asynchronous with the
-//     significantly-modified filter (with and without compression), and
+//     last two pipelined (--prefetch, the default) and not; the first and
+//     last with --compress and with --delta-keys; asynchronous with the
+//     significantly-modified filter (with and without compression); and
 //     the three modes with the parsed examples kept in memory after the
-//     first epoch (--cache-mb); each reports the bytes its
-//     epochs took on the wire (wire-MiB/epoch, both directions).
+//     first epoch (--cache-mb). Each reports the bytes its epochs took on
+//     the wire (wire-MiB/epoch, both directions).
 //
 // Run with -benchtime=1x; every op is a full training run.
 func BenchmarkTrain(b *testing.B) {
@@ -74,6 +74,8 @@ func BenchmarkTrain(b *testing.B) {
 		{"async/compress", []string{"--async", "--compress"}},
 		{"async/significance=0.5", []string{"--async", "--significance", "0.5"}},
 		{"async/compress/significance=0.5", []string{"--async", "--compress", "--significance", "0.5"}},
+		{"sync/delta-keys", []string{"--delta-keys"}},
+		{"async/delta-keys", []string{"--async", "--delta-keys"}},
 		{"sync/cache", []string{"--cache-mb", "256"}},
 		{"staleness=2/cache", []string{"--staleness", "2", "--cache-mb", "256"}},
 		{"async/cache", []string{"--async", "--cache-mb", "256"}},

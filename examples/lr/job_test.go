@@ -295,18 +295,19 @@ func TestEpochTraffic(t *testing.T) {
 	}
 }
 
-// TestCompressionIsLossless: synchronous runs with --compress and with
-// --key-cache write the same model bit for bit as without; compressed,
-// their epochs take under half the bytes on the wire, and the key cache
-// takes fewer than compression alone.
+// TestCompressionIsLossless: synchronous runs with --compress, with
+// --key-cache and with --delta-keys write the same model bit for bit as
+// without; their epochs take under half the bytes on the wire, the key
+// cache fewer than compression alone, and the keys as gaps without zstd
+// more than with it.
 func TestCompressionIsLossless(t *testing.T) {
 	runs, _ := syncJobs(t)
 	bytesOf := func(r jobRun, e int) float64 {
 		m := r.status.EpochMetrics[e]
 		return m[feed.MetricBytesToServers] + m[feed.MetricBytesFromServers]
 	}
-	var compressed [2]float64
-	for i, flag := range []string{"--compress", "--key-cache"} {
+	var compressed [3]float64
+	for i, flag := range []string{"--compress", "--key-cache", "--delta-keys"} {
 		r := runJob(t, 2, 2, 2<<20, "--epochs", "2", flag)
 		for name, data := range runs[0].parts {
 			if !bytes.Equal(data, r.parts[name]) {
@@ -324,6 +325,9 @@ func TestCompressionIsLossless(t *testing.T) {
 	}
 	if compressed[1] >= compressed[0] {
 		t.Errorf("with the key cache %.0f bytes, with compression alone %.0f: the cache saved nothing", compressed[1], compressed[0])
+	}
+	if compressed[2] <= compressed[0] {
+		t.Errorf("with the keys as gaps %.0f bytes, with zstd too %.0f: zstd saved nothing", compressed[2], compressed[0])
 	}
 }
 

@@ -3,7 +3,7 @@
 // part of a step is applied before anyone pulls again), bounded delay
 // (--staleness T) or asynchronous (--async), and whether a worker
 // pipelines its mini-batches (--prefetch); and for what their tables
-// send on the wire (--compress, --key-cache, --significance).
+// send on the wire (--compress, --delta-keys, --key-cache, --significance).
 package consistency
 
 import (
@@ -25,6 +25,7 @@ type Flags struct {
 	Staleness    int     // --staleness: at least 0 for bounded delay; -1 when not given
 	Prefetch     bool    // --prefetch
 	Compress     bool    // --compress
+	DeltaKeys    bool    // --delta-keys
 	KeyCache     bool    // --key-cache
 	Significance float64 // --significance: 0 off
 }
@@ -34,6 +35,7 @@ func (f *Flags) Register(fl *flag.FlagSet) {
 	fl.BoolVar(&f.Async, "async", false, "asynchronous training: no step-wise aggregation, shards on demand")
 	fl.IntVar(&f.Staleness, "staleness", -1, "bounded delay: a worker runs at most this many mini-batches ahead of the slowest (0: bulk-synchronous), shards on demand; exclusive with --async")
 	fl.BoolVar(&f.Compress, "compress", false, "compress the tables' pushes and pulls on the wire, losslessly (delta-encoded keys, zstd)")
+	fl.BoolVar(&f.DeltaKeys, "delta-keys", false, "send the tables' keys as gaps and everything else as it is, losslessly: fewer bytes for almost no CPU (--compress takes more bytes off with zstd, for much more CPU)")
 	fl.BoolVar(&f.KeyCache, "key-cache", false, "compress like --compress and have the servers keep the key lists a worker sends, so that it sends a 16-byte signature instead of a list again (the push of a batch after its pull)")
 	fl.Float64Var(&f.Significance, "significance", 0, "with --async or --staleness: push a key's gradient only once it adds up to this magnitude, holding the rest back until then or the end of the worker's shards (0: off)")
 	fl.BoolVar(&f.Prefetch, "prefetch", true, "pull the next mini-batches' weights while the current one computes and pushes (synchronous jobs still write the same model: the servers hold such a pull until the step before is applied)")
@@ -84,6 +86,7 @@ func Table[V psnode.Number](f Flags, spec psnode.TableSpec[V]) psnode.TableSpec[
 	spec.BoundedDelay = f.Bounded()
 	spec.Staleness = max(f.Staleness, 0)
 	spec.Compress = f.Compress
+	spec.DeltaKeys = f.DeltaKeys
 	spec.KeyCache = f.KeyCache
 	spec.Significance = f.Significance
 	return spec
