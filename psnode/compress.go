@@ -191,6 +191,44 @@ func appendKeys(dst []byte, keys []uint64, store bool) []byte {
 	return dst
 }
 
+// parseGaps reads n keys written as gaps (uvarints: the first key, then
+// the gap to each next one, which must not be 0) that fill b exactly.
+// Gaps of one and two bytes, the common ones, are read without
+// binary.Uvarint's general loop.
+func parseGaps(b []byte, n int) ([]uint64, error) {
+	keys := make([]uint64, n)
+	prev, at := uint64(0), 0
+	for i := range keys {
+		var d uint64
+		switch {
+		case at < len(b) && b[at] < 0x80:
+			d = uint64(b[at])
+			at++
+		case at+1 < len(b) && b[at+1] < 0x80:
+			d = uint64(b[at]&0x7f) | uint64(b[at+1])<<7
+			at += 2
+		default:
+			var k int
+			if d, k = binary.Uvarint(b[at:]); k <= 0 {
+				return nil, fmt.Errorf("%w: keys frame: key %d of %d is cut short", transport.ErrMalformed, i, n)
+			}
+			at += k
+		}
+		if d == 0 && i > 0 {
+			return nil, fmt.Errorf("%w: keys frame: key %d repeats key %d", transport.ErrMalformed, i, i-1)
+		}
+		if d > math.MaxUint64-prev {
+			return nil, fmt.Errorf("%w: keys frame: key %d overflows", transport.ErrMalformed, i)
+		}
+		prev += d
+		keys[i] = prev
+	}
+	if at != len(b) {
+		return nil, fmt.Errorf("%w: %d trailing bytes in a keys frame", transport.ErrMalformed, len(b)-at)
+	}
+	return keys, nil
+}
+
 // keysFrame is a parsed keys frame: keys written out, or a reference to a
 // list the server keeps; and whether to keep the list.
 type keysFrame struct {
@@ -243,25 +281,9 @@ func parseKeys(b []byte) (keysFrame, error) {
 		if len(rest) < n {
 			return f, fmt.Errorf("%w: keys frame claims %d keys in %d bytes", transport.ErrMalformed, n, len(rest))
 		}
-		f.keys = make([]uint64, n)
-		prev := uint64(0)
-		for i := range f.keys {
-			d, k := binary.Uvarint(rest)
-			if k <= 0 {
-				return f, fmt.Errorf("%w: keys frame: key %d of %d is cut short", transport.ErrMalformed, i, n)
-			}
-			rest = rest[k:]
-			if i > 0 && d == 0 {
-				return f, fmt.Errorf("%w: keys frame: key %d repeats key %d", transport.ErrMalformed, i, i-1)
-			}
-			if d > math.MaxUint64-prev {
-				return f, fmt.Errorf("%w: keys frame: key %d overflows", transport.ErrMalformed, i)
-			}
-			prev += d
-			f.keys[i] = prev
-		}
-		if len(rest) != 0 {
-			return f, fmt.Errorf("%w: %d trailing bytes in a keys frame", transport.ErrMalformed, len(rest))
+		var err error
+		if f.keys, err = parseGaps(rest, n); err != nil {
+			return f, err
 		}
 	default:
 		return f, fmt.Errorf("%w: keys frame form %#x", transport.ErrMalformed, form)

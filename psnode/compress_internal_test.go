@@ -49,7 +49,7 @@ func TestFramesRoundTrip(t *testing.T) {
 	if _, err := decompressFrames(m); err != nil || !bytes.Equal(m.Data[0], asBytes(keys)) || !bytes.Equal(m.Data[1], asBytes(vals)) {
 		t.Errorf("stored frames decoded to % x, % x (%v)", m.Data[0], m.Data[1], err)
 	}
-	for _, keys := range [][]uint64{nil, {7}, {1, 2, 3, 1 << 40, math.MaxUint64}, {5, 3, 9}, {4, 4}} {
+	for _, keys := range [][]uint64{nil, {7}, {1, 2, 3, 1 << 40, math.MaxUint64}, {0, 127, 128, 300, 16_700, 16_800, 3_000_000}, {5, 3, 9}, {4, 4}} {
 		for _, store := range []bool{false, true} {
 			got, err := parseKeys(appendKeys(nil, keys, store))
 			if err != nil || !slices.Equal(got.keys, keys) || got.store != store || got.ref {
