@@ -2,6 +2,7 @@ package psnode
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"slices"
@@ -123,4 +124,39 @@ func FuzzDecompress(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzParseGaps: the fast reading of gaps agrees with the plain loop of
+// binary.Uvarint on any bytes: the same keys, or an error from both.
+func FuzzParseGaps(f *testing.F) {
+	f.Add(appendKeys(nil, []uint64{0, 127, 128, 300, 16_700, 1 << 40, math.MaxUint64}, false)[2:], 7)
+	f.Add([]byte{0x80, 0x00, 0x01}, 2)
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x01}, 2)
+	f.Fuzz(func(t *testing.T, b []byte, n int) {
+		if n < 0 || n > len(b) {
+			return // parseKeys refuses these before reading
+		}
+		got, err := parseGaps(b, n)
+		want, ok := plainGaps(b, n)
+		if (err == nil) != ok || (ok && !slices.Equal(got, want)) {
+			t.Fatalf("% x, %d keys: fast %v (%v), plain %v (%v)", b, n, got, err, want, ok)
+		}
+	})
+}
+
+// plainGaps reads n gaps with binary.Uvarint, as parseKeys did before
+// parseGaps.
+func plainGaps(b []byte, n int) ([]uint64, bool) {
+	keys := make([]uint64, n)
+	prev := uint64(0)
+	for i := range keys {
+		d, k := binary.Uvarint(b)
+		if k <= 0 || (i > 0 && d == 0) || d > math.MaxUint64-prev {
+			return nil, false
+		}
+		b = b[k:]
+		prev += d
+		keys[i] = prev
+	}
+	return keys, len(b) == 0
 }
