@@ -14,6 +14,7 @@ import (
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/examples/fm/fm"
 	"github.com/spindle-ps/spindle/examples/internal/consistency"
+	"github.com/spindle-ps/spindle/examples/internal/workerloop"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/feed"
 	"github.com/spindle-ps/spindle/io/dfs"
@@ -272,7 +273,6 @@ type worker struct {
 	pipe         *feed.Pipeline[slot]
 	traffic      psnode.AppBytes // the tables' bytes at the end of the last report
 	lossSum      float64
-	epochBad     int // malformed records skipped in this epoch
 	examples     int64
 	test         []lr.Example
 	testKeys     []uint64
@@ -289,72 +289,20 @@ func (w *worker) train(ctx context.Context) error {
 		return fmt.Errorf("--die-after: %w", err)
 	}
 	w.pipe = &feed.Pipeline[slot]{Depth: w.f.Depth(), Start: w.start, Finish: w.finish}
-	opts := feed.Options{
-		Tracker: w.tc, Resolver: w.res,
-		Rank: w.n.Rank(), Workers: w.n.NumWorkers(), Attempt: w.attempt,
-		Format: w.f.format, Batch: w.f.batch, MaxBadRecords: w.f.maxBadRecords,
-		CacheBytes: int64(w.f.cacheMB) << 20,
-		Async:      w.f.Free(), AfterShard: die,
-	}
-	// A worker that replaces a dead one goes on where it left off.
-	first, resume, err := feed.Rejoin(ctx, w.ts, w.job.ResumeEpoch)
-	if err != nil {
-		return err
-	}
-	opts.Resume = resume
-	if w.joining {
-		// Started for a scale-out: it takes part from the epoch the
-		// job switches at.
-		if first, err = feed.JoinEpoch(ctx, w.tc, w.n.Rank(), feed.DefaultJoinWait); err != nil {
-			return err
-		}
-	}
-	if w.f.Free() {
-		opts.Idle = w.pipe.IdleHook(w.ts, w.f.requestTimeout)
-	}
-	fd, err := feed.New(opts)
-	if err != nil {
-		return err
-	}
-	w.traffic = w.ts.Bytes()
-	// A resumed job starts where its checkpoint left off.
-	for epoch := first; epoch < w.f.epochs; epoch++ {
-		w.lossSum, w.examples = 0, 0
-		if !w.f.Free() {
-			// The servers and workers may change between epochs
-			// (ps-submit scale); a worker left out stops here.
-			if retired, err := fd.Rescale(ctx, w.ts, epoch, w.log); err != nil || retired {
-				return err
-			}
-		}
-		st, err := fd.Epoch(ctx, epoch, w.pipe.Step)
-		if err == nil {
-			err = w.pipe.Flush(ctx) // (free modes flush in the Idle hook already)
-		}
-		if err != nil {
-			return err
-		}
-		w.epochBad = st.Bad
-		if w.f.cacheMB > 0 && epoch == first+1 {
-			w.log.WithFields(logrus.Fields{"shards": st.Shards, "cached": st.Cached}).Info("data cache: shards read from memory")
-		}
-		if !w.f.Free() {
-			// Returns when every worker is done with the epoch, in both
-			// tables.
-			if err := w.endEpoch(ctx, epoch); err != nil {
-				return fmt.Errorf("epoch %d: %w", epoch, err)
-			}
-		}
-		if err := w.report(ctx, epoch); err != nil {
-			return err
-		}
-		if w.n.Rank() == 0 && w.ts.CheckpointDue(epoch+1) {
-			if err := w.ts.Checkpoint(ctx, epoch+1); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return workerloop.Loop[slot]{
+		Tables: w.ts, Tracker: w.tc, Pipe: w.pipe, Log: w.log,
+		Feed: feed.Options{
+			Tracker: w.tc, Resolver: w.res,
+			Rank: w.n.Rank(), Workers: w.n.NumWorkers(), Attempt: w.attempt,
+			Format: w.f.format, Batch: w.f.batch, MaxBadRecords: w.f.maxBadRecords,
+			CacheBytes: int64(w.f.cacheMB) << 20,
+			Async:      w.f.Free(), AfterShard: die,
+		},
+		Epochs: w.f.epochs, ResumeEpoch: w.job.ResumeEpoch, Joining: w.joining, RequestTimeout: w.f.requestTimeout,
+		Begin:    w.begin,
+		EndEpoch: w.endEpoch,
+		Report:   w.report,
+	}.Run(ctx)
 }
 
 // endEpoch waits, at most --request-timeout, until every worker is
@@ -510,10 +458,18 @@ func readExamples(ctx context.Context, res *dfs.Resolver, uri string, opts recor
 	return toExamples(nil, recs), nil
 }
 
+// begin starts an epoch's counts, and the traffic's at the first.
+func (w *worker) begin(_ int, first bool) {
+	w.lossSum, w.examples = 0, 0
+	if first {
+		w.traffic = w.ts.Bytes()
+	}
+}
+
 // report sends the epoch's metrics; worker 0 evaluates the model on the
 // test set first (after the epoch: every shard's pushes are applied).
-func (w *worker) report(ctx context.Context, epoch int) error {
-	m := map[string]float64{"loss_sum": w.lossSum, "examples_count": float64(w.examples), "bad_records_sum": float64(w.epochBad)}
+func (w *worker) report(ctx context.Context, epoch int, st feed.Stats) error {
+	m := map[string]float64{"loss_sum": w.lossSum, "examples_count": float64(w.examples), "bad_records_sum": float64(st.Bad)}
 	feed.AddTraffic(m, w.traffic, w.ts.Bytes())
 	// The test set's pulls are not the epoch's traffic.
 	defer func() { w.traffic = w.ts.Bytes() }()

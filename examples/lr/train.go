@@ -16,6 +16,7 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/examples/internal/consistency"
+	"github.com/spindle-ps/spindle/examples/internal/workerloop"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/feed"
 	"github.com/spindle-ps/spindle/io/dfs"
@@ -250,7 +251,6 @@ type worker struct {
 	t       *psnode.Table[float32]
 
 	lossSum  float64
-	epochBad int // malformed records skipped in the current epoch
 	examples int64
 	test     []lr.Example
 	testKeys []uint64
@@ -271,73 +271,23 @@ func (w *worker) train(ctx context.Context) error {
 		return fmt.Errorf("--die-after: %w", err)
 	}
 	w.pipe = w.newPipeline()
-	opts := feed.Options{
-		Tracker: w.tc, Resolver: w.res,
-		Rank: w.n.Rank(), Workers: w.n.NumWorkers(), Attempt: w.attempt,
-		Format: w.f.format, Batch: w.f.batch, MaxBadRecords: w.f.maxBadRecords,
-		CacheBytes: int64(w.f.cacheMB) << 20,
-		Async:      w.f.Free(), AfterShard: die,
-	}
-	// A worker that replaces a dead one goes on where it left off.
-	first, resume, err := feed.Rejoin(ctx, w.tables, w.job.ResumeEpoch)
-	if err != nil {
-		return err
-	}
-	opts.Resume = resume
-	if w.joining {
-		// Started for a scale-out: it takes part from the epoch the
-		// job switches at.
-		if first, err = feed.JoinEpoch(ctx, w.tc, w.n.Rank(), feed.DefaultJoinWait); err != nil {
-			return err
-		}
-	}
-	if w.f.Free() {
-		opts.Idle = w.pipe.IdleHook(w.tables, w.f.requestTimeout)
-	}
-	fd, err := feed.New(opts)
-	if err != nil {
-		return err
-	}
-	w.traffic = w.tables.Bytes()
-	// A resumed job starts where its checkpoint left off.
-	for epoch := first; epoch < w.f.epochs; epoch++ {
-		w.lossSum, w.examples = 0, 0
-		if !w.f.Free() {
-			// The servers and workers may change between epochs
-			// (ps-submit scale); a worker left out stops here.
-			if retired, err := fd.Rescale(ctx, w.tables, epoch, w.log); err != nil || retired {
-				return err
-			}
-		}
-		st, err := fd.Epoch(ctx, epoch, w.pipe.Step)
-		if err == nil {
-			err = w.pipe.Flush(ctx) // (free modes flush in the Idle hook already)
-		}
-		if err != nil {
-			return err
-		}
-		w.epochBad = st.Bad
-		if w.f.cacheMB > 0 && epoch == first+1 {
-			w.log.WithFields(logrus.Fields{"shards": st.Shards, "cached": st.Cached}).Info("data cache: shards read from memory")
-		}
-		if !w.f.Free() {
+	return workerloop.Loop[slot]{
+		Tables: w.tables, Tracker: w.tc, Pipe: w.pipe, Log: w.log,
+		Feed: feed.Options{
+			Tracker: w.tc, Resolver: w.res,
+			Rank: w.n.Rank(), Workers: w.n.NumWorkers(), Attempt: w.attempt,
+			Format: w.f.format, Batch: w.f.batch, MaxBadRecords: w.f.maxBadRecords,
+			CacheBytes: int64(w.f.cacheMB) << 20,
+			Async:      w.f.Free(), AfterShard: die,
+		},
+		Epochs: w.f.epochs, ResumeEpoch: w.job.ResumeEpoch, Joining: w.joining, RequestTimeout: w.f.requestTimeout,
+		Begin: w.begin,
+		EndEpoch: func(ctx context.Context, epoch int) error {
 			// Returns when every worker is done with the epoch.
-			if err := w.wait(ctx, func() (int32, error) { return w.t.EndEpoch(ctx, epoch) }); err != nil {
-				return fmt.Errorf("epoch %d: %w", epoch, err)
-			}
-		}
-		if err := w.report(ctx, epoch); err != nil {
-			return err
-		}
-		// Worker 0 asks for checkpoints. In synchronous mode no step of
-		// the next epoch can be applied meanwhile: it is the exact state.
-		if w.n.Rank() == 0 && w.tables.CheckpointDue(epoch+1) {
-			if err := w.tables.Checkpoint(ctx, epoch+1); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+			return w.wait(ctx, func() (int32, error) { return w.t.EndEpoch(ctx, epoch) })
+		},
+		Report: w.report,
+	}.Run(ctx)
 }
 
 // wait sends a request and waits for it, at most --request-timeout.
@@ -371,10 +321,18 @@ func (w *worker) loadTest(ctx context.Context) error {
 	return err
 }
 
+// begin starts an epoch's counts, and the traffic's at the first.
+func (w *worker) begin(_ int, first bool) {
+	w.lossSum, w.examples = 0, 0
+	if first {
+		w.traffic = w.tables.Bytes()
+	}
+}
+
 // report sends the epoch's metrics; worker 0 evaluates the model on the
 // test set first (after the epoch: every shard's pushes are applied).
-func (w *worker) report(ctx context.Context, epoch int) error {
-	m := map[string]float64{"loss_sum": w.lossSum, "examples_count": float64(w.examples), "bad_records_sum": float64(w.epochBad)}
+func (w *worker) report(ctx context.Context, epoch int, st feed.Stats) error {
+	m := map[string]float64{"loss_sum": w.lossSum, "examples_count": float64(w.examples), "bad_records_sum": float64(st.Bad)}
 	feed.AddTraffic(m, w.traffic, w.tables.Bytes())
 	// The test set's pull is not the epoch's traffic.
 	defer func() { w.traffic = w.tables.Bytes() }()

@@ -1,0 +1,109 @@
+// Package workerloop runs the epochs of the example trainers' workers
+// (ps-lr, ps-fm), which differ only in their model: where a worker that
+// replaces a dead one, or one started for a scale-out, begins; the feed
+// over the job's shards through the model's pipeline; in synchronous
+// mode the change of servers and workers between epochs and the wait for
+// every worker at an epoch's end; the report of each epoch; and worker
+// 0's checkpoints.
+package workerloop
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/feed"
+	"github.com/spindle-ps/spindle/psnode"
+	"github.com/spindle-ps/spindle/tracker"
+)
+
+// Loop is one worker's part of a job.
+type Loop[S any] struct {
+	Tables  *psnode.Tables
+	Tracker *tracker.Client
+	Pipe    *feed.Pipeline[S]
+	Log     *logrus.Entry
+	// Feed configures the feed; Run sets its Resume and, in free modes
+	// (Feed.Async), its Idle.
+	Feed feed.Options
+	// Epochs is the job's number of epochs; ResumeEpoch the first one of
+	// a job resumed from a checkpoint (conf.Job.ResumeEpoch).
+	Epochs, ResumeEpoch int
+	// Joining marks a worker started for a scale-out (conf.PS.Joining).
+	Joining bool
+	// RequestTimeout bounds the wait for the servers at Idle.
+	RequestTimeout time.Duration
+	// Begin is called before each epoch; first is set for the first one
+	// this worker trains, once it knows where it begins.
+	Begin func(epoch int, first bool)
+	// EndEpoch, in synchronous mode, returns once every worker is done
+	// with the epoch.
+	EndEpoch func(ctx context.Context, epoch int) error
+	// Report reports an epoch, with what the feed read of it.
+	Report func(ctx context.Context, epoch int, st feed.Stats) error
+}
+
+// Run trains this worker's epochs.
+func (l Loop[S]) Run(ctx context.Context) error {
+	opts := l.Feed
+	free := opts.Async
+	// A worker that replaces a dead one goes on where it left off.
+	first, resume, err := feed.Rejoin(ctx, l.Tables, l.ResumeEpoch)
+	if err != nil {
+		return err
+	}
+	opts.Resume = resume
+	if l.Joining {
+		// Started for a scale-out: it takes part from the epoch the job
+		// switches at.
+		if first, err = feed.JoinEpoch(ctx, l.Tracker, opts.Rank, feed.DefaultJoinWait); err != nil {
+			return err
+		}
+	}
+	if free {
+		opts.Idle = l.Pipe.IdleHook(l.Tables, l.RequestTimeout)
+	}
+	fd, err := feed.New(opts)
+	if err != nil {
+		return err
+	}
+	// A resumed job starts where its checkpoint left off.
+	for epoch := first; epoch < l.Epochs; epoch++ {
+		l.Begin(epoch, epoch == first)
+		if !free {
+			// The servers and workers may change between epochs
+			// (ps-submit scale); a worker left out stops here.
+			if retired, err := fd.Rescale(ctx, l.Tables, epoch, l.Log); err != nil || retired {
+				return err
+			}
+		}
+		st, err := fd.Epoch(ctx, epoch, l.Pipe.Step)
+		if err == nil {
+			err = l.Pipe.Flush(ctx) // (free modes flush in the Idle hook already)
+		}
+		if err != nil {
+			return err
+		}
+		if opts.CacheBytes > 0 && epoch == first+1 {
+			l.Log.WithFields(logrus.Fields{"shards": st.Shards, "cached": st.Cached}).Info("data cache: shards read from memory")
+		}
+		if !free {
+			if err := l.EndEpoch(ctx, epoch); err != nil {
+				return fmt.Errorf("epoch %d: %w", epoch, err)
+			}
+		}
+		if err := l.Report(ctx, epoch, st); err != nil {
+			return err
+		}
+		// Worker 0 asks for checkpoints. In synchronous mode no step of
+		// the next epoch can be applied meanwhile: it is the exact state.
+		if opts.Rank == 0 && l.Tables.CheckpointDue(epoch+1) {
+			if err := l.Tables.Checkpoint(ctx, epoch+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
