@@ -40,7 +40,6 @@ const (
 // the same ones.
 type trainFlags struct {
 	epochs int
-	batch  int
 	model  fm.Config
 
 	wUpdater                   string
@@ -48,18 +47,15 @@ type trainFlags struct {
 	vUpdater                   string
 	vLR, vL2                   float64
 
-	consistency.Flags // --async, --staleness, --prefetch, --compress, --key-cache, --significance
+	consistency.Flags // --async, --staleness, --prefetch, --compress, --delta-keys, --key-cache, --significance
+	workerloop.Data   // --batch, --format, --max-bad-records, --cache-mb, --die-after
 	requestTimeout    time.Duration
 	partitioner       string
 	test              string
-	format            string
-	maxBadRecords     int
-	cacheMB           int
 	modelFormat       string
 	// dieAfter is a fault-injection hook for tests: "RANK:N" makes
 	// worker RANK's first attempt kill itself (SIGKILL) after it has read
 	// N shards, mid-epoch (asynchronous mode).
-	dieAfter string
 }
 
 func parseTrainFlags(args []string) (trainFlags, error) {
@@ -67,7 +63,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	def := lr.DefaultFTRLParams()
 	fl := flag.NewFlagSet("ps-fm", flag.ContinueOnError)
 	fl.IntVar(&f.epochs, "epochs", 3, "passes over the input")
-	fl.IntVar(&f.batch, "batch", 100, "examples per mini-batch")
+	f.Data.Register(fl)
 	fl.IntVar(&f.model.Dim, "dim", fm.DefaultDim, "embedding dimension: values per feature in table v")
 	fl.BoolVar(&f.model.Bias, "bias", true, "learn a global bias (the weight of key 0)")
 	fl.Float64Var(&f.model.InitScale, "init-scale", fm.DefaultInitScale, "initial embedding values are uniform in [-init-scale, init-scale), seeded by the key")
@@ -84,11 +80,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 5*time.Minute, "longest wait for one push or pull (in synchronous mode, also for the slowest worker's step); the worker fails past it")
 	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, consistent (hashing that moves the fewest ids when servers come or go), or range over [0, DMLC_MAX_DIMENSION)")
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
-	fl.StringVar(&f.format, "format", records.FormatLibSVM, "input format: libsvm or csv")
-	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
-	fl.IntVar(&f.cacheMB, "cache-mb", 0, "MiB of parsed examples each worker keeps in memory for the next epochs, which then read no file for the shards kept (0: read the files every epoch)")
 	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the written model's parts: "+model.PartText+" or "+model.PartBinary)
-	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
 	if err := fl.Parse(args); err != nil {
 		return f, errUsage
 	}
@@ -96,9 +88,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	if f.epochs < 1 {
 		errs = append(errs, fmt.Errorf("--epochs %d: need at least 1", f.epochs))
 	}
-	if f.batch < 1 {
-		errs = append(errs, fmt.Errorf("--batch %d: need at least 1", f.batch))
-	}
+	errs = append(errs, f.Data.Check()...)
 	if f.model.Dim < 1 || f.model.Dim > min(fm.MaxDim, store.MaxDim) {
 		errs = append(errs, fmt.Errorf("--dim %d: want 1 to %d", f.model.Dim, min(fm.MaxDim, store.MaxDim)))
 	} else if err := f.model.Validate(); err != nil {
@@ -121,12 +111,6 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	}
 	if f.modelFormat != model.PartText && f.modelFormat != model.PartBinary {
 		errs = append(errs, fmt.Errorf("--model-format %q: want %s or %s", f.modelFormat, model.PartText, model.PartBinary))
-	}
-	if f.maxBadRecords < 0 {
-		errs = append(errs, fmt.Errorf("--max-bad-records %d: must not be negative", f.maxBadRecords))
-	}
-	if f.cacheMB < 0 || f.cacheMB > feed.MaxCacheMiB {
-		errs = append(errs, fmt.Errorf("--cache-mb %d: want 0 to %d", f.cacheMB, feed.MaxCacheMiB))
 	}
 	return f, errors.Join(errs...)
 }
@@ -284,20 +268,14 @@ func (w *worker) train(ctx context.Context) error {
 			return err
 		}
 	}
-	die, err := feed.DieAfter(w.f.dieAfter, w.n.Rank(), w.attempt)
+	opts, err := w.f.Data.Feed(w.n, w.tc, w.res, w.attempt, w.f.Free())
 	if err != nil {
-		return fmt.Errorf("--die-after: %w", err)
+		return err
 	}
 	w.pipe = &feed.Pipeline[slot]{Depth: w.f.Depth(), Start: w.start, Finish: w.finish}
 	return workerloop.Loop[slot]{
 		Tables: w.ts, Tracker: w.tc, Pipe: w.pipe, Log: w.log,
-		Feed: feed.Options{
-			Tracker: w.tc, Resolver: w.res,
-			Rank: w.n.Rank(), Workers: w.n.NumWorkers(), Attempt: w.attempt,
-			Format: w.f.format, Batch: w.f.batch, MaxBadRecords: w.f.maxBadRecords,
-			CacheBytes: int64(w.f.cacheMB) << 20,
-			Async:      w.f.Free(), AfterShard: die,
-		},
+		Feed:   opts,
 		Epochs: w.f.epochs, ResumeEpoch: w.job.ResumeEpoch, Joining: w.joining, RequestTimeout: w.f.requestTimeout,
 		Begin:    w.begin,
 		EndEpoch: w.endEpoch,
@@ -442,7 +420,7 @@ func toExamples(dst []lr.Example, recs []records.Example) []lr.Example {
 // loadTest reads the held-out file and the keys it needs.
 func (w *worker) loadTest(ctx context.Context) error {
 	var err error
-	if w.test, err = readExamples(ctx, w.res, w.f.test, records.Options{Format: w.f.format, MaxBadRecords: w.f.maxBadRecords}); err != nil {
+	if w.test, err = readExamples(ctx, w.res, w.f.test, w.f.Data.Records()); err != nil {
 		return fmt.Errorf("--test: %w", err)
 	}
 	w.testKeys, err = lr.BatchKeys(w.test, nil)

@@ -32,7 +32,6 @@ import (
 // the same ones.
 type trainFlags struct {
 	epochs         int
-	batch          int
 	updater        string
 	alpha, beta    float64
 	l1, l2         float64
@@ -45,15 +44,9 @@ type trainFlags struct {
 	requestTimeout time.Duration
 	partitioner    string
 	test           string
-	format         string
-	maxBadRecords  int
-	cacheMB        int
-	// dieAfter is a fault-injection hook for tests: "RANK:N" makes
-	// worker RANK's first attempt kill itself (SIGKILL) after it has read
-	// N shards, mid-epoch.
-	dieAfter string
 
-	consistency.Flags // --async, --staleness, --prefetch, --compress, --key-cache, --significance
+	consistency.Flags // --async, --staleness, --prefetch, --compress, --delta-keys, --key-cache, --significance
+	workerloop.Data   // --batch, --format, --max-bad-records, --cache-mb, --die-after
 }
 
 func parseTrainFlags(args []string) (trainFlags, error) {
@@ -62,7 +55,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	adam := store.DefaultAdam[float32]()
 	fl := flag.NewFlagSet("ps-lr", flag.ContinueOnError)
 	fl.IntVar(&f.epochs, "epochs", 3, "passes over the input")
-	fl.IntVar(&f.batch, "batch", 100, "examples per mini-batch")
+	f.Data.Register(fl)
 	fl.StringVar(&f.updater, "updater", "ftrl", "server-side updater: "+strings.Join(store.UpdaterNames(), ", "))
 	fl.Float64Var(&f.alpha, "alpha", def["alpha"], "FTRL alpha")
 	fl.Float64Var(&f.beta, "beta", def["beta"], "FTRL beta")
@@ -76,12 +69,8 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.DurationVar(&f.requestTimeout, "request-timeout", 5*time.Minute, "longest wait for one push or pull (in synchronous mode, also for the slowest worker's step); the worker fails past it")
 	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, consistent (hashing that moves the fewest ids when servers come or go), or range over [0, DMLC_MAX_DIMENSION)")
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
-	fl.StringVar(&f.format, "format", records.FormatLibSVM, "input format: libsvm or csv")
 	fl.Float64Var(&f.kkt, "kkt", 0, "with --async or --staleness and FTRL with --l1 > 0: hold back the gradient of a key whose weight is zero until it adds up to this fraction of --l1 (the KKT filter; 0: off, 0.1 a good start)")
 	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the model's parts: text (key<TAB>weight lines, for hdfs dfs -text) or binary (faster to load)")
-	fl.IntVar(&f.maxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
-	fl.IntVar(&f.cacheMB, "cache-mb", 0, "MiB of parsed examples each worker keeps in memory for the next epochs, which then read no file for the shards kept (0: read the files every epoch)")
-	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
 	if err := fl.Parse(args); err != nil {
 		return f, errUsage
 	}
@@ -91,9 +80,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	if f.epochs < 1 {
 		errs = append(errs, fmt.Errorf("--epochs %d: need at least 1", f.epochs))
 	}
-	if f.batch < 1 {
-		errs = append(errs, fmt.Errorf("--batch %d: need at least 1", f.batch))
-	}
+	errs = append(errs, f.Data.Check()...)
 	if err := f.Flags.Check(fl); err != nil {
 		errs = append(errs, err)
 	}
@@ -116,9 +103,6 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	}
 	if f.modelFormat != model.PartText && f.modelFormat != model.PartBinary {
 		errs = append(errs, fmt.Errorf("--model-format %q: want %s or %s", f.modelFormat, model.PartText, model.PartBinary))
-	}
-	if f.cacheMB < 0 || f.cacheMB > feed.MaxCacheMiB {
-		errs = append(errs, fmt.Errorf("--cache-mb %d: want 0 to %d", f.cacheMB, feed.MaxCacheMiB))
 	}
 	return f, errors.Join(errs...)
 }
@@ -266,20 +250,14 @@ func (w *worker) train(ctx context.Context) error {
 			return err
 		}
 	}
-	die, err := feed.DieAfter(w.f.dieAfter, w.n.Rank(), w.attempt)
+	opts, err := w.f.Data.Feed(w.n, w.tc, w.res, w.attempt, w.f.Free())
 	if err != nil {
-		return fmt.Errorf("--die-after: %w", err)
+		return err
 	}
 	w.pipe = w.newPipeline()
 	return workerloop.Loop[slot]{
 		Tables: w.tables, Tracker: w.tc, Pipe: w.pipe, Log: w.log,
-		Feed: feed.Options{
-			Tracker: w.tc, Resolver: w.res,
-			Rank: w.n.Rank(), Workers: w.n.NumWorkers(), Attempt: w.attempt,
-			Format: w.f.format, Batch: w.f.batch, MaxBadRecords: w.f.maxBadRecords,
-			CacheBytes: int64(w.f.cacheMB) << 20,
-			Async:      w.f.Free(), AfterShard: die,
-		},
+		Feed:   opts,
 		Epochs: w.f.epochs, ResumeEpoch: w.job.ResumeEpoch, Joining: w.joining, RequestTimeout: w.f.requestTimeout,
 		Begin: w.begin,
 		EndEpoch: func(ctx context.Context, epoch int) error {
@@ -312,7 +290,7 @@ func toExamples(dst []lr.Example, recs []records.Example) []lr.Example {
 
 // loadTest reads the held-out file and the keys it needs.
 func (w *worker) loadTest(ctx context.Context) error {
-	recs, err := feed.ReadAll(ctx, w.res, w.f.test, records.Options{Format: w.f.format, MaxBadRecords: w.f.maxBadRecords})
+	recs, err := feed.ReadAll(ctx, w.res, w.f.test, w.f.Data.Records())
 	if err != nil {
 		return fmt.Errorf("--test: %w", err)
 	}

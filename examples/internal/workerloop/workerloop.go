@@ -9,15 +9,72 @@ package workerloop
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/feed"
+	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/io/records"
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/tracker"
 )
+
+// Data are the trainers' flags for how a worker reads its shards.
+type Data struct {
+	Batch         int    // --batch
+	Format        string // --format
+	MaxBadRecords int    // --max-bad-records
+	CacheMB       int    // --cache-mb
+	DieAfter      string // --die-after (tests: fault injection)
+}
+
+// Register defines the flags on fl.
+func (d *Data) Register(fl *flag.FlagSet) {
+	fl.IntVar(&d.Batch, "batch", 100, "examples per mini-batch")
+	fl.StringVar(&d.Format, "format", records.FormatLibSVM, "input format: libsvm or csv")
+	fl.IntVar(&d.MaxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
+	fl.IntVar(&d.CacheMB, "cache-mb", 0, "MiB of parsed examples each worker keeps in memory for the next epochs, which then read no file for the shards kept (0: read the files every epoch)")
+	fl.StringVar(&d.DieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
+}
+
+// Check reports the flags' errors.
+func (d Data) Check() []error {
+	var errs []error
+	if d.Batch < 1 {
+		errs = append(errs, fmt.Errorf("--batch %d: need at least 1", d.Batch))
+	}
+	if d.MaxBadRecords < 0 {
+		errs = append(errs, fmt.Errorf("--max-bad-records %d: must not be negative", d.MaxBadRecords))
+	}
+	if d.CacheMB < 0 || d.CacheMB > feed.MaxCacheMiB {
+		errs = append(errs, fmt.Errorf("--cache-mb %d: want 0 to %d", d.CacheMB, feed.MaxCacheMiB))
+	}
+	return errs
+}
+
+// Records are the options of reading a held-out set.
+func (d Data) Records() records.Options {
+	return records.Options{Format: d.Format, MaxBadRecords: d.MaxBadRecords}
+}
+
+// Feed returns the feed options of worker n, attempt attempt, reading
+// through tc and res; asynchronously (shards on demand) when async.
+func (d Data) Feed(n *psnode.Node, tc *tracker.Client, res *dfs.Resolver, attempt int, async bool) (feed.Options, error) {
+	die, err := feed.DieAfter(d.DieAfter, n.Rank(), attempt)
+	if err != nil {
+		return feed.Options{}, fmt.Errorf("--die-after: %w", err)
+	}
+	return feed.Options{
+		Tracker: tc, Resolver: res,
+		Rank: n.Rank(), Workers: n.NumWorkers(), Attempt: attempt,
+		Format: d.Format, Batch: d.Batch, MaxBadRecords: d.MaxBadRecords,
+		CacheBytes: int64(d.CacheMB) << 20,
+		Async:      async, AfterShard: die,
+	}, nil
+}
 
 // Loop is one worker's part of a job.
 type Loop[S any] struct {
