@@ -36,33 +36,25 @@ func (m *Message) Lent() bool { return m.lease != nil }
 // Release gives the lent frames back to the transport, setting the data
 // frames that alias them to nil; it does nothing for a message that is
 // not lent, and nothing the second time.
-func (m *Message) Release() {
-	l := m.lease
-	if l == nil {
-		return
-	}
-	m.lease = nil
-	for i, d := range m.Data {
-		if l.lends(d) {
-			m.Data[i] = nil
-		}
-	}
-	l.once.Do(l.release)
-}
+func (m *Message) Release() { m.endLease(func([]byte) []byte { return nil }) }
 
 // Own copies m's lent data frames into memory of its own and gives the
 // transport's back: m is then an ordinary message.
-func (m *Message) Own() {
+func (m *Message) Own() { m.endLease(func(d []byte) []byte { return append([]byte(nil), d...) }) }
+
+// endLease replaces each data frame that aliases the lent frames by what
+// keep makes of it, then gives the lent frames back.
+func (m *Message) endLease(keep func([]byte) []byte) {
 	l := m.lease
 	if l == nil {
 		return
 	}
+	m.lease = nil
 	for i, d := range m.Data {
 		if l.lends(d) {
-			m.Data[i] = append([]byte(nil), d...)
+			m.Data[i] = keep(d)
 		}
 	}
-	m.lease = nil
 	l.once.Do(l.release)
 }
 
