@@ -93,8 +93,11 @@
 //	CURVE route:   [envelope: tag, key, (index, length)…][meta][data0]…[dataN]
 //	sealed route:  [tag][sealed frame]…
 //
-// The receive loop joins the two by the tag and delivers the message in
-// its place among its connection's messages. Only a peer that passed
+// The receive loop joins the two by the tag, opens the sealed frames,
+// and delivers the message in its place among its connection's messages.
+// A message the lender picks borrows its frames opened in place, in the
+// libzmq buffers that brought them, as it would a plain connection's;
+// the others' open into new Go memory. Only a peer that passed
 // CURVE's authentication can have a sealed frame accepted, nobody else can
 // read one, and one altered, cut, moved or replayed is dropped with its
 // message. Until the route is known or while it has no connection, whole

@@ -41,9 +41,12 @@ import (
 // In the CURVE message the sealed frames are empty. The receiver joins the
 // two by the tag, opens every sealed frame (a frame is cut in chunks of
 // sealChunk bytes, each with its own nonce, the frame's index and the
-// chunk's, and GCM tag) into the message's buffer, and delivers the
+// chunk's, and GCM tag; tagPlace shows the layout), and delivers the
 // message in its place among the messages of its CURVE connection: a
-// connection's messages keep their order. So what CURVE guarantees holds
+// connection's messages keep their order. A frame opens in its own
+// memory, which a message the lender picks (SetLender) then borrows, as
+// it would a large frame received on a plain connection; otherwise into
+// a new Go buffer. So what CURVE guarantees holds
 // for sealed frames too: only a peer that passed CURVE's authentication
 // can have a sealed frame accepted (the key is nowhere else), nobody else
 // can read one, and a sealed frame altered, cut, moved to another message
@@ -88,7 +91,10 @@ const (
 // zero byte, which no meta of more than one byte starts with (a meta is a
 // Thrift struct, and a zero byte is its end).
 var (
-	ctlHello    = []byte("\x00spindle:sealed?")
+	// ctlHello names the sealed frames' layout: "sealed2" since their
+	// tags follow the ciphertexts (tagPlace). A peer of another layout
+	// does not answer, and then gets whole messages through CURVE.
+	ctlHello    = []byte("\x00spindle:sealed2?")
 	ctlRoute    = []byte("\x00spindle:sealed=")
 	ctlEnvelope = []byte("\x00spindle:sealed:")
 )
@@ -198,18 +204,33 @@ type chunkJob struct {
 	chunk int
 }
 
-// eachChunk runs do over every chunk of e's frames, in parallel (one
-// goroutine per processor, at most 8) when they add up to 4 MiB or more.
-// Each goroutine has its own AEAD. It returns the first error.
+// eachChunk runs do over every chunk of e's frames, the even chunks of
+// each frame first, then the odd ones: sealing or opening a chunk lends
+// the first sealOverhead bytes of the next one for a moment (see
+// tagPlace), so neighbours never run at once. Within a turn the chunks run
+// in parallel (one goroutine per processor, at most 8) when they add up to
+// 2 MiB or more; each goroutine has its own AEAD. It returns the first
+// error.
 func (e *envelope) eachChunk(do func(aead cipher.AEAD, j chunkJob) error) error {
-	var jobs []chunkJob
-	total := 0
-	for fi, f := range e.frames {
-		total += f.length
-		for c := 0; c*sealChunk < f.length; c++ {
-			jobs = append(jobs, chunkJob{frame: fi, chunk: c})
+	for turn := range 2 {
+		var jobs []chunkJob
+		total := 0
+		for fi, f := range e.frames {
+			for c := turn; c*sealChunk < f.length; c += 2 {
+				lo, hi := chunkOf(f.length, c)
+				total += hi - lo
+				jobs = append(jobs, chunkJob{frame: fi, chunk: c})
+			}
+		}
+		if err := e.runChunks(jobs, total, do); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// runChunks runs do over jobs, of total bytes, in parallel from 2 MiB.
+func (e *envelope) runChunks(jobs []chunkJob, total int, do func(aead cipher.AEAD, j chunkJob) error) error {
 	newAEAD := func() (cipher.AEAD, error) {
 		b, err := aes.NewCipher(e.key[:])
 		if err != nil {
@@ -219,6 +240,9 @@ func (e *envelope) eachChunk(do func(aead cipher.AEAD, j chunkJob) error) error 
 	}
 	workers := min(runtime.GOMAXPROCS(0), 8, total/(1<<20), len(jobs))
 	if workers <= 1 {
+		if len(jobs) == 0 {
+			return nil
+		}
 		aead, err := newAEAD()
 		if err != nil {
 			return err
@@ -257,12 +281,52 @@ func (e *envelope) eachChunk(do func(aead cipher.AEAD, j chunkJob) error) error 
 	return first
 }
 
-// chunkOf is the plaintext range of chunk c of a frame of n bytes, and
-// where its sealed form starts.
-func chunkOf(n, c int) (lo, hi, sealedAt int) {
+// chunkOf is the plaintext range of chunk c of a frame of n bytes.
+func chunkOf(n, c int) (lo, hi int) {
 	lo = c * sealChunk
-	hi = min(lo+sealChunk, n)
-	return lo, hi, lo + c*sealOverhead
+	return lo, min(lo+sealChunk, n)
+}
+
+// tagPlace is where the GCM tag of chunk c of a sealed frame of n
+// plaintext bytes lies. A sealed frame is its chunks' ciphertexts, end to
+// end at the plaintext's offsets, then their tags: the last chunk's
+// first, where GCM puts it, then the others' in order.
+//
+//	[ct0][ct1]…[ctK-1][tagK-1][tag0][tag1]…[tagK-2]
+//
+// So a frame opens in place into its first n bytes, contiguous, which
+// the message can then borrow: GCM wants a chunk's tag right after its
+// ciphertext, where the next chunk's ciphertext lies, so sealing or
+// opening chunk c (below the last) sets its tag there and puts the next
+// chunk's first bytes back afterwards (withTagAfter).
+func tagPlace(n, c int) int {
+	if hi := (c + 1) * sealChunk; hi >= n {
+		return n
+	}
+	return n + sealOverhead*(c+1)
+}
+
+// withTagAfter runs op on chunk c's ciphertext followed by its tag, in
+// b, the sealed frame of n plaintext bytes: b[lo:hi+sealOverhead]. Below
+// the last chunk, what lies after the ciphertext is kept and put back,
+// and the tag is moved from (seal) or to (open) its place.
+func withTagAfter(b []byte, n, c int, sealing bool, op func(sealed []byte) error) error {
+	lo, hi := chunkOf(n, c)
+	at := tagPlace(n, c)
+	if at == hi {
+		return op(b[lo : hi+sealOverhead])
+	}
+	var next [sealOverhead]byte
+	copy(next[:], b[hi:])
+	if !sealing {
+		copy(b[hi:hi+sealOverhead], b[at:])
+	}
+	err := op(b[lo : hi+sealOverhead])
+	if sealing {
+		copy(b[at:at+sealOverhead], b[hi:])
+	}
+	copy(b[hi:], next[:])
+	return err
 }
 
 // seal seals the frames e names from data into frames of libzmq's
@@ -270,11 +334,7 @@ func chunkOf(n, c int) (lo, hi, sealedAt int) {
 func (e *envelope) seal(data [][]byte) ([]*cFrame, error) {
 	out := make([]*cFrame, len(e.frames))
 	fail := func(err error) ([]*cFrame, error) {
-		for _, f := range out {
-			if f != nil {
-				f.close()
-			}
-		}
+		closeFrames(out)
 		return nil, err
 	}
 	for i, f := range e.frames {
@@ -286,11 +346,12 @@ func (e *envelope) seal(data [][]byte) ([]*cFrame, error) {
 	}
 	err := e.eachChunk(func(aead cipher.AEAD, j chunkJob) error {
 		f := e.frames[j.frame]
-		lo, hi, at := chunkOf(f.length, j.chunk)
-		dst := out[j.frame].bytes()[at:at]
+		lo, hi := chunkOf(f.length, j.chunk)
 		nonce := sealNonce(f.index, j.chunk)
-		aead.Seal(dst, nonce[:], data[f.index][lo:hi], nil)
-		return nil
+		return withTagAfter(out[j.frame].bytes(), f.length, j.chunk, true, func(dst []byte) error {
+			aead.Seal(dst[:0], nonce[:], data[f.index][lo:hi], nil)
+			return nil
+		})
 	})
 	if err != nil {
 		return fail(err)
@@ -299,47 +360,61 @@ func (e *envelope) seal(data [][]byte) ([]*cFrame, error) {
 }
 
 // open opens the sealed frames of a payload into m's data frames, which
-// hold empty placeholders at their indices, and closes the payload's
-// frames. An error wraps transport.ErrMalformed.
-func (e *envelope) open(m *transport.Message, sealed []*cFrame) error {
+// hold empty placeholders at their indices. inPlace opens each frame in
+// its own memory, which m's data frame then is: open returns the frames
+// for the caller to lend to m (lendKept). Otherwise it opens them into
+// new Go memory and closes them. On an error, which wraps
+// transport.ErrMalformed, it closes them.
+func (e *envelope) open(m *transport.Message, sealed []*cFrame, inPlace bool) (_ []*cFrame, err error) {
 	defer func() {
-		for _, f := range sealed {
-			f.close()
+		if err != nil || !inPlace {
+			closeFrames(sealed)
 		}
 	}()
 	if len(sealed) != len(e.frames) {
-		return fmt.Errorf("%w: %d sealed frames for an envelope of %d", transport.ErrMalformed, len(sealed), len(e.frames))
+		return nil, fmt.Errorf("%w: %d sealed frames for an envelope of %d", transport.ErrMalformed, len(sealed), len(e.frames))
 	}
 	plain := make([][]byte, len(e.frames))
 	for i, f := range e.frames {
 		if f.index >= len(m.Data) || len(m.Data[f.index]) != 0 {
-			return fmt.Errorf("%w: sealed frame %d has no empty place in the message", transport.ErrMalformed, f.index)
+			return nil, fmt.Errorf("%w: sealed frame %d has no empty place in the message", transport.ErrMalformed, f.index)
 		}
-		if n := len(sealed[i].bytes()); n != sealedLen(f.length) {
-			return fmt.Errorf("%w: sealed frame %d of %d bytes, want %d", transport.ErrMalformed, f.index, n, sealedLen(f.length))
+		b := sealed[i].bytes()
+		if len(b) != sealedLen(f.length) {
+			return nil, fmt.Errorf("%w: sealed frame %d of %d bytes, want %d", transport.ErrMalformed, f.index, len(b), sealedLen(f.length))
 		}
-		plain[i] = make([]byte, f.length)
+		if inPlace {
+			plain[i] = b[:f.length]
+		} else {
+			plain[i] = make([]byte, f.length)
+		}
 	}
-	err := e.eachChunk(func(aead cipher.AEAD, j chunkJob) error {
+	err = e.eachChunk(func(aead cipher.AEAD, j chunkJob) error {
 		f := e.frames[j.frame]
-		lo, hi, at := chunkOf(f.length, j.chunk)
+		lo, hi := chunkOf(f.length, j.chunk)
 		dst := plain[j.frame][lo:hi]
-		pages.Advise(dst, 4<<10, pages.Populate)
-		nonce := sealNonce(f.index, j.chunk)
-		src := sealed[j.frame].bytes()[at : at+(hi-lo)+sealOverhead]
-		if _, err := aead.Open(dst[:0], nonce[:], src, nil); err != nil {
-			return fmt.Errorf("%w: sealed frame %d, chunk %d: %v", transport.ErrMalformed, f.index, j.chunk, err)
+		if !inPlace {
+			pages.Advise(dst, 4<<10, pages.Populate)
 		}
-		return nil
+		nonce := sealNonce(f.index, j.chunk)
+		return withTagAfter(sealed[j.frame].bytes(), f.length, j.chunk, false, func(src []byte) error {
+			if _, err := aead.Open(dst[:0], nonce[:], src, nil); err != nil {
+				return fmt.Errorf("%w: sealed frame %d, chunk %d: %v", transport.ErrMalformed, f.index, j.chunk, err)
+			}
+			return nil
+		})
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i, f := range e.frames {
 		m.Data[f.index] = plain[i]
 		m.WireSize += f.length
 	}
-	return nil
+	if !inPlace {
+		return nil, nil
+	}
+	return sealed, nil
 }
 
 // sealedEndpoint is the endpoint of the sealed route of the peer at

@@ -3,6 +3,7 @@ package zmq
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -45,44 +46,70 @@ func seq(n int, seed byte) []byte {
 	return b
 }
 
-// TestSealOpen seals frames under and over a chunk, in parallel and not,
-// and opens them; any change to a sealed frame, its length, or its order
-// is refused.
+// TestSealOpen seals frames under, at and over a chunk (the last chunk
+// of one shorter than a tag), in parallel and not, and opens them into
+// new memory and in place; any change to a sealed frame, its length, or
+// its order is refused.
 func TestSealOpen(t *testing.T) {
-	data := [][]byte{seq(10, 1), seq(3*sealChunk+5, 2), seq(minSealed, 3), seq(5*sealChunk, 4)}
-	m, env, frames := sealedMessage(t, 1, data...)
-	if len(env.frames) != 3 || len(m.Data[1]) != 0 {
-		t.Fatalf("sealed %d frames, want 3", len(env.frames))
-	}
-	if bytes.Contains(frames[0].bytes(), data[1][:64]) {
-		t.Fatal("a sealed frame holds its plaintext")
-	}
-	if err := env.open(m, frames); err != nil {
-		t.Fatal(err)
-	}
-	for i := range data {
-		if !bytes.Equal(m.Data[i], data[i]) {
-			t.Fatalf("frame %d opened changed", i)
+	data := [][]byte{seq(10, 1), seq(3*sealChunk+5, 2), seq(minSealed, 3), seq(5*sealChunk, 4), seq(sealChunk, 5)}
+	for _, inPlace := range []bool{false, true} {
+		m, env, frames := sealedMessage(t, 1, data...)
+		if len(env.frames) != 4 || len(m.Data[1]) != 0 {
+			t.Fatalf("sealed %d frames, want 4", len(env.frames))
 		}
+		if bytes.Contains(frames[0].bytes(), data[1][:64]) {
+			t.Fatal("a sealed frame holds its plaintext")
+		}
+		lent, err := env.open(m, frames, inPlace)
+		if err != nil {
+			t.Fatalf("in place %v: %v", inPlace, err)
+		}
+		for i := range data {
+			if !bytes.Equal(m.Data[i], data[i]) {
+				t.Fatalf("in place %v: frame %d opened changed", inPlace, i)
+			}
+		}
+		if !inPlace {
+			if lent != nil {
+				t.Fatal("opened into new memory, yet frames returned to lend")
+			}
+			continue
+		}
+		if len(lent) != len(frames) {
+			t.Fatalf("opened in place, %d frames returned to lend, want %d", len(lent), len(frames))
+		}
+		for i, f := range env.frames {
+			if &m.Data[f.index][0] != &lent[i].bytes()[0] {
+				t.Fatalf("frame %d opened in place is not the sealed frame's memory", f.index)
+			}
+		}
+		closeFrames(lent)
 	}
 	for _, tc := range []struct {
 		name   string
 		tamper func(env *envelope, fs []*cFrame) []*cFrame
 	}{
 		{"a bit flipped", func(_ *envelope, fs []*cFrame) []*cFrame { fs[0].bytes()[sealChunk+100] ^= 1; return fs }},
-		{"the last tag changed", func(_ *envelope, fs []*cFrame) []*cFrame { b := fs[2].bytes(); b[len(b)-1] ^= 0x80; return fs }},
+		{"the last chunk's tag changed", func(env *envelope, fs []*cFrame) []*cFrame {
+			fs[0].bytes()[env.frames[0].length] ^= 0x80
+			return fs
+		}},
+		{"another chunk's tag changed", func(_ *envelope, fs []*cFrame) []*cFrame { b := fs[2].bytes(); b[len(b)-1] ^= 0x80; return fs }},
 		{"frames swapped", func(_ *envelope, fs []*cFrame) []*cFrame { fs[0], fs[2] = fs[2], fs[0]; return fs }},
-		{"a frame missing", func(_ *envelope, fs []*cFrame) []*cFrame { fs[2].close(); return fs[:2] }},
+		{"a frame missing", func(_ *envelope, fs []*cFrame) []*cFrame { fs[3].close(); return fs[:3] }},
 		{"another key", func(env *envelope, fs []*cFrame) []*cFrame { env.key[0] ^= 1; return fs }},
 		{"a length changed", func(env *envelope, fs []*cFrame) []*cFrame { env.frames[1].length -= 4; return fs }},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m, env, frames := sealedMessage(t, 1, data...)
-			frames = tc.tamper(env, frames)
-			if err := env.open(m, frames); !errors.Is(err, transport.ErrMalformed) {
-				t.Fatalf("open = %v, want an error wrapping ErrMalformed", err)
-			}
-		})
+		for _, inPlace := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/in place %v", tc.name, inPlace), func(t *testing.T) {
+				m, env, frames := sealedMessage(t, 1, data...)
+				frames = tc.tamper(env, frames)
+				lent, err := env.open(m, frames, inPlace)
+				if !errors.Is(err, transport.ErrMalformed) || lent != nil {
+					t.Fatalf("open = %d frames, %v; want none and an error wrapping ErrMalformed", len(lent), err)
+				}
+			})
+		}
 	}
 }
 

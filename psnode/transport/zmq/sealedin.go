@@ -18,6 +18,10 @@ type inbound struct {
 	// drop reports a message dropped: malformed, or its sealed frames lost.
 	drop func(id []byte, m *transport.Meta, err error)
 	now  func() time.Time
+	// lends picks the messages whose sealed frames open in their own
+	// memory and are lent to them (lend); nil picks none.
+	lends func(*transport.Meta) bool
+	lend  func(*transport.Message, []*cFrame)
 
 	queues  map[string][]*pending // by connection, while one of its messages waits
 	waiting map[[16]byte]*pending // by tag: messages waiting for their sealed frames
@@ -75,7 +79,7 @@ func (in *inbound) message(conn []byte, m *transport.Message, env *envelope) boo
 		}
 		p := in.held[i]
 		in.held = slices.Delete(in.held, i, i+1)
-		if err := complete(m, env, p.frames); err != nil {
+		if err := in.complete(m, env, p.frames); err != nil {
 			m.Release()
 			in.drop(conn, &m.Meta, err)
 			return true
@@ -88,10 +92,16 @@ func (in *inbound) message(conn []byte, m *transport.Message, env *envelope) boo
 	return in.deliver(m)
 }
 
-// complete opens the sealed frames into m and checks the whole message.
-func complete(m *transport.Message, env *envelope, sealed []*cFrame) error {
-	if err := env.open(m, sealed); err != nil {
+// complete opens the sealed frames into m, lent to it when lends picks
+// it, and checks the whole message.
+func (in *inbound) complete(m *transport.Message, env *envelope, sealed []*cFrame) error {
+	inPlace := in.lends != nil && !m.Lent() && in.lends(&m.Meta)
+	lent, err := env.open(m, sealed, inPlace)
+	if err != nil {
 		return err
+	}
+	if lent != nil {
+		in.lend(m, lent)
 	}
 	return transport.CheckData(m)
 }
@@ -115,7 +125,7 @@ func (in *inbound) sealed(tag [16]byte, frames []*cFrame) bool {
 	delete(in.waiting, tag)
 	env := p.env
 	p.env = nil
-	if err := complete(p.m, env, frames); err != nil {
+	if err := in.complete(p.m, env, frames); err != nil {
 		p.gone = true
 		p.m.Release()
 		in.drop([]byte(p.conn), &p.m.Meta, err)
@@ -207,8 +217,11 @@ func (in *inbound) close() {
 	in.queues = nil
 }
 
+// closeFrames closes fs, skipping nil entries.
 func closeFrames(fs []*cFrame) {
 	for _, f := range fs {
-		f.close()
+		if f != nil {
+			f.close()
+		}
 	}
 }

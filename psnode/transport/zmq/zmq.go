@@ -467,6 +467,11 @@ func (t *Transport) recvLoop(router, sealed, wake *zmq4.Socket) {
 			return false
 		}
 	}, t.dropMalformed)
+	in.lends = func(m *transport.Meta) bool {
+		lp := t.lender.Load()
+		return lp != nil && (*lp)(m)
+	}
+	in.lend = t.lendKept
 	defer func() {
 		in.close()
 		_ = router.Close()
