@@ -65,19 +65,16 @@ func ParseLibSVM(line []byte, ex *Example) error {
 	ex.Label = label
 	sorted := true
 	for i = skipSpace(line, j); i < len(line); i = skipSpace(line, j) {
-		j = skipToken(line, i)
-		tok := line[i:j]
-		c := bytes.IndexByte(tok, ':')
-		if c < 0 {
-			return syntaxErr("feature %s: want index:value", quote(tok))
-		}
-		key, ok := parseUint64(tok[:c])
+		key, v, end, ok := scanFeature(line, i)
 		if !ok {
-			return syntaxErr("feature %s: index is not a uint64", quote(tok))
+			if key, v, end, err = readFeature(line, i); err != nil {
+				return err
+			}
 		}
-		val, err := parseValue(tok[c+1:])
+		j = end
+		val, err := parseValue(v)
 		if err != nil {
-			return syntaxErr("feature %s: %v", quote(tok), err)
+			return syntaxErr("feature %s: %v", quote(line[i:j]), err)
 		}
 		if n := len(ex.Keys); n > 0 && key <= ex.Keys[n-1] {
 			if key == ex.Keys[n-1] {
@@ -258,6 +255,44 @@ func parseUint64(b []byte) (uint64, bool) {
 		n = n*10 + d
 	}
 	return n, true
+}
+
+// scanFeature reads the feature token at line[i], not a space, in one
+// pass when it is the common form: an index of at most 19 decimal digits
+// (which cannot overflow), a colon, and the value, whose bytes it
+// returns with the token's end. Otherwise it reports false, and
+// readFeature reads the token and says what is wrong with it.
+func scanFeature(line []byte, i int) (key uint64, val []byte, end int, ok bool) {
+	start := i
+	for ; i < len(line); i++ {
+		d := line[i] - '0'
+		if d > 9 {
+			break
+		}
+		key = key*10 + uint64(d)
+	}
+	if i == start || i-start > 19 || i == len(line) || line[i] != ':' {
+		return 0, nil, 0, false
+	}
+	end = skipToken(line, i+1)
+	return key, line[i+1 : end], end, true
+}
+
+// readFeature reads the feature token at line[i], index:value, and
+// returns the index, the value's bytes and the token's end; an error
+// wraps ErrSyntax.
+func readFeature(line []byte, i int) (key uint64, val []byte, end int, err error) {
+	end = skipToken(line, i)
+	tok := line[i:end]
+	c := bytes.IndexByte(tok, ':')
+	if c < 0 {
+		return 0, nil, 0, syntaxErr("feature %s: want index:value", quote(tok))
+	}
+	key, ok := parseUint64(tok[:c])
+	if !ok {
+		return 0, nil, 0, syntaxErr("feature %s: index is not a uint64", quote(tok))
+	}
+	return key, tok[c+1:], end, nil
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' }

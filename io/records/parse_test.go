@@ -204,14 +204,23 @@ func FuzzParseCSV(f *testing.F) {
 	})
 }
 
+// BenchmarkParseLibSVM: a line of mixed values and unsorted keys, and
+// one like ps-lr gen's (sorted keys, every value 1).
 func BenchmarkParseLibSVM(b *testing.B) {
-	line := []byte("1 3:0.5 17:1.25 4:-3e-2 99999:12345.678 123456789:1 42:0.001 7:7 8:8 9:9 10:10")
-	var ex records.Example
-	b.SetBytes(int64(len(line)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if err := records.ParseLibSVM(line, &ex); err != nil {
-			b.Fatal(err)
-		}
+	for _, tc := range []struct{ name, line string }{
+		{"mixed", "1 3:0.5 17:1.25 4:-3e-2 99999:12345.678 123456789:1 42:0.001 7:7 8:8 9:9 10:10"},
+		{"gen", "0 1:1 2:1 3:1 5:1 8:1 9:1 11:1 20:1 29:1 51:1 56:1 101:1 151:1 181:1 335:1 447:1 865:1 1140:1 1214:1 1297:1 1534:1 4846:1 5257:1 6093:1 6508:1 16230:1 16869:1 66000:1 102420:1 146915:1 417927:1"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			line := []byte(tc.line)
+			var ex records.Example
+			b.SetBytes(int64(len(line)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := records.ParseLibSVM(line, &ex); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
