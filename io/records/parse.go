@@ -176,6 +176,9 @@ func parseLabel(tok []byte) (float32, error) {
 var errNotFinite = errors.New("value is not a finite float32")
 
 func parseValue(tok []byte) (float32, error) {
+	if len(tok) == 1 && tok[0]-'0' <= 9 { // binary features' "1", most often
+		return float32(tok[0] - '0'), nil
+	}
 	if v, ok := fastFloat32(tok); ok {
 		return v, nil
 	}

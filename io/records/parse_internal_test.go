@@ -2,6 +2,7 @@ package records
 
 import (
 	"bytes"
+	"strconv"
 	"testing"
 )
 
@@ -25,4 +26,16 @@ func FuzzScanFeature(f *testing.F) {
 			t.Fatalf("%q: one pass read %d, %q, end %d; the general reading %d, %q, end %d, %v", line, key, val, end, k2, v2, e2, err)
 		}
 	})
+}
+
+// TestParseValueDigit: a one-digit value reads as strconv reads it, and
+// any other one-byte value is still refused.
+func TestParseValueDigit(t *testing.T) {
+	for c := 0; c < 256; c++ {
+		got, err := parseValue([]byte{byte(c)})
+		want, werr := strconv.ParseFloat(string([]byte{byte(c)}), 32)
+		if (err == nil) != (werr == nil) || (err == nil && got != float32(want)) {
+			t.Errorf("%q: %v, %v; strconv: %v, %v", byte(c), got, err, want, werr)
+		}
+	}
 }
