@@ -40,7 +40,7 @@ import (
 //
 // In the CURVE message the sealed frames are empty. The receiver joins the
 // two by the tag, opens every sealed frame (a frame is cut in chunks of
-// sealChunk bytes, each with its own nonce, the frame's index and the
+// chunkSize bytes, each with its own nonce, the frame's index and the
 // chunk's, and GCM tag; tagPlace shows the layout), and delivers the
 // message in its place among the messages of its CURVE connection: a
 // connection's messages keep their order. A frame opens in its own
@@ -66,9 +66,10 @@ import (
 const (
 	// minSealed is the size from which a data frame is sealed.
 	minSealed = minBorrowed
-	// sealChunk is the plaintext of one GCM seal; chunks are sealed and
-	// opened in parallel.
+	// sealChunk and minChunk bound the plaintext of one GCM seal
+	// (chunkSize); chunks are sealed and opened in parallel.
 	sealChunk = 1 << 20
+	minChunk  = 256 << 10
 	// sealOverhead is GCM's tag, added to every chunk.
 	sealOverhead = 16
 	// maxSealedFrame bounds the plaintext length an envelope may announce.
@@ -165,7 +166,8 @@ func decodeEnvelope(b []byte) (envelope, error) {
 
 // sealedLen is the length of a frame of n plaintext bytes once sealed.
 func sealedLen(n int) int {
-	return n + sealOverhead*((n+sealChunk-1)/sealChunk)
+	c := chunkSize(n)
+	return n + sealOverhead*((n+c-1)/c)
 }
 
 // sealNonce is the nonce of chunk c of the data frame at index i; a key
@@ -209,14 +211,14 @@ type chunkJob struct {
 // the first sealOverhead bytes of the next one for a moment (see
 // tagPlace), so neighbours never run at once. Within a turn the chunks run
 // in parallel (one goroutine per processor, at most 8) when they add up to
-// 2 MiB or more; each goroutine has its own AEAD. It returns the first
+// two minChunk or more; each goroutine has its own AEAD. It returns the first
 // error.
 func (e *envelope) eachChunk(do func(aead cipher.AEAD, j chunkJob) error) error {
 	for turn := range 2 {
 		var jobs []chunkJob
 		total := 0
 		for fi, f := range e.frames {
-			for c := turn; c*sealChunk < f.length; c += 2 {
+			for c := turn; c*chunkSize(f.length) < f.length; c += 2 {
 				lo, hi := chunkOf(f.length, c)
 				total += hi - lo
 				jobs = append(jobs, chunkJob{frame: fi, chunk: c})
@@ -229,7 +231,7 @@ func (e *envelope) eachChunk(do func(aead cipher.AEAD, j chunkJob) error) error 
 	return nil
 }
 
-// runChunks runs do over jobs, of total bytes, in parallel from 2 MiB.
+// runChunks runs do over jobs, of total bytes, in parallel from two minChunk.
 func (e *envelope) runChunks(jobs []chunkJob, total int, do func(aead cipher.AEAD, j chunkJob) error) error {
 	newAEAD := func() (cipher.AEAD, error) {
 		b, err := aes.NewCipher(e.key[:])
@@ -238,7 +240,7 @@ func (e *envelope) runChunks(jobs []chunkJob, total int, do func(aead cipher.AEA
 		}
 		return cipher.NewGCM(b)
 	}
-	workers := min(runtime.GOMAXPROCS(0), 8, total/(1<<20), len(jobs))
+	workers := min(runtime.GOMAXPROCS(0), 8, total/minChunk, len(jobs))
 	if workers <= 1 {
 		if len(jobs) == 0 {
 			return nil
@@ -281,10 +283,19 @@ func (e *envelope) runChunks(jobs []chunkJob, total int, do func(aead cipher.AEA
 	return first
 }
 
+// chunkSize is the plaintext of one GCM seal in a frame of n bytes: a
+// quarter of the frame in whole minChunk, from minChunk to sealChunk, so
+// that a frame of 1 MiB or more has chunks for two goroutines in each
+// turn of eachChunk.
+func chunkSize(n int) int {
+	return min(max((n/4)&^(minChunk-1), minChunk), sealChunk)
+}
+
 // chunkOf is the plaintext range of chunk c of a frame of n bytes.
 func chunkOf(n, c int) (lo, hi int) {
-	lo = c * sealChunk
-	return lo, min(lo+sealChunk, n)
+	size := chunkSize(n)
+	lo = c * size
+	return lo, min(lo+size, n)
 }
 
 // tagPlace is where the GCM tag of chunk c of a sealed frame of n
@@ -300,7 +311,7 @@ func chunkOf(n, c int) (lo, hi int) {
 // opening chunk c (below the last) sets its tag there and puts the next
 // chunk's first bytes back afterwards (withTagAfter).
 func tagPlace(n, c int) int {
-	if hi := (c + 1) * sealChunk; hi >= n {
+	if hi := (c + 1) * chunkSize(n); hi >= n {
 		return n
 	}
 	return n + sealOverhead*(c+1)
