@@ -211,8 +211,8 @@ type chunkJob struct {
 // the first sealOverhead bytes of the next one for a moment (see
 // tagPlace), so neighbours never run at once. Within a turn the chunks run
 // in parallel (one goroutine per processor, at most 8) when they add up to
-// two minChunk or more; each goroutine has its own AEAD. It returns the first
-// error.
+// two minChunk (512 KiB) or more; each goroutine has its own AEAD. It
+// returns the first error.
 func (e *envelope) eachChunk(do func(aead cipher.AEAD, j chunkJob) error) error {
 	for turn := range 2 {
 		var jobs []chunkJob
@@ -231,7 +231,7 @@ func (e *envelope) eachChunk(do func(aead cipher.AEAD, j chunkJob) error) error 
 	return nil
 }
 
-// runChunks runs do over jobs, of total bytes, in parallel from two minChunk.
+// runChunks runs do over jobs, of total bytes, as eachChunk says.
 func (e *envelope) runChunks(jobs []chunkJob, total int, do func(aead cipher.AEAD, j chunkJob) error) error {
 	newAEAD := func() (cipher.AEAD, error) {
 		b, err := aes.NewCipher(e.key[:])
@@ -319,8 +319,8 @@ func tagPlace(n, c int) int {
 
 // withTagAfter runs op on chunk c's ciphertext followed by its tag, in
 // b, the sealed frame of n plaintext bytes: b[lo:hi+sealOverhead]. Below
-// the last chunk, what lies after the ciphertext is kept and put back,
-// and the tag is moved from (seal) or to (open) its place.
+// the last chunk, what lies after the ciphertext is kept and put back;
+// the tag is moved to its place after sealing, from it before opening.
 func withTagAfter(b []byte, n, c int, sealing bool, op func(sealed []byte) error) error {
 	lo, hi := chunkOf(n, c)
 	at := tagPlace(n, c)
