@@ -26,7 +26,10 @@
 // tracker hands a worker asking for a shard one it read the epoch before
 // first, so that asynchronous workers find theirs.
 //
-// ReadAll reads a held-out set into memory, TablesOptions builds the
+// StartTask gives a task's program what it has of its job (Task): the
+// configuration, the file systems, the node (StartNode) and the
+// tracker's client, and Task.Tables its table set. ReadAll reads a
+// held-out set into memory, TablesOptions builds the
 // psnode.TablesOptions of a job from its configuration, and ExitStatus
 // says what a worker program exits with (conf.ExitRestartJob when a
 // synchronous worker died, for the launcher to restart the job).

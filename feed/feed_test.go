@@ -665,3 +665,20 @@ func TestCacheKeepsShards(t *testing.T) {
 		})
 	}
 }
+
+// TestStartTaskNamesTheBadVariable: a task whose environment does not
+// make a configuration starts nothing and says which variable is wrong;
+// the example jobs' tests start tasks that do.
+func TestStartTaskNamesTheBadVariable(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DMLC_ROLE": "worker", "DMLC_NUM_WORKER": "two", "DMLC_NUM_SERVER": "1", "DMLC_PS_ROOT_URI": "127.0.0.1", "DMLC_PS_ROOT_PORT": "9"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	task, err := StartTask(t.Context(), lookup, nil, logrus.NewEntry(logrus.New()))
+	if err == nil {
+		task.Close()
+		t.Fatal("StartTask with DMLC_NUM_WORKER=two: no error")
+	}
+	if task != nil || !strings.Contains(err.Error(), "DMLC_NUM_WORKER") {
+		t.Errorf("StartTask = %v, %v; want no task and an error naming DMLC_NUM_WORKER", task, err)
+	}
+}

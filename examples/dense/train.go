@@ -81,33 +81,20 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 	l := logrus.New()
 	l.Out = stderr
 	log := logrus.NewEntry(l)
-	cfg, err := conf.FromEnv(conf.Default(), lookup)
+	task, err := feed.StartTask(ctx, lookup, environ, log)
 	if err != nil {
 		return err
 	}
-	res, err := feed.NewResolver(lookup, log)
-	if err != nil {
-		return err
-	}
-	defer res.Close()
-	n, err := feed.StartNode(ctx, lookup, environ, log)
-	if err != nil {
-		return err
-	}
-	defer n.Close()
+	defer task.Close()
+	n, cfg := task.Node, task.Config
 	if n.NumServers() != 0 {
 		return fmt.Errorf("ps-dense trains without servers, and the job has %d: run it with ps-submit -s 0", n.NumServers())
 	}
 	if n.Role() == transport.RoleWorker {
-		if cfg.Job.TrackerAddr == "" {
+		if task.Tracker == nil {
 			return errors.New("no tracker (SPINDLE_TRACKER_ADDR): run ps-dense through ps-submit")
 		}
-		tc, err := tracker.ConfigClient(cfg)
-		if err != nil {
-			return err
-		}
-		defer tc.Close()
-		w := &worker{n: n, f: f, tc: tc, res: res, out: stdout, job: cfg.Job, attempt: cfg.PS.NumAttempt}
+		w := &worker{n: n, f: f, tc: task.Tracker, res: task.Files, out: stdout, job: cfg.Job, attempt: cfg.PS.NumAttempt}
 		if err := w.train(ctx); err != nil {
 			if errors.Is(err, psnode.ErrNodeDead) {
 				// A peer is gone: the launcher starts the job again.

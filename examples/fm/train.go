@@ -185,38 +185,19 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 	l := logrus.New()
 	l.Out = stderr
 	log := logrus.NewEntry(l)
-	cfg, err := conf.FromEnv(conf.Default(), lookup)
+	task, err := feed.StartTask(ctx, lookup, environ, log)
 	if err != nil {
 		return err
 	}
-	res, err := feed.NewResolver(lookup, log)
-	if err != nil {
-		return err
-	}
-	defer res.Close()
-	n, err := feed.StartNode(ctx, lookup, environ, log)
-	if err != nil {
-		return err
-	}
-	defer n.Close()
+	defer task.Close()
+	n, cfg, tc := task.Node, task.Config, task.Tracker
 	// Both tables are checkpointed, restored and written by psnode.
 	// Workers take their shards from the tracker; servers tell it that
 	// their tables keep replicas, and when they restored them.
-	var tc *tracker.Client
-	if n.Role() == transport.RoleWorker && cfg.Job.TrackerAddr == "" {
+	if n.Role() == transport.RoleWorker && tc == nil {
 		return errors.New("no tracker (SPINDLE_TRACKER_ADDR): run ps-fm through ps-submit")
 	}
-	if cfg.Job.TrackerAddr != "" {
-		if tc, err = tracker.ConfigClient(cfg); err != nil {
-			return err
-		}
-		defer tc.Close()
-	}
-	opts, err := feed.TablesOptions(cfg.Job, res, tc, f.modelFormat)
-	if err != nil {
-		return err
-	}
-	ts, err := psnode.NewTables(n, opts)
+	ts, err := task.Tables(f.modelFormat)
 	if err != nil {
 		return err
 	}
@@ -225,7 +206,7 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		return err
 	}
 	if n.Role() == transport.RoleWorker {
-		w := &worker{n: n, f: f, ts: ts, wt: wt, vt: vt, tc: tc, res: res, out: stdout, log: log, attempt: cfg.PS.NumAttempt, joining: cfg.PS.Joining, job: cfg.Job}
+		w := &worker{n: n, f: f, ts: ts, wt: wt, vt: vt, tc: tc, res: task.Files, out: stdout, log: log, attempt: cfg.PS.NumAttempt, joining: cfg.PS.Joining, job: cfg.Job}
 		if err := w.train(ctx); err != nil {
 			return err
 		}

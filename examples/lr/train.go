@@ -163,33 +163,14 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 	l := logrus.New()
 	l.Out = stderr
 	log := logrus.NewEntry(l)
-	cfg, err := conf.FromEnv(conf.Default(), lookup)
+	task, err := feed.StartTask(ctx, lookup, environ, log)
 	if err != nil {
 		return err
 	}
-	res, err := feed.NewResolver(lookup, log)
-	if err != nil {
-		return err
-	}
-	defer res.Close()
-	n, err := feed.StartNode(ctx, lookup, environ, log)
-	if err != nil {
-		return err
-	}
-	defer n.Close()
+	defer task.Close()
+	n, cfg, tc := task.Node, task.Config, task.Tracker
 	// The weights: one table, checkpointed, restored and written by psnode.
-	var tc *tracker.Client
-	if cfg.Job.TrackerAddr != "" {
-		if tc, err = tracker.ConfigClient(cfg); err != nil {
-			return err
-		}
-		defer tc.Close()
-	}
-	opts, err := feed.TablesOptions(cfg.Job, res, tc, f.modelFormat)
-	if err != nil {
-		return err
-	}
-	tables, err := psnode.NewTables(n, opts)
+	tables, err := task.Tables(f.modelFormat)
 	if err != nil {
 		return err
 	}
@@ -207,7 +188,7 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		if tc == nil {
 			return errors.New("no tracker (SPINDLE_TRACKER_ADDR): run ps-lr through ps-submit")
 		}
-		w := &worker{n: n, f: f, tc: tc, res: res, out: stdout, log: log, attempt: cfg.PS.NumAttempt, joining: cfg.PS.Joining, job: cfg.Job, tables: tables, t: weights}
+		w := &worker{n: n, f: f, tc: tc, res: task.Files, out: stdout, log: log, attempt: cfg.PS.NumAttempt, joining: cfg.PS.Joining, job: cfg.Job, tables: tables, t: weights}
 		if err := w.train(ctx); err != nil {
 			return err
 		}

@@ -18,12 +18,10 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/feed"
-	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/store"
 	"github.com/spindle-ps/spindle/psnode/transport"
-	"github.com/spindle-ps/spindle/tracker"
 )
 
 const epochs, steps = 3, 20
@@ -40,35 +38,18 @@ func main() {
 }
 
 func run(ctx context.Context) error {
-	cfg, err := conf.FromEnv(conf.Default(), os.LookupEnv)
+	// The job as ps-submit set it up: its configuration, the file
+	// systems (local paths and hdfs://), this task's node, the tracker.
+	task, err := feed.StartTask(ctx, os.LookupEnv, os.Environ(), logrus.NewEntry(logrus.New()))
 	if err != nil {
 		return err
 	}
-	res, err := dfs.DefaultResolver(os.LookupEnv) // local paths and hdfs://
-	if err != nil {
-		return err
-	}
-	defer res.Close()
-	n, err := feed.StartNode(ctx, os.LookupEnv, os.Environ(), logrus.NewEntry(logrus.New()))
-	if err != nil {
-		return err
-	}
-	defer n.Close()
+	defer task.Close()
+	n := task.Node
 
 	// Where the tables go: checkpoints, the tracker that commits them,
 	// the checkpoint to restore from, the model.
-	var tc *tracker.Client
-	if cfg.Job.TrackerAddr != "" {
-		if tc, err = tracker.ConfigClient(cfg); err != nil {
-			return err
-		}
-		defer tc.Close()
-	}
-	opts, err := feed.TablesOptions(cfg.Job, res, tc, model.PartText)
-	if err != nil {
-		return err
-	}
-	tables, err := psnode.NewTables(n, opts)
+	tables, err := task.Tables(model.PartText)
 	if err != nil {
 		return err
 	}
@@ -82,7 +63,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	if n.Role() == transport.RoleWorker {
-		if err := train(ctx, n, tables, w, cfg.Job); err != nil {
+		if err := train(ctx, n, tables, w, task.Config.Job); err != nil {
 			return err
 		}
 	}
