@@ -236,9 +236,7 @@ type worker struct {
 
 	w, v, gw, gv []float32 // the test set's weights; every batch's gradients
 	pipe         *feed.Pipeline[slot]
-	traffic      psnode.AppBytes // the tables' bytes at the end of the last report
-	lossSum      float64
-	examples     int64
+	counts       workerloop.Counts
 	test         []lr.Example
 	testKeys     []uint64
 }
@@ -258,9 +256,9 @@ func (w *worker) train(ctx context.Context) error {
 		Tables: w.ts, Tracker: w.tc, Pipe: w.pipe, Log: w.log,
 		Feed:   opts,
 		Epochs: w.f.epochs, ResumeEpoch: w.job.ResumeEpoch, Joining: w.joining, RequestTimeout: w.f.requestTimeout,
-		Begin:    w.begin,
+		Counts:   &w.counts,
 		EndEpoch: w.endEpoch,
-		Report:   w.report,
+		Evaluate: w.evaluate, Out: w.out,
 	}.Run(ctx)
 }
 
@@ -355,8 +353,8 @@ func (w *worker) finish(ctx context.Context, s *feed.Slot[slot]) ([]feed.Pending
 	if err != nil {
 		return nil, err
 	}
-	w.lossSum += loss
-	w.examples += int64(len(m.ex))
+	w.counts.LossSum += loss
+	w.counts.Examples += int64(len(m.ex))
 	wk := w.f.model.WeightKeys(keys)
 	e, st := s.Batch.Epoch, s.Batch.Step
 	var pending []feed.Pending
@@ -417,33 +415,16 @@ func readExamples(ctx context.Context, res *dfs.Resolver, uri string, opts recor
 	return toExamples(nil, recs), nil
 }
 
-// begin starts an epoch's counts, and the traffic's at the first.
-func (w *worker) begin(_ int, first bool) {
-	w.lossSum, w.examples = 0, 0
-	if first {
-		w.traffic = w.ts.Bytes()
+// evaluate scores the model on the test set, when this worker holds it.
+func (w *worker) evaluate(ctx context.Context) (auc, logloss float64, ok bool, err error) {
+	if len(w.test) == 0 {
+		return 0, 0, false, nil
 	}
-}
-
-// report sends the epoch's metrics; worker 0 evaluates the model on the
-// test set first (after the epoch: every shard's pushes are applied).
-func (w *worker) report(ctx context.Context, epoch int, st feed.Stats) error {
-	m := map[string]float64{"loss_sum": w.lossSum, "examples_count": float64(w.examples), "bad_records_sum": float64(st.Bad)}
-	feed.AddTraffic(m, w.traffic, w.ts.Bytes())
-	// The test set's pulls are not the epoch's traffic.
-	defer func() { w.traffic = w.ts.Bytes() }()
-	if len(w.test) > 0 {
-		if err := w.pull(ctx, w.testKeys); err != nil {
-			return fmt.Errorf("pull the test keys: %w", err)
-		}
-		fk := fm.FeatureKeys(w.testKeys)
-		mod := fm.Model{Config: w.f.model, WKeys: w.testKeys, W: w.w, VKeys: fk, V: w.v}
-		auc, logloss, err := mod.Evaluate(w.test)
-		if err != nil {
-			return err
-		}
-		m["test_auc"], m["test_logloss"] = auc, logloss
-		fmt.Fprintf(w.out, "epoch %d: test AUC %.4f, log loss %.4f\n", epoch, auc, logloss)
+	if err := w.pull(ctx, w.testKeys); err != nil {
+		return 0, 0, false, fmt.Errorf("pull the test keys: %w", err)
 	}
-	return w.tc.ReportMetrics(ctx, epoch, w.n.Rank(), m)
+	fk := fm.FeatureKeys(w.testKeys)
+	mod := fm.Model{Config: w.f.model, WKeys: w.testKeys, W: w.w, VKeys: fk, V: w.v}
+	auc, logloss, err = mod.Evaluate(w.test)
+	return auc, logloss, err == nil, err
 }

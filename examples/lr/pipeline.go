@@ -62,8 +62,8 @@ func (w *worker) finish(ctx context.Context, s *feed.Slot[slot]) ([]feed.Pending
 	if err != nil {
 		return nil, err
 	}
-	w.lossSum += loss
-	w.examples += int64(len(m.ex))
+	w.counts.LossSum += loss
+	w.counts.Examples += int64(len(m.ex))
 	ts, err := w.t.PushBatch(ctx, s.Batch.Epoch, s.Batch.Step, m.keys, w.grad)
 	if err != nil {
 		return nil, fmt.Errorf("push: %w", err)

@@ -215,14 +215,12 @@ type worker struct {
 	tables  *psnode.Tables
 	t       *psnode.Table[float32]
 
-	lossSum  float64
-	examples int64
+	counts   workerloop.Counts
 	test     []lr.Example
 	testKeys []uint64
 
-	pipe    *feed.Pipeline[slot] // the mini-batches in flight
-	traffic psnode.AppBytes      // the tables' bytes at the end of the last report
-	grad    []float32
+	pipe *feed.Pipeline[slot] // the mini-batches in flight
+	grad []float32
 }
 
 func (w *worker) train(ctx context.Context) error {
@@ -240,12 +238,12 @@ func (w *worker) train(ctx context.Context) error {
 		Tables: w.tables, Tracker: w.tc, Pipe: w.pipe, Log: w.log,
 		Feed:   opts,
 		Epochs: w.f.epochs, ResumeEpoch: w.job.ResumeEpoch, Joining: w.joining, RequestTimeout: w.f.requestTimeout,
-		Begin: w.begin,
+		Counts: &w.counts,
 		EndEpoch: func(ctx context.Context, epoch int) error {
 			// Returns when every worker is done with the epoch.
 			return w.wait(ctx, func() (int32, error) { return w.t.EndEpoch(ctx, epoch) })
 		},
-		Report: w.report,
+		Evaluate: w.evaluate, Out: w.out,
 	}.Run(ctx)
 }
 
@@ -280,34 +278,17 @@ func (w *worker) loadTest(ctx context.Context) error {
 	return err
 }
 
-// begin starts an epoch's counts, and the traffic's at the first.
-func (w *worker) begin(_ int, first bool) {
-	w.lossSum, w.examples = 0, 0
-	if first {
-		w.traffic = w.tables.Bytes()
+// evaluate scores the model on the test set, when this worker holds it.
+func (w *worker) evaluate(ctx context.Context) (auc, logloss float64, ok bool, err error) {
+	if len(w.test) == 0 {
+		return 0, 0, false, nil
 	}
-}
-
-// report sends the epoch's metrics; worker 0 evaluates the model on the
-// test set first (after the epoch: every shard's pushes are applied).
-func (w *worker) report(ctx context.Context, epoch int, st feed.Stats) error {
-	m := map[string]float64{"loss_sum": w.lossSum, "examples_count": float64(w.examples), "bad_records_sum": float64(st.Bad)}
-	feed.AddTraffic(m, w.traffic, w.tables.Bytes())
-	// The test set's pull is not the epoch's traffic.
-	defer func() { w.traffic = w.tables.Bytes() }()
-	if len(w.test) > 0 {
-		var weights []float32
-		if err := w.wait(ctx, func() (int32, error) { return w.t.Pull(ctx, w.testKeys, &weights) }); err != nil {
-			return fmt.Errorf("pull the test keys: %w", err)
-		}
-		auc, logloss, err := lr.Model{Keys: w.testKeys, W: weights}.Evaluate(w.test)
-		if err != nil {
-			return err
-		}
-		m["test_auc"], m["test_logloss"] = auc, logloss
-		fmt.Fprintf(w.out, "epoch %d: test AUC %.4f, log loss %.4f\n", epoch, auc, logloss)
+	var weights []float32
+	if err := w.wait(ctx, func() (int32, error) { return w.t.Pull(ctx, w.testKeys, &weights) }); err != nil {
+		return 0, 0, false, fmt.Errorf("pull the test keys: %w", err)
 	}
-	return w.tc.ReportMetrics(ctx, epoch, w.n.Rank(), m)
+	auc, logloss, err = lr.Model{Keys: w.testKeys, W: weights}.Evaluate(w.test)
+	return auc, logloss, err == nil, err
 }
 
 // readExamples reads every record of the files uri names into memory.

@@ -11,6 +11,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -76,6 +77,13 @@ func (d Data) Feed(n *psnode.Node, tc *tracker.Client, res *dfs.Resolver, attemp
 	}, nil
 }
 
+// Counts is what a worker's steps add up in an epoch: Loop clears it
+// before each epoch and reports it after.
+type Counts struct {
+	LossSum  float64
+	Examples int64
+}
+
 // Loop is one worker's part of a job.
 type Loop[S any] struct {
 	Tables  *psnode.Tables
@@ -92,14 +100,16 @@ type Loop[S any] struct {
 	Joining bool
 	// RequestTimeout bounds the wait for the servers at Idle.
 	RequestTimeout time.Duration
-	// Begin is called before each epoch; first is set for the first one
-	// this worker trains, once it knows where it begins.
-	Begin func(epoch int, first bool)
+	// Counts is what the pipeline's steps add up in an epoch.
+	Counts *Counts
 	// EndEpoch, in synchronous mode, returns once every worker is done
 	// with the epoch.
 	EndEpoch func(ctx context.Context, epoch int) error
-	// Report reports an epoch, with what the feed read of it.
-	Report func(ctx context.Context, epoch int, st feed.Stats) error
+	// Evaluate, when not nil, scores the model on a held-out set after
+	// each epoch (every shard's pushes are applied then); ok is false
+	// when this worker holds none. Out gets the scores.
+	Evaluate func(ctx context.Context) (auc, logloss float64, ok bool, err error)
+	Out      io.Writer
 }
 
 // Run trains this worker's epochs.
@@ -126,9 +136,12 @@ func (l Loop[S]) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The tables' traffic is reported by epoch, from where this worker
+	// begins.
+	traffic := l.Tables.Bytes()
 	// A resumed job starts where its checkpoint left off.
 	for epoch := first; epoch < l.Epochs; epoch++ {
-		l.Begin(epoch, epoch == first)
+		*l.Counts = Counts{}
 		if !free {
 			// The servers and workers may change between epochs
 			// (ps-submit scale); a worker left out stops here.
@@ -151,7 +164,7 @@ func (l Loop[S]) Run(ctx context.Context) error {
 				return fmt.Errorf("epoch %d: %w", epoch, err)
 			}
 		}
-		if err := l.Report(ctx, epoch, st); err != nil {
+		if traffic, err = l.report(ctx, epoch, st, traffic); err != nil {
 			return err
 		}
 		// Worker 0 asks for checkpoints. In synchronous mode no step of
@@ -163,4 +176,24 @@ func (l Loop[S]) Run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// report sends an epoch's metrics, with what the feed read of it and the
+// tables' traffic since traffic; worker 0 scores the model first. It
+// returns the tables' traffic after the scoring, whose pulls are not the
+// next epoch's.
+func (l Loop[S]) report(ctx context.Context, epoch int, st feed.Stats, traffic psnode.AppBytes) (psnode.AppBytes, error) {
+	m := map[string]float64{"loss_sum": l.Counts.LossSum, "examples_count": float64(l.Counts.Examples), "bad_records_sum": float64(st.Bad)}
+	feed.AddTraffic(m, traffic, l.Tables.Bytes())
+	if l.Evaluate != nil {
+		auc, logloss, ok, err := l.Evaluate(ctx)
+		if err != nil {
+			return traffic, err
+		}
+		if ok {
+			m["test_auc"], m["test_logloss"] = auc, logloss
+			fmt.Fprintf(l.Out, "epoch %d: test AUC %.4f, log loss %.4f\n", epoch, auc, logloss)
+		}
+	}
+	return l.Tables.Bytes(), l.Tracker.ReportMetrics(ctx, epoch, l.Feed.Rank, m)
 }
