@@ -166,6 +166,12 @@ func (t *Transport) SetLender(lend func(*transport.Meta) bool) {
 	t.lender.Store(&lend)
 }
 
+// lends reports whether the lender picks the message of meta m.
+func (t *Transport) lends(m *transport.Meta) bool {
+	lp := t.lender.Load()
+	return lp != nil && (*lp)(m)
+}
+
 var (
 	_ transport.Transport   = (*Transport)(nil)
 	_ transport.ConnWatcher = (*Transport)(nil)
@@ -467,11 +473,7 @@ func (t *Transport) recvLoop(router, sealed, wake *zmq4.Socket) {
 			return false
 		}
 	}, t.dropMalformed)
-	in.lends = func(m *transport.Meta) bool {
-		lp := t.lender.Load()
-		return lp != nil && (*lp)(m)
-	}
-	in.lend = t.lendKept
+	in.lends, in.lend = t.lends, t.lendKept
 	defer func() {
 		in.close()
 		_ = router.Close()
