@@ -206,23 +206,26 @@ func (f *files) checkpointServers(files []tracker.CheckpointFile, servers int) i
 // cause. Without a checkpoint directory the job fails, unless training
 // had not begun (no worker asked for input yet: a scheduler that could
 // not bind its port, say), when nothing is lost by starting from scratch.
+// When both stop it, the error names the missing checkpoint directory:
+// more attempts would not have saved the job.
 func (f *files) restartPoint(ctx context.Context, lost string, trained, asked bool) (resumePoint, error) {
+	if f.ckptFS == nil && trained {
+		switch {
+		case asked:
+			return resumePoint{}, fmt.Errorf("%s, and this job has no CheckpointDir to start again from (set CheckpointDir and CheckpointInterval for the job to start again from its last checkpoint)", lost)
+		case f.spec.Collective:
+			return resumePoint{}, fmt.Errorf("%s: the workers of a collective job cannot go on without it, and this job has no CheckpointDir to start again from (set CheckpointDir and CheckpointInterval to survive the loss of a worker)", lost)
+		default:
+			return resumePoint{}, fmt.Errorf("%s: a parameter-server job cannot go on without it, and this job has no CheckpointDir to start again from (set CheckpointDir and CheckpointInterval to survive the loss of a server)", lost)
+		}
+	}
 	if f.restarts+1 >= f.spec.MaxAttempts {
 		return resumePoint{}, fmt.Errorf("%s, and the job was started again %d times already: MaxAttempts %d allows %d", lost, f.restarts, f.spec.MaxAttempts, f.spec.MaxAttempts-1)
 	}
-	if f.ckptFS == nil && !trained {
+	if f.ckptFS == nil {
 		f.restarts++
 		f.from = resumePoint{}
 		return resumePoint{}, nil
-	}
-	if f.ckptFS == nil && asked {
-		return resumePoint{}, fmt.Errorf("%s, and this job has no CheckpointDir to start again from (set CheckpointDir and CheckpointInterval for the job to start again from its last checkpoint)", lost)
-	}
-	if f.ckptFS == nil && f.spec.Collective {
-		return resumePoint{}, fmt.Errorf("%s: the workers of a collective job cannot go on without it, and this job has no CheckpointDir to start again from (set CheckpointDir and CheckpointInterval to survive the loss of a worker)", lost)
-	}
-	if f.ckptFS == nil {
-		return resumePoint{}, fmt.Errorf("%s: a parameter-server job cannot go on without it, and this job has no CheckpointDir to start again from (set CheckpointDir and CheckpointInterval to survive the loss of a server)", lost)
 	}
 	p, err := f.latest(ctx, false, false)
 	if err != nil {

@@ -750,6 +750,35 @@ func TestRunPolicy(t *testing.T) {
 			wantErr: []string{"worker 0 asked to start the whole job again", "started again 1 times already", "MaxAttempts 2"},
 		},
 		{
+			// The scheduler's first launch fails before training, which
+			// starts the job again from scratch and uses up its one
+			// restart; a server lost once training began then fails the
+			// job. What would have saved it is a checkpoint directory,
+			// not more attempts, and the error says so.
+			name: "a lost server after a restart from scratch names the checkpoint directory",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					switch {
+					case first(scheduler)(f, l):
+						f.exit(l, 1)
+					case l.Task == server0 && len(f.launchesOf(scheduler)) == 2:
+						if _, d, err := f.j.State().NextShard(0, 0, 0); err != nil || d != tracker.Given {
+							f.t.Errorf("worker 0 got no shard: %v %v", d, err)
+						}
+						f.exit(l, 1)
+					}
+				}
+			},
+			want:    tracker.Failed,
+			wantErr: []string{"server 0 failed: exit code 1 on attempt 1 of 2", "no CheckpointDir to start again from"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if res.Restarts != 1 {
+					t.Errorf("%d restarts, want 1 (after the scheduler's failure)", res.Restarts)
+				}
+			},
+		},
+		{
 			// A worker whose synchronous step failed because another died
 			// asks for the restart: the error is its, not a lost server's.
 			name: "exit 75 after training began, without a checkpoint directory",

@@ -520,7 +520,7 @@ func TestServerKilled(t *testing.T) {
 		}
 		for _, want := range []string{"server 1 failed", "CheckpointDir"} {
 			if !strings.Contains(err.Error(), want) {
-				t.Errorf("error %q does not say %q", err, want)
+				t.Errorf("error %q does not say %q\n%s", err, want, out)
 			}
 		}
 	})
