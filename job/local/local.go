@@ -294,17 +294,6 @@ func New(cfg Config) *Cluster {
 // Name is "local".
 func (c *Cluster) Name() string { return clusterName }
 
-// SchedulerPort returns a port free on this machine now.
-func (c *Cluster) SchedulerPort(ctx context.Context) (int, error) {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", Node+":0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
 // Events delivers the launches' Placed (at once) and Exited events.
 func (c *Cluster) Events() <-chan job.Event { return c.events.Out() }
 
