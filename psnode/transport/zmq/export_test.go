@@ -1,5 +1,10 @@
 package zmq
 
+import (
+	"errors"
+	"time"
+)
+
 // SealedPort is the port of tr's sealed route, 0 without one.
 func SealedPort(tr *Transport) uint16 { return tr.sealedPort }
 
@@ -9,3 +14,20 @@ func AdvertiseSealed(tr *Transport, port uint16) { tr.advertiseSealed.Store(uint
 
 // BorrowedOut is the number of frames tr lent that were not given back.
 func BorrowedOut(tr *Transport) int64 { return tr.borrowedOut.Load() }
+
+// ReconnectIntervals are the first and the longest reconnection interval
+// of tr's route to id, as its socket has them.
+func ReconnectIntervals(tr *Transport, id int32) (first, most time.Duration, err error) {
+	tr.mu.Lock()
+	p := tr.peers[id]
+	tr.mu.Unlock()
+	if p == nil {
+		return 0, 0, errors.New("no route")
+	}
+	p.sem <- struct{}{}
+	defer func() { <-p.sem }()
+	if first, err = p.sock.GetReconnectIvl(); err == nil {
+		most, err = p.sock.GetReconnectIvlMax()
+	}
+	return first, most, err
+}

@@ -582,6 +582,9 @@ func (p *peer) openSealed() error {
 	if err := s.SetImmediate(true); err != nil {
 		return fail(fmt.Errorf("set ZMQ_IMMEDIATE: %w", err))
 	}
+	if err := setReconnect(s); err != nil {
+		return fail(err)
+	}
 	if wm := p.t.opts.WaterMark; wm > 0 {
 		if err := s.SetSndhwm(wm); err != nil {
 			return fail(fmt.Errorf("set ZMQ_SNDHWM: %w", err))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -499,5 +500,34 @@ func forTCPAndIPC(t *testing.T, test func(t *testing.T, opts zmq.Options)) {
 			}
 			test(t, opts)
 		})
+	}
+}
+
+// TestRouteToAPortNotBoundYet: a route made before its peer binds (a node
+// that starts a moment before the scheduler) tries again soon, every
+// 10 ms at first rather than libzmq's 100 ms, backing off to 100 ms, and
+// its message arrives once the peer listens.
+func TestRouteToAPortNotBoundYet(t *testing.T) {
+	a := newTransport(t, zmq.Options{})
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(benchFreePort(t)))
+	if err := a.Connect(t.Context(), 2, addr); err != nil {
+		t.Fatal(err)
+	}
+	first, most, err := zmq.ReconnectIntervals(a, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != 10*time.Millisecond || most != 100*time.Millisecond {
+		t.Errorf("reconnection every %v, backing off to %v; want 10ms and 100ms", first, most)
+	}
+	if _, err := a.Send(t.Context(), &transport.Message{Meta: transport.Meta{Sender: 1, Recver: 2, Timestamp: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	b := newTransport(t, zmq.Options{})
+	if _, err := b.Listen(t.Context(), addr); err != nil {
+		t.Fatal(err)
+	}
+	if m := recv(t, b); m.Meta.Timestamp != 7 {
+		t.Fatalf("received timestamp %d, want 7", m.Meta.Timestamp)
 	}
 }
