@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"slices"
 
 	zmq4 "github.com/pebbe/zmq4"
 )
@@ -155,27 +156,38 @@ func (t *Transport) startZAP() error {
 		_ = s.Close()
 		return fmt.Errorf("bind %s: %w", zapEndpoint, err)
 	}
-	t.zapOn = true
+	wakeRecv, wakeSend, err := t.wakePair(zapWakeEndpoint)
+	if err != nil {
+		_ = s.Close()
+		return err
+	}
+	t.zapOn, t.zapWake = true, wakeSend
 	t.wg.Add(1)
-	go t.zapLoop(s)
+	go t.zapLoop(s, wakeRecv)
 	return nil
 }
 
+// zapWakeEndpoint is the inproc endpoint Close uses to wake the ZAP loop.
+const zapWakeEndpoint = "inproc://spindle-zmq-zap-wake"
+
 // zapLoop answers ZAP requests on s until Close: it accepts a CURVE
 // client whose public key is one of Curve.Clients and refuses anything
-// else. It looks at Close every pollInterval.
-func (t *Transport) zapLoop(s *zmq4.Socket) {
+// else. Close wakes it through wake (recvBackstop bounds the wait if that
+// were lost).
+func (t *Transport) zapLoop(s, wake *zmq4.Socket) {
 	defer t.wg.Done()
 	defer s.Close()
+	defer wake.Close()
 	poller := zmq4.NewPoller()
 	poller.Add(s, zmq4.POLLIN)
+	poller.Add(wake, zmq4.POLLIN)
 	for {
 		select {
 		case <-t.done:
 			return
 		default:
 		}
-		polled, err := poller.Poll(pollInterval)
+		polled, err := poller.Poll(recvBackstop)
 		if err != nil {
 			select {
 			case <-t.done:
@@ -184,7 +196,7 @@ func (t *Transport) zapLoop(s *zmq4.Socket) {
 			}
 			return
 		}
-		if len(polled) == 0 {
+		if !slices.ContainsFunc(polled, func(p zmq4.Polled) bool { return p.Socket == s }) {
 			continue
 		}
 		req, err := s.RecvMessageBytes(0)

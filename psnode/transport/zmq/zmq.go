@@ -133,6 +133,7 @@ type Transport struct {
 	listening bool
 	peers     map[int32]*peer
 	wake      *zmq4.Socket   // Close's end of the wake pair; nil until Listen
+	zapWake   *zmq4.Socket   // Close's end of the ZAP loop's wake pair; nil until startZAP
 	ipcLock   *ipcLock       // the endpoint lock in Local mode
 	ops       sync.WaitGroup // Listen, Connect and Disconnect calls creating or closing sockets; Add only under mu while !closing
 	wg        sync.WaitGroup // the receive loop; Add only under mu while !closing
@@ -347,20 +348,11 @@ func (t *Transport) listen(ctx context.Context, host string, port uint16) (_ str
 			return "", err
 		}
 	}
-	wakeRecv, err := newSocket(zmq4.PAIR)
+	wakeRecv, wakeSend, err := t.wakePair(wakeEndpoint)
 	if err != nil {
 		return "", err
 	}
-	if err := wakeRecv.Bind(wakeEndpoint); err != nil {
-		return "", fmt.Errorf("bind %s: %w", wakeEndpoint, err)
-	}
-	wakeSend, err := newSocket(zmq4.PAIR)
-	if err != nil {
-		return "", err
-	}
-	if err := wakeSend.Connect(wakeEndpoint); err != nil {
-		return "", fmt.Errorf("connect %s: %w", wakeEndpoint, err)
-	}
+	socks = append(socks, wakeRecv, wakeSend)
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -453,6 +445,37 @@ func (t *Transport) endpoint(addr string) (string, error) {
 		return "ipc://" + ipcEndpoint(t.ipcDir, port), nil
 	}
 	return "tcp://" + net.JoinHostPort(host, strconv.Itoa(int(port))), nil
+}
+
+// wakePair makes a pair of PAIR sockets connected at the inproc endpoint
+// ep, with which Close wakes a loop that polls recv.
+func (t *Transport) wakePair(ep string) (recv, send *zmq4.Socket, err error) {
+	var socks []*zmq4.Socket
+	defer func() {
+		if err != nil {
+			for _, s := range socks {
+				_ = s.Close()
+			}
+		}
+	}()
+	for range 2 {
+		s, err := t.zctx.NewSocket(zmq4.PAIR)
+		if err != nil {
+			return nil, nil, fmt.Errorf("new PAIR socket: %w", err)
+		}
+		socks = append(socks, s)
+		if err := s.SetLinger(0); err != nil {
+			return nil, nil, fmt.Errorf("set ZMQ_LINGER: %w", err)
+		}
+	}
+	recv, send = socks[0], socks[1]
+	if err := recv.Bind(ep); err != nil {
+		return nil, nil, fmt.Errorf("bind %s: %w", ep, err)
+	}
+	if err := send.Connect(ep); err != nil {
+		return nil, nil, fmt.Errorf("connect %s: %w", ep, err)
+	}
+	return recv, send, nil
 }
 
 // recvLoop owns the ROUTER socket and, with CURVE, the sealed route's
@@ -1003,19 +1026,23 @@ func (t *Transport) Close() error {
 	// Nothing changes the fields below once closing is set and the
 	// operations in progress are done.
 	t.mu.Lock()
-	peers, wake, lock := t.peers, t.wake, t.ipcLock
-	t.peers, t.wake, t.ipcLock = nil, nil, nil
+	peers, wakes, lock := t.peers, []*zmq4.Socket{t.wake, t.zapWake}, t.ipcLock
+	t.peers, t.wake, t.zapWake, t.ipcLock = nil, nil, nil, nil
 	t.mu.Unlock()
 
-	if wake != nil {
-		// This fails (EAGAIN) when the loop has seen done by itself and
-		// closed its end already; had it failed otherwise, the loop would
-		// still see done within recvBackstop.
-		_, _ = wake.SendBytes(nil, zmq4.DONTWAIT)
+	for _, w := range wakes {
+		if w != nil {
+			// This fails (EAGAIN) when the loop has seen done by itself
+			// and closed its end already; had it failed otherwise, the
+			// loop would still see done within recvBackstop.
+			_, _ = w.SendBytes(nil, zmq4.DONTWAIT)
+		}
 	}
 	t.wg.Wait()
-	if wake != nil {
-		_ = wake.Close()
+	for _, w := range wakes {
+		if w != nil {
+			_ = w.Close()
+		}
 	}
 	// What nobody received gives back what it was lent.
 	for drained := false; !drained; {
