@@ -90,6 +90,7 @@ func BenchmarkTrain(b *testing.B) {
 				}
 				defer res.Close()
 				var wire float64
+				var toData, after time.Duration
 				for i := 0; i < b.N; i++ {
 					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 					r, err := local.Run(ctx, job.JobSpec{
@@ -101,12 +102,19 @@ func BenchmarkTrain(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
+					after += time.Since(r.Status.MetricsAt[epochs-1])
 					for _, m := range r.Status.EpochMetrics {
 						wire += m[feed.MetricBytesToServers] + m[feed.MetricBytesFromServers]
 					}
+					toData += r.Status.FirstData.Sub(r.Status.Started)
 				}
 				b.ReportMetric(float64(b.N*epochs*rows)/b.Elapsed().Seconds(), "examples/s")
 				b.ReportMetric(wire/float64(b.N*epochs)/(1<<20), "wire-MiB/epoch")
+				// From the job's start to a worker's first request for
+				// input, and from the last epoch's report to the job's end
+				// (the model written, every process gone).
+				b.ReportMetric(float64(toData.Milliseconds())/float64(b.N), "ms-to-first-data")
+				b.ReportMetric(float64(after.Milliseconds())/float64(b.N), "ms-after-training")
 			})
 		}
 	}
