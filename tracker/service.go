@@ -181,11 +181,11 @@ func badRequest(err error) error {
 	return &trackerrpc.TrackerError{Code: codeBadRequest, Message: strings.TrimPrefix(err.Error(), "tracker: ")}
 }
 
-func (h *handler) NextShard(_ context.Context, secret string, epoch, worker, attempt int32) (*trackerrpc.NextShardReply, error) {
+func (h *handler) NextShard(ctx context.Context, secret string, epoch, worker, attempt int32) (*trackerrpc.NextShardReply, error) {
 	if err := h.auth(secret); err != nil {
 		return nil, err
 	}
-	sh, d, err := h.s.state.NextShard(int(epoch), int(worker), int(attempt))
+	sh, d, err := h.s.state.WaitShard(ctx, int(epoch), int(worker), int(attempt), shardPoll)
 	if err != nil {
 		return nil, badRequest(err)
 	}
@@ -195,14 +195,21 @@ func (h *handler) NextShard(_ context.Context, secret string, epoch, worker, att
 		r.State = trackerrpc.ShardState_GIVEN
 		r.Shard = toWire(sh, int(epoch))
 	case Wait:
+		// WaitShard waited already: ask again at once.
 		r.State = trackerrpc.ShardState_WAIT
-		ms := int32(WaitHint / time.Millisecond)
+		ms := int32(1)
 		r.WaitMs = &ms
 	default:
 		r.State = trackerrpc.ShardState_EPOCH_DONE
 	}
 	return r, nil
 }
+
+// shardPoll bounds how long NextShard holds a worker's call while it has
+// no shard to give (State.WaitShard). The worker's client has one
+// connection, which its other calls (finding a new scheduler, events)
+// wait for meanwhile.
+const shardPoll = 100 * time.Millisecond
 
 func toWire(sh Shard, epoch int) *trackerrpc.Shard {
 	return &trackerrpc.Shard{ID: sh.ID, URI: sh.URI, Start: sh.Start, Length: sh.Length, Epoch: int32(epoch), FileSize: sh.FileSize, Compressed: sh.Compressed}

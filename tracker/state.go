@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spindle-ps/spindle/conf"
@@ -281,6 +282,11 @@ type State struct {
 	commit         func(context.Context, CheckpointInfo) error
 	// scale is the job's elastic servers and workers (scale.go).
 	scale scaling
+	// shardsMoved is closed, and replaced, when a shard is done or goes
+	// back to the queue: what a worker told to Wait waits for
+	// (WaitShard).
+	shardsMoved chan struct{}
+	waiting     atomic.Int32 // workers in WaitShard, for tests
 }
 
 type epochState struct {
@@ -294,8 +300,45 @@ type epochState struct {
 }
 
 // WaitHint is how long a worker told to Wait should wait before asking
-// again.
+// again, when the tracker does not say (an older tracker).
 const WaitHint = 200 * time.Millisecond
+
+// WaitShard is NextShard, except that rather than answer Wait at once it
+// waits, at most max or until ctx ends, for a shard to be done or to go
+// back to the queue, and asks again: a worker that ran out of shards
+// learns that the epoch is done, or gets a shard another worker gave up,
+// as soon as it is so.
+func (s *State) WaitShard(ctx context.Context, epoch, worker, attempt int, max time.Duration) (Shard, Dispatch, error) {
+	t := time.NewTimer(max)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		moved := s.shardsMoved // before asking: no move is missed
+		s.mu.Unlock()
+		sh, d, err := s.NextShard(epoch, worker, attempt)
+		if err != nil || d != Wait {
+			return sh, d, err
+		}
+		s.waiting.Add(1)
+		select {
+		case <-moved:
+		case <-t.C:
+			s.waiting.Add(-1)
+			return sh, d, nil
+		case <-ctx.Done():
+			s.waiting.Add(-1)
+			return sh, d, nil
+		}
+		s.waiting.Add(-1)
+	}
+}
+
+// shardsMovedLocked wakes the workers waiting in WaitShard. s.mu must be
+// held.
+func (s *State) shardsMovedLocked() {
+	close(s.shardsMoved)
+	s.shardsMoved = make(chan struct{})
+}
 
 // maxEpoch bounds epoch numbers a caller may ask for, so a bad request
 // cannot make the state allocate without end.
@@ -316,6 +359,7 @@ func NewState(shards []Shard, now time.Time) *State {
 		killReq:       make(chan string, 1),
 		hosts:         make(map[int]string),
 		scale:         newScaling(),
+		shardsMoved:   make(chan struct{}),
 	}
 	for i := range s.shards {
 		s.shards[i].ID = int64(i)
@@ -490,6 +534,7 @@ func (s *State) ShardDone(epoch int, id int64, worker, attempt int, records int6
 			break
 		}
 	}
+	s.shardsMovedLocked()
 	return nil
 }
 
@@ -533,6 +578,7 @@ func (s *State) requeueLocked(worker int) {
 		}
 		if len(back) > 0 {
 			ep.queue = append(back, ep.queue...)
+			s.shardsMovedLocked()
 		}
 	}
 }
@@ -550,6 +596,7 @@ func (s *State) Rewind(epoch int) {
 			delete(s.epochs, e)
 		}
 	}
+	s.shardsMovedLocked()
 	for e := range s.metrics {
 		if e >= epoch {
 			delete(s.metrics, e)

@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -229,5 +230,62 @@ func TestScheduler(t *testing.T) {
 	s.SetScheduler("")
 	if a := s.Scheduler(); a != "" {
 		t.Fatalf("scheduler %q after its exit, want none", a)
+	}
+}
+
+// TestWaitShardWakesWhenShardsMove: a worker that ran out of shards waits
+// in WaitShard, and learns as soon as it is so that the epoch is done,
+// or gets the shard of a worker lost meanwhile; with nothing moving it is
+// told Wait once the wait is over. The waits are a minute long: a worker
+// not woken would make the test fail, not pass slowly.
+func TestWaitShardWakesWhenShardsMove(t *testing.T) {
+	t.Parallel()
+	s := NewState(shards(2), time.Now())
+	a, _ := next(t, s, 0, 0, 0)
+	b, _ := next(t, s, 0, 1, 0)
+	type answer struct {
+		sh Shard
+		d  Dispatch
+	}
+	wait := func(worker int) chan answer {
+		c := make(chan answer, 1)
+		go func() {
+			sh, d, err := s.WaitShard(t.Context(), 0, worker, 0, time.Minute)
+			if err != nil {
+				t.Error(err)
+			}
+			c <- answer{sh, d}
+		}()
+		// Until it waits: what follows must wake it.
+		for s.waiting.Load() == 0 && len(c) == 0 {
+			runtime.Gosched()
+		}
+		return c
+	}
+	// Worker 0 is done with its shard and waits; worker 1 is lost, and
+	// its shard goes to worker 0.
+	if err := s.ShardDone(0, a.ID, 0, 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	c := wait(0)
+	s.WorkerLost(1)
+	if got := <-c; got.d != Given || got.sh.ID != b.ID {
+		t.Fatalf("after worker 1 was lost: %v %+v, want its shard %d", got.d, got.sh, b.ID)
+	}
+	// Worker 1's new process waits; worker 0 reads the last shard.
+	c = wait(1)
+	if err := s.ShardDone(0, b.ID, 0, 0, 4); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-c; got.d != EpochDone {
+		t.Fatalf("after the last shard was done: %v, want EpochDone", got.d)
+	}
+	// Nothing moves: Wait, once the wait is over.
+	if _, d := next(t, s, 1, 0, 0); d != Given {
+		t.Fatal("epoch 1: no shard")
+	}
+	next(t, s, 1, 0, 0)
+	if _, d, err := s.WaitShard(t.Context(), 1, 1, 0, time.Millisecond); err != nil || d != Wait {
+		t.Fatalf("nothing moved: %v %v, want Wait", d, err)
 	}
 }
