@@ -103,6 +103,9 @@ type Stats struct {
 	PendingAcks, SeenSigs    int
 	BarrierRounds, Refusals  uint64
 	HeartbeatsIn, Heartbeats uint64
+	// LeavesUnanswered counts the finalizes in which the scheduler did
+	// not answer this node's LEAVE within a second.
+	LeavesUnanswered uint64
 
 	// Bytes on the wire (meta plus data frames) of every message sent
 	// and received, and of those received from servers and from workers
@@ -929,6 +932,11 @@ func (n *Node) Finalize(ctx context.Context) error {
 	if berr == nil && n.isReady() {
 		if n.role == transport.RoleScheduler {
 			n.awaitLeaves(ctx)
+			// The answer to the last LEAVE may still be queued: Close
+			// sends it rather than leave that node waiting leaveWait.
+			if d, ok := n.tr.(transport.Drainer); ok {
+				d.Drain(lastWords)
+			}
 		} else {
 			n.leave(ctx)
 		}
@@ -941,9 +949,12 @@ func (n *Node) Finalize(ctx context.Context) error {
 }
 
 // leaveWait bounds how long a node waits for the scheduler to acknowledge
-// its LEAVE: the acknowledgement of the last node to leave may be lost
-// when the scheduler closes right after sending it.
+// its LEAVE, in case the acknowledgement is lost (a scheduler that dies).
 const leaveWait = time.Second
+
+// lastWords bounds how long a finalizing scheduler's Close waits for its
+// answers to the last LEAVEs to be sent.
+const lastWords = 200 * time.Millisecond
 
 // leave tells the scheduler this node is done and waits, briefly, for
 // the acknowledgement.
@@ -964,6 +975,10 @@ func (n *Node) leave(ctx context.Context) {
 	select {
 	case <-n.leaveAck:
 	case <-t.C:
+		n.mu.Lock()
+		n.stats.LeavesUnanswered++
+		n.mu.Unlock()
+		n.log.Debug("the scheduler did not answer this node's LEAVE")
 	case <-ctx.Done():
 	case <-n.ctx.Done():
 	}
@@ -998,11 +1013,13 @@ func (n *Node) onLeave(m *transport.Message) {
 		out = append(out, n.releaseIfCompleteLocked(group)...)
 	}
 	n.mu.Unlock()
+	// The answer is queued before awaitLeaves may see every node gone
+	// and the scheduler close (Finalize drains what it queued).
+	n.sendAll(out)
 	select {
 	case n.leftCh <- struct{}{}:
 	default:
 	}
-	n.sendAll(out)
 }
 
 // awaitLeaves waits until every live node has left, or ctx is done.

@@ -61,3 +61,11 @@ type ConnWatcher interface {
 	// had one, and when there is no route to id. It never blocks.
 	Down(id int32) (since time.Time, ok bool)
 }
+
+// Drainer is implemented by a transport whose Close can wait for the
+// messages it still holds to be sent: after Drain(linger), Close waits for
+// them at most linger, rather than discarding them (a node's last words,
+// such as the scheduler's answer to the last node that leaves).
+type Drainer interface {
+	Drain(linger time.Duration)
+}

@@ -321,3 +321,29 @@ func TestBorrowedRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestFinalizeAnswersEveryLeave finalizes every node of a job at once,
+// over and over: the scheduler answers every node's LEAVE before it
+// closes, the last one's too, so that no node waits a second for an
+// answer that was discarded.
+func TestFinalizeAnswersEveryLeave(t *testing.T) {
+	for range 10 {
+		j := startBenchJob(t, 2, 100, "sum-hash")
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		var wg sync.WaitGroup
+		for _, n := range j.nodes {
+			wg.Go(func() {
+				if err := n.Finalize(ctx); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		cancel()
+		for i, n := range j.nodes[1:] {
+			if u := n.Stats().LeavesUnanswered; u != 0 {
+				t.Fatalf("node %d: its LEAVE went unanswered", i+1)
+			}
+		}
+	}
+}

@@ -146,6 +146,7 @@ type Transport struct {
 	advertiseSealed atomic.Uint32
 
 	sent, received, malformed, lent, sealed, lost, packed atomic.Uint64
+	linger                                                atomic.Int64 // Drain's, in ns
 
 	// lender picks the messages whose large frames are handed over as
 	// libzmq's buffers (SetLender); nil: none.
@@ -875,14 +876,14 @@ func (t *Transport) Connect(ctx context.Context, id int32, addr string) error {
 	t.mu.Lock()
 	if t.closing {
 		t.mu.Unlock()
-		p.close()
+		p.close(0)
 		return transport.ErrClosed
 	}
 	old := t.peers[id]
 	t.peers[id] = p
 	t.mu.Unlock()
 	if old != nil {
-		old.close()
+		old.close(0)
 	}
 	return nil
 }
@@ -899,7 +900,7 @@ func (t *Transport) Disconnect(id int32) error {
 	delete(t.peers, id)
 	t.mu.Unlock()
 	if p != nil {
-		p.close()
+		p.close(0)
 	}
 	return nil
 }
@@ -1053,8 +1054,9 @@ func (t *Transport) Close() error {
 			drained = true
 		}
 	}
+	linger := time.Duration(t.linger.Load())
 	for _, p := range peers {
-		p.close()
+		p.close(linger)
 	}
 	err := t.zctx.Term()
 	if lock != nil {
@@ -1220,12 +1222,19 @@ func (p *peer) ask() {
 // close marks the route gone, waits for the Send using the socket to
 // notice, and closes the socket. It is called once, by whoever removed p
 // from the route table.
-func (p *peer) close() {
+func (p *peer) close(linger time.Duration) {
 	close(p.gone)
 	p.sem <- struct{}{}
+	if linger > 0 && p.sock != nil {
+		_ = p.sock.SetLinger(linger)
+	}
 	p.drop()
 	<-p.sem
 }
+
+// Drain implements transport.Drainer: Close then waits, at most linger,
+// for what the routes hold to be sent.
+func (t *Transport) Drain(linger time.Duration) { t.linger.Store(int64(linger)) }
 
 // drop closes the socket, discarding what it queued. sem must be held.
 func (p *peer) drop() {
