@@ -320,16 +320,17 @@ func (s *State) WaitShard(ctx context.Context, epoch, worker, attempt int, max t
 			return sh, d, err
 		}
 		s.waiting.Add(1)
+		woken := false
 		select {
 		case <-moved:
+			woken = true
 		case <-t.C:
-			s.waiting.Add(-1)
-			return sh, d, nil
 		case <-ctx.Done():
-			s.waiting.Add(-1)
-			return sh, d, nil
 		}
 		s.waiting.Add(-1)
+		if !woken {
+			return sh, d, nil
+		}
 	}
 }
 
