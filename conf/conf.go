@@ -185,6 +185,14 @@ type PS struct {
 	// benchmarking. Registration still needs the secret.
 	Insecure bool
 
+	// BusyPoll keeps the machine's processors from idling while the node
+	// exchanges messages (SPINDLE_BUSY_POLL=1, for instance ps-submit
+	// --env SPINDLE_BUSY_POLL=1; zmq.Options.BusyPoll): shorter waits for
+	// each message where an idle processor is slow to wake (virtual
+	// machines), paid in processor time nobody else wanted. Off by
+	// default: see BENCHMARKS.md for when it pays.
+	BusyPoll bool
+
 	// RegisterTimeout bounds how long start-up (registration and the first
 	// barrier) may take, and how long a node that lost its scheduler looks
 	// for a replacement (SPINDLE_REGISTER_TIMEOUT, seconds). Default 120 s.

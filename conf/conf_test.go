@@ -30,6 +30,7 @@ func TestFromEnvParsesTheContract(t *testing.T) {
 	env[EnvDMLCPort] = "7000"
 	env[EnvMaxDimension] = "1000000"
 	env[EnvLocal] = "1"
+	env[EnvBusyPoll] = "1"
 	c, err := FromEnv(Default(), MapLookup(env))
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +57,7 @@ func TestFromEnvParsesTheContract(t *testing.T) {
 		{"port alias", p.Port, 7000},
 		{"max dimension", p.MaxDimension, uint64(1000000)},
 		{"local", p.Local, true},
+		{"busy poll", p.BusyPoll, true},
 		{"secret", p.JobSecret, "s3cret"},
 	}
 	for _, ch := range checks {
@@ -197,6 +199,7 @@ func TestEnvironRoundTrips(t *testing.T) {
 	p.HeartbeatInterval, p.HeartbeatTimeout = 2*time.Second, 20*time.Second
 	p.JobSecret, p.JobCluster = "x", "local"
 	p.MaxDimension, p.Partitioner = 1<<20, "hash"
+	p.BusyPoll = true
 	env := map[string]string{}
 	for _, kv := range p.Environ() {
 		k, v, _ := strings.Cut(kv, "=")

@@ -49,6 +49,7 @@ const (
 	EnvJobSecret          = "SPINDLE_JOB_SECRET"
 	EnvJobKeys            = "SPINDLE_JOB_KEYS"
 	EnvInsecure           = "SPINDLE_INSECURE"
+	EnvBusyPoll           = "SPINDLE_BUSY_POLL"
 	EnvJoining            = "SPINDLE_JOINING"
 	EnvJobName            = "SPINDLE_JOB_NAME"
 	EnvTrackerAddr        = "SPINDLE_TRACKER_ADDR"
@@ -193,6 +194,7 @@ func FromEnv(c Config, lookup Lookup) (Config, error) {
 		}
 	}
 	boolean(EnvInsecure, &p.Insecure)
+	boolean(EnvBusyPoll, &p.BusyPoll)
 	boolean(EnvJoining, &p.Joining)
 	duration(EnvRegisterTimeout, time.Second, &p.RegisterTimeout)
 	duration(EnvShutdownTimeout, time.Second, &p.ShutdownTimeout)
@@ -360,6 +362,9 @@ func (p PS) Environ() []string {
 	}
 	if p.Insecure {
 		add(EnvInsecure, "1")
+	}
+	if p.BusyPoll {
+		add(EnvBusyPoll, "1")
 	}
 	if p.Joining {
 		add(EnvJoining, "1")

@@ -22,6 +22,8 @@ func TestContractEnv(t *testing.T) {
 	coll.Collective = true
 	insecure := spec
 	insecure.Insecure = true
+	busy := spec
+	busy.Env = []string{conf.EnvBusyPoll + "=1"}
 	tests := []struct {
 		name    string
 		c       Contract
@@ -33,7 +35,8 @@ func TestContractEnv(t *testing.T) {
 		{"scheduler", c, Task{Role: conf.RoleScheduler}, 0, "10.1.1.1", map[string]string{
 			conf.EnvRole: "scheduler", conf.EnvRootURI: "10.1.1.1", conf.EnvRootPort: "23456", conf.EnvNodeHost: "10.1.1.1",
 			conf.EnvJobCluster: "yarn", conf.EnvJobSecret: "s3", conf.EnvTrackerAddr: "am-host:999", "A": "job", "S": "1",
-			"BASE": "am", conf.EnvTaskID: "", "W": "", conf.EnvResumeFrom: "hdfs:///ck/4", conf.EnvResumeEpoch: "4"}},
+			"BASE": "am", conf.EnvTaskID: "", "W": "", conf.EnvResumeFrom: "hdfs:///ck/4", conf.EnvResumeEpoch: "4",
+			conf.EnvBusyPoll: ""}},
 		{"worker retry", c, Task{Role: conf.RoleWorker, Rank: 1}, 2, "10.1.2.3", map[string]string{
 			conf.EnvRole: "worker", conf.EnvRootURI: "10.0.0.9", conf.EnvRootPort: "23456", conf.EnvNodeHost: "10.1.2.3",
 			conf.EnvTaskID: "1", conf.EnvWorkerID: "1", conf.EnvNumAttempt: "2", conf.EnvNumWorker: "2", conf.EnvNumServer: "1",
@@ -49,7 +52,9 @@ func TestContractEnv(t *testing.T) {
 			Task{Role: conf.RoleScheduler}, 0, "10.1.1.2", map[string]string{
 				conf.EnvRole: "scheduler", conf.EnvNumServer: "0", conf.EnvRootURI: "10.1.1.2", conf.EnvRootPort: "4242"}},
 		{"keys file", Contract{Spec: insecure, Cluster: "local", Secret: "s5", KeysFile: "/k/f"}, Task{Role: conf.RoleServer}, 0, "127.0.0.1", map[string]string{
-			conf.EnvJobKeys: "/k/f", conf.EnvJobSecret: "", conf.EnvInsecure: "1"}},
+			conf.EnvJobKeys: "/k/f", conf.EnvJobSecret: "", conf.EnvInsecure: "1", conf.EnvBusyPoll: ""}},
+		{"busy polling asked for", Contract{Spec: busy, Cluster: "local", Secret: "s7"}, Task{Role: conf.RoleWorker}, 0, "127.0.0.1", map[string]string{
+			conf.EnvBusyPoll: "1"}},
 		{"plain worker keys file", Contract{Spec: plain, Cluster: "local", Secret: "s6", KeysFile: "f"}, Task{Role: conf.RoleWorker}, 0, "127.0.0.1", map[string]string{
 			conf.EnvJobKeys: "f", conf.EnvJobSecret: "", conf.EnvInsecure: ""}},
 	}

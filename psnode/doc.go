@@ -213,6 +213,19 @@
 // its environment; SPINDLE_INSECURE=1 (ps-submit --insecure) turns CURVE
 // off, for benchmarking.
 //
+// # Busy polling
+//
+// SPINDLE_BUSY_POLL=1 (conf.PS.BusyPoll, zmq.Options.BusyPoll; off by
+// default) starts, once per process, one spinner thread per processor in
+// Linux's idle scheduling class (package psnode/internal/awake). They
+// spin for 2 ms after every message the process sends or receives, and
+// sleep otherwise: a processor that goes idle between two messages can
+// take tens of microseconds to wake for the next one, in virtual machines
+// above all, and a spinner keeps it from going idle without taking time
+// from any other thread. The time they spin shows as the process's CPU
+// time; leave it off where jobs share machines under CPU shares or quotas
+// (YARN with cgroups), which count it as work.
+//
 // # Shutdown
 //
 // Finalize runs a barrier over all live nodes, then Close. Close is

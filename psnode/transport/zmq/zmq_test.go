@@ -55,6 +55,12 @@ func TestConformance(t *testing.T) {
 	transporttest.Run(t, func(t *testing.T) transport.Transport { return newTransport(t, zmq.Options{}) })
 }
 
+// TestConformanceBusyPoll runs the suite with the spinners of a local
+// job's nodes (Options.BusyPoll): they must change nothing but timing.
+func TestConformanceBusyPoll(t *testing.T) {
+	transporttest.Run(t, func(t *testing.T) transport.Transport { return newTransport(t, zmq.Options{BusyPoll: true}) })
+}
+
 func TestConformanceLocal(t *testing.T) {
 	dir := t.TempDir()
 	transporttest.Run(t, func(t *testing.T) transport.Transport {
