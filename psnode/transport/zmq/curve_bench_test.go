@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +24,9 @@ import (
 // nodes made by launch.NewNode as a job's are: CURVE off (--insecure), on
 // (the default: large frames sealed beside CURVE), and CURVE alone for
 // every frame (Options.NoSealed, as before sealed frames). With -count,
-// the three alternate within one run.
+// the three alternate within one run. SPINDLE_BUSY_POLL=1 in the
+// environment turns busy polling on for every node, as it would for a
+// job's.
 func BenchmarkCurve(b *testing.B) {
 	for _, vals := range []int{1_000_000, 1_000} {
 		for _, curve := range []string{"off", "on", "only"} {
@@ -49,6 +52,7 @@ func curveJob(b *testing.B, servers, maxKey int, curve string) *psnode.KVWorker[
 	base.RootURI, base.RootPort, base.NodeHost = "127.0.0.1", port, "127.0.0.1"
 	base.MaxDimension = uint64(maxKey)
 	base.JobSecret, base.Insecure = "bench secret", curve == "off"
+	base.BusyPoll = os.Getenv(conf.EnvBusyPoll) == "1"
 	lg := logrus.New()
 	lg.Out = discardWriter{}
 	log := logrus.NewEntry(lg)

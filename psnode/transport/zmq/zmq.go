@@ -542,7 +542,9 @@ func (t *Transport) recvLoop(router, sealed, wake *zmq4.Socket) {
 			t.recvFailed(fmt.Errorf("zmq: poll: %w", err))
 			return
 		}
-		awake.Touch()
+		if len(polled) > 0 {
+			awake.Touch()
+		}
 		select {
 		case <-t.done:
 			return
