@@ -79,6 +79,7 @@ type Node struct {
 	left        map[int32]bool           // scheduler: nodes that finished
 	admitting   map[int32]map[int32]bool // scheduler: recovering node → peers yet to acknowledge it
 	leftCh      chan struct{}            // scheduler: signalled on each leave
+	answering   int                      // scheduler: LEAVE answers being queued (onLeave)
 	leaveAck    chan struct{}            // node: closed when the scheduler acknowledged our leave
 	stats       Stats
 	bytes       wireBytes
@@ -1001,6 +1002,10 @@ func (n *Node) onLeave(m *transport.Message) {
 	}
 	n.mu.Lock()
 	n.left[m.Meta.Sender] = true
+	// Until the answer is queued, awaitLeaves must not take this node's
+	// leave for done: the scheduler would close first, and the answer be
+	// refused or lost.
+	n.answering++
 	delete(n.lastSeen, m.Meta.Sender) // no more heartbeats will come
 	out := []*transport.Message{{Meta: transport.Meta{
 		Recver:  m.Meta.Sender,
@@ -1016,6 +1021,9 @@ func (n *Node) onLeave(m *transport.Message) {
 	// The answer is queued before awaitLeaves may see every node gone
 	// and the scheduler close (Finalize drains what it queued).
 	n.sendAll(out)
+	n.mu.Lock()
+	n.answering--
+	n.mu.Unlock()
 	select {
 	case n.leftCh <- struct{}{}:
 	default:
@@ -1032,8 +1040,9 @@ func (n *Node) awaitLeaves(ctx context.Context) {
 				waiting++
 			}
 		}
+		answering := n.answering
 		n.mu.Unlock()
-		if waiting == 0 {
+		if waiting == 0 && answering == 0 {
 			return
 		}
 		select {
