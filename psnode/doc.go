@@ -221,10 +221,11 @@
 // spin for 2 ms after every message the process sends or receives, and
 // sleep otherwise: a processor that goes idle between two messages can
 // take tens of microseconds to wake for the next one, in virtual machines
-// above all, and a spinner keeps it from going idle without taking time
-// from any other thread. The time they spin shows as the process's CPU
-// time; leave it off where jobs share machines under CPU shares or quotas
-// (YARN with cgroups), which count it as work.
+// above all, and a spinner keeps it from going idle while giving way to
+// any thread that wakes there. The time they spin shows as the
+// process's CPU time; leave it off where jobs share machines under CPU
+// shares or quotas (YARN with cgroups), which count it as work.
+// BENCHMARKS.md measures when it pays and when it costs.
 //
 // # Shutdown
 //

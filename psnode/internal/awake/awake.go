@@ -6,13 +6,14 @@
 //
 // Start starts spinner threads of the lowest scheduling class Linux has
 // (SCHED_IDLE): they run only on a processor that has nothing else to
-// run and give way at once to any thread that wakes there, so they take
-// no time from this or any other process's work. They spin while Touch
-// was called within the window before, and sleep otherwise, costing
-// nothing while the process is quiet. Busy polling of this kind is what
-// MPI libraries and kernel-bypass stacks do by default; it turns
+// run and give way at once to any thread that wakes there. They spin
+// while Touch was called within the window before, and sleep otherwise,
+// costing nothing while the process is quiet. Busy polling of this kind
+// is what MPI libraries and kernel-bypass stacks do by default; it turns
 // processor time nobody wanted into shorter waits, and shows as CPU time
-// of the process.
+// of the process. It is not free: a processor that never rests may be
+// run less by a hypervisor, and where one process keeps both processors
+// busy the spinners cost it a tenth of its speed (BENCHMARKS.md).
 //
 // On systems other than Linux Start starts nothing and Touch does nothing.
 package awake
