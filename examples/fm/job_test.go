@@ -313,17 +313,26 @@ func localResolver(t testing.TB) *dfs.Resolver {
 }
 
 var (
-	syncOnce sync.Once
-	syncRuns [2]jobRun
-	lrRun    string // ps-lr's model directory
+	syncRun, syncNoPrefetchRun, straightRun hadooptest.Shared[jobRun]
+	lrRun                                   hadooptest.Shared[string] // ps-lr's model directory
 )
 
-// syncJobs runs, once for all tests, two synchronous 2×2 ps-fm jobs over
-// 2 epochs, with and without --prefetch, and the same ps-lr job.
-func syncJobs(t *testing.T) [2]jobRun {
-	syncOnce.Do(func() {
-		syncRuns[0] = runFM(t, "fm-sync-0", 2, 2, nil, "--epochs", "2")
-		syncRuns[1] = runFM(t, "fm-sync-1", 2, 2, nil, "--epochs", "2", "--prefetch=false")
+// syncJob runs the synchronous 2×2 ps-fm job over 2 epochs, pipelined
+// (the default).
+func syncJob(t *testing.T) jobRun {
+	return syncRun.Get(t, "synchronous job", func() jobRun { return runFM(t, "fm-sync-0", 2, 2, nil, "--epochs", "2") })
+}
+
+// syncJobNoPrefetch runs the same job with --prefetch=false.
+func syncJobNoPrefetch(t *testing.T) jobRun {
+	return syncNoPrefetchRun.Get(t, "synchronous job without --prefetch", func() jobRun {
+		return runFM(t, "fm-sync-1", 2, 2, nil, "--epochs", "2", "--prefetch=false")
+	})
+}
+
+// lrJob runs the same job with ps-lr and returns its model's directory.
+func lrJob(t *testing.T) string {
+	return lrRun.Get(t, "ps-lr job", func() string {
 		setup(t)
 		if out, err := exec.Command("go", "build", "-o", psLR, "../lr").CombinedOutput(); err != nil {
 			t.Fatalf("build ps-lr: %v\n%s", err, out)
@@ -333,20 +342,15 @@ func syncJobs(t *testing.T) [2]jobRun {
 		if err != nil {
 			t.Fatalf("ps-lr job: %v\n%s", err, out)
 		}
-		lrRun = dir
+		return dir
 	})
-	if syncRuns[1].parts == nil || lrRun == "" {
-		t.Fatal("the shared jobs failed (see the first test's output)")
-	}
-	return syncRuns
 }
 
 // TestSyncRunsWriteBitIdenticalModels: two synchronous runs, pipelined
 // (the default) and not, write the same bytes, both tables spread over
 // both servers.
 func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
-	runs := syncJobs(t)
-	a, b := runs[0].parts, runs[1].parts
+	a, b := syncJob(t).parts, syncJobNoPrefetch(t).parts
 	for _, want := range []string{"w/part-00000", "w/part-00001", "v/part-00000", "v/part-00001"} {
 		if len(a[want]) == 0 {
 			t.Errorf("%s is missing or empty (parts: %v)", want, keysOf(a))
@@ -375,16 +379,16 @@ func keysOf(m map[string][]byte) []string {
 // the evaluator agrees with the AUC the workers reported, and the
 // interactions were learnt (embeddings moved away from their init).
 func TestQualityAtLeastLR(t *testing.T) {
-	runs := syncJobs(t)
-	fmAUC, lAUC := exactAUC(t, runs[0].model), lrAUC(t, lrRun)
+	run := syncJob(t)
+	fmAUC, lAUC := exactAUC(t, run.model), lrAUC(t, lrJob(t))
 	t.Logf("test AUC after 2 epochs: ps-fm %.5f, ps-lr %.5f", fmAUC, lAUC)
 	if fmAUC < lAUC {
 		t.Errorf("ps-fm's test AUC %.5f is below ps-lr's %.5f", fmAUC, lAUC)
 	}
-	if math.Abs(fmAUC-runs[0].auc) > 5e-5 {
-		t.Errorf("ps-fm eval printed AUC %.4f, the model's is %.6f", runs[0].auc, fmAUC)
+	if math.Abs(fmAUC-run.auc) > 5e-5 {
+		t.Errorf("ps-fm eval printed AUC %.4f, the model's is %.6f", run.auc, fmAUC)
 	}
-	tr := runs[0].manifest.Training
+	tr := run.manifest.Training
 	if tr == nil {
 		t.Fatal("the model's manifest has no training section")
 	}
@@ -398,7 +402,7 @@ func TestQualityAtLeastLR(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	m, err := readModel(ctx, localResolver(t), runs[0].model, 0.01)
+	m, err := readModel(ctx, localResolver(t), run.model, 0.01)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,20 +421,11 @@ func TestQualityAtLeastLR(t *testing.T) {
 	t.Logf("%d weights, %d embeddings, %d embedding values outside the initial range", len(m.W), len(m.VKeys), moved)
 }
 
-var (
-	straightOnce sync.Once
-	straightRun  jobRun
-)
-
-// straightJob runs, once for all tests, the synchronous 2×2 job over 4
-// epochs never interrupted: the model a job that lost a server and
-// started again from a checkpoint must reach.
+// straightJob runs the synchronous 2×2 job over 4 epochs never
+// interrupted: the model a job that lost a server and started again from
+// a checkpoint must reach.
 func straightJob(t *testing.T) jobRun {
-	straightOnce.Do(func() { straightRun = runFM(t, "fm-straight", 2, 2, nil, "--epochs", "4") })
-	if straightRun.parts == nil {
-		t.Fatal("the shared 4-epoch job failed (see the first test's output)")
-	}
-	return straightRun
+	return straightRun.Get(t, "4-epoch job", func() jobRun { return runFM(t, "fm-straight", 2, 2, nil, "--epochs", "4") })
 }
 
 // statusRE matches ps-submit's status line: "… · epoch E · shards D/T …".
@@ -588,14 +583,13 @@ func TestAsyncWorkerKilled(t *testing.T) {
 // job finishes, every epoch counts every record once, and the test AUC is
 // within 0.002 of the synchronous run's.
 func TestBoundedDelay(t *testing.T) {
-	runs := syncJobs(t)
+	want := syncJob(t).auc
 	r := runFM(t, "fm-staleness", 2, 2, nil, "--epochs", "2", "--staleness", "2")
 	for e := 0; e < 2; e++ {
 		if got := r.manifest.Training.EpochRecords[e]; got != int64(rows) {
 			t.Errorf("epoch %d counted %d records, want %d", e, got, rows)
 		}
 	}
-	want := runs[0].auc
 	t.Logf("test AUC: bounded delay %.4f, synchronous %.4f", r.auc, want)
 	if d := r.auc - want; d < -0.002 || d > 0.002 {
 		t.Errorf("bounded-delay AUC %.4f is %.4f from the synchronous run's %.4f", r.auc, d, want)

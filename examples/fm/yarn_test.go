@@ -117,15 +117,15 @@ func sameParts(t *testing.T, what string, got, want map[string][]byte) {
 // job run locally, whose test AUC is at least ps-lr's.
 func TestHadoopYARNTrainFromHDFS(t *testing.T) {
 	c := hadooptest.Connect(t)
-	runs := syncJobs(t)
+	local := syncJob(t)
 	dir := uploadData(t, c)
 	out, err := submit(t, yarnFlags(dir, "fm-yarn"), []string{psFM, "--epochs", "2", "--test", "hdfs://" + dir + "/test.libsvm"}, nil)
 	if err != nil {
 		t.Fatalf("YARN job: %v\n%s\nAM log:\n%s", err, out, amLog(t, out))
 	}
 	uri := "hdfs://" + dir + "/fm-yarn"
-	sameParts(t, "the model trained on YARN against the local run's", hdfsParts(t, c, uri), runs[0].parts)
-	auc, lAUC := exactAUCWith(t, c.Resolver, uri), lrAUC(t, lrRun)
+	sameParts(t, "the model trained on YARN against the local run's", hdfsParts(t, c, uri), local.parts)
+	auc, lAUC := exactAUCWith(t, c.Resolver, uri), lrAUC(t, lrJob(t))
 	t.Logf("test AUC: ps-fm on YARN %.5f, ps-lr %.5f", auc, lAUC)
 	if auc < lAUC {
 		t.Errorf("ps-fm's test AUC on YARN %.5f is below ps-lr's %.5f", auc, lAUC)

@@ -171,28 +171,26 @@ func (l *lockedBuf) String() string {
 	return l.b.String()
 }
 
-var (
-	syncOnce sync.Once
-	syncRuns [2]jobRun
-	single   jobRun
-)
+var syncRun, waitingRun, singleRun hadooptest.Shared[jobRun]
 
-// syncJobs runs, once for all tests, two synchronous 2×2 jobs (the
-// second without --prefetch and with --cache-mb) and a 1×1 job of the
-// same trainer.
-func syncJobs(t *testing.T) ([2]jobRun, jobRun) {
-	syncOnce.Do(func() {
-		// The second run waits for each pull and push, and reads its
-		// second epoch from memory: neither prefetching nor the cache
-		// must change the model.
-		syncRuns[0] = runJob(t, 2, 2, 2<<20, "--epochs", "2")
-		syncRuns[1] = runJob(t, 2, 2, 2<<20, "--epochs", "2", "--prefetch=false", "--cache-mb", "64")
-		single = runJob(t, 1, 1, 2<<20, "--epochs", "2")
+// syncJob runs the synchronous 2×2 job over 2 epochs, pipelined (the
+// default).
+func syncJob(t *testing.T) jobRun {
+	return syncRun.Get(t, "synchronous job", func() jobRun { return runJob(t, 2, 2, 2<<20, "--epochs", "2") })
+}
+
+// waitingJob runs the same job waiting for each pull and push, reading
+// its second epoch from memory: neither prefetching nor the cache must
+// change the model.
+func waitingJob(t *testing.T) jobRun {
+	return waitingRun.Get(t, "synchronous job without --prefetch", func() jobRun {
+		return runJob(t, 2, 2, 2<<20, "--epochs", "2", "--prefetch=false", "--cache-mb", "64")
 	})
-	if syncRuns[0].parts == nil || single.parts == nil {
-		t.Fatal("the shared jobs failed (see the first test's output)")
-	}
-	return syncRuns, single
+}
+
+// singleJob runs the same job with 1 worker and 1 server.
+func singleJob(t *testing.T) jobRun {
+	return singleRun.Get(t, "1×1 job", func() jobRun { return runJob(t, 1, 1, 2<<20, "--epochs", "2") })
 }
 
 var (
@@ -229,8 +227,7 @@ func straightJobOf(t *testing.T, servers int) jobRun {
 // files after the first epoch (--cache-mb), write the same model bit for
 // bit.
 func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
-	runs, _ := syncJobs(t)
-	a, b := runs[0].parts, runs[1].parts
+	a, b := syncJob(t).parts, waitingJob(t).parts
 	if len(a) != 2 || len(b) != 2 {
 		t.Fatalf("parts %d and %d, want 2 each", len(a), len(b))
 	}
@@ -243,9 +240,10 @@ func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
 		}
 	}
 	// Each worker read every shard of its second epoch from memory.
-	cached := cachedRE.FindAllStringSubmatch(runs[1].out, -1)
+	waiting := waitingJob(t)
+	cached := cachedRE.FindAllStringSubmatch(waiting.out, -1)
 	if len(cached) != 2 {
-		t.Fatalf("%d workers said what they read from the cache, want 2:\n%s", len(cached), runs[1].out)
+		t.Fatalf("%d workers said what they read from the cache, want 2:\n%s", len(cached), waiting.out)
 	}
 	for _, m := range cached {
 		if m[1] != m[2] || m[1] == "0" {
@@ -284,9 +282,9 @@ func TestConsistentPartitionerSameWeights(t *testing.T) {
 // sends a key and a value per key and a pull a key, while an answer
 // brings a value, so the first is more than twice the second.
 func TestEpochTraffic(t *testing.T) {
-	runs, _ := syncJobs(t)
+	run := syncJob(t)
 	for e := 0; e < 2; e++ {
-		m := runs[0].status.EpochMetrics[e]
+		m := run.status.EpochMetrics[e]
 		to, from := m[feed.MetricBytesToServers], m[feed.MetricBytesFromServers]
 		t.Logf("epoch %d: %.0f bytes to the servers, %.0f from them", e, to, from)
 		if from <= 0 || to <= 2*from {
@@ -301,7 +299,7 @@ func TestEpochTraffic(t *testing.T) {
 // cache fewer than compression alone, and the keys as gaps without zstd
 // more than with it.
 func TestCompressionIsLossless(t *testing.T) {
-	runs, _ := syncJobs(t)
+	run := syncJob(t)
 	bytesOf := func(r jobRun, e int) float64 {
 		m := r.status.EpochMetrics[e]
 		return m[feed.MetricBytesToServers] + m[feed.MetricBytesFromServers]
@@ -309,13 +307,13 @@ func TestCompressionIsLossless(t *testing.T) {
 	var compressed [3]float64
 	for i, flag := range []string{"--compress", "--key-cache", "--delta-keys"} {
 		r := runJob(t, 2, 2, 2<<20, "--epochs", "2", flag)
-		for name, data := range runs[0].parts {
+		for name, data := range run.parts {
 			if !bytes.Equal(data, r.parts[name]) {
 				t.Errorf("%s differs between the runs with and without %s", name, flag)
 			}
 		}
 		for e := 0; e < 2; e++ {
-			p, c := bytesOf(runs[0], e), bytesOf(r, e)
+			p, c := bytesOf(run, e), bytesOf(r, e)
 			t.Logf("%s, epoch %d: %.0f bytes on the wire, %.0f with it (%.0f%% less)", flag, e, p, c, 100*(1-c/p))
 			if c <= 0 || c > p/2 {
 				t.Errorf("%s, epoch %d: %.0f bytes against %.0f plain; want under half", flag, e, c, p)
@@ -332,8 +330,8 @@ func TestCompressionIsLossless(t *testing.T) {
 }
 
 func TestDistributedModelQuality(t *testing.T) {
-	runs, one := syncJobs(t)
-	auc := runs[0].auc
+	run, one := syncJob(t), singleJob(t)
+	auc := run.auc
 	t.Logf("test AUC: 2 workers × 2 servers %.4f, 1 × 1 %.4f, true weights %.4f", auc, one.auc, trueAUC)
 	if d := auc - one.auc; d < -0.005 || d > 0.005 {
 		t.Errorf("distributed AUC %.4f is %.4f from the single-worker run's %.4f (allowed 0.005)", auc, d, one.auc)
@@ -343,7 +341,7 @@ func TestDistributedModelQuality(t *testing.T) {
 	}
 	// ps-submit's metrics come from the workers' reports; eval prints
 	// four decimals.
-	if got := runs[0].status.Metrics["test_auc"]; got < auc-5e-5 || got > auc+5e-5 {
+	if got := run.status.Metrics["test_auc"]; got < auc-5e-5 || got > auc+5e-5 {
 		t.Errorf("tracker's test_auc %.6f, the written model's %.6f", got, auc)
 	}
 }
@@ -811,7 +809,7 @@ func countLines(t *testing.T, path string) int {
 // the Go reader returns.
 func TestHadoopTrainFromHDFS(t *testing.T) {
 	c := hadooptest.Connect(t)
-	runs, _ := syncJobs(t)
+	run := syncJob(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir := uploadData(t, c)
@@ -843,7 +841,7 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 	// The same bytes as the local synchronous run's parts.
 	var local []string
 	for _, name := range []string{"part-00000", "part-00001"} {
-		local = append(local, strings.Split(strings.TrimSuffix(string(runs[0].parts[name]), "\n"), "\n")...)
+		local = append(local, strings.Split(strings.TrimSuffix(string(run.parts[name]), "\n"), "\n")...)
 	}
 	if strings.Join(goLines, "\n") != strings.Join(local, "\n") {
 		t.Errorf("the model trained from HDFS differs from the local run's (%d and %d lines)", len(goLines), len(local))
@@ -968,7 +966,7 @@ func localResolverForTest(t testing.TB) job.Resolver {
 // writes binary parts holding the very weights of the text run, which
 // ps-lr eval and the Go reader read alike.
 func TestBinaryModel(t *testing.T) {
-	_, text := syncJobs(t)
+	text := singleJob(t)
 	bin := runJob(t, 1, 1, 2<<20, "--epochs", "2", "--model-format", "binary")
 	ctx := context.Background()
 	m, err := model.ReadManifest(ctx, localResolverForTest(t), bin.model)

@@ -207,7 +207,7 @@ func checkEveryRecordOnce(t *testing.T, tr model.Training, epochs int) {
 // with the local launcher, and so the same test AUC.
 func TestHadoopYARNTrainMatchesLocal(t *testing.T) {
 	c := hadooptest.Connect(t)
-	runs, _ := syncJobs(t)
+	run := syncJob(t)
 	dir := uploadData(t, c)
 	spec := lrSpec(dir, "model")
 	spec.Command = []string{psLR, "--epochs", "2", "--test", "hdfs://" + dir + "/test.libsvm"}
@@ -217,13 +217,13 @@ func TestHadoopYARNTrainMatchesLocal(t *testing.T) {
 	if r.err != nil || r.res.State != tracker.Succeeded {
 		t.Fatalf("YARN job: %v %v\nAM log:\n%s", r.res.State, r.err, amLog(t, r.app))
 	}
-	if got, want := readModel(t, c, out), localModel(t, runs[0]); got != want {
+	if got, want := readModel(t, c, out), localModel(t, run); got != want {
 		t.Errorf("the model trained on YARN differs from the local run's (%d and %d lines)", strings.Count(got, "\n"), strings.Count(want, "\n"))
 	}
 	auc := evalAUC(t, out, os.LookupEnv)
-	t.Logf("test AUC: YARN %.4f, local %.4f", auc, runs[0].auc)
-	if d := auc - runs[0].auc; d < -0.002 || d > 0.002 {
-		t.Errorf("AUC on YARN %.4f is %.4f from the local run's %.4f (allowed 0.002)", auc, d, runs[0].auc)
+	t.Logf("test AUC: YARN %.4f, local %.4f", auc, run.auc)
+	if d := auc - run.auc; d < -0.002 || d > 0.002 {
+		t.Errorf("AUC on YARN %.4f is %.4f from the local run's %.4f (allowed 0.002)", auc, d, run.auc)
 	}
 	tr := manifest(t, c, out)
 	checkEveryRecordOnce(t, tr, 2)
