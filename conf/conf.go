@@ -189,8 +189,9 @@ type PS struct {
 	// exchanges messages (SPINDLE_BUSY_POLL=1, for instance ps-submit
 	// --env SPINDLE_BUSY_POLL=1; zmq.Options.BusyPoll): shorter waits for
 	// each message where an idle processor is slow to wake (virtual
-	// machines), paid in processor time nobody else wanted. Off by
-	// default: see BENCHMARKS.md for when it pays.
+	// machines), paid in processor time: it shows as the process's CPU
+	// time, and costs where the processors are busy anyway. Off by
+	// default: see BENCHMARKS.md for when it pays and when it costs.
 	BusyPoll bool
 
 	// RegisterTimeout bounds how long start-up (registration and the first

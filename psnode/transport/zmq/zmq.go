@@ -91,10 +91,10 @@ type Options struct {
 	// every transport of the process, spin for 2 ms after each message
 	// sent or received and sleep otherwise (see psnode/internal/awake).
 	// A processor that idles can take tens of µs to wake for the next
-	// message, in virtual machines above all. The spinners take only
-	// time no thread of this machine's processes wants, but it shows as
-	// CPU time of the process, a cgroup does not know it from work, and
-	// it can cost where the processors are busy anyway (BENCHMARKS.md):
+	// message, in virtual machines above all. The spinners give way to
+	// any thread that wakes, but their time shows as CPU time of the
+	// process, a cgroup does not know it from work, and they cost where
+	// the processors are busy anyway (BENCHMARKS.md):
 	// leave it off where other jobs share the machine under CPU shares
 	// or quotas. Default false.
 	BusyPoll bool

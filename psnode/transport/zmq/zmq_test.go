@@ -55,8 +55,8 @@ func TestConformance(t *testing.T) {
 	transporttest.Run(t, func(t *testing.T) transport.Transport { return newTransport(t, zmq.Options{}) })
 }
 
-// TestConformanceBusyPoll runs the suite with the spinners of a local
-// job's nodes (Options.BusyPoll): they must change nothing but timing.
+// TestConformanceBusyPoll runs the suite with busy polling on
+// (Options.BusyPoll): the spinners must change nothing but timing.
 func TestConformanceBusyPoll(t *testing.T) {
 	transporttest.Run(t, func(t *testing.T) transport.Transport { return newTransport(t, zmq.Options{BusyPoll: true}) })
 }
