@@ -65,8 +65,10 @@
 // Send hands small frames to zmq_send, which copies them. A data frame of
 // 64 KiB or more is lent instead (zmq_msg_init_data): libzmq writes it to
 // the connection from the caller's memory, pinned meanwhile, and hands it
-// back through a free function; Send returns once every lent frame is
-// back, so the caller may reuse its buffers as with a copy. Frames are
+// back through a free function, which queues it for a goroutine rather
+// than calling into Go from libzmq's I/O thread (handback.go); Send
+// returns once every lent frame is back, so the caller may reuse its
+// buffers as with a copy. Frames are
 // lent only while the DEALER has a connection, which a socket monitor
 // reports; otherwise they are copied and queued like small ones. A
 // connection that breaks while lent frames wait has a second to come

@@ -33,16 +33,11 @@ static void spindle_take(zmq_msg_t *msg, void *dst) {
 	zmq_msg_close(msg);
 }
 
-// spindleReleased is the Go side of spindle_release (zerocopy.go).
+// spindleReleased returns a loan from Go (zerocopy.go); spindle_release,
+// the free function of a frame sent from Go memory, queues it for the
+// hand-back goroutine (handback.go).
 extern void spindleReleased(uintptr_t handle);
-
-// spindle_release is the free function of a frame sent from Go memory:
-// libzmq calls it, from whichever thread drops the last reference, once it
-// no longer reads the frame.
-static void spindle_release(void *data, void *hint) {
-	(void)data;
-	spindleReleased((uintptr_t)hint);
-}
+extern void spindle_release(void *data, void *hint);
 
 // spindle_send_borrowed sends n bytes at data as one frame without copying
 // them; libzmq calls spindle_release with handle when it is done with
@@ -88,15 +83,9 @@ static size_t spindle_msg_size(zmq_msg_t *msg) {
 	return zmq_msg_size(msg);
 }
 
-// spindlePooled is the Go side of spindle_pool_free (sealbuf.go).
-extern void spindlePooled(void *data, uintptr_t class);
-
 // spindle_pool_free is the free function of a frame whose memory comes
-// from the sealed frames' pool: libzmq calls it once it is done with the
-// frame, and the memory goes back to the pool.
-static void spindle_pool_free(void *data, void *hint) {
-	spindlePooled(data, (uintptr_t)hint);
-}
+// from the sealed frames' pool (handback.go).
+extern void spindle_pool_free(void *data, void *hint);
 
 // spindle_msg_init_pooled makes msg a frame of the n bytes at data, from
 // the pool's class.
@@ -242,12 +231,12 @@ func recvCFrame(sock unsafe.Pointer, flags zmq4.Flag) (*cFrame, bool, error) {
 func newCFrame(n int) (*cFrame, error) {
 	f := new(cFrame)
 	if n >= sealPoolMin {
-		data, class := sealPool.get(n)
+		data, class := poolGet(n)
 		if data == nil {
 			return nil, zmq4.Errno(syscall.ENOMEM)
 		}
 		if rc, err := C.spindle_msg_init_pooled(&f.msg, data, C.size_t(n), C.uintptr_t(class)); rc != 0 {
-			sealPool.put(data, class)
+			poolPut(data, class)
 			return nil, errnoOf(err)
 		}
 		return f, nil

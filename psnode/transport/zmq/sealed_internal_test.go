@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/spindle-ps/spindle/psnode/transport"
 )
@@ -291,5 +292,32 @@ func BenchmarkSealOpen(b *testing.B) {
 				closeFrames(lent)
 			}
 		})
+	}
+}
+
+// TestSealPoolReuses checks that a sealed frame's memory goes back to the
+// pool when libzmq lets go of the frame, and that the next frame of its
+// class takes it from there.
+func TestSealPoolReuses(t *testing.T) {
+	f, err := newCFrame(sealPoolMin + 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := unsafe.SliceData(f.bytes())
+	before := poolHeld()
+	f.close()
+	if got := poolHeld(); got != before+sealPoolClass {
+		t.Fatalf("the pool holds %d bytes after a frame was closed, want %d", got, before+sealPoolClass)
+	}
+	g, err := newCFrame(sealPoolClass)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.close()
+	if unsafe.SliceData(g.bytes()) != data {
+		t.Error("a frame of the same class did not take the memory the last one gave back")
+	}
+	if got := poolHeld(); got != before {
+		t.Errorf("the pool holds %d bytes after the memory was taken again, want %d", got, before)
 	}
 }

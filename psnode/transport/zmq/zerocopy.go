@@ -12,9 +12,9 @@ import (
 
 // minBorrowed is the size from which a data frame is sent from the
 // caller's memory (sendBorrowed) rather than copied into a buffer libzmq
-// allocates. Below it the copy is cheaper than the hand-back, a call from
-// libzmq's I/O thread into Go; above it the copy, into freshly mapped
-// pages for large frames, is what a send costs.
+// allocates. Below it the copy is cheaper than the hand-back (handback.go);
+// above it the copy, into freshly mapped pages for large frames, is what a
+// send costs.
 const minBorrowed = 64 << 10
 
 // releaseBackstop bounds the wait for libzmq to hand back the frames of a
@@ -41,6 +41,7 @@ type borrowed struct {
 }
 
 func newBorrowed() *borrowed {
+	startHandback()
 	r := &borrowed{refs: 1, done: make(chan struct{})}
 	r.handle = cgo.NewHandle(r)
 	return r
@@ -81,6 +82,10 @@ func (r *borrowed) awaitRelease() bool {
 	}
 }
 
+// spindleReleased returns a loan from C: on a Go thread, when libzmq
+// refuses a frame, and from libzmq's threads only when the hand-back
+// queue cannot take it (handback.go).
+//
 //export spindleReleased
 func spindleReleased(h C.uintptr_t) {
 	cgo.Handle(h).Value().(*borrowed).release()
