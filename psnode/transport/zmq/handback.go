@@ -196,7 +196,8 @@ func handBack(r *os.File) {
 	for {
 		if _, err := r.Read(wake[:]); err != nil {
 			// Not expected of a pipe whose write end is never closed.
-			// Queued handles then stay queued: fall back for the next ones.
+			// The next loans go back by calls into Go; these queued
+			// ones now.
 			C.spindle_handback_init(-1)
 			drainHandback(hs[:])
 			return
