@@ -9,7 +9,7 @@ package zmq
 #include <unistd.h>
 
 // The hand-back of frames libzmq has done with, without calling into Go
-// from libzmq's threads (handback.go).
+// from libzmq's threads.
 
 extern void spindleReleased(uintptr_t handle);
 
@@ -169,7 +169,6 @@ var handback struct {
 // before.
 func startHandback() {
 	handback.once.Do(func() {
-		C.spindle_pool_init(C.size_t(sealPoolMax))
 		r, w, err := os.Pipe()
 		if err != nil {
 			return

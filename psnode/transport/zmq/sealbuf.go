@@ -2,6 +2,7 @@ package zmq
 
 // #include <stddef.h>
 // #include <stdint.h>
+// void spindle_pool_init(size_t max);
 // void *spindle_pool_get(size_t class);
 // void spindle_pool_put(void *data, size_t class);
 // size_t spindle_pool_held(void);
@@ -24,9 +25,10 @@ const (
 	sealPoolMax   = 64 << 20
 )
 
+func init() { C.spindle_pool_init(C.size_t(sealPoolMax)) }
+
 // poolGet returns memory for n bytes and its class; nil when malloc fails.
 func poolGet(n int) (unsafe.Pointer, uintptr) {
-	startHandback() // sets the pool's bound
 	class := uintptr((n + sealPoolClass - 1) / sealPoolClass * sealPoolClass)
 	return C.spindle_pool_get(C.size_t(class)), class
 }
