@@ -54,6 +54,10 @@ type Job struct {
 	// and 0 for a fresh job.
 	ResumeFrom  string
 	ResumeEpoch int
+	// TaskMemoryMB is the memory the launcher gave this task
+	// (SPINDLE_TASK_MEMORY_MB): its YARN container's size, or in a local
+	// job the size the role's containers would have. 0 when unknown.
+	TaskMemoryMB int
 }
 
 // PS configures one psnode process. The environment variable that sets each

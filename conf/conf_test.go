@@ -2,6 +2,7 @@ package conf
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -114,8 +115,8 @@ func TestBadValuesAreAllNamed(t *testing.T) {
 	}{
 		{
 			name:  "unparsable",
-			env:   map[string]string{EnvNumWorker: "three", EnvRootPort: "port", EnvResend: "maybe", EnvHeartbeatTimeout: "soon", EnvMaxDimension: "-1"},
-			parse: []string{EnvNumWorker, EnvRootPort, EnvResend, EnvHeartbeatTimeout, EnvMaxDimension},
+			env:   map[string]string{EnvNumWorker: "three", EnvRootPort: "port", EnvResend: "maybe", EnvHeartbeatTimeout: "soon", EnvMaxDimension: "-1", EnvTaskMemoryMB: "-512"},
+			parse: []string{EnvNumWorker, EnvRootPort, EnvResend, EnvHeartbeatTimeout, EnvMaxDimension, EnvTaskMemoryMB},
 		},
 		{
 			name:  "out of range",
@@ -214,6 +215,27 @@ func TestEnvironRoundTrips(t *testing.T) {
 	}
 	if got.PS != p {
 		t.Fatalf("round trip:\n got %+v\nwant %+v", got.PS, p)
+	}
+}
+
+func TestJobEnvironRoundTrips(t *testing.T) {
+	t.Parallel()
+	j := Job{
+		Name: "lr", TrackerAddr: "10.0.0.1:9100", Output: "hdfs:///models/m",
+		CheckpointDir: "hdfs:///ckpt", CheckpointInterval: "2",
+		ResumeFrom: "hdfs:///ckpt/3", ResumeEpoch: 3, TaskMemoryMB: 2048,
+	}
+	env := validEnv()
+	for _, kv := range j.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	got, err := FromEnv(Default(), MapLookup(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Job, j) {
+		t.Fatalf("round trip:\n got %+v\nwant %+v", got.Job, j)
 	}
 }
 

@@ -64,6 +64,7 @@ const (
 	EnvReplicas           = "SPINDLE_REPLICAS"
 	EnvRegisterTimeout    = "SPINDLE_REGISTER_TIMEOUT"
 	EnvShutdownTimeout    = "SPINDLE_SHUTDOWN_TIMEOUT"
+	EnvTaskMemoryMB       = "SPINDLE_TASK_MEMORY_MB"
 )
 
 // Lookup finds an environment variable, as os.LookupEnv does. Tests pass
@@ -207,6 +208,9 @@ func FromEnv(c Config, lookup Lookup) (Config, error) {
 	if integer(EnvResumeEpoch, &c.Job.ResumeEpoch) && c.Job.ResumeEpoch < 0 {
 		errs = append(errs, fmt.Errorf("%s=%d: must not be negative", EnvResumeEpoch, c.Job.ResumeEpoch))
 	}
+	if integer(EnvTaskMemoryMB, &c.Job.TaskMemoryMB) && c.Job.TaskMemoryMB < 0 {
+		errs = append(errs, fmt.Errorf("%s=%d: must not be negative", EnvTaskMemoryMB, c.Job.TaskMemoryMB))
+	}
 	if v, ok := lookup(EnvVanType); ok && v != "" && v != "zmq" {
 		errs = append(errs, fmt.Errorf("%s=%q: only zmq is supported", EnvVanType, v))
 	}
@@ -277,6 +281,9 @@ func (j Job) Environ() []string {
 	}
 	if j.ResumeFrom != "" {
 		out = append(out, EnvResumeEpoch+"="+strconv.Itoa(j.ResumeEpoch))
+	}
+	if j.TaskMemoryMB > 0 {
+		out = append(out, EnvTaskMemoryMB+"="+strconv.Itoa(j.TaskMemoryMB))
 	}
 	return out
 }

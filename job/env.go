@@ -124,6 +124,7 @@ func (c Contract) Env(t Task, attempt int, node string, base []string) []string 
 		CheckpointInterval: spec.CheckpointInterval,
 		ResumeFrom:         c.ResumeFrom,
 		ResumeEpoch:        c.ResumeEpoch,
+		TaskMemoryMB:       spec.MemoryMB(t.Role),
 	}
 	return append(env, job.Environ()...)
 }

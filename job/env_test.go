@@ -24,6 +24,8 @@ func TestContractEnv(t *testing.T) {
 	insecure.Insecure = true
 	busy := spec
 	busy.Env = []string{conf.EnvBusyPoll + "=1"}
+	sized := spec
+	sized.WorkerMemoryMB, sized.ServerMemoryMB = 4096, 2048
 	tests := []struct {
 		name    string
 		c       Contract
@@ -40,7 +42,11 @@ func TestContractEnv(t *testing.T) {
 		{"worker retry", c, Task{Role: conf.RoleWorker, Rank: 1}, 2, "10.1.2.3", map[string]string{
 			conf.EnvRole: "worker", conf.EnvRootURI: "10.0.0.9", conf.EnvRootPort: "23456", conf.EnvNodeHost: "10.1.2.3",
 			conf.EnvTaskID: "1", conf.EnvWorkerID: "1", conf.EnvNumAttempt: "2", conf.EnvNumWorker: "2", conf.EnvNumServer: "1",
-			"W": "1", "S": ""}},
+			"W": "1", "S": "", conf.EnvTaskMemoryMB: "1024"}},
+		{"sized worker", Contract{Spec: sized, Cluster: "yarn", Secret: "s8"}, Task{Role: conf.RoleWorker}, 0, "10.1.2.3", map[string]string{
+			conf.EnvTaskMemoryMB: "4096"}},
+		{"sized server", Contract{Spec: sized, Cluster: "local", Secret: "s8"}, Task{Role: conf.RoleServer}, 0, "127.0.0.1", map[string]string{
+			conf.EnvTaskMemoryMB: "2048"}},
 		{"plain worker", Contract{Spec: plain, Cluster: "local", Secret: "s4"}, Task{Role: conf.RoleWorker}, 1, "127.0.0.1", map[string]string{
 			conf.EnvRole: "worker", conf.EnvNumServer: "0", conf.EnvTaskID: "0", conf.EnvNumAttempt: "1", conf.EnvJobCluster: "local",
 			conf.EnvJobSecret: "s4", conf.EnvNodeHost: "127.0.0.1", conf.EnvRootURI: ""}},

@@ -202,6 +202,21 @@ func (s JobSpec) Validate() error {
 
 // hasScheduler reports whether s's job runs a scheduler: with servers,
 // or without them when Collective.
+// MemoryMB is the memory of role's tasks in MB: the size of their YARN
+// containers, WorkerMemoryMB for workers and ServerMemoryMB for the
+// others, DefaultMemoryMB when not given. A local job passes it on too
+// (conf.Job.TaskMemoryMB), for a task to size what it keeps in memory.
+func (s JobSpec) MemoryMB(role conf.Role) int {
+	mem := s.ServerMemoryMB
+	if role == conf.RoleWorker {
+		mem = s.WorkerMemoryMB
+	}
+	if mem <= 0 {
+		return DefaultMemoryMB
+	}
+	return mem
+}
+
 func (s JobSpec) hasScheduler() bool { return s.NumServers > 0 || s.Collective }
 
 // checkpointWriters is the number of tasks that write a checkpoint's

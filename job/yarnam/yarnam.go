@@ -673,13 +673,11 @@ func (c *Cluster) resource(prio int32) yarn.Resource { return taskResource(c.spe
 
 // taskResource is the size of spec's containers at priority prio.
 func taskResource(spec job.JobSpec, prio int32) yarn.Resource {
-	mem, cores := spec.ServerMemoryMB, spec.ServerCores
+	role, cores := conf.RoleServer, spec.ServerCores
 	if prio == prioWorker {
-		mem, cores = spec.WorkerMemoryMB, spec.WorkerCores
+		role, cores = conf.RoleWorker, spec.WorkerCores
 	}
-	if mem <= 0 {
-		mem = job.DefaultMemoryMB
-	}
+	mem := spec.MemoryMB(role)
 	if cores <= 0 {
 		cores = job.DefaultCores
 	}
