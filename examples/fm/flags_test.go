@@ -23,7 +23,7 @@ func TestTrainFlags(t *testing.T) {
 		t.Fatal("bad flags accepted")
 	}
 	for _, want := range []string{"--epochs 0", "--batch 0", "--dim 0", `--w-updater "adam"`, `--v-updater "ftrl"`,
-		`--partitioner "modulo"`, "--request-timeout 0s", `--model-format "csv"`, "--max-bad-records -1", "--cache-mb 2000000: want 0 to 1048576", "--staleness -2", "--significance -1"} {
+		`--partitioner "modulo"`, "--request-timeout 0s", `--model-format "csv"`, "--max-bad-records -1", "--cache-mb 2000000: want -1 (a quarter of the worker's memory) or 0 to 1048576", "--staleness -2", "--significance -1"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}

@@ -247,7 +247,7 @@ func (w *worker) train(ctx context.Context) error {
 			return err
 		}
 	}
-	opts, err := w.f.Data.Feed(w.n, w.tc, w.res, w.attempt, w.f.Free())
+	opts, err := w.f.Data.Feed(w.n, w.tc, w.res, w.attempt, w.job.TaskMemoryMB, w.f.Free())
 	if err != nil {
 		return err
 	}

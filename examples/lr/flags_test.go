@@ -35,7 +35,7 @@ func TestUpdaterFlags(t *testing.T) {
 		{"kkt without a free mode", []string{"--kkt", "0.1"}, nil, "--kkt 0.1: needs --async or --staleness"},
 		{"kkt without l1", []string{"--async", "--kkt", "0.1", "--updater", "adam"}, nil, "--kkt 0.1: needs --updater ftrl with --l1 > 0 (have --updater adam"},
 		{"kkt not finite", []string{"--async", "--kkt", "NaN"}, nil, "--kkt NaN: want a finite number >= 0"},
-		{"negative cache", []string{"--cache-mb", "-1"}, nil, "--cache-mb -1: want 0 to 1048576"},
+		{"negative cache", []string{"--cache-mb", "-2"}, nil, "--cache-mb -2: want -1 (a quarter of the worker's memory) or 0 to 1048576"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

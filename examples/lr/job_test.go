@@ -179,12 +179,12 @@ func syncJob(t *testing.T) jobRun {
 	return syncRun.Get(t, "synchronous job", func() jobRun { return runJob(t, 2, 2, 2<<20, "--epochs", "2") })
 }
 
-// waitingJob runs the same job waiting for each pull and push, reading
-// its second epoch from memory: neither prefetching nor the cache must
-// change the model.
+// waitingJob runs the same job waiting for each pull and push, and
+// reading its files every epoch (--cache-mb 0): neither prefetching nor
+// the cache of examples, both on by default, must change the model.
 func waitingJob(t *testing.T) jobRun {
 	return waitingRun.Get(t, "synchronous job without --prefetch", func() jobRun {
-		return runJob(t, 2, 2, 2<<20, "--epochs", "2", "--prefetch=false", "--cache-mb", "64")
+		return runJob(t, 2, 2, 2<<20, "--epochs", "2", "--prefetch=false", "--cache-mb", "0")
 	})
 }
 
@@ -222,10 +222,10 @@ func straightJobOf(t *testing.T, servers int) jobRun {
 	return *r
 }
 
-// TestSyncRunsWriteBitIdenticalModels: two synchronous runs, one
-// pipelined (the default) and one neither pipelined nor reading its
-// files after the first epoch (--cache-mb), write the same model bit for
-// bit.
+// TestSyncRunsWriteBitIdenticalModels: two synchronous runs, one with
+// the defaults (pipelined, and reading its files in the first epoch
+// only: the cache of examples sized by the worker's memory) and one
+// neither pipelined nor caching, write the same model bit for bit.
 func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
 	a, b := syncJob(t).parts, waitingJob(t).parts
 	if len(a) != 2 || len(b) != 2 {
@@ -236,14 +236,18 @@ func TestSyncRunsWriteBitIdenticalModels(t *testing.T) {
 			t.Errorf("%s is empty: the keys were not spread over the servers", name)
 		}
 		if !bytes.Equal(data, b[name]) {
-			t.Errorf("%s differs between two synchronous runs, one with --prefetch, the other without and with --cache-mb", name)
+			t.Errorf("%s differs between two synchronous runs, one with the defaults, the other without --prefetch and --cache-mb 0", name)
 		}
 	}
-	// Each worker read every shard of its second epoch from memory.
-	waiting := waitingJob(t)
-	cached := cachedRE.FindAllStringSubmatch(waiting.out, -1)
+	if m := cachedRE.FindString(waitingJob(t).out); m != "" {
+		t.Errorf("a job with --cache-mb 0 read from a cache: %s", m)
+	}
+	// By default each worker read every shard of its second epoch from
+	// memory.
+	def := syncJob(t)
+	cached := cachedRE.FindAllStringSubmatch(def.out, -1)
 	if len(cached) != 2 {
-		t.Fatalf("%d workers said what they read from the cache, want 2:\n%s", len(cached), waiting.out)
+		t.Fatalf("%d workers said what they read from the cache, want 2:\n%s", len(cached), def.out)
 	}
 	for _, m := range cached {
 		if m[1] != m[2] || m[1] == "0" {

@@ -32,12 +32,36 @@ type Data struct {
 	DieAfter      string // --die-after (tests: fault injection)
 }
 
+// AutoCache, --cache-mb's default, sizes a worker's cache of examples
+// by its memory (CacheBytes).
+const AutoCache = -1
+
+// autoCacheMemoryMB is the memory AutoCache assumes when the launcher
+// did not say (conf.Job.TaskMemoryMB is 0): a default container's.
+const autoCacheMemoryMB = 1024
+
+// CacheBytes is the budget of a worker's cache of examples
+// (feed.Options.CacheBytes) for a task given memMB of memory
+// (conf.Job.TaskMemoryMB; 0 when unknown): --cache-mb's, or with
+// AutoCache a quarter of memMB, which leaves the rest to the Go heap's
+// growth between collections (the cache is live heap) and to the model's
+// buffers.
+func (d Data) CacheBytes(memMB int) int64 {
+	if d.CacheMB != AutoCache {
+		return int64(d.CacheMB) << 20
+	}
+	if memMB <= 0 {
+		memMB = autoCacheMemoryMB
+	}
+	return int64(memMB) << 20 / 4
+}
+
 // Register defines the flags on fl.
 func (d *Data) Register(fl *flag.FlagSet) {
 	fl.IntVar(&d.Batch, "batch", 100, "examples per mini-batch")
 	fl.StringVar(&d.Format, "format", records.FormatLibSVM, "input format: libsvm or csv")
 	fl.IntVar(&d.MaxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
-	fl.IntVar(&d.CacheMB, "cache-mb", 0, "MiB of parsed examples each worker keeps in memory for the next epochs, which then read no file for the shards kept (0: read the files every epoch)")
+	fl.IntVar(&d.CacheMB, "cache-mb", AutoCache, "MiB of parsed examples each worker keeps in memory for the next epochs, which then read no file for the shards kept; -1: a quarter of the worker's memory (its container's: ps-submit --worker-memory), 0: read the files every epoch")
 	fl.StringVar(&d.DieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
 }
 
@@ -50,8 +74,8 @@ func (d Data) Check() []error {
 	if d.MaxBadRecords < 0 {
 		errs = append(errs, fmt.Errorf("--max-bad-records %d: must not be negative", d.MaxBadRecords))
 	}
-	if d.CacheMB < 0 || d.CacheMB > feed.MaxCacheMiB {
-		errs = append(errs, fmt.Errorf("--cache-mb %d: want 0 to %d", d.CacheMB, feed.MaxCacheMiB))
+	if d.CacheMB < AutoCache || d.CacheMB > feed.MaxCacheMiB {
+		errs = append(errs, fmt.Errorf("--cache-mb %d: want %d (a quarter of the worker's memory) or 0 to %d", d.CacheMB, AutoCache, feed.MaxCacheMiB))
 	}
 	return errs
 }
@@ -61,9 +85,10 @@ func (d Data) Records() records.Options {
 	return records.Options{Format: d.Format, MaxBadRecords: d.MaxBadRecords}
 }
 
-// Feed returns the feed options of worker n, attempt attempt, reading
-// through tc and res; asynchronously (shards on demand) when async.
-func (d Data) Feed(n *psnode.Node, tc *tracker.Client, res *dfs.Resolver, attempt int, async bool) (feed.Options, error) {
+// Feed returns the feed options of worker n, attempt attempt, given
+// memMB of memory (conf.Job.TaskMemoryMB), reading through tc and res;
+// asynchronously (shards on demand) when async.
+func (d Data) Feed(n *psnode.Node, tc *tracker.Client, res *dfs.Resolver, attempt, memMB int, async bool) (feed.Options, error) {
 	die, err := feed.DieAfter(d.DieAfter, n.Rank(), attempt)
 	if err != nil {
 		return feed.Options{}, fmt.Errorf("--die-after: %w", err)
@@ -72,7 +97,7 @@ func (d Data) Feed(n *psnode.Node, tc *tracker.Client, res *dfs.Resolver, attemp
 		Tracker: tc, Resolver: res,
 		Rank: n.Rank(), Workers: n.NumWorkers(), Attempt: attempt,
 		Format: d.Format, Batch: d.Batch, MaxBadRecords: d.MaxBadRecords,
-		CacheBytes: int64(d.CacheMB) << 20,
+		CacheBytes: d.CacheBytes(memMB),
 		Async:      async, AfterShard: die,
 	}, nil
 }
