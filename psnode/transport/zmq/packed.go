@@ -41,11 +41,23 @@ func packable(meta []byte, data [][]byte) bool {
 	return n < packMax
 }
 
-// pack appends the packed form of meta and data to dst.
+// pack appends the packed form of meta and data to dst, which starts the
+// packed frame at len(dst). meta's length is written in as many bytes as
+// put the first data frame at a multiple of 8 bytes from the frame's
+// start (a varint may take more bytes than it needs, and unpack reads it
+// all the same). A receiver's frame starts at such a boundary, as Go's
+// allocations of more than 8 bytes do, so it reads keys and values in
+// place instead of copying them to aligned memory first (psnode's
+// fromBytes). A frame after the first keeps the alignment when the ones
+// before it are whole numbers of 8 bytes, as key frames are.
 func pack(dst, meta []byte, data [][]byte) []byte {
+	head := len(ctlPacked) + 1 + uvarintLen(uint64(len(meta))) + len(meta)
+	for _, d := range data {
+		head += uvarintLen(uint64(len(d)))
+	}
 	dst = append(dst, ctlPacked...)
 	dst = append(dst, byte(len(data)))
-	dst = binary.AppendUvarint(dst, uint64(len(meta)))
+	dst = appendUvarintPadded(dst, uint64(len(meta)), -head&7)
 	for _, d := range data {
 		dst = binary.AppendUvarint(dst, uint64(len(d)))
 	}
@@ -54,6 +66,30 @@ func pack(dst, meta []byte, data [][]byte) []byte {
 		dst = append(dst, d...)
 	}
 	return dst
+}
+
+// uvarintLen is the length of v's shortest varint.
+func uvarintLen(v uint64) int {
+	n := 1
+	for ; v >= 0x80; v >>= 7 {
+		n++
+	}
+	return n
+}
+
+// appendUvarintPadded appends v as a varint of extra bytes more than its
+// shortest (continuation bytes of zero bits), within
+// binary.MaxVarintLen64; beyond that it appends the shortest.
+func appendUvarintPadded(dst []byte, v uint64, extra int) []byte {
+	n := uvarintLen(v) + extra
+	if n > binary.MaxVarintLen64 {
+		return binary.AppendUvarint(dst, v)
+	}
+	for range n - 1 {
+		dst = append(dst, byte(v)|0x80)
+		v >>= 7
+	}
+	return append(dst, byte(v))
 }
 
 // unpack splits a packed frame into the meta and data frames, slices of

@@ -43,6 +43,39 @@ func TestPackUnpack(t *testing.T) {
 	}
 }
 
+// TestPackAligns: whatever the meta's length, the first data frame starts
+// a multiple of 8 bytes into the packed frame, so that a receiver reads
+// keys and values in place, and the frame unpacks to what was packed.
+func TestPackAligns(t *testing.T) {
+	keys := bytes.Repeat([]byte{1, 2, 3, 4, 5, 6, 7, 8}, 40)
+	vals := bytes.Repeat([]byte{9, 8, 7, 6}, 40)
+	for _, n := range []int{0, 1, 5, 7, 8, 9, 126, 127, 128, 129, 300, 16383, 16384, 20000} {
+		meta := bytes.Repeat([]byte{'m'}, n)
+		for _, data := range [][][]byte{{keys, vals}, {vals}, {keys, {}, vals, keys}} {
+			b := pack([]byte("old"), meta, data)[len("old"):]
+			total := 0
+			for _, d := range data {
+				total += len(d)
+			}
+			if at := len(b) - total; at%8 != 0 {
+				t.Errorf("meta of %d bytes, %d frames: the first data frame starts at %d", n, len(data), at)
+			}
+			gotMeta, got, err := unpack(b)
+			if err != nil {
+				t.Fatalf("meta of %d bytes: %v", n, err)
+			}
+			if !bytes.Equal(gotMeta, meta) || len(got) != len(data) {
+				t.Fatalf("meta of %d bytes: unpacked %d bytes of meta and %d frames", n, len(gotMeta), len(got))
+			}
+			for i := range data {
+				if !bytes.Equal(got[i], data[i]) {
+					t.Fatalf("meta of %d bytes: frame %d differs", n, i)
+				}
+			}
+		}
+	}
+}
+
 // FuzzUnpack: no input makes unpack panic; an error wraps ErrMalformed;
 // what unpacks packs to a message that unpacks the same.
 func FuzzUnpack(f *testing.F) {
