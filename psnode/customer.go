@@ -406,15 +406,24 @@ func (c *customer) holdForReplicas() { c.hold = true }
 // keep records the messages of request ts, to send them again to a
 // server's replacement, and returns those to send now: all but those to a
 // server that is down, which its replacement gets (peerBack). Their data
-// frames are copied: the caller may reuse its buffers once the send
-// returns. A customer that does not hold keeps nothing.
-func (c *customer) keep(ts int32, msgs ...*transport.Message) []*transport.Message {
+// frames are copied, since the caller may reuse its buffers once the send
+// returns, unless owned says that every frame of msgs is the request's
+// own (built for it, as a split by index or compression builds them),
+// which nothing else changes. A customer that does not hold keeps
+// nothing.
+func (c *customer) keep(ts int32, owned bool, msgs ...*transport.Message) []*transport.Message {
 	if !c.hold {
 		return msgs
 	}
 	cps := make([]*transport.Message, len(msgs))
 	for i, m := range msgs {
-		cps[i] = ownedCopy(m)
+		if owned {
+			cp := *m
+			cp.Data = slices.Clone(m.Data)
+			cps[i] = &cp
+		} else {
+			cps[i] = ownedCopy(m)
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

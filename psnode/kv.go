@@ -295,8 +295,12 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 	// retry holds, for each server sent a reference to a key list, the
 	// request's own copy, to send again written out on a miss.
 	var retry map[int32]KVPairs[V]
+	// owned: every frame is the request's own, none kv's memory
+	// (customer.keep): compressed, or gathered by subset.
+	owned := true
 	for p, seg := range segs {
 		sub := subset(kv, seg, dim, offsets, push)
+		owned = owned && (w.compress || seg.Idx != nil)
 		if len(sub.Keys) == 0 && !o.allServers {
 			continue
 		}
@@ -331,7 +335,7 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 				return err
 			}
 			m.Meta.Timestamp = ts
-			if len(w.c.keep(ts, m)) == 0 {
+			if len(w.c.keep(ts, true, m)) == 0 { // retry's copies
 				return nil // its replacement gets it (customer.peerBack)
 			}
 			ctx, cancel := context.WithTimeout(w.n.ctx, 30*time.Second)
@@ -372,7 +376,7 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 		m.Meta.Timestamp = ts
 	}
 	// A server that is down gets its message from its replacement.
-	for _, m := range w.c.keep(ts, msgs...) {
+	for _, m := range w.c.keep(ts, owned, msgs...) {
 		if err := w.n.send(ctx, m); err != nil {
 			w.c.fail(ts, err)
 			return ts, err
