@@ -417,10 +417,8 @@ func (c *customer) keep(ts int32, owned bool, msgs ...*transport.Message) []*tra
 	}
 	cps := make([]*transport.Message, len(msgs))
 	for i, m := range msgs {
-		if owned {
-			cp := *m
-			cp.Data = slices.Clone(m.Data)
-			cps[i] = &cp
+		if owned { // as ownedCopy, without copying the frames' bytes
+			cps[i] = &transport.Message{Meta: m.Meta, Data: slices.Clone(m.Data), WireSize: m.WireSize}
 		} else {
 			cps[i] = ownedCopy(m)
 		}
