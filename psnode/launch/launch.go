@@ -16,6 +16,7 @@ package launch
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/sirupsen/logrus"
 
@@ -85,6 +86,7 @@ func Start(ctx context.Context, lookup conf.Lookup, environ []string, log *logru
 	case c.PS.Verbose >= 1 && log.Logger.Level < logrus.DebugLevel:
 		log.Logger.SetLevel(logrus.DebugLevel)
 	}
+	limitMemory(c.Job.TaskMemoryMB, lookup, log)
 	n, err := NewNode(c.PS, log, opts...)
 	if err != nil {
 		return nil, err
@@ -94,4 +96,20 @@ func Start(ctx context.Context, lookup conf.Lookup, environ []string, log *logru
 		return nil, err
 	}
 	return n, nil
+}
+
+// limitMemory sets the Go runtime's soft memory limit to three quarters
+// of the task's memory (conf.Job.TaskMemoryMB, its container's size), so
+// that the collector works harder as the heap nears it rather than let
+// the process grow past the container and be killed; the last quarter is
+// for what the Go runtime does not count (libzmq's buffers, the sealed
+// frames' pool). It does nothing when the launcher gave no size or
+// GOMEMLIMIT sets the limit.
+func limitMemory(memMB int, lookup conf.Lookup, log *logrus.Entry) {
+	if v, ok := lookup("GOMEMLIMIT"); memMB <= 0 || (ok && v != "") {
+		return
+	}
+	limit := int64(memMB) << 20 / 4 * 3
+	debug.SetMemoryLimit(limit)
+	log.WithField("limit_mb", limit>>20).Debug("Go memory limit set from the task's memory")
 }
