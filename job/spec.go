@@ -200,8 +200,6 @@ func (s JobSpec) Validate() error {
 	return errors.Join(errs...)
 }
 
-// hasScheduler reports whether s's job runs a scheduler: with servers,
-// or without them when Collective.
 // MemoryMB is the memory of role's tasks in MB: the size of their YARN
 // containers, WorkerMemoryMB for workers and ServerMemoryMB for the
 // others, DefaultMemoryMB when not given. A local job passes it on too
@@ -217,6 +215,8 @@ func (s JobSpec) MemoryMB(role conf.Role) int {
 	return mem
 }
 
+// hasScheduler reports whether s's job runs a scheduler: with servers,
+// or without them when Collective.
 func (s JobSpec) hasScheduler() bool { return s.NumServers > 0 || s.Collective }
 
 // checkpointWriters is the number of tasks that write a checkpoint's

@@ -17,8 +17,9 @@ import (
 //
 //	[ctlPacked][n][len(meta)][len(data0)]…[len(dataN-1)][meta][data0]…[dataN-1]
 //
-// n is one byte and the lengths are unsigned varints. The receiver's data
-// frames are slices of the one frame it received, with no copy.
+// n is one byte and the lengths are unsigned varints, len(meta) as long
+// as puts data0 8-byte aligned (pack). The receiver's data frames are
+// slices of the one frame it received, with no copy.
 var ctlPacked = []byte{0, 'p'}
 
 // packMax is the size below which a message is packed.
