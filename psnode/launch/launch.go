@@ -86,7 +86,7 @@ func Start(ctx context.Context, lookup conf.Lookup, environ []string, log *logru
 	case c.PS.Verbose >= 1 && log.Logger.Level < logrus.DebugLevel:
 		log.Logger.SetLevel(logrus.DebugLevel)
 	}
-	limitMemory(c.Job.TaskMemoryMB, lookup, log)
+	limitMemory(c, lookup, log)
 	n, err := NewNode(c.PS, log, opts...)
 	if err != nil {
 		return nil, err
@@ -99,14 +99,18 @@ func Start(ctx context.Context, lookup conf.Lookup, environ []string, log *logru
 }
 
 // limitMemory sets the Go runtime's soft memory limit to three quarters
-// of the task's memory (conf.Job.TaskMemoryMB, its container's size), so
-// that the collector works harder as the heap nears it rather than let
-// the process grow past the container and be killed; the last quarter is
+// of a task's memory on YARN (conf.Job.TaskMemoryMB, its container's
+// size), so that the collector works harder as the heap nears it rather
+// than let the process grow past the container and be killed; the last
+// quarter is
 // for what the Go runtime does not count (libzmq's buffers, the sealed
 // frames' pool). It does nothing when the launcher gave no size or
-// GOMEMLIMIT sets the limit.
-func limitMemory(memMB int, lookup conf.Lookup, log *logrus.Entry) {
-	if v, ok := lookup("GOMEMLIMIT"); memMB <= 0 || (ok && v != "") {
+// GOMEMLIMIT sets the limit, and in a job that does not run on YARN:
+// there the sizes bound no container, and a limit below what a task
+// needs would only keep its collector running.
+func limitMemory(c conf.Config, lookup conf.Lookup, log *logrus.Entry) {
+	memMB := c.Job.TaskMemoryMB
+	if v, ok := lookup("GOMEMLIMIT"); memMB <= 0 || (ok && v != "") || c.PS.JobCluster != "yarn" {
 		return
 	}
 	limit := int64(memMB) << 20 / 4 * 3
