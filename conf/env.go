@@ -67,6 +67,11 @@ const (
 	EnvTaskMemoryMB       = "SPINDLE_TASK_MEMORY_MB"
 )
 
+// DefaultTaskMemoryMB is the memory of a task whose role's size is not
+// given: a YARN container's default size (job.DefaultMemoryMB), and what
+// a task assumes when SPINDLE_TASK_MEMORY_MB is not set.
+const DefaultTaskMemoryMB = 1024
+
 // Lookup finds an environment variable, as os.LookupEnv does. Tests pass
 // a map-backed Lookup; only main packages pass os.LookupEnv.
 type Lookup func(key string) (string, bool)

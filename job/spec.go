@@ -37,7 +37,7 @@ const (
 	DefaultBlacklistAfter = 3
 	// DefaultMemoryMB and DefaultCores size a YARN container whose role's
 	// resources are not given.
-	DefaultMemoryMB = 1024
+	DefaultMemoryMB = conf.DefaultTaskMemoryMB
 	DefaultCores    = 1
 )
 

@@ -300,10 +300,10 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 	owned := true
 	for p, seg := range segs {
 		sub := subset(kv, seg, dim, offsets, push)
-		owned = owned && (w.compress || seg.Idx != nil)
 		if len(sub.Keys) == 0 && !o.allServers {
 			continue
 		}
+		owned = owned && (w.compress || seg.Idx != nil)
 		server := route.servers[p]
 		peers = append(peers, server)
 		var keys []byte

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/feed"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/records"
@@ -36,22 +37,18 @@ type Data struct {
 // by its memory (CacheBytes).
 const AutoCache = -1
 
-// autoCacheMemoryMB is the memory AutoCache assumes when the launcher
-// did not say (conf.Job.TaskMemoryMB is 0): a default container's.
-const autoCacheMemoryMB = 1024
-
 // CacheBytes is the budget of a worker's cache of examples
 // (feed.Options.CacheBytes) for a task given memMB of memory
-// (conf.Job.TaskMemoryMB; 0 when unknown): --cache-mb's, or with
-// AutoCache a quarter of memMB, which leaves the rest to the Go heap's
-// growth between collections (the cache is live heap) and to the model's
-// buffers.
+// (conf.Job.TaskMemoryMB; 0 when unknown, then a default container's,
+// conf.DefaultTaskMemoryMB): --cache-mb's, or with AutoCache a quarter of
+// memMB, which leaves the rest to the Go heap's growth between
+// collections (the cache is live heap) and to the model's buffers.
 func (d Data) CacheBytes(memMB int) int64 {
 	if d.CacheMB != AutoCache {
 		return int64(d.CacheMB) << 20
 	}
 	if memMB <= 0 {
-		memMB = autoCacheMemoryMB
+		memMB = conf.DefaultTaskMemoryMB
 	}
 	return int64(memMB) << 20 / 4
 }

@@ -71,12 +71,12 @@
 // buffers as with a copy. Frames are lent only while the DEALER has a
 // connection, which a socket monitor reports; otherwise they are copied
 // and queued like small ones. A connection that breaks while lent frames
-// wait has a second to come back, and the message goes out on it then. If it does not, or the route
-// is replaced, the DEALER is closed with its queue, which hands the frames
-// back, and the message is lost as ZeroMQ loses one it was writing when a
-// connection breaks (Send succeeds; the route reconnects for the next
-// Send). If the context ends first, the same happens and Send returns the
-// context's error.
+// wait has a second to come back, and the message goes out on it then.
+// If it does not, or the route is replaced, the DEALER is closed with its
+// queue, which hands the frames back, and the message is lost as ZeroMQ
+// loses one it was writing when a connection breaks (Send succeeds; the
+// route reconnects for the next Send). If the context ends first, the
+// same happens and Send returns the context's error.
 //
 // # Sealed frames
 //
