@@ -27,6 +27,8 @@ runs=${SPINDLE_BENCH_RUNS:-5}
 modes=${SPINDLE_BENCH_MODES:-(sync|staleness=2|async)}
 base=${SPINDLE_BENCH_BASELINE:-}
 [[ $runs =~ ^[1-9][0-9]*$ ]] || die "SPINDLE_BENCH_RUNS=$runs: want a positive number of rounds"
+[ -z "$base" ] || git rev-parse -q --verify "$base^{commit}" >/dev/null ||
+	die "SPINDLE_BENCH_BASELINE=$base: no such commit in $PWD"
 need_debs libzmq3-dev pkg-config
 need_go
 
