@@ -23,6 +23,8 @@ const (
 	// MaxNodes bounds the node list of a control message. It is ZeroMQ's
 	// ZMQ_MAX_SOCKETS as ps-lite sets it: no node can have more peers.
 	MaxNodes = 1 << 16
+	// MaxAcks bounds Meta.Acks.
+	MaxAcks = 1024
 )
 
 // ErrMalformed is wrapped by every decoding error, by CheckData's errors
@@ -98,6 +100,9 @@ func AppendMeta(dst []byte, m *Meta) ([]byte, error) {
 	if n := len(m.Control.Nodes); n > MaxNodes {
 		return dst, fmt.Errorf("transport: encode meta: %w: %d nodes exceed the limit of %d", ErrMalformed, n, MaxNodes)
 	}
+	if n := len(m.Acks); n > MaxAcks {
+		return dst, fmt.Errorf("transport: encode meta: %w: %d acks exceed the limit of %d", ErrMalformed, n, MaxAcks)
+	}
 	e := encPool.Get().(*encoder)
 	e.fill(m)
 	e.tr.wr = dst
@@ -167,6 +172,9 @@ func (e *encoder) fill(m *Meta) {
 		}
 		e.w.DataType = e.types
 	}
+	if len(m.Acks) > 0 {
+		e.w.Acks = m.Acks
+	}
 	c := &m.Control
 	if c.Cmd == CmdNone && len(c.Nodes) == 0 && c.BarrierGroup == 0 && c.MsgSig == 0 &&
 		len(c.Auth) == 0 && c.Nonce == 0 && c.Reason == "" {
@@ -231,7 +239,8 @@ type decoder struct {
 // Allocation is bounded: every list, string and binary length is checked
 // against the bytes that remain before anything is allocated for it (each
 // list element takes at least one byte), the node list is refused beyond
-// MaxNodes elements and the data type list beyond MaxDataFrames. The worst
+// MaxNodes elements, the data type list beyond MaxDataFrames and the
+// acks beyond MaxAcks. The worst
 // case is a node table of MaxNodes empty nodes, about 9 MB from a 64 KiB
 // frame; anything else allocates at most a few times the frame's size.
 func DecodeMeta(b []byte) (Meta, error) {
@@ -267,6 +276,9 @@ func (d *decoder) decode() (Meta, error) {
 	if len(w.DataType) > MaxDataFrames {
 		return Meta{}, fmt.Errorf("%w: %d data types exceed the limit of %d", ErrMalformed, len(w.DataType), MaxDataFrames)
 	}
+	if len(w.Acks) > MaxAcks {
+		return Meta{}, fmt.Errorf("%w: %d acks exceed the limit of %d", ErrMalformed, len(w.Acks), MaxAcks)
+	}
 	m := Meta{
 		Head:       w.GetHead(),
 		Request:    w.GetRequest(),
@@ -293,6 +305,9 @@ func (d *decoder) decode() (Meta, error) {
 		for i, t := range w.DataType {
 			m.DataTypes[i] = DataType(t)
 		}
+	}
+	if len(w.Acks) > 0 {
+		m.Acks = w.Acks // a fresh list, not a view of the input
 	}
 	c := w.Control
 	if c == nil {
@@ -356,10 +371,10 @@ func (p *boundedProtocol) Skip(ctx context.Context, t thrift.TType) error {
 	return thrift.SkipDefaultDepth(ctx, p, t)
 }
 
-// ReadListBegin checks the list header, and bounds the two lists of the
+// ReadListBegin checks the list header, and bounds the lists of the
 // schema when they are read rather than skipped: node tables (the only
-// list of structs) by MaxNodes and data_type (the only list of i32) by
-// MaxDataFrames.
+// list of structs) by MaxNodes, and lists of i32 (data_type and acks) by
+// the larger of their limits, MaxAcks; decode then holds each to its own.
 func (p *boundedProtocol) ReadListBegin(ctx context.Context) (thrift.TType, int, error) {
 	elem, size, err := p.TCompactProtocol.ReadListBegin(ctx)
 	if err != nil {
@@ -374,8 +389,8 @@ func (p *boundedProtocol) ReadListBegin(ctx context.Context) (thrift.TType, int,
 	switch {
 	case elem == thrift.STRUCT && size > MaxNodes:
 		return elem, 0, fmt.Errorf("list of %d structs exceeds the limit of %d", size, MaxNodes)
-	case elem == thrift.I32 && size > MaxDataFrames:
-		return elem, 0, fmt.Errorf("list of %d i32 exceeds the limit of %d", size, MaxDataFrames)
+	case elem == thrift.I32 && size > max(MaxDataFrames, MaxAcks):
+		return elem, 0, fmt.Errorf("list of %d i32 exceeds the limit of %d", size, max(MaxDataFrames, MaxAcks))
 	}
 	return elem, size, nil
 }

@@ -62,6 +62,7 @@ func TestMetaRoundTrip(t *testing.T) {
 			Request: true, Push: true, Pull: true, SimpleApp: true,
 			Head: 6, Body: []byte("body\x00bytes"), Priority: 7, Status: 8, Filters: 9,
 			MsgSig:    math.MaxUint64,
+			Acks:      []int32{1, 2, 40000},
 			DataTypes: []transport.DataType{transport.TypeChar, transport.TypeInt8, transport.TypeInt16, transport.TypeInt32, transport.TypeInt64, transport.TypeUint8, transport.TypeUint16, transport.TypeUint32, transport.TypeUint64, transport.TypeFloat32, transport.TypeFloat64, transport.TypeOther},
 			Control: transport.Control{
 				Cmd: transport.CmdBarrier, BarrierGroup: transport.AllGroups, MsgSig: 1 << 63,
@@ -85,6 +86,8 @@ func TestMetaRoundTrip(t *testing.T) {
 		{name: "control without command", meta: transport.Meta{Control: transport.Control{Reason: "r"}}},
 		{name: "ack", meta: transport.Meta{Sender: 8, Recver: 9, Control: transport.Control{Cmd: transport.CmdAck, MsgSig: 42}}},
 		{name: "max data types", meta: transport.Meta{DataTypes: make([]transport.DataType, transport.MaxDataFrames)}},
+		{name: "acks", meta: transport.Meta{Sender: 8, Recver: 9, Push: true, Timestamp: 3, Acks: []int32{-1, 0, math.MaxInt32, math.MinInt32}}},
+		{name: "max acks", meta: transport.Meta{Acks: make([]int32, transport.MaxAcks)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -202,6 +205,7 @@ func TestAppendMetaLimits(t *testing.T) {
 	}{
 		{name: "data types", meta: transport.Meta{DataTypes: make([]transport.DataType, transport.MaxDataFrames+1)}},
 		{name: "nodes", meta: transport.Meta{Control: transport.Control{Nodes: make([]transport.Node, transport.MaxNodes+1)}}},
+		{name: "acks", meta: transport.Meta{Acks: make([]int32, transport.MaxAcks+1)}},
 		{name: "meta size", meta: transport.Meta{Body: make([]byte, transport.MaxMetaSize)}},
 	}
 	for _, tt := range tests {
@@ -260,6 +264,12 @@ func TestDecodeMetaMalformed(t *testing.T) {
 		{name: "too many data types", input: func() []byte {
 			b := []byte{0x99, 0xf5, byte(transport.MaxDataFrames + 1)}
 			b = append(b, make([]byte, transport.MaxDataFrames+1)...)
+			return append(b, 0)
+		}()},
+		// Field 31 (acks), in the long form, one element over MaxAcks.
+		{name: "too many acks", input: func() []byte {
+			b := binary.AppendUvarint([]byte{0x09, 0x3e, 0xf5}, transport.MaxAcks+1)
+			b = append(b, make([]byte, transport.MaxAcks+1)...)
 			return append(b, 0)
 		}()},
 		{name: "node list over MaxNodes", input: nodeList(transport.MaxNodes + 1)},

@@ -72,6 +72,9 @@ func FuzzRoundTrip(f *testing.F) {
 		}
 		for _, b := range types {
 			m.DataTypes = append(m.DataTypes, transport.DataType(int8(b)))
+			if flags&16 != 0 {
+				m.Acks = append(m.Acks, int32(b)*7919-ts) // derived, as Filters
+			}
 		}
 		// Four bytes per node: role, id, port, rank; host and incarnation
 		// are derived from the other arguments.

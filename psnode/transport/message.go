@@ -201,6 +201,11 @@ type Meta struct {
 	// (a bit set that psnode defines), so that its receiver decodes the
 	// data frames correctly; zero for plain messages.
 	Filters int32
+	// Acks, in an answer, are the timestamps of the receiver's earlier
+	// requests (of the same customer) that it also answers, each as an
+	// empty answer without error: a server's answers to pushes ride on
+	// its next message to the worker. At most MaxAcks.
+	Acks []int32
 }
 
 // Message is one psnode message: meta and zero or more raw data frames.

@@ -1020,6 +1020,7 @@ func (p *Control) String() string {
 //   - MsgSig
 //   - Status
 //   - Filters
+//   - Acks
 type Meta struct {
 	Head       *int32   `thrift:"head,1" db:"head" json:"head,omitempty"`
 	Body       []byte   `thrift:"body,2" db:"body" json:"body,omitempty"`
@@ -1039,7 +1040,8 @@ type Meta struct {
 	MsgSig   *int64 `thrift:"msg_sig,16" db:"msg_sig" json:"msg_sig,omitempty"`
 	Status   *int32 `thrift:"status,17" db:"status" json:"status,omitempty"`
 	// unused fields # 18 to 29
-	Filters *int32 `thrift:"filters,30" db:"filters" json:"filters,omitempty"`
+	Filters *int32  `thrift:"filters,30" db:"filters" json:"filters,omitempty"`
+	Acks    []int32 `thrift:"acks,31" db:"acks" json:"acks,omitempty"`
 }
 
 func NewMeta() *Meta {
@@ -1192,6 +1194,12 @@ func (p *Meta) GetFilters() int32 {
 	}
 	return *p.Filters
 }
+
+var Meta_Acks_DEFAULT []int32
+
+func (p *Meta) GetAcks() []int32 {
+	return p.Acks
+}
 func (p *Meta) IsSetHead() bool {
 	return p.Head != nil
 }
@@ -1258,6 +1266,10 @@ func (p *Meta) IsSetStatus() bool {
 
 func (p *Meta) IsSetFilters() bool {
 	return p.Filters != nil
+}
+
+func (p *Meta) IsSetAcks() bool {
+	return p.Acks != nil
 }
 
 func (p *Meta) Read(ctx context.Context, iprot thrift.TProtocol) error {
@@ -1437,6 +1449,16 @@ func (p *Meta) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 30:
 			if fieldTypeId == thrift.I32 {
 				if err := p.ReadField30(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 31:
+			if fieldTypeId == thrift.LIST {
+				if err := p.ReadField31(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -1624,6 +1646,28 @@ func (p *Meta) ReadField30(ctx context.Context, iprot thrift.TProtocol) error {
 	return nil
 }
 
+func (p *Meta) ReadField31(ctx context.Context, iprot thrift.TProtocol) error {
+	_, size, err := iprot.ReadListBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading list begin: ", err)
+	}
+	tSlice := make([]int32, 0, size)
+	p.Acks = tSlice
+	for i := 0; i < size; i++ {
+		var _elem3 int32
+		if v, err := iprot.ReadI32(ctx); err != nil {
+			return thrift.PrependError("error reading field 0: ", err)
+		} else {
+			_elem3 = v
+		}
+		p.Acks = append(p.Acks, _elem3)
+	}
+	if err := iprot.ReadListEnd(ctx); err != nil {
+		return thrift.PrependError("error reading list end: ", err)
+	}
+	return nil
+}
+
 func (p *Meta) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "Meta"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -1678,6 +1722,9 @@ func (p *Meta) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField30(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField31(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -1953,6 +2000,29 @@ func (p *Meta) writeField30(ctx context.Context, oprot thrift.TProtocol) (err er
 	return err
 }
 
+func (p *Meta) writeField31(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetAcks() {
+		if err := oprot.WriteFieldBegin(ctx, "acks", thrift.LIST, 31); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 31:acks: ", p), err)
+		}
+		if err := oprot.WriteListBegin(ctx, thrift.I32, len(p.Acks)); err != nil {
+			return thrift.PrependError("error writing list begin: ", err)
+		}
+		for _, v := range p.Acks {
+			if err := oprot.WriteI32(ctx, int32(v)); err != nil {
+				return thrift.PrependError(fmt.Sprintf("%T. (0) field write error: ", p), err)
+			}
+		}
+		if err := oprot.WriteListEnd(ctx); err != nil {
+			return thrift.PrependError("error writing list end: ", err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 31:acks: ", p), err)
+		}
+	}
+	return err
+}
+
 func (p *Meta) Equals(other *Meta) bool {
 	if p == other {
 		return true
@@ -2017,8 +2087,8 @@ func (p *Meta) Equals(other *Meta) bool {
 		return false
 	}
 	for i, _tgt := range p.DataType {
-		_src3 := other.DataType[i]
-		if _tgt != _src3 {
+		_src4 := other.DataType[i]
+		if _tgt != _src4 {
 			return false
 		}
 	}
@@ -2083,6 +2153,15 @@ func (p *Meta) Equals(other *Meta) bool {
 			return false
 		}
 		if (*p.Filters) != (*other.Filters) {
+			return false
+		}
+	}
+	if len(p.Acks) != len(other.Acks) {
+		return false
+	}
+	for i, _tgt := range p.Acks {
+		_src5 := other.Acks[i]
+		if _tgt != _src5 {
 			return false
 		}
 	}

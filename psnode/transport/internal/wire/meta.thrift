@@ -47,4 +47,7 @@ struct Meta {
   // bits); numbered apart from the fields above so that fields added
   // in between keep their places.
   30: optional i32 filters
+  // Timestamps of the receiver's earlier push requests that this answer
+  // also answers, each as an empty answer without error.
+  31: optional list<i32> acks
 }
