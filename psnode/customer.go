@@ -262,10 +262,19 @@ func (c *customer) newRequest(peers []int32, onReply func(int32, *transport.Mess
 	return ts
 }
 
-// reply processes one peer's answer to request ts. It runs on the
-// customer's goroutine.
+// reply processes one peer's answer to request ts, and the answers that
+// ride on it (Meta.Acks: empty answers without error, to pushes). It runs
+// on the customer's goroutine.
 func (c *customer) reply(m *transport.Message) {
-	ts, peer := m.Meta.Timestamp, m.Meta.Sender
+	c.answer(m.Meta.Timestamp, m.Meta.Sender, m)
+	for _, ts := range m.Meta.Acks {
+		c.answer(ts, m.Meta.Sender, nil)
+	}
+}
+
+// answer processes peer's answer to request ts: m, or an empty answer
+// without error when m is nil.
+func (c *customer) answer(ts, peer int32, m *transport.Message) {
 	c.mu.Lock()
 	r := c.pending[ts]
 	if r == nil || r.completing || !r.waiting[peer] {
@@ -273,7 +282,7 @@ func (c *customer) reply(m *transport.Message) {
 		return // late, duplicate or unknown
 	}
 	var err error
-	if m.Meta.Status == statusKeyMiss && r.onMiss != nil {
+	if m != nil && m.Meta.Status == statusKeyMiss && r.onMiss != nil {
 		c.mu.Unlock()
 		// The server misses a key list: it gets the request again with
 		// the list written out, and its answer to that one counts.
@@ -288,6 +297,9 @@ func (c *customer) reply(m *transport.Message) {
 	c.mu.Unlock()
 	switch {
 	case err != nil: // the miss could not be answered
+	case m == nil && r.onReply != nil:
+		err = fmt.Errorf("psnode: %w: peer %d acknowledged request %d, which waits for its values", transport.ErrMalformed, peer, ts)
+	case m == nil:
 	case m.Meta.Status != 0:
 		err = &RemoteError{Peer: peer, Message: string(m.Meta.Body)}
 	case r.onReply != nil:

@@ -49,6 +49,13 @@
 // quarter of a 10M-key push. Every other message, and a request to any
 // app but a KVServer, is the node's own memory.
 //
+// A KVServer's answer to a push is empty: it says the push is applied.
+// One given while the server handles a request waits to ride on its next
+// message to the same worker (transport.Meta.Acks), at most until the
+// worker's next request has been handled, the server's queue runs empty,
+// or eight requests later: under load a worker's push and the pull it
+// sends next are answered in one message.
+//
 // A RawApp sends and receives messages of a protocol of the program's
 // own, neither request/response nor key-value: package psnode/collective
 // builds its collectives (AllReduce and the others, among workers or any

@@ -6,3 +6,6 @@ func ForgetKeyLists[V Number](s *KVServer[V]) { s.keys = newKeyCaches(DefaultKey
 
 // ReplicaApp is the app id of the servers' replication messages.
 const ReplicaApp = replicaApp
+
+// QueuedRequests returns how many requests wait in s's queue.
+func QueuedRequests[V Number](s *KVServer[V]) int { return len(s.c.queue) }

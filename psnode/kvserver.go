@@ -42,6 +42,7 @@ type KVServer[V Number] struct {
 	c       *customer
 	handler Handler[V]
 	keys    *keyCaches // the key lists workers asked this server to keep
+	acks    riders     // answers to pushes waiting to ride on a later message
 }
 
 // NewKVServer makes the server side of app appID, handing every request
@@ -64,6 +65,8 @@ func NewKVServer[V Number](n *Node, appID int32, h Handler[V]) (*KVServer[V], er
 }
 
 func (s *KVServer[V]) serve(m *transport.Message) {
+	s.acks.begin(ackKey{m.Meta.Sender, m.Meta.AppID, m.Meta.CustomerID})
+	defer s.endServe()
 	req := &KVRequest[V]{KVMeta: KVMeta{
 		Cmd:        m.Meta.Head,
 		Push:       m.Meta.Push,
@@ -126,8 +129,12 @@ func decodeRequest[V Number](m *transport.Message, kv *KVPairs[V]) error {
 // the same order (res.Keys may be nil: the worker knows its keys, and
 // leaving them out saves a third of a float32 pull's bytes); for a push,
 // res is empty. res's slices are sent without copying and must not change
-// until Respond returns.
+// until Respond returns. An answer to a push given while a request is in
+// the handler may wait to ride on a later message (riders.go).
 func (s *KVServer[V]) Respond(ctx context.Context, req *KVRequest[V], res KVPairs[V]) error {
+	if req.Push && !req.Pull && len(res.Keys) == 0 && len(res.Vals) == 0 && s.acks.hold(&req.KVMeta) {
+		return nil
+	}
 	m := s.response(req)
 	if req.Pull {
 		shape := res
@@ -181,7 +188,9 @@ func (s *KVServer[V]) response(req *KVRequest[V]) *transport.Message {
 	}}
 }
 
+// send sends m, with the answers to pushes that wait for its receiver.
 func (s *KVServer[V]) send(ctx context.Context, m *transport.Message) error {
+	s.acks.take(m)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	return s.n.send(ctx, m)
