@@ -35,7 +35,7 @@ func TestPushAnswersRide(t *testing.T) {
 	var stuck error
 	_, err = psnode.NewKVServer[float32](c.servers[0], 0, func(req *psnode.KVRequest[float32], srv *psnode.KVServer[float32]) {
 		first.Do(func() {
-			// Hold the first push until the rest, and the pull, are queued.
+			// Hold the first push until the other requests are queued.
 			select {
 			case <-release:
 			case <-ctx.Done():

@@ -239,10 +239,10 @@ type decoder struct {
 // Allocation is bounded: every list, string and binary length is checked
 // against the bytes that remain before anything is allocated for it (each
 // list element takes at least one byte), the node list is refused beyond
-// MaxNodes elements, the data type list beyond MaxDataFrames and the
-// acks beyond MaxAcks. The worst
-// case is a node table of MaxNodes empty nodes, about 9 MB from a 64 KiB
-// frame; anything else allocates at most a few times the frame's size.
+// MaxNodes elements, the data type list beyond MaxDataFrames and the acks
+// beyond MaxAcks. The worst case is a node table of MaxNodes empty nodes,
+// about 9 MB from a 64 KiB frame; anything else allocates at most a few
+// times the frame's size.
 func DecodeMeta(b []byte) (Meta, error) {
 	if len(b) > MaxMetaSize {
 		return Meta{}, fmt.Errorf("%w: meta frame of %d bytes exceeds the %d-byte limit", ErrMalformed, len(b), MaxMetaSize)

@@ -233,11 +233,14 @@ func (m *Message) DataBytes() int {
 }
 
 func (m *Message) String() string {
-	c := ""
+	c, acks := "", ""
 	if m.Meta.Control.Cmd != CmdNone {
 		c = " " + m.Meta.Control.Cmd.String()
 	}
-	return fmt.Sprintf("msg %d→%d%s app=%d cust=%d ts=%d req=%v push=%v pull=%v head=%d frames=%d bytes=%d",
-		m.Meta.Sender, m.Meta.Recver, c, m.Meta.AppID, m.Meta.CustomerID, m.Meta.Timestamp,
+	if len(m.Meta.Acks) > 0 {
+		acks = fmt.Sprintf(" acks=%v", m.Meta.Acks)
+	}
+	return fmt.Sprintf("msg %d→%d%s app=%d cust=%d ts=%d%s req=%v push=%v pull=%v head=%d frames=%d bytes=%d",
+		m.Meta.Sender, m.Meta.Recver, c, m.Meta.AppID, m.Meta.CustomerID, m.Meta.Timestamp, acks,
 		m.Meta.Request, m.Meta.Push, m.Meta.Pull, m.Meta.Head, len(m.Data), m.DataBytes())
 }
