@@ -53,11 +53,18 @@ func NewKVServer[V Number](n *Node, appID int32, h Handler[V]) (*KVServer[V], er
 		return nil, fmt.Errorf("psnode: app %d: nil handler", appID)
 	}
 	s := &KVServer[V]{n: n, handler: h, keys: newKeyCaches(DefaultKeyCacheBytes)}
-	var err error
-	s.c, err = n.newCustomer(appID, 0, true, s.serve)
+	// The customer's goroutine may take a request (one that waited for
+	// the app) before newCustomer returns; serve reads s.c once it is set.
+	made := make(chan struct{})
+	c, err := n.newCustomer(appID, 0, true, func(m *transport.Message) {
+		<-made
+		s.serve(m)
+	})
 	if err != nil {
 		return nil, err
 	}
+	s.c = c
+	close(made)
 	// Requests may come with the transport's own receive buffers: the
 	// handler keeps nothing of them past its return (see KVRequest).
 	n.borrowing.Store(appID, struct{}{})
