@@ -102,12 +102,11 @@ func Start(ctx context.Context, lookup conf.Lookup, environ []string, log *logru
 // of a task's memory on YARN (conf.Job.TaskMemoryMB, its container's
 // size), so that the collector works harder as the heap nears it rather
 // than let the process grow past the container and be killed; the last
-// quarter is
-// for what the Go runtime does not count (libzmq's buffers, the sealed
-// frames' pool). It does nothing when the launcher gave no size or
-// GOMEMLIMIT sets the limit, and in a job that does not run on YARN:
-// there the sizes bound no container, and a limit below what a task
-// needs would only keep its collector running.
+// quarter is for what the Go runtime does not count (libzmq's buffers,
+// the sealed frames' pool). It does nothing when the launcher gave no
+// size or GOMEMLIMIT sets the limit, and in a job that does not run on
+// YARN: there the sizes bound no container, and a limit below what a
+// task needs would only keep its collector running.
 func limitMemory(c conf.Config, lookup conf.Lookup, log *logrus.Entry) {
 	memMB := c.Job.TaskMemoryMB
 	if v, ok := lookup("GOMEMLIMIT"); memMB <= 0 || (ok && v != "") || c.PS.JobCluster != "yarn" {
