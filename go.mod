@@ -10,6 +10,7 @@ require (
 	github.com/pebbe/zmq4 v1.4.0
 	github.com/sirupsen/logrus v1.10.2
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sys v0.13.0
 	google.golang.org/protobuf v1.31.0
 )
 
@@ -22,5 +23,4 @@ require (
 	github.com/jcmturner/rpc/v2 v2.0.3 // indirect
 	golang.org/x/crypto v0.11.0 // indirect
 	golang.org/x/net v0.12.0 // indirect
-	golang.org/x/sys v0.13.0 // indirect
 )

@@ -37,7 +37,7 @@ var helpGroups = []struct {
 	{"Resources (YARN)", []string{"worker-cores", "worker-memory", "server-cores", "server-memory", "queue"}},
 	{"Application (YARN)", []string{"am-memory", "am-cores", "max-app-attempts", "priority", "tags", "allocation-timeout", "blacklist-after"}},
 	{"Kerberos (YARN)", []string{"principal", "keytab"}},
-	{"Other", []string{"detach", "jobs-dir", "dry-run", "insecure", "help"}},
+	{"Other", []string{"detach", "jobs-dir", "cpu-bind", "dry-run", "insecure", "help"}},
 }
 
 // examples close the help text.
@@ -116,6 +116,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 
 	fs.BoolVar(&o.Detach, "detach", o.Detach, "with --cluster yarn: print the application's id and exit once it is submitted; follow it with '"+progName+" status'")
 	fs.StringVar(&o.JobsDir, "jobs-dir", o.JobsDir, "with --cluster local: keep the job's directory (each task's output, its status) under `DIR` (default $HOME/.spindle/jobs)")
+	fs.StringVar(&o.CPUBind, "cpu-bind", o.CPUBind, "with --cluster local: bind each server and worker to one CPU, server and worker of one rank to the same: `auto` (when each CPU gets as many servers as the others, and workers, at least one of each), cores (always) or none")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "print the resolved job and the tasks it would start, then exit; with --cluster yarn also the application, every container's resources, command, environment and local resources, and the files that would be staged, with nothing submitted or staged")
 	fs.BoolVar(&o.Insecure, "insecure", o.Insecure, "turn off ZeroMQ CURVE between the nodes: plain, unauthenticated node traffic, for benchmarking only")
 	fs.BoolVar(&o.Help, "help", o.Help, "print this help and exit")

@@ -147,6 +147,10 @@ type Options struct {
 	// Detach (--detach) returns once the YARN application is submitted,
 	// after printing its id, instead of following it.
 	Detach bool
+	// CPUBind (--cpu-bind) says whether a local job's servers and workers
+	// are each bound to one CPU: "auto" (default), "none" or "cores"
+	// (local.CPUBind).
+	CPUBind string
 	// JobsDir (--jobs-dir) is where local jobs keep their directories
 	// (output of every task, status); "" means $HOME/.spindle/jobs.
 	JobsDir string
@@ -229,6 +233,7 @@ func NewOptions(streams Streams, lookup func(string) (string, bool), environ []s
 		MaxAppAttempts:    1,
 		AllocationTimeout: "10m",
 		LogLevel:          "info",
+		CPUBind:           local.CPUBindAuto.String(),
 		MaxAttempts:       job.DefaultMaxAttempts,
 		BlacklistAfter:    job.DefaultBlacklistAfter,
 		CheckpointKeep:    job.DefaultCheckpointKeep,
@@ -349,6 +354,11 @@ func (o *Options) Validate() error {
 	}
 	if (o.Principal == "") != (o.Keytab == "") {
 		errs = append(errs, errors.New("--principal and --keytab go together"))
+	}
+	if _, err := local.ParseCPUBind(o.CPUBind); err != nil {
+		errs = append(errs, fmt.Errorf("--cpu-bind %q: %w", o.CPUBind, err))
+	} else if o.given["cpu-bind"] && o.Cluster == ClusterYARN {
+		errs = append(errs, errors.New("--cpu-bind: only with --cluster local (on YARN the NodeManager places containers on CPUs)"))
 	}
 	if o.Principal != "" && o.Cluster != ClusterYARN {
 		errs = append(errs, errors.New("--principal and --keytab: only with --cluster yarn (a local job's tasks log in from the ticket cache)"))

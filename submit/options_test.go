@@ -230,6 +230,8 @@ func TestUsageErrors(t *testing.T) {
 		{"empty queue", []string{"-n", "1", "--queue", "", "./prog"}, nil, []string{"--queue: must not be empty"}},
 		{"principal without keytab", []string{"--cluster", "yarn", "-n", "1", "--principal", "alice@EXAMPLE.COM", "./prog"}, nil, []string{"--principal and --keytab go together"}},
 		{"missing keytab", []string{"--cluster", "yarn", "-n", "1", "--principal", "alice@EXAMPLE.COM", "--keytab", missing, "./prog"}, nil, []string{"--keytab " + missing + ": "}},
+		{"unknown --cpu-bind", []string{"-n", "1", "--cpu-bind", "all", "./prog"}, nil, []string{`--cpu-bind "all": want auto, none, cores`}},
+		{"--cpu-bind with YARN", []string{"--cluster", "yarn", "-n", "1", "--cpu-bind", "none", "./prog"}, nil, []string{"--cpu-bind: only with --cluster local"}},
 		{"keytab with a local job", []string{"-n", "1", "--principal", "alice@EXAMPLE.COM", "--keytab", file, "./prog"}, nil, []string{"--principal and --keytab: only with --cluster yarn"}},
 		{"bad boolean", []string{"-n", "1", "--dry-run=maybe", "./prog"}, nil, []string{"dry-run"}},
 		{"several problems at once", []string{"-n", "-1", "-s", "-2", "--worker-memory", "3x", "--env", "novalue",

@@ -224,6 +224,7 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 	if jobsDir == "" {
 		jobsDir = defaultJobsDir(o.LookupEnv)
 	}
+	bind, _ := local.ParseCPUBind(o.CPUBind) // checked by Validate
 	id := newLocalJobID(o.now())
 	pruneLocalJobs(jobsDir, keepLocalJobs, log)
 	res, err := o.runLocal(ctx, spec, local.Options{
@@ -234,6 +235,7 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 		Resolver: resolver,
 		OnStatus: p.update,
 		Dir:      filepath.Join(jobsDir, id),
+		CPUBind:  bind,
 		OnStart: func(info local.Info) {
 			fmt.Fprintf(p.around(o.Err), "%s: job %s: status page %s; output of every task in %s ('%s logs %s', '%s status %s')\n",
 				progName, id, info.PageURL(), filepath.Join(info.Dir, local.LogsDir), progName, id, progName, id)
@@ -344,6 +346,7 @@ func (o *Options) writeJob(w *bufio.Writer) {
 	opt("blacklist-after", strconv.Itoa(o.BlacklistAfter))
 	opt("detach", strconv.FormatBool(o.Detach))
 	opt("jobs-dir", o.JobsDir)
+	opt("cpu-bind", o.CPUBind)
 	opt("insecure", strconv.FormatBool(o.Insecure))
 }
 

@@ -269,7 +269,7 @@ func TestRunHandsTheJobToTheLauncher(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	environ := []string{"PATH=/bin", "FOO=bar"}
 	code := Main(context.Background(), []string{"-n", "1", "--log-level", "DEBUG", "--output", "/tmp/m", "--worker-memory", "2g",
-		"--input", "in.txt", "--split-size", "1m", "--", "./prog"},
+		"--input", "in.txt", "--split-size", "1m", "--cpu-bind", "cores", "--", "./prog"},
 		strings.NewReader(""), &stdout, &stderr, func(string) (string, bool) { return "", false }, environ,
 		WithPlanner(planner), withRunner(run))
 	if code != 0 {
@@ -284,6 +284,9 @@ func TestRunHandsTheJobToTheLauncher(t *testing.T) {
 	}
 	if !planned {
 		t.Error("the planner given with WithPlanner was not passed on")
+	}
+	if gotOpts.CPUBind != local.CPUBindCores {
+		t.Errorf("CPU binding %v, want --cpu-bind's cores", gotOpts.CPUBind)
 	}
 	if gotOpts.Log.Logger.GetLevel() != logrus.DebugLevel {
 		t.Errorf("log level %v, want debug", gotOpts.Log.Logger.GetLevel())

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +67,9 @@ type Options struct {
 	// OnStart, when set, is called once the job's tracker and status page
 	// serve, with where the page is and the job's directory.
 	OnStart func(Info)
+	// CPUBind says whether each server and worker is bound to one CPU
+	// (CPUBind); the zero value is CPUBindAuto.
+	CPUBind CPUBind
 }
 
 // Info says where a running local job can be watched.
@@ -183,7 +187,16 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 	if opts.OnStart != nil {
 		opts.OnStart(info)
 	}
-	c := New(Config{Environ: opts.Environ, Stdout: opts.Stdout, Log: opts.Log, StopGrace: opts.StopGrace, Dir: opts.WorkDir, LogDir: logDir})
+	var cpus []int
+	if opts.CPUBind != CPUBindNone {
+		own, err := ownCPUs()
+		if err != nil {
+			return failed(err)
+		}
+		cpus = bindCPUs(opts.CPUBind, spec, own)
+	}
+	c := New(Config{Environ: opts.Environ, Stdout: opts.Stdout, Log: opts.Log, StopGrace: opts.StopGrace, Dir: opts.WorkDir, LogDir: logDir,
+		CPUs: cpus})
 	defer c.Close()
 	res, err := j.Run(ctx, c)
 	if opts.Dir != "" {
@@ -249,6 +262,9 @@ type Config struct {
 	// LogDir, when set, is an existing directory where each launch's
 	// standard output and error are kept, in files named by job.LogName.
 	LogDir string
+	// CPUs, when set, binds each server and worker to one of them: rank
+	// r's to CPUs[r mod len(CPUs)] (CPUBind).
+	CPUs []int
 }
 
 // Cluster is a job.Cluster of child processes of this one. Each child
@@ -304,7 +320,12 @@ func (c *Cluster) Start(ctx context.Context, l job.Launch) error {
 	}
 	cmd := exec.Command(l.Command[0], l.Command[1:]...)
 	cmd.Dir = c.cfg.Dir
-	cmd.Env = l.Env(Node, c.cfg.Environ)
+	cpu, bound := cpuOf(c.cfg.CPUs, l.Task)
+	base := c.cfg.Environ
+	if bound {
+		base = withGOMAXPROCS(slices.Clip(base))
+	}
+	cmd.Env = l.Env(Node, base)
 	// Its own process group, so that the whole group can be stopped; and
 	// death with the launcher.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -334,7 +355,11 @@ func (c *Cluster) Start(ctx context.Context, l job.Launch) error {
 	// A grandchild that keeps the output pipe open must not keep Wait
 	// from returning.
 	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if bound {
+		start = func() error { return startOn(cmd, cpu, c.cfg.Log) }
+	}
+	if err := start(); err != nil {
 		closeFiles()
 		return fmt.Errorf("local: start %s: %s: %w", l.Task, l.Command[0], err)
 	}
@@ -354,7 +379,11 @@ func (c *Cluster) Start(ctx context.Context, l job.Launch) error {
 		close(p.done)
 		c.events.Push(job.Event{Kind: job.Exited, ID: l.ID, Exit: job.Exit{Code: exitCode(err), Desc: describeExit(err), Tail: p.tail.last()}})
 	}()
-	c.cfg.Log.WithFields(logrus.Fields{"task": l.Task.String(), "attempt": l.Attempt, "pid": cmd.Process.Pid}).Debug("task started")
+	fields := logrus.Fields{"task": l.Task.String(), "attempt": l.Attempt, "pid": cmd.Process.Pid}
+	if bound {
+		fields["cpu"] = cpu
+	}
+	c.cfg.Log.WithFields(fields).Debug("task started")
 	return nil
 }
 
