@@ -36,7 +36,9 @@ import (
 //     significantly-modified filter (with and without compression); and
 //     the three modes reading and parsing the file every epoch
 //     (--cache-mb 0), where by default a worker keeps the parsed examples
-//     in memory after the first. Each reports the bytes its epochs took
+//     in memory after the first; and the first and last with no task bound
+//     to a CPU (local.CPUBindNone; by default, on a machine of 2 CPUs, a
+//     2 × 2 job's are, local.CPUBindAuto). Each reports the bytes its epochs took
 //     on the wire (wire-MiB/epoch, both directions).
 //
 // Run with -benchtime=1x; every op is a full training run.
@@ -65,21 +67,24 @@ func BenchmarkTrain(b *testing.B) {
 	modes := []struct {
 		name string
 		args []string
+		bind local.CPUBind
 	}{
-		{"sync", nil},
-		{"staleness=2", []string{"--staleness", "2"}},
-		{"staleness=2/prefetch=false", []string{"--staleness", "2", "--prefetch=false"}},
-		{"async", []string{"--async"}},
-		{"async/prefetch=false", []string{"--async", "--prefetch=false"}},
-		{"sync/compress", []string{"--compress"}},
-		{"async/compress", []string{"--async", "--compress"}},
-		{"async/significance=0.5", []string{"--async", "--significance", "0.5"}},
-		{"async/compress/significance=0.5", []string{"--async", "--compress", "--significance", "0.5"}},
-		{"sync/delta-keys", []string{"--delta-keys"}},
-		{"async/delta-keys", []string{"--async", "--delta-keys"}},
-		{"sync/nocache", []string{"--cache-mb", "0"}},
-		{"staleness=2/nocache", []string{"--staleness", "2", "--cache-mb", "0"}},
-		{"async/nocache", []string{"--async", "--cache-mb", "0"}},
+		{name: "sync"},
+		{name: "staleness=2", args: []string{"--staleness", "2"}},
+		{name: "staleness=2/prefetch=false", args: []string{"--staleness", "2", "--prefetch=false"}},
+		{name: "async", args: []string{"--async"}},
+		{name: "async/prefetch=false", args: []string{"--async", "--prefetch=false"}},
+		{name: "sync/compress", args: []string{"--compress"}},
+		{name: "async/compress", args: []string{"--async", "--compress"}},
+		{name: "async/significance=0.5", args: []string{"--async", "--significance", "0.5"}},
+		{name: "async/compress/significance=0.5", args: []string{"--async", "--compress", "--significance", "0.5"}},
+		{name: "sync/delta-keys", args: []string{"--delta-keys"}},
+		{name: "async/delta-keys", args: []string{"--async", "--delta-keys"}},
+		{name: "sync/nocache", args: []string{"--cache-mb", "0"}},
+		{name: "staleness=2/nocache", args: []string{"--staleness", "2", "--cache-mb", "0"}},
+		{name: "async/nocache", args: []string{"--async", "--cache-mb", "0"}},
+		{name: "sync/cpu-bind=none", bind: local.CPUBindNone},
+		{name: "async/cpu-bind=none", args: []string{"--async"}, bind: local.CPUBindNone},
 	}
 	for _, mode := range modes {
 		for _, w := range []int{1, 2} {
@@ -98,7 +103,7 @@ func BenchmarkTrain(b *testing.B) {
 						Command: args, NumWorkers: w, NumServers: w, MaxAttempts: 1,
 						Inputs: []string{filepath.Join(dataDir, "train.libsvm")}, SplitSize: 2 << 20,
 						Output: filepath.Join(b.TempDir(), "model"),
-					}, local.Options{Environ: os.Environ(), Log: quietLog(), Planner: tracker.InputPlanner(res), Resolver: res})
+					}, local.Options{Environ: os.Environ(), Log: quietLog(), Planner: tracker.InputPlanner(res), Resolver: res, CPUBind: mode.bind})
 					cancel()
 					if err != nil {
 						b.Fatal(err)
