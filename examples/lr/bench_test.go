@@ -36,10 +36,10 @@ import (
 //     significantly-modified filter (with and without compression); and
 //     the three modes reading and parsing the file every epoch
 //     (--cache-mb 0), where by default a worker keeps the parsed examples
-//     in memory after the first; and the first and last with no task bound
-//     to a CPU (local.CPUBindNone; by default, on a machine of 2 CPUs, a
-//     2 × 2 job's are, local.CPUBindAuto). Each reports the bytes its epochs took
-//     on the wire (wire-MiB/epoch, both directions).
+//     in memory after the first; and the first and last with no task
+//     bound to a CPU (local.CPUBindNone; by default, local.CPUBindAuto, a
+//     2 × 2 job's are bound on a machine of 2 CPUs). Each reports the
+//     bytes its epochs took on the wire (wire-MiB/epoch, both directions).
 //
 // Run with -benchtime=1x; every op is a full training run.
 func BenchmarkTrain(b *testing.B) {

@@ -31,8 +31,8 @@ func cpusAllowed(t *testing.T, status string) string {
 
 // TestRunLocalBindsServerAndWorkerOfARankToOneCPU runs real processes
 // with CPUBindCores: each server and worker runs on the one CPU of its
-// rank, with GOMAXPROCS=2 unless the job sets it, the scheduler where
-// the launcher may run, and every thread of the launcher has its own
+// rank, with GOMAXPROCS=2 unless the job sets it; the scheduler runs
+// where the launcher may; and every thread of the launcher has its own
 // CPUs back. Not parallel: it reads the masks of all of this process's
 // threads, which no other test may be changing meanwhile.
 func TestRunLocalBindsServerAndWorkerOfARankToOneCPU(t *testing.T) {

@@ -11,6 +11,11 @@
 // that fails. Stopping sends SIGTERM to every group, then SIGKILL after
 // StopGrace.
 //
+// When a psnode job's servers and workers divide evenly among the CPUs
+// the launcher may use, each server and worker is bound to one CPU,
+// server r and worker r to the same (Options.CPUBind, CPUBind); the
+// scheduler is not.
+//
 //	res, err := local.Run(ctx, spec, local.Options{Environ: os.Environ(), Stdout: os.Stdout})
 //
 // Run also serves the job's status page (package job/web) on 127.0.0.1,
