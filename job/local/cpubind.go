@@ -31,7 +31,9 @@ const (
 	// CPUBindAuto binds a psnode job's servers and workers when every
 	// CPU this process may run on gets as many servers as the others, and
 	// as many workers, and at least one of each: when the numbers of
-	// servers and of workers are both multiples of the CPUs'.
+	// servers and of workers are both multiples of the CPUs'. It decides
+	// once, on the numbers the job starts with: servers and workers that
+	// ps-submit scale adds later are bound by their rank all the same.
 	CPUBindAuto CPUBind = iota
 	// CPUBindNone binds nothing.
 	CPUBindNone
