@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -103,14 +104,15 @@ func cpuOf(cpus []int, t job.Task) (int, bool) {
 	return cpus[t.Rank%len(cpus)], true
 }
 
-// withGOMAXPROCS adds bindGOMAXPROCS to env unless env sets GOMAXPROCS.
+// withGOMAXPROCS returns env with bindGOMAXPROCS added unless env sets
+// GOMAXPROCS; env itself is never written to.
 func withGOMAXPROCS(env []string) []string {
 	for _, kv := range env {
 		if strings.HasPrefix(kv, "GOMAXPROCS=") {
 			return env
 		}
 	}
-	return append(env, bindGOMAXPROCS)
+	return append(slices.Clip(env), bindGOMAXPROCS)
 }
 
 // startOn starts cmd bound to cpu. A child takes the CPU mask of the

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -323,7 +322,7 @@ func (c *Cluster) Start(ctx context.Context, l job.Launch) error {
 	cpu, bound := cpuOf(c.cfg.CPUs, l.Task)
 	base := c.cfg.Environ
 	if bound {
-		base = withGOMAXPROCS(slices.Clip(base))
+		base = withGOMAXPROCS(base)
 	}
 	cmd.Env = l.Env(Node, base)
 	// Its own process group, so that the whole group can be stopped; and
