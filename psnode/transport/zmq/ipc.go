@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -32,6 +33,12 @@ func defaultIPCDir() (string, error) {
 // ipcEndpoint returns the path of the ipc endpoint of port in dir.
 func ipcEndpoint(dir string, port uint16) string {
 	return filepath.Join(dir, strconv.Itoa(int(port))+".ipc")
+}
+
+// sealedIPCPath is the path of the sealed route's socket beside the ipc
+// endpoint at path: the extension ".sealed" for ".ipc".
+func sealedIPCPath(path string) string {
+	return strings.TrimSuffix(path, ".ipc") + ".sealed"
 }
 
 // ipcLock is the exclusive claim of one Local transport on an ipc port:
@@ -95,9 +102,12 @@ func tryLockIPC(dir string, port uint16) (*ipcLock, error) {
 	}
 }
 
-// release removes the lock file, then drops the lock. ZeroMQ has removed
-// the endpoint itself when it closed the socket bound there.
+// release removes the port's socket files (ZeroMQ closes a bound ipc
+// socket without removing its file) and the lock file, then drops the
+// lock. Holding the lock, nobody else can have bound the port since.
 func (l *ipcLock) release() {
+	_ = os.Remove(l.endpoint)
+	_ = os.Remove(sealedIPCPath(l.endpoint))
 	_ = os.Remove(l.path)
 	_ = l.f.Close()
 }

@@ -438,8 +438,7 @@ func sealedEndpoint(endpoint string, port uint16) (string, bool) {
 		return "", false
 	}
 	if rest, ok := strings.CutPrefix(endpoint, "ipc://"); ok {
-		base, ok := strings.CutSuffix(rest, ".ipc")
-		return "ipc://" + base + ".sealed", ok
+		return "ipc://" + sealedIPCPath(rest), strings.HasSuffix(rest, ".ipc")
 	}
 	rest, ok := strings.CutPrefix(endpoint, "tcp://")
 	if !ok || port == 0 {
@@ -484,7 +483,7 @@ func (t *Transport) sealedOn() bool {
 // returns the port to answer to ctlHello.
 func (t *Transport) bindSealed(s *zmq4.Socket, endpoint string, port uint16) (uint16, error) {
 	if rest, ok := strings.CutPrefix(endpoint, "ipc://"); ok {
-		ep := "ipc://" + strings.TrimSuffix(rest, ".ipc") + ".sealed"
+		ep := "ipc://" + sealedIPCPath(rest)
 		if err := s.Bind(ep); err != nil {
 			return 0, fmt.Errorf("bind the sealed route %s: %w", ep, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -230,6 +231,51 @@ func TestLocalPortClaimed(t *testing.T) {
 	if _, err := b.Listen(t.Context(), addr); err != nil {
 		t.Fatalf("Listen on %s after its holder closed: %v", addr, err)
 	}
+}
+
+// TestLocalCloseLeavesNoFiles checks that a Local transport, with and
+// without CURVE (which adds the sealed route's socket), leaves nothing in
+// its IPCDir once closed: no socket file, no lock.
+func TestLocalCloseLeavesNoFiles(t *testing.T) {
+	for _, curve := range []bool{false, true} {
+		t.Run(fmt.Sprintf("curve=%v", curve), func(t *testing.T) {
+			dir := t.TempDir()
+			opts := zmq.Options{Local: true, IPCDir: dir, Logger: testLogger(t)}
+			if curve {
+				opts.Curve = jobCurve(t, "ipc files")
+			}
+			tr, err := zmq.New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tr.Listen(t.Context(), "127.0.0.1:0"); err != nil {
+				t.Fatal(err)
+			}
+			if names := dirNames(t, dir); len(names) == 0 {
+				t.Fatalf("nothing in %s while the transport listens", dir)
+			}
+			if err := tr.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if names := dirNames(t, dir); len(names) != 0 {
+				t.Fatalf("left in %s after Close: %v", dir, names)
+			}
+		})
+	}
+}
+
+// dirNames lists the names in dir.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 // deadAddr returns a loopback address where nobody listens.
