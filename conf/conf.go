@@ -94,6 +94,11 @@ type PS struct {
 	// Local selects ipc:// endpoints instead of tcp:// (DMLC_LOCAL=1).
 	Local bool
 
+	// IPCDir is the directory of the ipc endpoints when Local is set
+	// (SPINDLE_IPC_DIR): every node of a job must use the same one.
+	// Empty means the transport's default, shared by the user's jobs.
+	IPCDir string
+
 	// Verbose is the log verbosity (PS_VERBOSE): 0 info, 1 debug, 2 every
 	// message.
 	Verbose int

@@ -31,6 +31,7 @@ func TestFromEnvParsesTheContract(t *testing.T) {
 	env[EnvDMLCPort] = "7000"
 	env[EnvMaxDimension] = "1000000"
 	env[EnvLocal] = "1"
+	env[EnvIPCDir] = "/run/job-7"
 	env[EnvBusyPoll] = "1"
 	c, err := FromEnv(Default(), MapLookup(env))
 	if err != nil {
@@ -58,6 +59,7 @@ func TestFromEnvParsesTheContract(t *testing.T) {
 		{"port alias", p.Port, 7000},
 		{"max dimension", p.MaxDimension, uint64(1000000)},
 		{"local", p.Local, true},
+		{"ipc dir", p.IPCDir, "/run/job-7"},
 		{"busy poll", p.BusyPoll, true},
 		{"secret", p.JobSecret, "s3cret"},
 	}
@@ -201,6 +203,7 @@ func TestEnvironRoundTrips(t *testing.T) {
 	p.JobSecret, p.JobCluster = "x", "local"
 	p.MaxDimension, p.Partitioner = 1<<20, "hash"
 	p.BusyPoll = true
+	p.Local, p.IPCDir = true, "/run/job-7"
 	env := map[string]string{}
 	for _, kv := range p.Environ() {
 		k, v, _ := strings.Cut(kv, "=")

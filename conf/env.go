@@ -50,6 +50,7 @@ const (
 	EnvJobKeys            = "SPINDLE_JOB_KEYS"
 	EnvInsecure           = "SPINDLE_INSECURE"
 	EnvBusyPoll           = "SPINDLE_BUSY_POLL"
+	EnvIPCDir             = "SPINDLE_IPC_DIR"
 	EnvJoining            = "SPINDLE_JOINING"
 	EnvJobName            = "SPINDLE_JOB_NAME"
 	EnvTrackerAddr        = "SPINDLE_TRACKER_ADDR"
@@ -145,6 +146,7 @@ func FromEnv(c Config, lookup Lookup) (Config, error) {
 		integer(EnvDMLCPort, &p.Port)
 	}
 	boolean(EnvLocal, &p.Local)
+	str(EnvIPCDir, &p.IPCDir)
 	integer(EnvVerbose, &p.Verbose)
 	boolean(EnvResend, &p.Resend)
 	duration(EnvResendTimeout, time.Millisecond, &p.ResendTimeout)
@@ -317,6 +319,9 @@ func (p PS) Environ() []string {
 	}
 	if p.Local {
 		add(EnvLocal, "1")
+	}
+	if p.IPCDir != "" {
+		add(EnvIPCDir, p.IPCDir)
 	}
 	if p.Verbose != 0 {
 		add(EnvVerbose, strconv.Itoa(p.Verbose))

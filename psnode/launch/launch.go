@@ -32,7 +32,7 @@ import (
 // keys derived from the job secret (zmq.DeriveCurve), unless the job is
 // Insecure or has no secret.
 func NewNode(cfg conf.PS, log *logrus.Entry, nodeOpts ...psnode.Option) (*psnode.Node, error) {
-	opts := zmq.Options{Local: cfg.Local, WaterMark: cfg.WaterMark, Logger: log, BusyPoll: cfg.BusyPoll}
+	opts := zmq.Options{Local: cfg.Local, IPCDir: cfg.IPCDir, WaterMark: cfg.WaterMark, Logger: log, BusyPoll: cfg.BusyPoll}
 	if cfg.JobSecret != "" && !cfg.Insecure {
 		c, err := zmq.DeriveCurve([]byte(cfg.JobSecret))
 		if err != nil {
