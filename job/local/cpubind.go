@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
-	"slices"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -63,7 +62,7 @@ func ParseCPUBind(s string) (CPUBind, error) {
 
 // bindGOMAXPROCS is the GOMAXPROCS a bound task gets when its environment
 // does not set one.
-const bindGOMAXPROCS = "GOMAXPROCS=2"
+const bindGOMAXPROCS = "2"
 
 // bindCPUs returns the CPUs a job's servers and workers are bound to
 // under b, cpus being those this process may run on; nil means none is
@@ -102,17 +101,6 @@ func cpuOf(cpus []int, t job.Task) (int, bool) {
 		return 0, false
 	}
 	return cpus[t.Rank%len(cpus)], true
-}
-
-// withGOMAXPROCS returns env with bindGOMAXPROCS added unless env sets
-// GOMAXPROCS; env itself is never written to.
-func withGOMAXPROCS(env []string) []string {
-	for _, kv := range env {
-		if strings.HasPrefix(kv, "GOMAXPROCS=") {
-			return env
-		}
-	}
-	return append(slices.Clip(env), bindGOMAXPROCS)
 }
 
 // startOn starts cmd bound to cpu. A child takes the CPU mask of the

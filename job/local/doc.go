@@ -14,7 +14,10 @@
 // When a psnode job's servers and workers divide evenly among the CPUs
 // the launcher may use, each server and worker is bound to one CPU,
 // server r and worker r to the same (Options.CPUBind, CPUBind); the
-// scheduler is not.
+// scheduler is not. The nodes talk over Unix sockets in a directory of
+// the job's, mode 0700, removed when Run returns (DMLC_LOCAL=1,
+// SPINDLE_IPC_DIR), unless a task's environment or the job sets
+// DMLC_LOCAL.
 //
 //	res, err := local.Run(ctx, spec, local.Options{Environ: os.Environ(), Stdout: os.Stdout})
 //

@@ -194,8 +194,13 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 		}
 		cpus = bindCPUs(opts.CPUBind, spec, own)
 	}
+	ipcDir, err := newIPCDir(opts.Log)
+	if err != nil {
+		return failed(err)
+	}
+	defer removeIPCDir(ipcDir, opts.Log)
 	c := New(Config{Environ: opts.Environ, Stdout: opts.Stdout, Log: opts.Log, StopGrace: opts.StopGrace, Dir: opts.WorkDir, LogDir: logDir,
-		CPUs: cpus})
+		CPUs: cpus, IPCDir: ipcDir})
 	defer c.Close()
 	res, err := j.Run(ctx, c)
 	if opts.Dir != "" {
@@ -234,11 +239,6 @@ func writeJSON(path string, v any) error {
 	return os.Rename(tmp, path)
 }
 
-// Plan returns the processes Run would start for spec, with placeholders
-// for what is chosen at start (ports, the tracker's address) and the job
-// secret redacted.
-func Plan(spec job.JobSpec) ([]job.TaskPlan, error) { return job.Plan(spec, clusterName, Node) }
-
 const clusterName = "local"
 
 // Config configures a Cluster.
@@ -264,6 +264,10 @@ type Config struct {
 	// CPUs, when set, binds each server and worker to one of them: rank
 	// r's to CPUs[r mod len(CPUs)] (CPUBind).
 	CPUs []int
+	// IPCDir, when set, is an existing directory, the user's alone, where
+	// the tasks' nodes bind Unix sockets (DMLC_LOCAL=1, SPINDLE_IPC_DIR)
+	// unless their environment or job sets DMLC_LOCAL.
+	IPCDir string
 }
 
 // Cluster is a job.Cluster of child processes of this one. Each child
@@ -321,8 +325,11 @@ func (c *Cluster) Start(ctx context.Context, l job.Launch) error {
 	cmd.Dir = c.cfg.Dir
 	cpu, bound := cpuOf(c.cfg.CPUs, l.Task)
 	base := c.cfg.Environ
+	if c.cfg.IPCDir != "" {
+		base = withIPC(base, c.cfg.IPCDir)
+	}
 	if bound {
-		base = withGOMAXPROCS(base)
+		base = withDefault(base, "GOMAXPROCS", bindGOMAXPROCS)
 	}
 	cmd.Env = l.Env(Node, base)
 	// Its own process group, so that the whole group can be stopped; and

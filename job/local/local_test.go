@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -315,6 +316,71 @@ func TestRunLocalCheckpointDirChecks(t *testing.T) {
 		res, err := Run(ctx, spec, Options{Environ: os.Environ(), Log: quietLog()})
 		if err == nil || res.State != tracker.Failed || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: %v %v, want a failure mentioning %q", tt.name, res.State, err, tt.want)
+		}
+	}
+}
+
+// TestRunLocalNodesTalkInAPrivateIPCDir checks that every task is told to
+// bind Unix sockets in one directory of the job's, which only the user
+// may enter and which is gone after the job; and that a job that sets
+// DMLC_LOCAL keeps its setting.
+func TestRunLocalNodesTalkInAPrivateIPCDir(t *testing.T) {
+	t.Parallel()
+	script := `echo "local=$DMLC_LOCAL dir=$SPINDLE_IPC_DIR mode=$(stat -c %a "$SPINDLE_IPC_DIR" 2>/dev/null)"`
+	run := func(env []string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err, out := runLocal(t, ctx, job.JobSpec{Command: []string{"/bin/sh", "-c", script}, NumWorkers: 2, NumServers: 1, MaxAttempts: 1, Env: env})
+		if err != nil || res.State != tracker.Succeeded {
+			t.Fatalf("job: %v %v\n%s", res.State, err, out)
+		}
+		return out
+	}
+	out := run(nil)
+	dirs := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		_, rest, _ := strings.Cut(line, "] ")
+		var local, dir, mode string
+		if _, err := fmt.Sscanf(rest, "local=%s dir=%s mode=%s", &local, &dir, &mode); err != nil || local != "1" || mode != "700" {
+			t.Errorf("task %q: want local=1 and a directory of mode 700", line)
+		}
+		dirs[dir] = true
+	}
+	if len(dirs) != 1 {
+		t.Fatalf("the tasks were told %d directories, want 1:\n%s", len(dirs), out)
+	}
+	for dir := range dirs {
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after the job: %v, want it gone", dir, err)
+		}
+	}
+	if out := run([]string{"DMLC_LOCAL=0"}); strings.Count(out, "local=0 ") != 4 {
+		t.Errorf("with DMLC_LOCAL=0 in the job's environment:\n%s", out)
+	}
+}
+
+// TestPlanShowsTheIPCDir checks that a dry run shows the ipc settings a
+// local job's tasks get, and none when the job sets DMLC_LOCAL.
+func TestPlanShowsTheIPCDir(t *testing.T) {
+	t.Parallel()
+	spec := job.JobSpec{Command: []string{"prog"}, NumWorkers: 1, NumServers: 1, MaxAttempts: 1}
+	plan, err := Plan(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plan {
+		if !slices.Contains(p.Env, "DMLC_LOCAL=1") || !slices.Contains(p.Env, "SPINDLE_IPC_DIR="+PlanIPCDir) || !slices.IsSorted(p.Env) {
+			t.Errorf("%s %d: env %v, want DMLC_LOCAL=1 and SPINDLE_IPC_DIR=%s, sorted", p.Role, p.Rank, p.Env, PlanIPCDir)
+		}
+	}
+	spec.Env = []string{"DMLC_LOCAL=0"}
+	if plan, err = Plan(spec); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plan {
+		if slices.Contains(p.Env, "DMLC_LOCAL=1") || slices.ContainsFunc(p.Env, func(kv string) bool { return strings.HasPrefix(kv, "SPINDLE_IPC_DIR=") }) {
+			t.Errorf("%s %d with DMLC_LOCAL=0: env %v", p.Role, p.Rank, p.Env)
 		}
 	}
 }

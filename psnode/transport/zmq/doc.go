@@ -116,12 +116,12 @@
 // (ps-lite's DMLC_LOCAL). Addresses still have the form "host:port", so
 // they fit transport.Node: the port names the endpoint
 // <IPCDir>/<port>.ipc and the host is ignored. Listen on port 0 claims an
-// unused port number between 20000 and 60000 (a name only: no TCP port is
+// unused port number between 40000 and 60000 (a name only: no TCP port is
 // bound) and returns it, for example "127.0.0.1:41234"; Connect on any
 // Local transport with the same IPCDir, in this process or another,
 // reaches it. A port is claimed with a flock on <IPCDir>/<port>.lock for
 // as long as the transport is open, so two live transports never share
-// an endpoint.
+// an endpoint; Close removes the port's files.
 //
 // # Flow control
 //

@@ -16,9 +16,12 @@ import (
 const maxIPCPath = 107
 
 // ipcPortRange is where Listen picks a port when asked for port 0 in
-// Local mode; it is only a name, no TCP port is bound.
+// Local mode; it is only a name, no TCP port is bound. It lies above the
+// ports a local launcher draws the scheduler's from (below the kernel's
+// ephemeral range, from 32768 by default), so that a node picking its
+// port before the scheduler binds does not take the scheduler's.
 const (
-	ipcPortMin = 20000
+	ipcPortMin = 40000
 	ipcPortMax = 60000
 )
 
