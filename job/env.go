@@ -152,6 +152,8 @@ type TaskPlan struct {
 	// Env holds the settings the launcher adds to the inherited
 	// environment, sorted, with the job secret redacted.
 	Env []string
+	// CPU is the CPU the task is bound to; -1 when it is not.
+	CPU int
 }
 
 // Plan returns the tasks of spec as the first run would start them on
@@ -173,7 +175,7 @@ func Plan(spec JobSpec, cluster, node string) ([]TaskPlan, error) {
 			}
 		}
 		sort.Strings(env)
-		out = append(out, TaskPlan{Role: t.Role, Rank: t.Rank, Command: spec.Command, Env: env})
+		out = append(out, TaskPlan{Role: t.Role, Rank: t.Rank, Command: spec.Command, Env: env, CPU: -1})
 	}
 	return out, nil
 }

@@ -190,7 +190,7 @@ type Options struct {
 
 	now       func() time.Time
 	runLocal  func(context.Context, job.JobSpec, local.Options) (job.Result, error)
-	planLocal func(job.JobSpec) ([]job.TaskPlan, error)
+	planLocal func(job.JobSpec, local.Options) ([]job.TaskPlan, error)
 }
 
 // Option sets an optional dependency of Options.

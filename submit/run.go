@@ -267,7 +267,8 @@ func (o *Options) dryRun() error {
 	switch o.Cluster {
 	case ClusterLocal:
 		var plan []job.TaskPlan
-		if plan, err = o.planLocal(o.JobSpec()); err == nil {
+		bind, _ := local.ParseCPUBind(o.CPUBind) // checked by Validate
+		if plan, err = o.planLocal(o.JobSpec(), local.Options{Environ: o.Environ, CPUBind: bind}); err == nil {
 			writePlan(bw, plan)
 		}
 	case ClusterYARN:
@@ -357,6 +358,9 @@ func writePlan(w *bufio.Writer, plan []job.TaskPlan) {
 	for _, t := range plan {
 		fmt.Fprintf(w, "\n%s %d\n", t.Role, t.Rank)
 		fmt.Fprintf(w, "  command  %s\n", shellJoin(t.Command))
+		if t.CPU >= 0 {
+			fmt.Fprintf(w, "  cpu      %d\n", t.CPU)
+		}
 		env := make([]string, len(t.Env))
 		for i, kv := range t.Env {
 			env[i] = redactSetting(kv)

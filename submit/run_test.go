@@ -144,8 +144,8 @@ func TestDryRun(t *testing.T) {
 
 func TestDryRunRedactsWhatThePlanShows(t *testing.T) {
 	t.Parallel()
-	plan := func(job.JobSpec) ([]job.TaskPlan, error) {
-		return []job.TaskPlan{{Role: "worker", Rank: 0, Command: []string{"./prog", "a b"}, Env: []string{
+	plan := func(job.JobSpec, local.Options) ([]job.TaskPlan, error) {
+		return []job.TaskPlan{{Role: "worker", Rank: 0, CPU: -1, Command: []string{"./prog", "a b"}, Env: []string{
 			"SPINDLE_JOB_SECRET=raw-1", "AWS_SECRET_ACCESS_KEY=raw-2", "github_token=raw-3", "Z=1", "DMLC_ROLE=worker",
 		}}}, nil
 	}
@@ -469,3 +469,26 @@ func TestEndToEndInterrupt(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestLocalDryRunShowsCPUsAndIPC: a local dry run shows the CPU of each
+// bound server and worker, and what the launcher adds to every task's
+// environment.
+func TestLocalDryRunShowsCPUsAndIPC(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := runMain(t, nil, []string{"--dry-run", "-n", "2", "-s", "2", "--cpu-bind", "cores", "./prog"}, noRun(t))
+	if code != 0 {
+		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"\nscheduler 0\n  command  ./prog\n  env      ",
+		"\nserver 1\n  command  ./prog\n  cpu      ",
+		"\nworker 0\n  command  ./prog\n  cpu      ",
+		"  env      GOMAXPROCS=2\n",
+		"  env      DMLC_LOCAL=1\n",
+		"  env      SPINDLE_IPC_DIR=<ipc-dir>\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, stdout)
+		}
+	}
+}

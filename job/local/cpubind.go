@@ -77,6 +77,20 @@ func bindCPUs(b CPUBind, spec job.JobSpec, cpus []int) []int {
 	return cpus
 }
 
+// jobCPUs returns the CPUs spec's servers and workers are bound to under
+// b (bindCPUs); nil means none is bound. With CPUBindNone it asks the
+// kernel nothing, so that its failure cannot matter.
+func jobCPUs(spec job.JobSpec, b CPUBind) ([]int, error) {
+	if b == CPUBindNone {
+		return nil, nil
+	}
+	own, err := ownCPUs()
+	if err != nil {
+		return nil, err
+	}
+	return bindCPUs(b, spec, own), nil
+}
+
 // ownCPUs lists the CPUs this process may run on.
 func ownCPUs() ([]int, error) {
 	var set unix.CPUSet

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -186,13 +187,9 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 	if opts.OnStart != nil {
 		opts.OnStart(info)
 	}
-	var cpus []int
-	if opts.CPUBind != CPUBindNone {
-		own, err := ownCPUs()
-		if err != nil {
-			return failed(err)
-		}
-		cpus = bindCPUs(opts.CPUBind, spec, own)
+	cpus, err := jobCPUs(spec, opts.CPUBind)
+	if err != nil {
+		return failed(err)
 	}
 	ipcDir, err := newIPCDir(opts.Log)
 	if err != nil {
@@ -324,13 +321,7 @@ func (c *Cluster) Start(ctx context.Context, l job.Launch) error {
 	cmd := exec.Command(l.Command[0], l.Command[1:]...)
 	cmd.Dir = c.cfg.Dir
 	cpu, bound := cpuOf(c.cfg.CPUs, l.Task)
-	base := c.cfg.Environ
-	if c.cfg.IPCDir != "" {
-		base = withIPC(base, c.cfg.IPCDir)
-	}
-	if bound {
-		base = withDefault(base, "GOMAXPROCS", bindGOMAXPROCS)
-	}
+	base := append(slices.Clip(c.cfg.Environ), launcherEnv(c.cfg.Environ, c.cfg.IPCDir, bound)...)
 	cmd.Env = l.Env(Node, base)
 	// Its own process group, so that the whole group can be stopped; and
 	// death with the launcher.

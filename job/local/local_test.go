@@ -360,27 +360,55 @@ func TestRunLocalNodesTalkInAPrivateIPCDir(t *testing.T) {
 	}
 }
 
-// TestPlanShowsTheIPCDir checks that a dry run shows the ipc settings a
-// local job's tasks get, and none when the job sets DMLC_LOCAL.
-func TestPlanShowsTheIPCDir(t *testing.T) {
+// TestPlanShowsWhatTheLauncherAdds checks that a dry run shows the ipc
+// settings a local job's tasks get, and each bound task's CPU and
+// GOMAXPROCS; and none of what the inherited environment or the job
+// sets itself.
+func TestPlanShowsWhatTheLauncherAdds(t *testing.T) {
 	t.Parallel()
-	spec := job.JobSpec{Command: []string{"prog"}, NumWorkers: 1, NumServers: 1, MaxAttempts: 1}
-	plan, err := Plan(spec)
+	cpus, err := ownCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := job.JobSpec{Command: []string{"prog"}, NumWorkers: 2, NumServers: 2, MaxAttempts: 1}
+	plan, err := Plan(spec, Options{CPUBind: CPUBindCores})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range plan {
-		if !slices.Contains(p.Env, "DMLC_LOCAL=1") || !slices.Contains(p.Env, "SPINDLE_IPC_DIR="+PlanIPCDir) || !slices.IsSorted(p.Env) {
-			t.Errorf("%s %d: env %v, want DMLC_LOCAL=1 and SPINDLE_IPC_DIR=%s, sorted", p.Role, p.Rank, p.Env, PlanIPCDir)
+		wantCPU, wantEnv := -1, []string{"DMLC_LOCAL=1", "SPINDLE_IPC_DIR=" + PlanIPCDir}
+		if p.Role != conf.RoleScheduler {
+			wantCPU, wantEnv = cpus[p.Rank%len(cpus)], append(wantEnv, "GOMAXPROCS=2")
+		}
+		for _, kv := range wantEnv {
+			if !slices.Contains(p.Env, kv) {
+				t.Errorf("%s %d: env %v lacks %s", p.Role, p.Rank, p.Env, kv)
+			}
+		}
+		if p.CPU != wantCPU || !slices.IsSorted(p.Env) || (p.Role == conf.RoleScheduler && slices.Contains(p.Env, "GOMAXPROCS=2")) {
+			t.Errorf("%s %d: CPU %d, env %v; want CPU %d, GOMAXPROCS=2 only when bound, sorted", p.Role, p.Rank, p.CPU, p.Env, wantCPU)
 		}
 	}
-	spec.Env = []string{"DMLC_LOCAL=0"}
-	if plan, err = Plan(spec); err != nil {
+
+	plan, err = Plan(spec, Options{Environ: []string{"GOMAXPROCS=4", "DMLC_LOCAL=0"}, CPUBind: CPUBindNone})
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range plan {
-		if slices.Contains(p.Env, "DMLC_LOCAL=1") || slices.ContainsFunc(p.Env, func(kv string) bool { return strings.HasPrefix(kv, "SPINDLE_IPC_DIR=") }) {
-			t.Errorf("%s %d with DMLC_LOCAL=0: env %v", p.Role, p.Rank, p.Env)
+		if p.CPU != -1 || slices.ContainsFunc(p.Env, func(kv string) bool {
+			return strings.HasPrefix(kv, "GOMAXPROCS=") || strings.HasPrefix(kv, "DMLC_LOCAL=") || strings.HasPrefix(kv, "SPINDLE_IPC_DIR=")
+		}) {
+			t.Errorf("%s %d with GOMAXPROCS and DMLC_LOCAL inherited, not bound: CPU %d, env %v", p.Role, p.Rank, p.CPU, p.Env)
+		}
+	}
+
+	spec.Env = []string{"DMLC_LOCAL=0"}
+	if plan, err = Plan(spec, Options{CPUBind: CPUBindNone}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range plan {
+		if slices.Contains(p.Env, "DMLC_LOCAL=1") || !slices.Contains(p.Env, "DMLC_LOCAL=0") {
+			t.Errorf("%s %d with the job's DMLC_LOCAL=0: env %v", p.Role, p.Rank, p.Env)
 		}
 	}
 }
