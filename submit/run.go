@@ -224,7 +224,6 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 	if jobsDir == "" {
 		jobsDir = defaultJobsDir(o.LookupEnv)
 	}
-	bind, _ := local.ParseCPUBind(o.CPUBind) // checked by Validate
 	id := newLocalJobID(o.now())
 	pruneLocalJobs(jobsDir, keepLocalJobs, log)
 	res, err := o.runLocal(ctx, spec, local.Options{
@@ -235,7 +234,7 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 		Resolver: resolver,
 		OnStatus: p.update,
 		Dir:      filepath.Join(jobsDir, id),
-		CPUBind:  bind,
+		CPUBind:  o.cpuBind(),
 		OnStart: func(info local.Info) {
 			fmt.Fprintf(p.around(o.Err), "%s: job %s: status page %s; output of every task in %s ('%s logs %s', '%s status %s')\n",
 				progName, id, info.PageURL(), filepath.Join(info.Dir, local.LogsDir), progName, id, progName, id)
@@ -259,6 +258,12 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 	return nil
 }
 
+// cpuBind is --cpu-bind's value, which Validate has checked.
+func (o *Options) cpuBind() local.CPUBind {
+	b, _ := local.ParseCPUBind(o.CPUBind)
+	return b
+}
+
 // dryRun prints the resolved job and the tasks it would start.
 func (o *Options) dryRun() error {
 	bw := bufio.NewWriter(o.Out)
@@ -267,8 +272,7 @@ func (o *Options) dryRun() error {
 	switch o.Cluster {
 	case ClusterLocal:
 		var plan []job.TaskPlan
-		bind, _ := local.ParseCPUBind(o.CPUBind) // checked by Validate
-		if plan, err = o.planLocal(o.JobSpec(), local.Options{Environ: o.Environ, CPUBind: bind}); err == nil {
+		if plan, err = o.planLocal(o.JobSpec(), local.Options{Environ: o.Environ, CPUBind: o.cpuBind()}); err == nil {
 			writePlan(bw, plan)
 		}
 	case ClusterYARN:
