@@ -71,7 +71,7 @@ func (c Contract) Env(t Task, attempt int, node string, base []string) []string 
 	} else {
 		env = append(env, spec.ServerEnv...)
 	}
-	if strings.EqualFold(spec.LogLevel, "debug") && !hasKey(env, conf.EnvVerbose) {
+	if strings.EqualFold(spec.LogLevel, "debug") && !HasKey(env, conf.EnvVerbose) {
 		env = append(env, conf.EnvVerbose+"=1")
 	}
 	if !spec.hasScheduler() {
@@ -129,7 +129,8 @@ func (c Contract) Env(t Task, attempt int, node string, base []string) []string 
 	return append(env, job.Environ()...)
 }
 
-func hasKey(env []string, key string) bool {
+// HasKey reports whether env, KEY=VALUE strings, sets key.
+func HasKey(env []string, key string) bool {
 	for _, kv := range env {
 		if strings.HasPrefix(kv, key+"=") {
 			return true

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"slices"
 	"sort"
 	"strings"
 
@@ -16,17 +15,13 @@ import (
 // after it and win.
 func launcherEnv(environ []string, ipcDir string, bound bool) []string {
 	var out []string
-	if ipcDir != "" && !hasKey(environ, conf.EnvLocal) {
+	if ipcDir != "" && !job.HasKey(environ, conf.EnvLocal) {
 		out = append(out, conf.EnvLocal+"=1", conf.EnvIPCDir+"="+ipcDir)
 	}
-	if bound && !hasKey(environ, "GOMAXPROCS") {
+	if bound && !job.HasKey(environ, "GOMAXPROCS") {
 		out = append(out, "GOMAXPROCS="+bindGOMAXPROCS)
 	}
 	return out
-}
-
-func hasKey(env []string, key string) bool {
-	return slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, key+"=") })
 }
 
 // PlanIPCDir stands for the job's ipc directory in plans.
@@ -57,7 +52,7 @@ func Plan(spec job.JobSpec, opts Options) ([]job.TaskPlan, error) {
 			p.CPU = cpu
 		}
 		for _, kv := range launcherEnv(opts.Environ, ipcDir, bound) {
-			if k, _, _ := strings.Cut(kv, "="); !hasKey(p.Env, k) {
+			if k, _, _ := strings.Cut(kv, "="); !job.HasKey(p.Env, k) {
 				p.Env = append(p.Env, kv)
 			}
 		}
