@@ -81,8 +81,63 @@ func curveAvailable() error {
 // sockets of a context (RFC 27, ZAP).
 const zapEndpoint = "inproc://zeromq.zap.01"
 
-// zapDomain is the ZAP domain of the ROUTER.
-const zapDomain = "spindle"
+// zapDomain is the ZAP domain of the ROUTER, sealedDomain that of the
+// sealed route's ROUTER.
+const (
+	zapDomain    = "spindle"
+	sealedDomain = "spindle-sealed"
+)
+
+// The sealed route has no ZeroMQ cipher (its frames are sealed one by
+// one), but it is not open to all: its ROUTER is a ZeroMQ PLAIN server,
+// which accepts only a client that gives the route's password, derived
+// from the job's CURVE keys. Without it, anyone who could reach the port
+// could have a node hold whatever they sent: libzmq keeps the frames of
+// a message that has not ended, with no bound. A client refused in the
+// handshake sends nothing more. The password travels in clear when a
+// connection opens; it lets its holder send bytes to the route, which
+// are dropped unless an envelope, which only CURVE carries, names them.
+const (
+	sealedUser = "spindle"
+	sealedInfo = "spindle sealed route v1"
+)
+
+// sealedPassword derives the sealed route's password from the job's
+// CURVE server key, which every node of the job holds.
+func sealedPassword(c *Curve) ([]byte, error) {
+	return hkdf.Key(sha256.New, c.ServerSecret[:], nil, sealedInfo, 32)
+}
+
+// secureSealedServer makes s, the sealed route's ROUTER not yet bound, a
+// PLAIN server whose connections the transport's ZAP handler checks.
+func (t *Transport) secureSealedServer(s *zmq4.Socket) error {
+	if err := t.startZAP(); err != nil {
+		return err
+	}
+	if err := s.SetZapDomain(sealedDomain); err != nil {
+		return fmt.Errorf("set ZMQ_ZAP_DOMAIN: %w", err)
+	}
+	if err := s.SetPlainServer(1); err != nil {
+		return fmt.Errorf("set ZMQ_PLAIN_SERVER: %w", err)
+	}
+	return nil
+}
+
+// secureSealedClient makes s, a DEALER to a peer's sealed route not yet
+// connected, a PLAIN client with the route's password.
+func (t *Transport) secureSealedClient(s *zmq4.Socket) error {
+	pass, err := sealedPassword(t.opts.Curve)
+	if err != nil {
+		return fmt.Errorf("the sealed route's password: %w", err)
+	}
+	if err := s.SetPlainUsername(sealedUser); err != nil {
+		return fmt.Errorf("set ZMQ_PLAIN_USERNAME: %w", err)
+	}
+	if err := s.SetPlainPassword(string(pass)); err != nil {
+		return fmt.Errorf("set ZMQ_PLAIN_PASSWORD: %w", err)
+	}
+	return nil
+}
 
 // secureServer makes s, a ROUTER not yet bound, a CURVE server of
 // Options.Curve, starting the transport's ZAP handler on first use. It
@@ -211,13 +266,16 @@ func (t *Transport) zapLoop(s, wake *zmq4.Socket) {
 }
 
 // zapReply answers one ZAP request (RFC 27): version, request id, domain,
-// address, identity, mechanism, credentials.
+// address, identity, mechanism, credentials. In zapDomain it accepts a
+// CURVE client with a key of Curve.Clients; in sealedDomain, a PLAIN
+// client with the sealed route's password; nothing else.
 func (t *Transport) zapReply(req [][]byte) []any {
 	id := []byte{}
 	if len(req) > 1 {
 		id = req[1]
 	}
 	refuse := func(why string) []any {
+		t.refused.Add(1)
 		t.log.WithField("reason", why).Debug("connection refused: not a peer of this job")
 		return []any{"1.0", id, "400", why, "", ""}
 	}
@@ -225,13 +283,27 @@ func (t *Transport) zapReply(req [][]byte) []any {
 		return refuse("malformed ZAP request")
 	}
 	addr := string(req[3])
-	if string(req[5]) != "CURVE" || len(req) != 7 || len(req[6]) != 32 {
-		return refuse("peer " + addr + " does not use CURVE")
-	}
-	for _, k := range t.opts.Curve.Clients {
-		if subtle.ConstantTimeCompare(k[:], req[6]) == 1 {
-			return []any{"1.0", id, "200", "OK", "", ""}
+	ok := []any{"1.0", id, "200", "OK", "", ""}
+	switch string(req[2]) {
+	case zapDomain:
+		if string(req[5]) != "CURVE" || len(req) != 7 || len(req[6]) != 32 {
+			return refuse("peer " + addr + " does not use CURVE")
 		}
+		for _, k := range t.opts.Curve.Clients {
+			if subtle.ConstantTimeCompare(k[:], req[6]) == 1 {
+				return ok
+			}
+		}
+		return refuse("peer " + addr + " holds no key of this job")
+	case sealedDomain:
+		if string(req[5]) != "PLAIN" || len(req) != 8 {
+			return refuse("peer " + addr + " does not use PLAIN on the sealed route")
+		}
+		pass, err := sealedPassword(t.opts.Curve)
+		if err != nil || string(req[6]) != sealedUser || subtle.ConstantTimeCompare(pass, req[7]) != 1 {
+			return refuse("peer " + addr + " does not know the sealed route's password")
+		}
+		return ok
 	}
-	return refuse("peer " + addr + " holds no key of this job")
+	return refuse("peer " + addr + " in an unknown ZAP domain")
 }

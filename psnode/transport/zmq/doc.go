@@ -83,10 +83,12 @@
 // With Options.Curve every connection is CURVE, whose cipher keeps about
 // a quarter of plain ZeroMQ's goodput on large messages. Data frames of
 // 64 KiB or more therefore go on a second connection to the peer, the
-// sealed route: a ROUTER without a security mechanism, bound beside the
+// sealed route: a ROUTER without ZeroMQ's cipher, bound beside the
 // CURVE ROUTER (another TCP port on the same host, or the socket file
 // <port>.sealed in Local mode), which a sender learns of by asking on its
-// CURVE connection. Each such frame is sealed with AES-128-GCM under a key
+// CURVE connection. It is a PLAIN server that admits only a client with
+// the route's password, derived from the job's keys, so that a stranger
+// cannot even open it. Each such frame is sealed with AES-128-GCM under a key
 // drawn for its message alone; the key and a random tag naming the sealed
 // frames travel in an envelope frame before the meta, on the CURVE
 // connection, where the sealed frames' places are left empty:
@@ -103,7 +105,7 @@
 // read one, and one altered, cut, moved or replayed is dropped with its
 // message. Until the route is known or while it has no connection, whole
 // messages go through CURVE. Options.NoSealed turns the sealed route off.
-// sealed.go has the details and the bounds on what a stranger's
+// sealed.go and curve.go have the details, and the bounds on what a
 // connection to the sealed route can make the receiver hold.
 //
 // # Addresses

@@ -31,3 +31,12 @@ func ReconnectIntervals(tr *Transport, id int32) (first, most time.Duration, err
 	}
 	return first, most, err
 }
+
+// SealedPassword is the password of the sealed route of a job of c.
+func SealedPassword(c *Curve) string {
+	p, err := sealedPassword(c)
+	if err != nil {
+		panic(err)
+	}
+	return string(p)
+}

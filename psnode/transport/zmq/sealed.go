@@ -50,11 +50,12 @@ import (
 // for sealed frames too: only a peer that passed CURVE's authentication
 // can have a sealed frame accepted (the key is nowhere else), nobody else
 // can read one, and a sealed frame altered, cut, moved to another message
-// or position, or replayed is dropped with its message. Anybody who can
-// reach the port can open a connection to the sealed route and send bytes
-// to it, as anybody can start a CURVE handshake: what the receiver keeps of
-// them is bounded (heldMax payloads, heldTTL), and dropped when no
-// envelope names them.
+// or position, or replayed is dropped with its message. Only a client
+// with the route's password, which every node of the job derives from
+// its keys, can open a connection to the sealed route (a PLAIN handshake
+// checked by the transport's ZAP handler; see secureSealedServer); what
+// the receiver keeps of the payloads no envelope names is bounded
+// (heldMax payloads, heldTTL).
 //
 // A sender learns where its peer's sealed route is by asking on the CURVE
 // connection once it opens it (ctlHello); the peer answers with the port
@@ -482,6 +483,9 @@ func (t *Transport) sealedOn() bool {
 // TCP, at the socket file with the extension ".sealed" in Local mode. It
 // returns the port to answer to ctlHello.
 func (t *Transport) bindSealed(s *zmq4.Socket, endpoint string, port uint16) (uint16, error) {
+	if err := t.secureSealedServer(s); err != nil {
+		return 0, err
+	}
 	if rest, ok := strings.CutPrefix(endpoint, "ipc://"); ok {
 		ep := "ipc://" + sealedIPCPath(rest)
 		if err := s.Bind(ep); err != nil {
@@ -580,6 +584,9 @@ func (p *peer) openSealed() error {
 	}
 	if err := s.SetImmediate(true); err != nil {
 		return fail(fmt.Errorf("set ZMQ_IMMEDIATE: %w", err))
+	}
+	if err := p.t.secureSealedClient(s); err != nil {
+		return fail(err)
 	}
 	if err := setReconnect(s); err != nil {
 		return fail(err)

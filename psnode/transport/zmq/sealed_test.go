@@ -169,27 +169,114 @@ func TestSealedKeepsOrder(t *testing.T) {
 	}
 }
 
-// TestSealedRouteStranger connects a plain DEALER to the sealed route and
-// sends what a stranger could: payloads under made-up tags, and bytes of
-// no form at all. Nothing reaches Recv, and the job's messages still do.
+// TestSealedRouteStranger: the sealed route, which has no ZeroMQ
+// cipher, admits only the job's nodes. A stranger that knows its port
+// but not the job secret is refused in the handshake, whether it speaks
+// plain ZeroMQ or PLAIN with a guessed password; and it cannot have the
+// node hold what it sends: the frames of a message that never ends,
+// which libzmq would keep without bound on an open route, meet a closed
+// connection. The job's large messages go on arriving sealed.
 func TestSealedRouteStranger(t *testing.T) {
 	job := jobCurve(t, "the job secret")
 	srv, node, _, _ := sealedPair(t, zmq.Options{Curve: job}, false)
 	awaitSealed(t, node, srv)
-	zctx, err := zmq4.NewContext()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(zmq.SealedPort(srv))))
+	for _, tc := range []struct {
+		name  string
+		setup func(*zmq4.Socket) error
+		auth  bool // refused by the ZAP handler, not by ZeroMQ's handshake
+	}{
+		{"plain", func(*zmq4.Socket) error { return nil }, false},
+		{"guessed password", func(s *zmq4.Socket) error { return s.ClientAuthPlain("spindle", "a guess") }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := srv.Stats().Refused
+			s, mon := stranger(t, "tcp://"+addr, tc.setup)
+			if _, err := s.SendMessage(bytes.Repeat([]byte{1}, 16), pattern(1<<16+16, 1)); err != nil {
+				t.Fatal(err)
+			}
+			waitRefused(t, mon)
+			if got := srv.Stats().Refused; tc.auth && got == before {
+				t.Fatal("the transport did not count the refused connection")
+			}
+		})
+	}
+
+	const frame, frames = 64 << 20, 24
+	if n, err := floodZMTP(addr, frame, frames); err == nil {
+		t.Fatalf("the sealed route took %d bytes of a never-ending message from a stranger", n)
+	} else {
+		t.Logf("the stranger's flood stopped after %d bytes: %v", n, err)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	sealed := srv.Stats().Received
+	want := pattern(1<<20, 3)
+	if _, err := node.Send(ctx, bigPush(1, 7, want)); err != nil {
+		t.Fatal(err)
+	}
+	if got := recv(t, srv); got.Meta.Timestamp != 7 || !bytes.Equal(got.Data[0], want) {
+		t.Fatal("the job's message after the strangers' did not arrive intact")
+	}
+	if st := srv.Stats(); st.Received != sealed+1 || st.Malformed != 0 || st.Lost != 0 {
+		t.Fatalf("stats %+v, want the job's messages alone", st)
+	}
+}
+
+// floodZMTP speaks ZMTP 3.0 to addr with the NULL mechanism, as any
+// ZeroMQ DEALER without security would, and sends frames frames of frame
+// bytes each, all flagged as followed by more, so that they make one
+// message that never ends. It returns how many bytes were written, and
+// the error that stopped it, nil if all were.
+func floodZMTP(addr string, frame, frames int) (int64, error) {
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
-	defer zctx.Term()
-	s, err := zctx.NewSocket(zmq4.DEALER)
+	defer c.Close()
+	if err := c.SetWriteDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		return 0, err
+	}
+	greeting := make([]byte, 64) // signature, version 3.0, mechanism, as-server 0
+	greeting[0], greeting[9], greeting[10] = 0xff, 0x7f, 3
+	copy(greeting[12:], "NULL")
+	ready := []byte("\x05READY\x0bSocket-Type\x00\x00\x00\x06DEALER")
+	msg := append(greeting, 0x04, byte(len(ready)))
+	msg = append(msg, ready...)
+	var written int64
+	n, err := c.Write(msg)
+	written += int64(n)
 	if err != nil {
-		t.Fatal(err)
+		return written, err
 	}
-	defer s.Close()
-	_ = s.SetLinger(0)
-	if err := s.Connect("tcp://127.0.0.1:" + strconv.Itoa(int(zmq.SealedPort(srv)))); err != nil {
-		t.Fatal(err)
+	body := make([]byte, frame)
+	head := make([]byte, 9)
+	head[0] = 0x01 | 0x02 // more, long
+	binary.BigEndian.PutUint64(head[1:], uint64(frame))
+	for range frames {
+		for _, b := range [][]byte{head, body} {
+			n, err := c.Write(b)
+			written += int64(n)
+			if err != nil {
+				return written, err
+			}
+		}
 	}
+	return written, nil
+}
+
+// TestSealedRouteJunk: a connection that may open the sealed route (it
+// has the password) but sends payloads no envelope names, and a message
+// that is no payload at all, never reaches Recv; the job's messages go on
+// arriving, each the next one.
+func TestSealedRouteJunk(t *testing.T) {
+	job := jobCurve(t, "the job secret")
+	srv, node, _, _ := sealedPair(t, zmq.Options{Curve: job}, false)
+	awaitSealed(t, node, srv)
+	s, _ := stranger(t, "tcp://127.0.0.1:"+strconv.Itoa(int(zmq.SealedPort(srv))), func(s *zmq4.Socket) error {
+		return s.ClientAuthPlain("spindle", zmq.SealedPassword(job))
+	})
 	for i := range 100 {
 		tag := bytes.Repeat([]byte{byte(i)}, 16)
 		if _, err := s.SendMessage(tag, pattern(1<<16+16, 1)); err != nil {
@@ -201,17 +288,17 @@ func TestSealedRouteStranger(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	// A message sent after the stranger's is the next one received.
+	// A message sent after the junk is the next one received.
 	want := pattern(1<<20, 3)
 	for srv.Stats().Malformed == 0 {
-		// The stranger's last message is dropped as malformed; until then
-		// the job's messages go on arriving, each the next one.
+		// The last message is dropped as malformed; until then the job's
+		// messages go on arriving, each the next one.
 		m := bigPush(1, 7, want)
 		if _, err := node.Send(ctx, m); err != nil {
 			t.Fatal(err)
 		}
 		if got := recv(t, srv); got.Meta.Timestamp != 7 || !bytes.Equal(got.Data[0], want) {
-			t.Fatal("a stranger's payload reached Recv")
+			t.Fatal("a payload no envelope named reached Recv")
 		}
 	}
 }

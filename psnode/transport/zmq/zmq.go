@@ -125,6 +125,7 @@ type Stats struct {
 	Packed    uint64 // messages Send sent packed into one frame
 	Lost      uint64 // messages from peers dropped because their sealed frames never arrived
 	Borrowed  uint64 // data frames Recv handed over as libzmq's buffers, without a copy (SetLender)
+	Refused   uint64 // connections refused by authentication (Options.Curve): on the CURVE route or the sealed one
 }
 
 // Transport is the ZeroMQ implementation of transport.Transport. See the
@@ -160,8 +161,8 @@ type Transport struct {
 	sealedPort      uint16
 	advertiseSealed atomic.Uint32
 
-	sent, received, malformed, lent, sealed, lost, packed atomic.Uint64
-	linger                                                atomic.Int64 // Drain's, in ns
+	sent, received, malformed, lent, sealed, lost, packed, refused atomic.Uint64
+	linger                                                         atomic.Int64 // Drain's, in ns
 
 	// lender picks the messages whose large frames are handed over as
 	// libzmq's buffers (SetLender); nil: none.
@@ -1024,6 +1025,7 @@ func (t *Transport) Stats() Stats {
 	return Stats{
 		Sent: t.sent.Load(), Received: t.received.Load(), Malformed: t.malformed.Load(), Lent: t.lent.Load(),
 		Sealed: t.sealed.Load(), Lost: t.lost.Load(), Packed: t.packed.Load(), Borrowed: t.borrowed.Load(),
+		Refused: t.refused.Load(),
 	}
 }
 
