@@ -12,7 +12,10 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP (the terminal closed, the SSH session dropped) stops the job
+	// like Ctrl-C: by default it would end ps-submit at once, leaving the
+	// tasks' children, the job's keys and its socket directory behind.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	// After the first signal stops the job, a second one ends ps-submit at
 	// once (the tasks die with it).
 	go func() { <-ctx.Done(); stop() }()
