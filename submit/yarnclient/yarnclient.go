@@ -155,6 +155,12 @@ type amJobConfig struct {
 // tracker.Killed result. The staging directory is removed in every case (by the
 // ApplicationMaster too, when the job ends).
 //
+// A ResourceManager that stops answering (a restart, a failover) is asked
+// again as YARN's client would (yarn.resourcemanager.connect.* settings).
+// If it has not answered when those give up, Submit returns a
+// tracker.Running result with an error that says so; the application may
+// still run, and its staging directory is left to its ApplicationMaster.
+//
 // With Detach, Submit returns once the application is submitted and
 // the ApplicationMaster alone removes the staging directory (Kill
 // removes it after a kill).
@@ -193,11 +199,16 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 		return res, err
 	}
 
+	retry, err := rmRetryOf(hc)
+	if err != nil {
+		return res, err
+	}
 	rm, err := hcl.rm(ctx)
 	if err != nil {
 		return res, err
 	}
-	defer rm.Close()
+	rmc := &rmConn{c: rm, dial: hcl.rm}
+	defer rmc.Close()
 	tokens, tokenFS, err := hcl.tokens(ctx, rm, resolver, append([]string{spec.Output, spec.CheckpointDir}, spec.Inputs...))
 	if err != nil {
 		return res, err
@@ -271,9 +282,16 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 		return res, nil
 	}
 
-	r, err := follow(ctx, rm, app.ID, opts, keys)
+	r, err := follow(ctx, rmc, retry, app.ID, opts, keys)
 	res.Status.Diagnostics = r.Diagnostics
+	var lost *lostRMError
 	switch {
+	case errors.As(err, &lost):
+		// Last seen running, the application may still run and need its
+		// files: the ApplicationMaster removes them when it ends.
+		detached = true
+		res.State = tracker.Running
+		return res, err
 	case err != nil && ctx.Err() != nil:
 		res.State = tracker.Killed
 		return res, err
@@ -302,9 +320,89 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	return res, fmt.Errorf("yarnclient: application %s ended %v with final status %v: %s", app.ID, r.State, r.FinalStatus, r.Diagnostics)
 }
 
+// reportTimeout bounds one application report, so that a
+// ResourceManager that accepts a call but never answers it is retried
+// like one that refuses it.
+const reportTimeout = 30 * time.Second
+
+// rmRetry is how follow goes on after a call to the ResourceManager
+// fails (a restart, a failover, a broken connection), as YARN's own
+// client does: it dials again every interval for up to maxWait.
+type rmRetry struct{ interval, maxWait time.Duration }
+
+// rmRetryOf reads rmRetry from YARN's client settings,
+// yarn.resourcemanager.connect.retry-interval.ms (30 s unless set) and
+// yarn.resourcemanager.connect.max-wait.ms (15 minutes).
+func rmRetryOf(hc conf.HadoopConf) (rmRetry, error) {
+	var r rmRetry
+	for _, s := range []struct {
+		key string
+		def int64
+		to  *time.Duration
+	}{
+		{"yarn.resourcemanager.connect.retry-interval.ms", 30_000, &r.interval},
+		{"yarn.resourcemanager.connect.max-wait.ms", 900_000, &r.maxWait},
+	} {
+		ms, err := hc.GetInt64(s.key, s.def)
+		if err == nil && ms <= 0 {
+			err = fmt.Errorf("%d is not a positive number of milliseconds", ms)
+		}
+		if err != nil {
+			return r, fmt.Errorf("yarnclient: %s: %w", s.key, err)
+		}
+		*s.to = time.Duration(ms) * time.Millisecond
+	}
+	return r, nil
+}
+
+// rmConn is the client's connection to the ResourceManager, which redial
+// replaces after a call failed.
+type rmConn struct {
+	c    *yarn.RMClient
+	dial func(context.Context) (*yarn.RMClient, error)
+}
+
+func (r *rmConn) redial(ctx context.Context) error {
+	c, err := r.dial(ctx)
+	if err != nil {
+		return err
+	}
+	r.c.Close()
+	r.c = c
+	return nil
+}
+
+func (r *rmConn) Close() { r.c.Close() }
+
+// report asks for id's report, bounded by reportTimeout.
+func (r *rmConn) report(ctx context.Context, id yarn.ApplicationID) (yarn.ApplicationReport, error) {
+	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
+	return r.c.ApplicationReport(ctx, id)
+}
+
+// lostRMError is follow's error when the ResourceManager did not answer
+// for rmRetry.maxWait: the application's fate is unknown.
+type lostRMError struct {
+	addr string
+	id   yarn.ApplicationID
+	wait time.Duration
+	err  error
+}
+
+func (e *lostRMError) Error() string {
+	return fmt.Sprintf("yarnclient: the resource manager at %s has not answered for %v (yarn.resourcemanager.connect.max-wait.ms): %v; "+
+		"application %s may still be running: 'ps-submit status %s' follows it, 'ps-submit kill %s' stops it",
+		e.addr, e.wait, e.err, e.id, e.id, e.id)
+}
+
+func (e *lostRMError) Unwrap() error { return e.err }
+
 // follow polls id's report until it is terminal, or kills it when ctx
-// ends; it returns the last report.
-func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts Options, keys *conf.JobKeys) (yarn.ApplicationReport, error) {
+// ends; it returns the last report. A ResourceManager that stops
+// answering is asked again as retry says; if it has not answered by
+// then, follow returns a *lostRMError.
+func follow(ctx context.Context, rm *rmConn, retry rmRetry, id yarn.ApplicationID, opts Options, keys *conf.JobKeys) (yarn.ApplicationReport, error) {
 	ctls, err := keys.ClientTLS()
 	if err != nil {
 		return yarn.ApplicationReport{}, err
@@ -347,13 +445,33 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 		}
 		first, last = false, r
 	}
+	log := opts.Log.WithField("application", id.String())
+	var lostSince time.Time // when the ResourceManager stopped answering
 	for {
-		r, err := rm.ApplicationReport(ctx, id)
+		r, err := rm.report(ctx, id)
 		if err != nil {
 			if ctx.Err() != nil {
 				break
 			}
-			return last, fmt.Errorf("yarnclient: report of application %s: %w", id, err)
+			now := time.Now()
+			if lostSince.IsZero() {
+				lostSince = now
+				log.WithError(err).Warnf("the resource manager at %s does not answer; asking again every %v for up to %v",
+					rm.c.Addr(), retry.interval, retry.maxWait)
+			} else if waited := now.Sub(lostSince); waited >= retry.maxWait {
+				return last, &lostRMError{addr: rm.c.Addr(), id: id, wait: waited.Round(time.Second), err: err}
+			}
+			if !sleepCtx(ctx, retry.interval) {
+				break
+			}
+			if err := rm.redial(ctx); err != nil {
+				log.WithError(err).Debug("the resource manager: dial again")
+			}
+			continue
+		}
+		if !lostSince.IsZero() {
+			log.Infof("the resource manager at %s answers again", rm.c.Addr())
+			lostSince = time.Time{}
 		}
 		report(r)
 		if r.State.Terminal() {
@@ -371,12 +489,16 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.KillTimeout)
 	defer cancel()
 	stopErr := fmt.Errorf("yarnclient: job stopped: %w", context.Cause(ctx))
-	opts.Log.WithField("application", id.String()).Info("killing the application")
-	if _, err := rm.Kill(kctx, id); err != nil {
+	log.Info("killing the application")
+	_, err = rm.c.Kill(kctx, id)
+	if err != nil && rm.redial(kctx) == nil {
+		_, err = rm.c.Kill(kctx, id)
+	}
+	if err != nil {
 		return last, errors.Join(stopErr, fmt.Errorf("yarnclient: kill application %s: %w", id, err))
 	}
 	for {
-		r, err := rm.ApplicationReport(kctx, id)
+		r, err := rm.c.ApplicationReport(kctx, id)
 		if err == nil {
 			report(r)
 			if r.State.Terminal() {
@@ -388,6 +510,18 @@ func follow(ctx context.Context, rm *yarn.RMClient, id yarn.ApplicationID, opts 
 			return last, errors.Join(stopErr, fmt.Errorf("yarnclient: application %s not reported ended within %v of the kill", id, opts.KillTimeout))
 		case <-tick.C:
 		}
+	}
+}
+
+// sleepCtx waits d, or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
