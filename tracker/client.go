@@ -109,12 +109,12 @@ func (c *Client) connectLocked(ctx context.Context) error {
 	} else {
 		sock = thrift.NewTSocketConf(c.addr, cfg)
 	}
-	trans := thrift.NewTFramedTransportConf(sock, cfg)
-	if err := trans.Open(); err != nil {
+	prot := newProtocol(sock, cfg)
+	if err := prot.frame.Open(); err != nil {
 		return err
 	}
-	c.trans = trans
-	c.rpc = trackerrpc.NewTrackerClientFactory(trans, thrift.NewTCompactProtocolFactoryConf(cfg))
+	c.trans = prot.frame
+	c.rpc = trackerrpc.NewTrackerClientProtocol(prot.frame, prot, thrift.NewTCompactProtocolConf(prot.frame, cfg))
 	return nil
 }
 

@@ -15,7 +15,8 @@
 // installs. InputPlanner cuts inputs into Shards with io/split.
 //
 // Serve exposes a State over the tracker RPC, an Apache Thrift service
-// (IDL in internal/rpc, compact protocol, framed, bounded frames) whose
+// (IDL in internal/rpc, compact protocol, framed, bounded frames, every
+// list and map no longer than what is left of its frame) whose
 // every call carries the job secret, over TLS with the job's own
 // certificate (WithTLS; conf.NewJobKeys makes it), which clients trust
 // alone; Client is its caller, which reconnects with backoff until the

@@ -38,6 +38,74 @@ func thriftConf() *thrift.TConfiguration {
 	}
 }
 
+// boundedProtocol is the compact protocol over framed transport, refusing
+// a list, set or map with more elements than its frame has bytes left
+// (every element takes at least one). Thrift 0.17 bounds a container's
+// length only by MaxMessageSize, and the generated code sizes the
+// container before reading an element: without the check a frame of a
+// few bytes claiming a map of 16 million metrics has the tracker allocate
+// most of a gigabyte, before the call's secret is checked.
+type boundedProtocol struct {
+	*thrift.TCompactProtocol
+	frame *thrift.TFramedTransport
+}
+
+// newProtocol returns the protocol of a tracker connection over t, both
+// ways: frames of at most maxFrame bytes, every container bounded by its
+// frame.
+func newProtocol(t thrift.TTransport, cfg *thrift.TConfiguration) *boundedProtocol {
+	frame := thrift.NewTFramedTransportConf(t, cfg)
+	return &boundedProtocol{TCompactProtocol: thrift.NewTCompactProtocolConf(frame, cfg), frame: frame}
+}
+
+// checkContainer refuses size elements when the frame has fewer bytes left.
+func (p *boundedProtocol) checkContainer(what string, size int) error {
+	if rem := p.frame.RemainingBytes(); size > 0 && uint64(size) > rem {
+		return thrift.NewTProtocolExceptionWithType(thrift.SIZE_LIMIT,
+			fmt.Errorf("%s of %d elements in the %d bytes left of the frame", what, size, rem))
+	}
+	return nil
+}
+
+func (p *boundedProtocol) ReadListBegin(ctx context.Context) (thrift.TType, int, error) {
+	elem, size, err := p.TCompactProtocol.ReadListBegin(ctx)
+	if err == nil {
+		err = p.checkContainer("list", size)
+	}
+	if err != nil {
+		return elem, 0, err
+	}
+	return elem, size, nil
+}
+
+func (p *boundedProtocol) ReadSetBegin(ctx context.Context) (thrift.TType, int, error) {
+	elem, size, err := p.TCompactProtocol.ReadSetBegin(ctx)
+	if err == nil {
+		err = p.checkContainer("set", size)
+	}
+	if err != nil {
+		return elem, 0, err
+	}
+	return elem, size, nil
+}
+
+func (p *boundedProtocol) ReadMapBegin(ctx context.Context) (thrift.TType, thrift.TType, int, error) {
+	kt, vt, size, err := p.TCompactProtocol.ReadMapBegin(ctx)
+	if err == nil {
+		err = p.checkContainer("map", size)
+	}
+	if err != nil {
+		return kt, vt, 0, err
+	}
+	return kt, vt, size, nil
+}
+
+// Skip skips a value of type t with the checks above applied to the
+// containers in it.
+func (p *boundedProtocol) Skip(ctx context.Context, t thrift.TType) error {
+	return thrift.SkipDefaultDepth(ctx, p, t)
+}
+
 // Service serves the tracker RPC over TCP for a job's State. Every call
 // must carry the job secret.
 type Service struct {
@@ -133,8 +201,7 @@ func (s *Service) serveConn(c net.Conn, proc thrift.TProcessor) {
 		}
 	}
 	cfg := thriftConf()
-	trans := thrift.NewTFramedTransportConf(thrift.NewTSocketFromConnConf(c, cfg), cfg)
-	prot := thrift.NewTCompactProtocolConf(trans, cfg)
+	prot := newProtocol(thrift.NewTSocketFromConnConf(c, cfg), cfg)
 	for {
 		if _, err := proc.Process(s.ctx, prot, prot); err != nil {
 			var te thrift.TTransportException
