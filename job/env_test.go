@@ -1,10 +1,12 @@
 package job
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/psnode"
 )
 
 // TestContractEnv checks the environment each task gets: the scheduler
@@ -116,6 +118,15 @@ func TestValidateNamesFields(t *testing.T) {
 	}
 	if err := (JobSpec{Command: []string{"x"}, NumWorkers: 1, MaxAttempts: 1}).Validate(); err != nil {
 		t.Errorf("a valid spec: %v", err)
+	}
+	err = JobSpec{Command: []string{"x"}, NumWorkers: MaxWorkers + 1, NumServers: MaxServers + 1, MaxAttempts: 1}.Validate()
+	for _, want := range []string{fmt.Sprintf("NumWorkers %d: at most %d", MaxWorkers+1, MaxWorkers), fmt.Sprintf("NumServers %d: at most %d", MaxServers+1, MaxServers)} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate: %v, want it to say %q", err, want)
+		}
+	}
+	if MaxWorkers != psnode.MaxWorkers || MaxServers != psnode.MaxServers {
+		t.Errorf("a job of at most %d workers and %d servers; psnode's have at most %d and %d", MaxWorkers, MaxServers, psnode.MaxWorkers, psnode.MaxServers)
 	}
 	err = JobSpec{Command: []string{"x"}, NumWorkers: 1, NumServers: 2, Collective: true, MaxAttempts: 1}.Validate()
 	if err == nil || !strings.Contains(err.Error(), "Collective: only for a job without servers") {

@@ -39,6 +39,11 @@ const (
 	// resources are not given.
 	DefaultMemoryMB = conf.DefaultTaskMemoryMB
 	DefaultCores    = 1
+	// MaxWorkers and MaxServers bound JobSpec.NumWorkers and NumServers:
+	// as many as a psnode job can have (psnode.MaxWorkers, MaxServers).
+	// A launcher plans every task of a job at once.
+	MaxWorkers = 4096
+	MaxServers = 4096
 )
 
 // JobSpec describes a job: what to run, how many of each role, and what
@@ -48,8 +53,9 @@ type JobSpec struct {
 	Name string
 	// Command is the program and its arguments, run for every role.
 	Command []string
-	// NumWorkers (at least 1) and NumServers (0: the command runs as
-	// NumWorkers plain workers, with no scheduler, unless Collective).
+	// NumWorkers (1 to MaxWorkers) and NumServers (0 to MaxServers; 0:
+	// the command runs as NumWorkers plain workers, with no scheduler,
+	// unless Collective).
 	NumWorkers, NumServers int
 	// Collective makes a job without servers (NumServers 0) a psnode job
 	// all the same: the scheduler starts first and gives the workers
@@ -154,9 +160,13 @@ func (s JobSpec) Validate() error {
 	}
 	if s.NumWorkers < 1 {
 		bad("NumWorkers", fmt.Sprint(s.NumWorkers), "need at least 1")
+	} else if s.NumWorkers > MaxWorkers {
+		bad("NumWorkers", fmt.Sprint(s.NumWorkers), fmt.Sprintf("at most %d", MaxWorkers))
 	}
 	if s.NumServers < 0 {
 		bad("NumServers", fmt.Sprint(s.NumServers), "must not be negative")
+	} else if s.NumServers > MaxServers {
+		bad("NumServers", fmt.Sprint(s.NumServers), fmt.Sprintf("at most %d", MaxServers))
 	}
 	if s.Replicas < 0 || (s.Replicas > 0 && s.Replicas >= s.NumServers) {
 		bad("Replicas", strconv.Itoa(s.Replicas), fmt.Sprintf("want 0 to the servers less one (%d)", max(s.NumServers-1, 0)))
