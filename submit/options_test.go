@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/spindle-ps/spindle/job"
 )
 
 // runMain runs Main in-process with env as the environment ps-submit
@@ -354,4 +356,46 @@ func TestIsTerminal(t *testing.T) {
 	if isTerminal(&bytes.Buffer{}) {
 		t.Error("a buffer counts as a terminal")
 	}
+}
+
+// FuzzCommandLine: any command line is parsed, or refused, without
+// panicking; one Validate accepts describes a job whose every count is in
+// range, whose sizes Complete derived, and whose tasks a launcher can
+// plan. Arguments are separated by NUL bytes.
+func FuzzCommandLine(f *testing.F) {
+	for _, args := range [][]string{
+		{"--cluster", "local", "-n", "2", "-s", "2", "--input", "data/*.libsvm", "--output", "/tmp/model", "--", "./ps-lr", "--epochs", "5"},
+		{"--cluster=yarn", "--num-workers", "50", "--num-servers", "10", "--worker-memory", "4g", "--queue", "ml", "--tags", "a,b", "./ps-lr"},
+		{"-n", "4", "-s", "0", "--split-size", "512k", "--checkpoint-dir", "/tmp/ck", "--checkpoint-interval", "10m", "--resume", "--", "./ps-dense"},
+		{"--dry-run", "-n", "2", "-s", "1", "--replicas", "0", "--env", "A=1", "--worker-env=W=", "--max-attempts", "3", "--cpu-bind", "none", "--", "./ps-lr"},
+		{"-n", "two", "--am-memory", "1gb", "--allocation-timeout", "30s", "--log-level", "DEBUG", "--archives", "dict.tar.gz#d", "x"},
+	} {
+		f.Add(strings.Join(args, "\x00"))
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		o := NewOptions(Streams{}, nil, nil)
+		if err := o.Complete(strings.Split(line, "\x00")); err != nil {
+			if err.Error() == "" {
+				t.Fatal("Complete: an error without a message")
+			}
+			return
+		}
+		if err := o.Validate(); err != nil {
+			if err.Error() == "" {
+				t.Fatal("Validate: an error without a message")
+			}
+			return
+		}
+		spec := o.JobSpec()
+		if spec.NumWorkers < 1 || spec.NumWorkers > job.MaxWorkers || spec.NumServers < 0 || spec.NumServers > job.MaxServers {
+			t.Fatalf("valid command line %q: %d workers and %d servers", line, spec.NumWorkers, spec.NumServers)
+		}
+		if o.WorkerMemoryMB < 1 || o.ServerMemoryMB < 1 || o.AMMemoryMB < 1 || o.SplitSizeBytes < 1 || o.AllocationTimeoutDuration <= 0 {
+			t.Fatalf("valid command line %q: memory %d, %d and %d MB, split size %d, allocation timeout %v",
+				line, o.WorkerMemoryMB, o.ServerMemoryMB, o.AMMemoryMB, o.SplitSizeBytes, o.AllocationTimeoutDuration)
+		}
+		if n := len(job.Tasks(spec)); n > 1+spec.NumServers+spec.NumWorkers {
+			t.Fatalf("valid command line %q: %d tasks", line, n)
+		}
+	})
 }
