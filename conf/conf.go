@@ -252,7 +252,7 @@ func (p PS) Validate() error {
 	if p.NumServers < 0 {
 		bad(EnvNumServer, "%d: must not be negative", p.NumServers)
 	}
-	if p.NumWorkers+p.NumServers > maxNodes {
+	if p.NumWorkers > maxNodes || p.NumServers > maxNodes || p.NumWorkers+p.NumServers > maxNodes {
 		bad(EnvNumWorker, "%d workers and %d servers: at most %d nodes", p.NumWorkers, p.NumServers, maxNodes)
 	}
 	if p.RootURI == "" {

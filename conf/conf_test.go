@@ -271,6 +271,12 @@ func FuzzFromEnv(f *testing.F) {
 			if !errors.As(verr, &joined) {
 				t.Fatalf("validation error is not a list: %v", verr)
 			}
+			return
+		}
+		// A valid configuration's counts are in range, their sum
+		// taken without overflow.
+		if w, s := c.PS.NumWorkers, c.PS.NumServers; w < 1 || s < 0 || w > maxNodes || s > maxNodes-w {
+			t.Fatalf("valid configuration of %d workers and %d servers", w, s)
 		}
 	})
 }
