@@ -84,23 +84,34 @@ func (s *KVServer[V]) serve(m *transport.Message) {
 		CustomerID: m.Meta.CustomerID,
 		filters:    m.Meta.Filters,
 	}}
-	kf, err := decompressFrames(m)
-	if err == nil && (kf.ref || kf.store) {
-		keys, ok := s.keys.resolve(m.Meta.Sender, kf)
-		if !ok {
-			_ = s.respondMiss(req)
-			return
-		}
-		m.Data[0] = asBytes(keys)
-	}
-	if err == nil {
-		err = decodeRequest(m, &req.KVPairs)
+	miss, err := readRequest(s.keys, m, &req.KVPairs)
+	if miss {
+		_ = s.respondMiss(req)
+		return
 	}
 	if err != nil {
 		_ = s.RespondError(s.n.ctx, req, err)
 		return
 	}
 	s.handler(req, s)
+}
+
+// readRequest reads a request's frames into kv: decompressed, its key
+// list resolved through keys, the server's caches of the workers' lists.
+// miss reports a reference to a list the cache does not have.
+func readRequest[V Number](keys *keyCaches, m *transport.Message, kv *KVPairs[V]) (miss bool, err error) {
+	kf, err := decompressFrames(m)
+	if err != nil {
+		return false, err
+	}
+	if kf.ref || kf.store {
+		list, ok := keys.resolve(m.Meta.Sender, kf)
+		if !ok {
+			return true, nil
+		}
+		m.Data[0] = asBytes(list)
+	}
+	return false, decodeRequest(m, kv)
 }
 
 // decodeRequest reads [keys] [vals] [lens] of a request, checking that
