@@ -83,6 +83,18 @@ const (
 // accepts: a frame cannot make it reserve more.
 const zstdWindow = 8 << 20
 
+// zstdMaxBlock is the most a zstd block decodes to; every block takes at
+// least zstdMinBlock bytes (its header), so n bytes of zstd decode to at
+// most (n/zstdMinBlock+1)·zstdMaxBlock bytes, whatever a header claims.
+const (
+	zstdMaxBlock = 128 << 10
+	zstdMinBlock = 3
+)
+
+// maxCompressedFrames bounds the data frames of a compressed message: a
+// KV request or answer has keys, values and lens at most.
+const maxCompressedFrames = 3
+
 var (
 	zstdOnce sync.Once
 	zstdEnc  *zstd.Encoder
@@ -147,6 +159,11 @@ func decodeFrame(b []byte) ([]byte, error) {
 		}
 		if n > MaxCompressedFrame {
 			return nil, fmt.Errorf("%w: compressed frame of %d bytes exceeds the %d-byte limit", transport.ErrMalformed, n, MaxCompressedFrame)
+		}
+		// The size sizes the buffer below: it must be one the frame can
+		// hold, not only one under the limit.
+		if z := len(b) - 1 - k; n > uint64(z/zstdMinBlock+1)*zstdMaxBlock {
+			return nil, fmt.Errorf("%w: compressed frame of %d bytes says it holds %d", transport.ErrMalformed, z, n)
 		}
 		_, dec, err := zstdCodec()
 		if err != nil {
@@ -336,6 +353,9 @@ func decompressFrames(m *transport.Message) (keysFrame, error) {
 	}
 	if m.Meta.Filters&filterCompress == 0 || m.Meta.Filters&^knownFilters != 0 {
 		return kf, fmt.Errorf("%w: filters %#x, of which this node knows compression, stored frames and key caching", transport.ErrMalformed, m.Meta.Filters)
+	}
+	if len(m.Data) > maxCompressedFrames {
+		return kf, fmt.Errorf("%w: compressed message of %d data frames, at most %d", transport.ErrMalformed, len(m.Data), maxCompressedFrames)
 	}
 	out := make([][]byte, len(m.Data))
 	for i, d := range m.Data {

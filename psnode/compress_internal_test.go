@@ -60,11 +60,27 @@ func TestFramesRoundTrip(t *testing.T) {
 	}
 }
 
+// TestHighlyCompressedFrame: a frame that compresses as well as a frame
+// can (zeros) is within what its blocks may hold, and decodes.
+func TestHighlyCompressedFrame(t *testing.T) {
+	zeros := make([]byte, 32<<20)
+	enc, err := appendFrame(nil, zeros, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodeFrame(enc)
+	if err != nil || len(got) != len(zeros) {
+		t.Fatalf("%d zeros compressed to %d bytes decoded to %d (%v)", len(zeros), len(enc), len(got), err)
+	}
+}
+
 func TestDecompressRefuses(t *testing.T) {
 	for name, m := range map[string]*transport.Message{
 		"unknown filter":    {Meta: transport.Meta{Filters: filterCompress | 1<<9}},
 		"unknown codec":     {Meta: transport.Meta{Filters: filterCompress}, Data: [][]byte{{9, 1, 2}}},
 		"oversized frame":   {Meta: transport.Meta{Filters: filterCompress}, Data: [][]byte{{frameZstd, 0xff, 0xff, 0xff, 0xff, 0x0f}}},
+		"size beyond bytes": {Meta: transport.Meta{Filters: filterCompress}, Data: [][]byte{{frameZstd, 0x80, 0x80, 0x80, 0x80, 0x01, 0x28, 0xb5, 0x2f, 0xfd}}},
+		"four frames":       {Meta: transport.Meta{Filters: filterCompress}, Data: [][]byte{{frameStored, keysRaw, 0}, {frameStored}, {frameStored}, {frameStored}}},
 		"keys cut short":    {Meta: transport.Meta{Filters: filterCompress}, Data: [][]byte{{frameStored, keysDelta, 3, 1, 1}}},
 		"keys repeat":       {Meta: transport.Meta{Filters: filterCompress}, Data: [][]byte{{frameStored, keysDelta, 2, 5, 0}}},
 		"keys over the cap": {Meta: transport.Meta{Filters: filterCompress}, Data: [][]byte{{frameStored, keysRaw, 0xff, 0xff, 0xff, 0xff, 0x0f}}},
