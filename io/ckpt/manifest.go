@@ -180,23 +180,34 @@ func (m *Manifest) problems() error {
 	if m.Servers >= 1 && m.Servers <= maxServers {
 		// Every table whose files are listed must have one per server; a
 		// checkpoint of no table must list the files of one (unnamed).
-		tables := map[string]bool{}
-		for _, f := range m.Files {
-			if t, _, ok := ParseTableFileName(f.Name); ok {
-				tables[t] = true
+		// The files missing are counted from those listed, and only the
+		// first few looked for: a manifest may claim many servers and
+		// list files of many tables.
+		listed := map[string]int{} // by table, its files of servers 0..Servers-1
+		for name := range seen {
+			if t, r, ok := ParseTableFileName(name); ok {
+				n := listed[t]
+				if r < m.Servers {
+					n++
+				}
+				listed[t] = n
 			}
 		}
-		if len(tables) == 0 {
-			tables[""] = true
+		if len(listed) == 0 {
+			listed[""] = 0
 		}
+		tables := slices.Sorted(maps.Keys(listed))
 		missing := 0
-		for _, t := range slices.Sorted(maps.Keys(tables)) {
-			for r := range m.Servers {
+		for _, t := range tables {
+			missing += m.Servers - listed[t]
+		}
+		named := 0
+		for _, t := range tables {
+			for r, absent := 0, m.Servers-listed[t]; r < m.Servers && absent > 0 && named < 3; r++ {
 				if name := TableFileName(t, r); !seen[name] {
-					if missing < 3 {
-						add("file %s of server %d not listed", name, r)
-					}
-					missing++
+					add("file %s of server %d not listed", name, r)
+					named++
+					absent--
 				}
 			}
 		}
