@@ -498,12 +498,14 @@ func follow(ctx context.Context, rm *rmConn, retry rmRetry, id yarn.ApplicationI
 		return last, errors.Join(stopErr, fmt.Errorf("yarnclient: kill application %s: %w", id, err))
 	}
 	for {
-		r, err := rm.c.ApplicationReport(kctx, id)
+		r, err := rm.report(kctx, id)
 		if err == nil {
 			report(r)
 			if r.State.Terminal() {
 				return r, fmt.Errorf("%w; application %s killed", stopErr, id)
 			}
+		} else if err := rm.redial(kctx); err != nil {
+			log.WithError(err).Debug("the resource manager: dial again")
 		}
 		select {
 		case <-kctx.Done():
