@@ -54,6 +54,15 @@ func run(ctx context.Context, log *logrus.Entry, allocTimeout time.Duration) err
 		return err
 	}
 	defer am.Close()
+	// The job's keys file (job.New writes one: this AM ships none) goes
+	// into this container's directory, which the NodeManager removes with
+	// the container, even when it kills this AM before its deferred
+	// clean-up has run, as it does a killed application's.
+	if wd, err := os.Getwd(); err == nil {
+		if err := os.Setenv("TMPDIR", wd); err != nil {
+			return err
+		}
+	}
 	host := os.Getenv("NM_HOST") // the NodeManager's host: where the containers reach this AM
 	if host == "" {
 		host, _ = os.Hostname()
