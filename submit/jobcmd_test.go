@@ -10,32 +10,14 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/submit/yarnclient"
 )
-
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // buildTrainsim builds the test trainer that takes shards and reports
 // metrics.
@@ -73,7 +55,7 @@ func TestLogsAndStatusOfALocalJob(t *testing.T) {
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var jobOut, jobErr lockedBuffer
+	var jobOut, jobErr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- Main(ctx, []string{"--jobs-dir", jobs, "-n", "2", "--max-attempts", "2", "--input", input, "--split-size", "512",
@@ -140,7 +122,7 @@ func TestLogsAndStatusOfALocalJob(t *testing.T) {
 	}
 
 	// Following worker 1 until the job ends.
-	var follow lockedBuffer
+	var follow syncbuf.Buffer
 	followed := make(chan int, 1)
 	go func() {
 		followed <- Main(ctx, []string{"logs", id, "--jobs-dir", jobs, "--task", "worker-1", "--follow"}, strings.NewReader(""), &follow, &follow, lookup, nil)

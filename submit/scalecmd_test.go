@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/job/web"
 )
 
@@ -113,7 +114,7 @@ type elasticJob struct {
 	lookup func(string) (string, bool)
 	// out and errOut are ps-submit's output; done is closed once it
 	// returned, with code its exit status.
-	out, errOut *lockedBuffer
+	out, errOut *syncbuf.Buffer
 	done        chan struct{}
 	code        int
 	tick        *time.Ticker
@@ -140,7 +141,7 @@ func startElasticJob(t *testing.T, workers, servers int) *elasticJob {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	j := &elasticJob{t: t, ctx: ctx, jobs: filepath.Join(dir, "jobs"), until: filepath.Join(dir, "stop"),
 		lookup: func(k string) (string, bool) { v, ok := env[k]; return v, ok },
-		out:    &lockedBuffer{}, errOut: &lockedBuffer{}, done: make(chan struct{}), tick: time.NewTicker(100 * time.Millisecond)}
+		out:    &syncbuf.Buffer{}, errOut: &syncbuf.Buffer{}, done: make(chan struct{}), tick: time.NewTicker(100 * time.Millisecond)}
 	t.Cleanup(func() {
 		_ = os.WriteFile(j.until, nil, 0o644)
 		select { // the job ends once told to; a stuck one, with the context

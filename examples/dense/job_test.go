@@ -21,6 +21,7 @@ import (
 
 	"github.com/spindle-ps/spindle/examples/dense/dense"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/job"
@@ -113,23 +114,6 @@ func quietLog() *logrus.Entry {
 	return logrus.NewEntry(l)
 }
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // checkModel compares the model in dir with the single process's, bit
 // for bit, checks its test accuracy against the true model's, and
 // returns the manifest's training metrics.
@@ -218,7 +202,7 @@ func runLocalWatched(t *testing.T, workers int, mod func(*job.JobSpec), onStatus
 		t.Fatal(err)
 	}
 	defer res.Close()
-	var out lockedBuf
+	var out syncbuf.Buffer
 	spec := job.JobSpec{
 		Name: "dense-test", Command: append([]string{psDense}, args...),
 		NumWorkers: workers, Collective: true, MaxAttempts: 2,
@@ -370,7 +354,7 @@ func TestLostWorkerFailsTheJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer res.Close()
-	var out lockedBuf
+	var out syncbuf.Buffer
 	spec := job.JobSpec{
 		Name: "dense-lost", Command: append(append([]string{psDense}, flags(dense.ModePlain)...), "--die-after", "1:1"),
 		NumWorkers: 2, Collective: true, MaxAttempts: 2, Inputs: []string{filepath.Join(dataDir, "train.csv")},

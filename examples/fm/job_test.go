@@ -23,6 +23,7 @@ import (
 	"github.com/spindle-ps/spindle/examples/lr/gen"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/io/records"
@@ -77,24 +78,6 @@ func setup(t testing.TB) {
 	}
 }
 
-// lockedBuf is a bytes.Buffer safe for concurrent use.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // submit runs ps-submit with flags, then "--" and command, and returns
 // its combined output and error (nil when it exited 0). onLine, when set,
 // sees each line of the output as it comes. The job may take 5 minutes.
@@ -106,7 +89,7 @@ func submit(t testing.TB, flags, command []string, onLine func(string)) (string,
 	args := append(append(append([]string{}, flags...), "--"), command...)
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "ps-submit"), args...)
 	cmd.Dir = t.TempDir()
-	var out lockedBuf
+	var out syncbuf.Buffer
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	done := make(chan struct{})

@@ -14,6 +14,7 @@ import (
 	"github.com/spindle-ps/spindle/examples/lr/gen"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/feed"
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/job/local"
@@ -228,7 +229,7 @@ func BenchmarkReplication(b *testing.B) {
 	var by [2]sums
 	for i := 0; i < b.N; i++ {
 		for k := range by {
-			var out lockedBuf
+			var out syncbuf.Buffer
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			start := time.Now()
 			r, err := local.Run(ctx, job.JobSpec{

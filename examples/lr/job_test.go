@@ -25,6 +25,7 @@ import (
 	"github.com/spindle-ps/spindle/examples/lr/gen"
 	"github.com/spindle-ps/spindle/feed"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/io/ckpt"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
@@ -103,7 +104,7 @@ func runJobWith(t *testing.T, workers, servers int, splitSize int64, mod func(*j
 		t.Fatal(err)
 	}
 	defer res.Close()
-	var out lockedBuf
+	var out syncbuf.Buffer
 	r := jobRun{model: modelDir}
 	spec := job.JobSpec{
 		Name:        "lr-test",
@@ -152,23 +153,6 @@ func evalAUC(t *testing.T, uri string, lookup func(string) (string, bool)) float
 		t.Fatalf("eval output %q: %v", eval.String(), err)
 	}
 	return auc
-}
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 var syncRun, waitingRun, singleRun hadooptest.Shared[jobRun]
@@ -417,7 +401,7 @@ func killedJobSpec(t testing.TB, bin, name, ckDir string, mod func(*job.JobSpec)
 	name = hadooptest.JobName(name)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var out lockedBuf
+	var out syncbuf.Buffer
 	perTask := map[taskKill]int{}
 	for _, k := range kills {
 		perTask[taskKill{k.role, k.rank, 0}]++
@@ -819,7 +803,7 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 	dir := uploadData(t, c)
 	// hdfs:/// takes the NameNode from fs.defaultFS; the input is a glob.
 	input, test, modelURI := "hdfs://"+dir+"/train*.libsvm", "hdfs://"+dir+"/test.libsvm", "hdfs://"+dir+"/model"
-	var out lockedBuf
+	var out syncbuf.Buffer
 	res, err := local.Run(ctx, job.JobSpec{
 		Name:        "lr-hdfs",
 		Command:     []string{psLR, "--epochs", "2", "--test", test},
@@ -932,7 +916,7 @@ func TestMalformedRecords(t *testing.T) {
 	run := func(args ...string) (job.Result, error, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		var out lockedBuf
+		var out syncbuf.Buffer
 		res, err := local.Run(ctx, job.JobSpec{
 			Command: append([]string{psLR, "--epochs", "1", "--async"}, args...), NumWorkers: 1, NumServers: 1, MaxAttempts: 1,
 			Inputs: []string{input},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/job/local"
 	"github.com/spindle-ps/spindle/submit/yarnclient"
 	"github.com/spindle-ps/spindle/tracker"
@@ -72,7 +73,7 @@ func TestKerberosYARNTrain(t *testing.T) {
 	// machine, reach the secured HDFS from the ticket cache.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	var out lockedBuf
+	var out syncbuf.Buffer
 	localSpec := lrSpec(dir, "model-local")
 	localSpec.Command, localSpec.MaxAttempts = spec.Command, 1
 	res, err := local.Run(ctx, localSpec, local.Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(),

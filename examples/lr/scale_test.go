@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/job/local"
 	"github.com/spindle-ps/spindle/tracker"
@@ -116,7 +117,7 @@ func scaledJob(t testing.TB, name string, args []string, asks ...scaleAsk) (job.
 		askErrs  []error
 		requests = make(chan scaleAsk, len(asks))
 	)
-	var out lockedBuf
+	var out syncbuf.Buffer
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { // the requests, off the status callback

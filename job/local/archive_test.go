@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/tracker"
 )
@@ -247,7 +248,7 @@ func TestRunLocalArchives(t *testing.T) {
 	tgz := writeArchive(t, src, "dict.tar.gz", []entry{{name: "words.txt", body: "from-tgz"}})
 	zp := writeArchive(t, src, "conf.zip", []entry{{name: "sub/c.txt", body: "from-zip"}})
 	work := t.TempDir()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	spec := job.JobSpec{Command: []string{"/bin/sh", "-c", "cat dict/words.txt; echo; cat cfg/sub/c.txt; echo"}, NumWorkers: 2, MaxAttempts: 1,
 		Archives: []string{tgz, zp + "#cfg"}}
 	res, err := Run(ctx, spec, Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), WorkDir: work})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/job"
 )
 
@@ -71,14 +72,14 @@ func TestClusterStopAll(t *testing.T) {
 
 // upWriter closes up once its output holds every line of want.
 type upWriter struct {
-	syncBuffer
+	syncbuf.Buffer
 	want []string
 	up   chan struct{}
 	once sync.Once
 }
 
 func (w *upWriter) Write(p []byte) (int, error) {
-	n, err := w.syncBuffer.Write(p)
+	n, err := w.Buffer.Write(p)
 	s := w.String()
 	for _, l := range w.want {
 		if !strings.Contains(s, l) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/tracker"
 )
@@ -52,7 +53,7 @@ func TestRunLocalBindsServerAndWorkerOfARankToOneCPU(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		var out syncBuffer
+		var out syncbuf.Buffer
 		spec.Command, spec.MaxAttempts = []string{"/bin/sh", "-c", script}, 1
 		res, err := Run(ctx, spec, Options{Environ: environ, Stdout: &out, Log: quietLog(), StopGrace: time.Second, CPUBind: bind})
 		if err != nil || res.State != tracker.Succeeded {

@@ -18,6 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/tracker"
@@ -27,24 +28,6 @@ func quietLog() *logrus.Entry {
 	l := logrus.New()
 	l.Out = io.Discard
 	return logrus.NewEntry(l)
-}
-
-// syncBuffer collects the children's output.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // survivors lists the processes whose environment holds marker: the
@@ -65,7 +48,7 @@ func survivors(t *testing.T, marker string) []string {
 
 func runLocal(t *testing.T, ctx context.Context, spec job.JobSpec) (job.Result, error, string) {
 	t.Helper()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	res, err := Run(ctx, spec, Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), StopGrace: time.Second})
 	return res, err, out.String()
 }
@@ -187,7 +170,7 @@ func TestRunLocalStopsEverythingWhenInterrupted(t *testing.T) {
 	marker := fmt.Sprintf("spindle-test-marker-%d", time.Now().UnixNano())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	done := make(chan error, 1)
 	var res job.Result
 	ready := make(chan struct{})

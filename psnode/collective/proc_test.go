@@ -2,7 +2,6 @@ package collective_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +14,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/collective"
 	"github.com/spindle-ps/spindle/psnode/launch"
@@ -132,7 +131,7 @@ type proc struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	lines  chan string
-	stderr *lockedBuffer
+	stderr *syncbuf.Buffer
 	exited chan error
 }
 
@@ -149,7 +148,7 @@ func startProc(t testing.TB, name string, env []string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{name: name, cmd: cmd, stdin: in, lines: make(chan string, 1<<16), stderr: &lockedBuffer{}, exited: make(chan error, 1)}
+	p := &proc{name: name, cmd: cmd, stdin: in, lines: make(chan string, 1<<16), stderr: &syncbuf.Buffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -176,23 +175,6 @@ func tail(s string, n int) string {
 		return s[len(s)-n:]
 	}
 	return s
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }
 
 // expect waits for a line with prefix, failing on a FAILED line, an exit

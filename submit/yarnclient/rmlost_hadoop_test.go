@@ -16,6 +16,7 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
@@ -48,7 +49,7 @@ func TestHadoopSubmitYARNRMLost(t *testing.T) {
 		"--", "/bin/sh", "-c", script)
 	cmd.Dir = t.TempDir()
 	cmd.Env = append(os.Environ(), conf.EnvHadoopConfDir+"="+confDir)
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -286,22 +287,4 @@ func (p *cutProxy) awaitRefused(ctx context.Context, gone <-chan struct{}, n int
 		case <-changed:
 		}
 	}
-}
-
-// lockedBuffer is a strings.Builder safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -14,9 +14,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/spindle-ps/spindle/internal/syncbuf"
 )
 
 // javaServer is testdata/JavaDigestServer.java running: the JDK's own
@@ -24,24 +25,7 @@ import (
 type javaServer struct {
 	in     io.WriteCloser
 	out    *bufio.Reader
-	stderr *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	stderr *syncbuf.Buffer
 }
 
 func startJava(t *testing.T) *javaServer {
@@ -55,7 +39,7 @@ func startJava(t *testing.T) *javaServer {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	cmd := exec.CommandContext(ctx, java, "testdata/JavaDigestServer.java")
-	s := &javaServer{stderr: &lockedBuffer{}}
+	s := &javaServer{stderr: &syncbuf.Buffer{}}
 	cmd.Stderr = s.stderr
 	if s.in, err = cmd.StdinPipe(); err != nil {
 		t.Fatal(err)
