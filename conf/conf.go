@@ -248,12 +248,13 @@ func (p PS) Validate() error {
 	}
 	if p.NumWorkers < 1 {
 		bad(EnvNumWorker, "%d: need at least 1 worker", p.NumWorkers)
+	} else if p.NumWorkers > MaxWorkers {
+		bad(EnvNumWorker, "%d: at most %d workers", p.NumWorkers, MaxWorkers)
 	}
 	if p.NumServers < 0 {
 		bad(EnvNumServer, "%d: must not be negative", p.NumServers)
-	}
-	if p.NumWorkers > maxNodes || p.NumServers > maxNodes || p.NumWorkers+p.NumServers > maxNodes {
-		bad(EnvNumWorker, "%d workers and %d servers: at most %d nodes", p.NumWorkers, p.NumServers, maxNodes)
+	} else if p.NumServers > MaxServers {
+		bad(EnvNumServer, "%d: at most %d servers", p.NumServers, MaxServers)
 	}
 	if p.RootURI == "" {
 		bad(EnvRootURI, "not set")
@@ -337,8 +338,13 @@ func (p PS) Validate() error {
 	return fmt.Errorf("conf: invalid configuration: %w", errors.Join(errs...))
 }
 
-// maxNodes bounds the node count: ids are int32 and 8+2·rank must fit.
-const maxNodes = 1 << 20
+// MaxServers and MaxWorkers bound a job's servers and workers, as it
+// scales out too: psnode's limits, which the launchers (job.JobSpec)
+// take as theirs.
+const (
+	MaxServers = 4096
+	MaxWorkers = 4096
+)
 
 // AdvertiseHost resolves the address a node advertises: NodeHost, else the
 // first IPv4 address of Interface, else the first non-loopback IPv4

@@ -273,9 +273,8 @@ func FuzzFromEnv(f *testing.F) {
 			}
 			return
 		}
-		// A valid configuration's counts are in range, their sum
-		// taken without overflow.
-		if w, s := c.PS.NumWorkers, c.PS.NumServers; w < 1 || s < 0 || w > maxNodes || s > maxNodes-w {
+		// A valid configuration's counts are in range.
+		if w, s := c.PS.NumWorkers, c.PS.NumServers; w < 1 || s < 0 || w > MaxWorkers || s > MaxServers {
 			t.Fatalf("valid configuration of %d workers and %d servers", w, s)
 		}
 	})

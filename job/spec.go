@@ -40,10 +40,10 @@ const (
 	DefaultMemoryMB = conf.DefaultTaskMemoryMB
 	DefaultCores    = 1
 	// MaxWorkers and MaxServers bound JobSpec.NumWorkers and NumServers:
-	// as many as a psnode job can have (psnode.MaxWorkers, MaxServers).
+	// as many as a psnode job can have (conf.MaxWorkers, MaxServers).
 	// A launcher plans every task of a job at once.
-	MaxWorkers = 4096
-	MaxServers = 4096
+	MaxWorkers = conf.MaxWorkers
+	MaxServers = conf.MaxServers
 )
 
 // JobSpec describes a job: what to run, how many of each role, and what

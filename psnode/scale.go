@@ -13,6 +13,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/psnode/partition"
 	"github.com/spindle-ps/spindle/psnode/transport"
 )
@@ -59,10 +60,10 @@ const (
 )
 
 // MaxServers and MaxWorkers bound the servers and workers of a job, as
-// it scales out too.
+// it scales out too (conf.MaxServers, conf.MaxWorkers).
 const (
-	MaxServers = 4096
-	MaxWorkers = 4096
+	MaxServers = conf.MaxServers
+	MaxWorkers = conf.MaxWorkers
 )
 
 // ErrNotScalable is returned by Rescale (and CheckScalable) for tables
