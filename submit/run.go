@@ -145,6 +145,9 @@ func (o *Options) runYARNJob(ctx context.Context) error {
 			if r.State.Terminal() {
 				line += " " + r.FinalStatus.String()
 			}
+			if n := r.CurrentAttempt.Attempt; n > 1 {
+				line += fmt.Sprintf(" (attempt %d of the ApplicationMaster)", n)
+			}
 			fmt.Fprintln(errw, line)
 			// The URL is the AM's once it runs; a detached client shows
 			// whatever YARN has.

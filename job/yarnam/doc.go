@@ -7,7 +7,9 @@
 // output read from its NodeManager's web services), registers with the ResourceManager with that page as
 // the tracking URL, runs the job's supervisor (job.Job.Run) on a Cluster,
 // and always stops every container and unregisters with the job's final
-// status and a diagnostic.
+// status and a diagnostic; except when a signal stops an attempt that is
+// not the application's last (Options.MoreAttempts), which leaves the
+// application to YARN's next attempt.
 //
 // The Cluster's allocate loop runs in its own goroutine: it asks for one
 // container per launch (the scheduler at priority 0, servers at 1, workers

@@ -97,6 +97,14 @@ type Options struct {
 	// means a file the AM writes on its own host, which only containers
 	// on that host can read.
 	KeysFile string
+	// MoreAttempts says that YARN starts another attempt of the
+	// ApplicationMaster if this one ends without unregistering: this is
+	// not the application's last attempt. A signal (the end of ctx) then
+	// stops the containers and leaves the application to the next
+	// attempt instead of ending it KILLED, since a NodeManager that shuts
+	// down, or a preempted AM container, stops the AM the same way; a
+	// kill of the application has ended it already.
+	MoreAttempts bool
 	// Tokens returns the Credentials blob of a task container started
 	// now: on a Kerberos-secured cluster, the application's delegation
 	// tokens (HDFS, the ResourceManager's), with which the NodeManager
@@ -143,20 +151,29 @@ const (
 	resolveTimeout = 10 * time.Second
 )
 
+// ErrNotUnregistered is wrapped by Run's error when the AM did not
+// unregister: the ResourceManager then ends the attempt as failed, and
+// starts another if the application has attempts left. Whatever the
+// next attempt needs (the staged files) must stay.
+var ErrNotUnregistered = errors.New("the application master did not unregister")
+
 // Run runs spec from inside a YARN ApplicationMaster container: it
 // prepares the job and serves the tracker RPC on opts.Host (job.New),
 // serves a status page, registers with the ResourceManager (the status
 // page as the tracking URL), and runs the job (job.Job.Run, which holds
 // the restart rules) on a Cluster of containers. Whatever happens it
-// stops every container and unregisters (bounded by 30 s): SUCCEEDED
+// stops every container, and once registered it unregisters (bounded by
+// 30 s): SUCCEEDED
 // with a summary when every task exited 0 and the model is committed,
 // KILLED for a kill over the tracker RPC or the end of ctx, FAILED
 // otherwise, with a diagnostic naming the cause, which Run's error says
-// too.
+// too. It does not unregister when it fails before registering, nor at the
+// end of ctx when opts.MoreAttempts; its error then wraps
+// ErrNotUnregistered, as it does when unregistering fails.
 func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error) {
 	start := time.Now()
 	failed := func(err error) (job.Result, error) {
-		return job.Result{State: tracker.Failed, Wall: time.Since(start)}, err
+		return job.Result{State: tracker.Failed, Wall: time.Since(start)}, fmt.Errorf("%w (%w)", err, ErrNotUnregistered)
 	}
 	if err := spec.Validate(); err != nil {
 		return failed(err)
@@ -223,8 +240,13 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 	if runErr != nil {
 		diag = runErr.Error()
 	}
+	if res.State == tracker.Killed && ctx.Err() != nil && opts.MoreAttempts {
+		log.Warn("application master stopped by a signal: not unregistering, YARN starts the next attempt unless the application was killed")
+		res.Wall = time.Since(start)
+		return res, fmt.Errorf("yarnam: stopped before the job ended: %w", ErrNotUnregistered)
+	}
 	if err := opts.AM.Finish(fctx, final, diag, ""); err != nil {
-		runErr = errors.Join(runErr, fmt.Errorf("yarnam: unregister the application master: %w", err))
+		runErr = errors.Join(runErr, fmt.Errorf("yarnam: unregister the application master: %w (%w)", err, ErrNotUnregistered))
 	}
 	res.Wall = time.Since(start)
 	return res, runErr

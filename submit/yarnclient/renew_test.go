@@ -131,7 +131,7 @@ func TestStageKeytab(t *testing.T) {
 	ctx := context.Background()
 	for _, kl := range []amKerberos{{}, {Principal: "alice@EXAMPLE.COM", Keytab: keytab, TokenFS: map[string]string{"127.0.0.1:8020": "hdfs://localhost:8020/"}}} {
 		dir := t.TempDir()
-		res, err := stage(ctx, dfs.Local{}, dir, spec, self, func(string) (string, bool) { return "", false }, conf.HadoopConf{}, keys, 0, kl)
+		res, err := stage(ctx, dfs.Local{}, dir, spec, self, func(string) (string, bool) { return "", false }, conf.HadoopConf{}, keys, Options{}, kl)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -45,10 +45,57 @@ func TestHadoopSubmitYARNRMLost(t *testing.T) {
 	dir := t.TempDir()
 	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "release")
 	script := fmt.Sprintf(`touch %s; while [ ! -e %s ]; do sleep 0.1; done; echo released`, started, release)
-	cmd := exec.CommandContext(ctx, bin, "--cluster", "yarn", "-n", "1", "-s", "0", "--worker-memory", "128m",
-		"--", "/bin/sh", "-c", script)
+	run := startSubmit(ctx, t, rm, bin, []string{conf.EnvHadoopConfDir + "=" + confDir},
+		"--cluster", "yarn", "-n", "1", "-s", "0", "--worker-memory", "128m", "--", "/bin/sh", "-c", script)
+	cmd, out, copied, app := run.cmd, run.out, run.copied, run.app
+	waitFile(ctx, t, started, out)
+
+	px.down()
+	if err := px.awaitRefused(ctx, copied, 2); err != nil {
+		<-copied
+		t.Fatalf("ps-submit did not try the resource manager again: %v\n%s", err, out)
+	}
+	px.up()
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	<-copied
+	t.Logf("ps-submit:\n%s", out)
+	if err != nil {
+		t.Fatalf("ps-submit: %v", err)
+	}
+	for _, want := range []string{"does not answer", "answers again"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("ps-submit's output does not say %q", want)
+		}
+	}
+	r, err := rm.ApplicationReport(ctx, app)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.State != yarn.AppFinished || r.FinalStatus != yarn.FinalSucceeded {
+		t.Errorf("application %v ended %v %v, want FINISHED SUCCEEDED", app, r.State, r.FinalStatus)
+	}
+	checkStagingGone(t, cl, app)
+}
+
+// submitRun is a ps-submit process following a YARN application.
+type submitRun struct {
+	cmd    *exec.Cmd
+	out    *syncbuf.Buffer // its standard output and error
+	copied chan struct{}   // closed when its standard error is all in out
+	app    yarn.ApplicationID
+}
+
+// startSubmit starts bin (ps-submit) with args and env added to this
+// process's environment, and waits until it prints its application's id.
+// The application does not outlive the test.
+func startSubmit(ctx context.Context, t *testing.T, rm *yarn.RMClient, bin string, env []string, args ...string) submitRun {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), conf.EnvHadoopConfDir+"="+confDir)
+	cmd.Env = append(os.Environ(), env...)
 	out := &syncbuf.Buffer{}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -81,7 +128,6 @@ func TestHadoopSubmitYARNRMLost(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatalf("ps-submit printed no application id:\n%s", out)
 	}
-	// Whatever happens below, the application does not outlive the test.
 	t.Cleanup(func() {
 		kctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -89,36 +135,7 @@ func TestHadoopSubmitYARNRMLost(t *testing.T) {
 			_, _ = rm.Kill(kctx, app)
 		}
 	})
-	waitFile(ctx, t, started, out)
-
-	px.down()
-	if err := px.awaitRefused(ctx, copied, 2); err != nil {
-		<-copied
-		t.Fatalf("ps-submit did not try the resource manager again: %v\n%s", err, out)
-	}
-	px.up()
-	if err := os.WriteFile(release, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	err = cmd.Wait()
-	<-copied
-	t.Logf("ps-submit:\n%s", out)
-	if err != nil {
-		t.Fatalf("ps-submit: %v", err)
-	}
-	for _, want := range []string{"does not answer", "answers again"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("ps-submit's output does not say %q", want)
-		}
-	}
-	r, err := rm.ApplicationReport(ctx, app)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.State != yarn.AppFinished || r.FinalStatus != yarn.FinalSucceeded {
-		t.Errorf("application %v ended %v %v, want FINISHED SUCCEEDED", app, r.State, r.FinalStatus)
-	}
-	checkStagingGone(t, cl, app)
+	return submitRun{cmd: cmd, out: out, copied: copied, app: app}
 }
 
 // waitFile waits until path exists, for as long as ctx allows.

@@ -57,8 +57,8 @@ type Options struct {
 	// Log receives the client's own messages; nil discards them.
 	Log *logrus.Entry
 	// OnReport, when set, is called with the first application report and
-	// with every report whose state, final status or tracking URL differs
-	// from the previous one.
+	// with every report whose state, final status, tracking URL or attempt
+	// differs from the previous one.
 	OnReport func(yarn.ApplicationReport)
 	// Poll is the interval of the application reports; 0 means 500 ms.
 	Poll time.Duration
@@ -121,8 +121,12 @@ type amJobConfig struct {
 	// in the keys file (conf.JobKeysFile), a private resource.
 	Keys *conf.JobKeys `json:"keys,omitempty"`
 	// Staging is the URI of the staging directory, which the AM removes
-	// when the job ends.
+	// when the application ends: once it unregistered, or when its attempt
+	// is the last (see maxAppAttempts).
 	Staging string `json:"staging,omitempty"`
+	// MaxAttempts is the number of attempts of the ApplicationMaster the
+	// client asked for (--max-app-attempts); 0 means YARN's default.
+	MaxAttempts int `json:"max_attempts,omitempty"`
 	// AllocationTimeout is yarnam.Run's AllocationTimeout as a Go duration
 	// ("10m0s"); "" means yarnam.Run's default.
 	AllocationTimeout string `json:"allocation_timeout,omitempty"`
@@ -244,7 +248,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	if hcl.secure() && opts.Login.Keytab != "" {
 		kl = amKerberos{Principal: opts.Login.Principal, Keytab: opts.Login.Keytab, TokenFS: tokenFS}
 	}
-	amRes, err := stage(ctx, fsys, dir, spec, opts.Executable, lookup, hc, keys, opts.AllocationTimeout, kl)
+	amRes, err := stage(ctx, fsys, dir, spec, opts.Executable, lookup, hc, keys, opts, kl)
 	if err != nil {
 		return res, err
 	}
@@ -436,7 +440,8 @@ func follow(ctx context.Context, rm *rmConn, retry rmRetry, id yarn.ApplicationI
 	var last yarn.ApplicationReport
 	first := true
 	report := func(r yarn.ApplicationReport) {
-		if first || r.State != last.State || r.FinalStatus != last.FinalStatus || r.TrackingURL != last.TrackingURL {
+		if first || r.State != last.State || r.FinalStatus != last.FinalStatus || r.TrackingURL != last.TrackingURL ||
+			r.CurrentAttempt != last.CurrentAttempt {
 			if opts.OnReport != nil {
 				opts.OnReport(r)
 			}
@@ -530,11 +535,11 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // stage uploads the application's files into dir of fsys and returns the
 // AM's local resources and job.json's content.
 func stage(ctx context.Context, fsys dfs.FileSystem, dir string, spec job.JobSpec, self string,
-	lookup conf.Lookup, hc conf.HadoopConf, keys *conf.JobKeys, allocTimeout time.Duration, kl amKerberos) (map[string]yarn.LocalResource, error) {
+	lookup conf.Lookup, hc conf.HadoopConf, keys *conf.JobKeys, opts Options, kl amKerberos) (map[string]yarn.LocalResource, error) {
 	jc := amJobConfig{Spec: spec, Resources: map[string]yarn.LocalResource{}, Hadoop: map[string]string{},
-		Keys: keys, Staging: fsys.URI(dir), Principal: kl.Principal, TokenFS: kl.TokenFS}
-	if allocTimeout > 0 {
-		jc.AllocationTimeout = allocTimeout.String()
+		Keys: keys, Staging: fsys.URI(dir), Principal: kl.Principal, TokenFS: kl.TokenFS, MaxAttempts: opts.AMMaxAttempts}
+	if opts.AllocationTimeout > 0 {
+		jc.AllocationTimeout = opts.AllocationTimeout.String()
 	}
 	if err := fsys.MkdirAll(ctx, dir+"/"+amLibDir, 0o700); err != nil {
 		return nil, fmt.Errorf("yarnclient: staging directory: %w", err)
@@ -758,6 +763,9 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 	if host == "" {
 		host, _ = os.Hostname()
 	}
+	attempt, maxAttempts := amAttemptNumber(am.Attempt()), maxAppAttempts(jc.MaxAttempts, hc)
+	more := attempt > 0 && attempt < maxAttempts
+	log.WithFields(logrus.Fields{"attempt": attempt, "max_attempts": maxAttempts}).Info("application master started")
 	logDir := ""
 	if app, ok := applicationOfAttempt(am.Attempt()); ok {
 		logDir = LogsURI(user, app)
@@ -772,7 +780,8 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		Env:               taskEnv(),
 		Planner:           tracker.WithLocations(tracker.InputPlanner(resolver), dfs.NewLocator(hc, user).Blocks),
 		Resolver:          resolver,
-		Rerun:             amAttemptNumber(am.Attempt()) > 1,
+		Rerun:             attempt > 1,
+		MoreAttempts:      more,
 		Keys:              jc.Keys,
 		WebProxy:          amWebProxy(hc, lookup, am.Attempt()),
 		KeysFile:          keysFileFor(jc),
@@ -782,7 +791,10 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 	})
 	stopKeeper()
 	log.WithFields(logrus.Fields{"state": res.State, "tasks": fmt.Sprintf("%+v", res.Tasks)}).Info("job ended")
-	if jc.Staging != "" {
+	if more && errors.Is(err, yarnam.ErrNotUnregistered) {
+		// The next attempt starts from the staged files.
+		log.Info("the staging directory stays for the next attempt")
+	} else if jc.Staging != "" {
 		// The job is over: nothing needs the staged files any more, and a
 		// detached client is not there to remove them.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -846,6 +858,31 @@ func amAttemptNumber(id string) int {
 		return 0
 	}
 	return n
+}
+
+// maxAppAttempts is how many attempts of the ApplicationMaster the
+// ResourceManager allows an application that asked for requested (0:
+// none asked), by its rule: yarn.resourcemanager.am.max-attempts (default
+// 2) when none was asked, the request when it does not exceed
+// yarn.resourcemanager.am.global.max-attempts (default the former),
+// else that global bound. hc is the AM's view of the cluster's
+// configuration: a ResourceManager set otherwise makes this a guess.
+func maxAppAttempts(requested int, hc conf.HadoopConf) int {
+	num := func(key string, def int) int {
+		if n, err := strconv.Atoi(strings.TrimSpace(hc.GetDefault(key, ""))); err == nil {
+			return n
+		}
+		return def
+	}
+	rmMax := num("yarn.resourcemanager.am.max-attempts", 2)
+	global := num("yarn.resourcemanager.am.global.max-attempts", rmMax)
+	switch {
+	case requested <= 0:
+		return rmMax
+	case requested > global:
+		return global
+	}
+	return requested
 }
 
 // yarnClient connects to the ResourceManager with the Hadoop

@@ -491,3 +491,28 @@ func TestAMWebProxy(t *testing.T) {
 		t.Fatalf("from a bogus attempt id: %+v", o)
 	}
 }
+
+// TestMaxAppAttempts: the AM counts its attempts as the ResourceManager
+// does, from the request and the cluster's two bounds.
+func TestMaxAppAttempts(t *testing.T) {
+	for _, c := range []struct {
+		requested int
+		hc        conf.HadoopConf
+		want      int
+	}{
+		{0, nil, 2},
+		{1, nil, 1},
+		{2, nil, 2},
+		{5, nil, 2},
+		{0, conf.HadoopConf{"yarn.resourcemanager.am.max-attempts": "4"}, 4},
+		{3, conf.HadoopConf{"yarn.resourcemanager.am.max-attempts": "4"}, 3},
+		{5, conf.HadoopConf{"yarn.resourcemanager.am.max-attempts": "4"}, 4},
+		{5, conf.HadoopConf{"yarn.resourcemanager.am.max-attempts": "1", "yarn.resourcemanager.am.global.max-attempts": "6"}, 5},
+		{9, conf.HadoopConf{"yarn.resourcemanager.am.max-attempts": "1", "yarn.resourcemanager.am.global.max-attempts": "6"}, 6},
+		{3, conf.HadoopConf{"yarn.resourcemanager.am.max-attempts": "many"}, 2},
+	} {
+		if got := maxAppAttempts(c.requested, c.hc); got != c.want {
+			t.Errorf("maxAppAttempts(%d, %v) = %d, want %d", c.requested, c.hc, got, c.want)
+		}
+	}
+}
