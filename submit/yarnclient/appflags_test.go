@@ -38,11 +38,7 @@ func TestHadoopSubmitYARNApplicationFlags(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/spindle-ps/spindle/cmd/ps-submit").CombinedOutput(); err != nil {
 		t.Fatalf("go build ps-submit: %v\n%s", err, out)
 	}
-	rm, err := yarn.NewRMClient(ctx, cl.Conf, yarn.Identity{User: cl.User})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rm.Close() })
+	rm := testRM(ctx, t, cl)
 	cmd := exec.CommandContext(ctx, bin, "--cluster", "yarn", "-n", "1", "--jobname", "spindle-flags",
 		"--worker-memory", "128m", "--am-memory", "256m", "--am-cores", "1", "--max-app-attempts", "1",
 		"--priority", "2", "--tags", "Spindle-Flags,nightly", "--allocation-timeout", "2m",
@@ -50,7 +46,7 @@ func TestHadoopSubmitYARNApplicationFlags(t *testing.T) {
 	cmd.Dir = t.TempDir()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
+	err := cmd.Run()
 	t.Logf("ps-submit:\n%s", out.String())
 	if err != nil {
 		t.Fatalf("ps-submit: %v", err)

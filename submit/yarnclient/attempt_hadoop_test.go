@@ -26,11 +26,7 @@ func TestHadoopSubmitYARNSecondAttempt(t *testing.T) {
 	bin := buildPSSubmit(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rm, err := yarn.NewRMClient(ctx, cl.Conf, yarn.Identity{User: cl.User})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rm.Close() })
+	rm := testRM(ctx, t, cl)
 
 	dir := t.TempDir()
 	starts, release := filepath.Join(dir, "starts"), filepath.Join(dir, "release")

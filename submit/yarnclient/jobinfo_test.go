@@ -36,11 +36,7 @@ func TestHadoopStatusPageLogsAndStatus(t *testing.T) {
 	trainsim := hadooptest.Build(t, "github.com/spindle-ps/spindle/internal/testprog/trainsim")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	rm, err := yarn.NewRMClient(ctx, cl.Conf, yarn.Identity{User: cl.User})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rm.Close() })
+	rm := testRM(ctx, t, cl)
 
 	input := cl.TempDir(t) + "/train.txt"
 	var sb strings.Builder

@@ -31,11 +31,7 @@ func TestHadoopSubmitYARNRMLost(t *testing.T) {
 	bin := buildPSSubmit(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	rm, err := yarn.NewRMClient(ctx, cl.Conf, yarn.Identity{User: cl.User})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rm.Close() })
+	rm := testRM(ctx, t, cl)
 	px := newCutProxy(t, yarn.RMAddress(cl.Conf))
 	confDir := confWith(t, map[string]string{
 		"yarn.resourcemanager.address":                   px.ln.Addr().String(),
@@ -59,7 +55,7 @@ func TestHadoopSubmitYARNRMLost(t *testing.T) {
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	<-copied
 	t.Logf("ps-submit:\n%s", out)
 	if err != nil {

@@ -43,6 +43,17 @@ func submittedApp(t *testing.T, stderr string) yarn.ApplicationID {
 	return id
 }
 
+// testRM is a client of cl's ResourceManager, closed when the test ends.
+func testRM(ctx context.Context, t *testing.T, cl *hadooptest.Cluster) *yarn.RMClient {
+	t.Helper()
+	rm, err := yarn.NewRMClient(ctx, cl.Conf, yarn.Identity{User: cl.User})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rm.Close() })
+	return rm
+}
+
 // checkStagingGone checks that app's staging directory was removed.
 func checkStagingGone(t *testing.T, cl *hadooptest.Cluster, app yarn.ApplicationID) {
 	t.Helper()

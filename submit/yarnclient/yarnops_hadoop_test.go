@@ -44,11 +44,7 @@ func TestHadoopYARNDryRun(t *testing.T) {
 	bin := buildPSSubmit(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rm, err := yarn.NewRMClient(ctx, cl.Conf, yarn.Identity{User: cl.User})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rm.Close()
+	rm := testRM(ctx, t, cl)
 	dir := t.TempDir()
 	for name, body := range map[string]string{"prog.sh": "#!/bin/sh\necho hi\n", "data.txt": "hello\n"} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o755); err != nil {
