@@ -302,6 +302,13 @@ func JobName(base string) string {
 // the process ids it killed.
 func KillTask(t testing.TB, job, role string, rank int) []int {
 	t.Helper()
+	return SignalTask(t, job, role, rank, syscall.SIGKILL)
+}
+
+// SignalTask is KillTask with another signal, such as the SIGTERM with
+// which a NodeManager stops a container.
+func SignalTask(t testing.TB, job, role string, rank int, sig syscall.Signal) []int {
+	t.Helper()
 	procs, err := filepath.Glob("/proc/[0-9]*")
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +335,7 @@ func KillTask(t testing.TB, job, role string, rank int) []int {
 		if err != nil {
 			continue
 		}
-		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+		if err := syscall.Kill(pid, sig); err == nil {
 			killed = append(killed, pid)
 		}
 	}

@@ -36,19 +36,16 @@ func TestHadoopSubmitYARNSecondAttempt(t *testing.T) {
 	out, app := run.out, run.app
 	waitStarts(ctx, t, rm, app, starts, 1, out)
 
-	pid, err := amProcess(app, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-		t.Fatalf("SIGTERM to the first attempt's ApplicationMaster (pid %d): %v", pid, err)
+	// The first attempt's AM is its first container.
+	if pids := hadooptest.SignalTask(t, hadooptest.ContainerOf(app.String())+"01_000001", "", 0, syscall.SIGTERM); len(pids) != 1 {
+		t.Fatalf("SIGTERM reached %d processes of the first attempt's ApplicationMaster, want 1", len(pids))
 	}
 	waitStarts(ctx, t, rm, app, starts, 2, out)
 
 	if err := os.WriteFile(release, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = run.cmd.Wait()
+	err := run.cmd.Wait()
 	<-run.copied
 	t.Logf("ps-submit:\n%s", out)
 	if err != nil {
@@ -90,37 +87,4 @@ func waitStarts(ctx context.Context, t *testing.T, rm *yarn.RMClient, app yarn.A
 		case <-tick.C:
 		}
 	}
-}
-
-// amProcess finds the ps-submit process running the ApplicationMaster of
-// attempt n of app on this machine (the mini cluster's NodeManagers run
-// containers as local processes): its command line is "ps-submit am ..."
-// and its environment names the attempt's container.
-func amProcess(app yarn.ApplicationID, n int) (int, error) {
-	container := fmt.Sprintf("_%d_%04d_%02d_", app.ClusterTimestamp, app.ID, n)
-	dirs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, d := range dirs {
-		b, err := os.ReadFile(d + "/cmdline")
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) < 2 || filepath.Base(args[0]) != amBinaryName || args[1] != AMMode {
-			continue
-		}
-		env, err := os.ReadFile(d + "/environ")
-		if err != nil {
-			continue
-		}
-		for _, kv := range strings.Split(string(env), "\x00") {
-			if id, ok := strings.CutPrefix(kv, "CONTAINER_ID="); ok && strings.Contains(id, container) {
-				var pid int
-				if _, err := fmt.Sscanf(filepath.Base(d), "%d", &pid); err != nil {
-					return 0, err
-				}
-				return pid, nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("no process of this machine runs the ApplicationMaster of attempt %d of %v", n, app)
 }
