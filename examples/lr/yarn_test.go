@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -511,14 +512,22 @@ func TestHadoopYARNChaos(t *testing.T) {
 	}
 }
 
-// TestHadoopYARNApplicationMasterKilled kills the ApplicationMaster's
-// process with SIGKILL during the third epoch of a synchronous job with
-// checkpoints that allows YARN a second attempt: the new attempt starts
-// every task again from the newest committed checkpoint, and the model is
-// the one of a job never interrupted.
+// TestHadoopYARNApplicationMasterKilled stops the ApplicationMaster's
+// process during the third epoch of a synchronous job with checkpoints
+// that allows YARN a second attempt: with SIGKILL, as the kernel's OOM
+// killer would, and with SIGTERM, as a NodeManager that shuts down does
+// (the AM then stops its containers itself and leaves the application to
+// YARN). The new attempt starts every task again from the newest committed
+// checkpoint, and the model is the one of a job never interrupted.
 func TestHadoopYARNApplicationMasterKilled(t *testing.T) {
 	c := hadooptest.Connect(t)
 	straight := straightJob(t)
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) { amStopped(t, c, straight, sig) })
+	}
+}
+
+func amStopped(t *testing.T, c *hadooptest.Cluster, straight jobRun, sig syscall.Signal) {
 	dir := uploadData(t, c)
 	spec := lrSpec(dir, "am-killed")
 	spec.MaxAttempts = 1
@@ -538,7 +547,7 @@ func TestHadoopYARNApplicationMasterKilled(t *testing.T) {
 		OnStatus: func(st tracker.Status) {
 			if killed == nil && st.Epoch == 2 && st.ShardsDone >= 1 && st.ShardsDone < st.ShardsTotal-2 {
 				// The first attempt's AM is its first container.
-				killed = hadooptest.KillTask(t, hadooptest.ContainerOf(app.String())+"01_000001", "", 0)
+				killed = hadooptest.SignalTask(t, hadooptest.ContainerOf(app.String())+"01_000001", "", 0, sig)
 			}
 		},
 	})
