@@ -429,9 +429,17 @@ func checkControlBounds(t *testing.T, n *Node) {
 	if l := len(n.regs); l > n.cfg.NumServers+n.cfg.NumWorkers {
 		t.Fatalf("%d registrations kept for a job of %d nodes", l, n.cfg.NumServers+n.cfg.NumWorkers)
 	}
+	kept, bytes := 0, 0
 	for k, l := range n.unclaimed {
 		if len(l) > customerQueue {
 			t.Fatalf("%d messages kept for app %+v", len(l), k)
 		}
+		for _, u := range l {
+			kept++
+			bytes += u.m.DataBytes()
+		}
+	}
+	if kept != n.unclaimedMsgs || bytes != n.unclaimedBytes || kept > maxUnclaimed || (kept > 1 && bytes > maxUnclaimedBytes) {
+		t.Fatalf("%d messages of %d bytes kept for apps not created, counted %d of %d", kept, bytes, n.unclaimedMsgs, n.unclaimedBytes)
 	}
 }

@@ -69,6 +69,13 @@ type request struct {
 const (
 	customerQueue = 4096
 	maxFailed     = 4096
+	// maxUnclaimed and maxUnclaimedBytes bound, over every app, the
+	// messages a node keeps for apps it has not created yet (appGrace):
+	// the bound of one app's (customerQueue) alone would let a peer that
+	// names many apps fill the node's memory. One message is kept
+	// whatever its size when nothing else waits.
+	maxUnclaimed      = 4 * customerQueue
+	maxUnclaimedBytes = 256 << 20
 )
 
 // newCustomer registers a customer for app with the node. For a request
@@ -115,6 +122,8 @@ func (n *Node) newCustomer(app, id int32, serveRequests bool, handle func(*trans
 		k.cust = 0
 	}
 	for _, u := range n.unclaimed[k] {
+		n.unclaimedMsgs--
+		n.unclaimedBytes -= u.m.DataBytes()
 		c.queue <- u.m
 	}
 	delete(n.unclaimed, k)
@@ -131,21 +140,12 @@ func (n *Node) expireUnclaimedLocked(now time.Time) []*transport.Message {
 		for i < len(list) && now.Sub(list[i].at) > appGrace {
 			m := list[i].m
 			i++
+			n.unclaimedMsgs--
+			n.unclaimedBytes -= m.DataBytes()
 			n.log.WithField("msg", m.String()).Warn("message for an app this node does not run dropped")
-			if !m.Meta.Request {
-				continue
+			if r := n.noAppReply(m, ""); r != nil {
+				out = append(out, r)
 			}
-			out = append(out, &transport.Message{Meta: transport.Meta{
-				Recver:     m.Meta.Sender,
-				AppID:      m.Meta.AppID,
-				CustomerID: m.Meta.CustomerID,
-				Timestamp:  m.Meta.Timestamp,
-				Push:       m.Meta.Push,
-				Pull:       m.Meta.Pull,
-				SimpleApp:  m.Meta.SimpleApp,
-				Status:     1,
-				Body:       []byte(fmt.Sprintf("node %d runs no app %d", n.me.ID, m.Meta.AppID)),
-			}})
 		}
 		if i == len(list) {
 			delete(n.unclaimed, k)
@@ -209,10 +209,48 @@ func keyOf(m *transport.Message) unclaimedKey {
 	return unclaimedKey{app: m.Meta.AppID, cust: m.Meta.CustomerID}
 }
 
+// holdLocked keeps m, a message for an app this node has not created,
+// until the app comes (NewApp) or appGrace passes, within the bounds of
+// one app's messages and of all apps'. A message beyond them is dropped;
+// for a request, holdLocked returns the error reply that tells its sender
+// at once. n.mu must be held.
+func (n *Node) holdLocked(m *transport.Message) *transport.Message {
+	k, size := keyOf(m), m.DataBytes()
+	if len(n.unclaimed[k]) < customerQueue && n.unclaimedMsgs < maxUnclaimed &&
+		(n.unclaimedMsgs == 0 || n.unclaimedBytes+size <= maxUnclaimedBytes) {
+		m.Own() // kept for later
+		n.unclaimed[k] = append(n.unclaimed[k], unclaimedMsg{m: m, at: n.now()})
+		n.unclaimedMsgs++
+		n.unclaimedBytes += size
+		return nil
+	}
+	n.log.WithField("msg", m.String()).Warn("message for an app this node does not run dropped: too many wait for apps")
+	return n.noAppReply(m, fmt.Sprintf("; %d messages of %d bytes already wait for apps this node does not run", n.unclaimedMsgs, n.unclaimedBytes))
+}
+
+// noAppReply is the error reply to m, a request for an app this node
+// does not run (more saying why it was dropped); nil when m is a response.
+func (n *Node) noAppReply(m *transport.Message, more string) *transport.Message {
+	if !m.Meta.Request {
+		return nil
+	}
+	return &transport.Message{Meta: transport.Meta{
+		Recver:     m.Meta.Sender,
+		AppID:      m.Meta.AppID,
+		CustomerID: m.Meta.CustomerID,
+		Timestamp:  m.Meta.Timestamp,
+		Push:       m.Meta.Push,
+		Pull:       m.Meta.Pull,
+		SimpleApp:  m.Meta.SimpleApp,
+		Status:     1,
+		Body:       []byte(fmt.Sprintf("node %d runs no app %d%s", n.me.ID, m.Meta.AppID, more)),
+	}}
+}
+
 // dispatch routes a data message to its app's queue; it blocks while the
 // queue is full (back-pressure on the sender), until the node stops. A
-// message for an app not created yet waits for it (at most appGrace, and
-// at most a queue's worth). It reports whether a queue took it.
+// message for an app not created yet waits for it (holdLocked). It
+// reports whether a queue took it.
 func (n *Node) dispatch(m *transport.Message) bool {
 	n.mu.Lock()
 	var c *customer
@@ -222,14 +260,11 @@ func (n *Node) dispatch(m *transport.Message) bool {
 		c = n.customers[custKey{m.Meta.AppID, m.Meta.CustomerID}]
 	}
 	if c == nil {
-		k := keyOf(m)
-		if len(n.unclaimed[k]) < customerQueue {
-			m.Own() // kept for later
-			n.unclaimed[k] = append(n.unclaimed[k], unclaimedMsg{m: m, at: n.now()})
-		} else {
-			n.log.WithField("msg", m.String()).Warn("message for an app this node does not run dropped")
-		}
+		reply := n.holdLocked(m)
 		n.mu.Unlock()
+		if reply != nil {
+			n.sendAll([]*transport.Message{reply})
+		}
 		return false
 	}
 	n.mu.Unlock()

@@ -39,7 +39,9 @@
 // (NewSimpleApp). Apps are created after Start. A message that arrives
 // for an app not created yet waits for it, up to 10 s; after that a
 // request is answered with an error naming the missing app, so that its
-// sender does not hang.
+// sender does not hang. A node keeps at most 4096 such messages per app,
+// 16384 and 256 MiB over all apps (one message whatever its size); a
+// request beyond is answered with the error at once.
 //
 // A Handler gets a request's keys and values in the receive buffers, not
 // copies, and must copy what it keeps past its return. Over ZeroMQ the
