@@ -231,10 +231,13 @@ type rejoinState struct {
 //	0            4*(AllGroups+1)      +4                 +4*count
 //	| rounds, int32 LE each | count, uint32 LE | dead ids, int32 LE each |
 //
-// maxRejoinDead bounds the count.
+// maxRejoinDead bounds the count; a round is -1 (not known) to
+// maxRejoinRound, so that a scheduler raising its rounds to a rejoin's
+// never brings one near the wrap of an int32.
 const (
 	rejoinRoundsLen = 4 * int(transport.AllGroups+1)
 	maxRejoinDead   = 1 << 16
+	maxRejoinRound  = 1 << 30
 )
 
 func (rj rejoinState) encode() []byte {
@@ -258,6 +261,9 @@ func decodeRejoin(b []byte) (rejoinState, error) {
 	}
 	for g := range rj.rounds {
 		rj.rounds[g] = int32(binary.LittleEndian.Uint32(b[4*g:]))
+		if r := rj.rounds[g]; r < -1 || r > maxRejoinRound {
+			return rj, fmt.Errorf("%w: round %d of barrier group %d", errRejoinBody, r, g)
+		}
 	}
 	count := binary.LittleEndian.Uint32(b[rejoinRoundsLen:])
 	rest := b[rejoinRoundsLen+4:]

@@ -3,6 +3,8 @@ package psnode
 import (
 	"bytes"
 	"testing"
+
+	"github.com/spindle-ps/spindle/psnode/transport"
 )
 
 // FuzzRejoinBody: a rejoin's body from the wire decodes without a panic,
@@ -30,5 +32,17 @@ func TestRejoinBodyRefusesALyingCount(t *testing.T) {
 	b[rejoinRoundsLen] = 0xff // the count: far more ids than bytes
 	if _, err := decodeRejoin(b); err == nil {
 		t.Error("a count larger than the body decoded")
+	}
+	for _, r := range []int32{-2, maxRejoinRound + 1, 1<<31 - 1} {
+		rj := rejoinState{}
+		rj.rounds[transport.AllGroups] = r
+		if _, err := decodeRejoin(rj.encode()); err == nil {
+			t.Errorf("round %d decoded: a scheduler raising its own to it would wrap", r)
+		}
+	}
+	rj := rejoinState{}
+	rj.rounds[1], rj.rounds[transport.AllGroups] = -1, maxRejoinRound
+	if _, err := decodeRejoin(rj.encode()); err != nil {
+		t.Errorf("rounds -1 and %d: %v", maxRejoinRound, err)
 	}
 }
