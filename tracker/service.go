@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apache/thrift/lib/go/thrift"
@@ -118,14 +119,20 @@ type Service struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
 	closed bool
+	done   chan struct{} // closed by Close
 	wg     sync.WaitGroup
+	// unauth holds a token for each connection being read before it made
+	// an authenticated call (maxUnauthConns).
+	unauth      chan struct{}
+	authTimeout time.Duration
 }
 
 // Option configures Serve or NewClient.
 type Option func(*options)
 
 type options struct {
-	tls *tls.Config
+	tls         *tls.Config
+	authTimeout time.Duration // Serve: 0 means authTimeout
 }
 
 // WithTLS serves the RPC over TLS with cfg (Serve), or calls it over TLS
@@ -136,6 +143,25 @@ func WithTLS(cfg *tls.Config) Option { return func(o *options) { o.tls = cfg } }
 
 // handshakeTimeout bounds a TLS handshake with a caller.
 const handshakeTimeout = 10 * time.Second
+
+// Anyone who reaches the port can open a connection; until it makes a
+// call with the job secret, it is a stranger's, and bounded:
+//   - it waits for one of maxUnauthConns places before anything of it is
+//     read, so that strangers hold at most maxUnauthConns×maxUnauthBytes;
+//   - from its place, it has authTimeout to make that call (the TLS
+//     handshake included), and it is read maxUnauthBytes at most;
+//   - a call with a wrong secret is answered, and the connection closed.
+//
+// A caller with the secret holds a place for its first call's frame
+// only, and its connection may then stay idle.
+const (
+	maxUnauthConns = 32
+	maxUnauthBytes = 4 << 20
+)
+
+// authTimeout is the default of how long a stranger's connection is
+// read (options.authTimeout).
+const authTimeout = 30 * time.Second
 
 // Serve starts serving state on addr ("host:port", port 0 for any) and
 // returns at once; Addr tells where. Close stops it.
@@ -152,7 +178,11 @@ func Serve(ctx context.Context, addr string, state *State, secret string, log *l
 	if o.tls != nil {
 		ln = tls.NewListener(ln, o.tls)
 	}
-	s := &Service{state: state, secret: []byte(secret), log: log, ln: ln, ctx: context.WithoutCancel(ctx), conns: make(map[net.Conn]struct{})}
+	if o.authTimeout <= 0 {
+		o.authTimeout = authTimeout
+	}
+	s := &Service{state: state, secret: []byte(secret), log: log, ln: ln, ctx: context.WithoutCancel(ctx), conns: make(map[net.Conn]struct{}),
+		done: make(chan struct{}), unauth: make(chan struct{}, maxUnauthConns), authTimeout: o.authTimeout}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -182,7 +212,8 @@ func (s *Service) accept() {
 	}
 }
 
-// serveConn answers calls on one connection until it fails or closes.
+// serveConn answers calls on one connection until it fails or closes,
+// within the bounds on a stranger's connection (maxUnauthConns).
 func (s *Service) serveConn(c net.Conn, proc thrift.TProcessor) {
 	defer s.wg.Done()
 	defer func() {
@@ -191,6 +222,26 @@ func (s *Service) serveConn(c net.Conn, proc thrift.TProcessor) {
 		s.mu.Unlock()
 		c.Close()
 	}()
+	peer := c.RemoteAddr().String()
+	wait := time.NewTimer(s.authTimeout)
+	select {
+	case s.unauth <- struct{}{}:
+		wait.Stop()
+	case <-wait.C:
+		s.log.WithField("peer", peer).Warn("tracker connection closed: too many connections without the job secret")
+		return
+	case <-s.done:
+		wait.Stop()
+		return
+	}
+	st := &connState{}
+	var once sync.Once
+	st.release = func() { once.Do(func() { <-s.unauth }) }
+	defer st.release()
+	sc := &strangerConn{Conn: c, st: st, until: time.Now().Add(s.authTimeout)}
+	if err := c.SetReadDeadline(sc.until); err != nil {
+		return
+	}
 	if tc, ok := c.(*tls.Conn); ok {
 		hctx, cancel := context.WithTimeout(s.ctx, handshakeTimeout)
 		err := tc.HandshakeContext(hctx)
@@ -201,16 +252,68 @@ func (s *Service) serveConn(c net.Conn, proc thrift.TProcessor) {
 		}
 	}
 	cfg := thriftConf()
-	prot := newProtocol(thrift.NewTSocketFromConnConf(c, cfg), cfg)
+	prot := newProtocol(thrift.NewTSocketFromConnConf(sc, cfg), cfg)
+	ctx := context.WithValue(s.ctx, connStateKey{}, st)
 	for {
-		if _, err := proc.Process(s.ctx, prot, prot); err != nil {
+		if _, err := proc.Process(ctx, prot, prot); err != nil {
 			var te thrift.TTransportException
 			if !errors.As(err, &te) || te.TypeId() != thrift.END_OF_FILE {
-				s.log.WithError(err).WithField("peer", c.RemoteAddr().String()).Debug("tracker connection closed")
+				s.log.WithError(err).WithField("peer", peer).Debug("tracker connection closed")
 			}
 			return
 		}
+		if st.refused.Load() {
+			return // answered; a wrong secret gets no second try on the connection
+		}
+		if st.authed.Load() && !sc.until.IsZero() {
+			sc.until = time.Time{}
+			if err := c.SetReadDeadline(sc.until); err != nil {
+				return
+			}
+		}
 	}
+}
+
+// connState is what the handler learns of a connection's calls.
+type connState struct {
+	authed, refused atomic.Bool
+	release         func() // gives the connection's place back, once
+}
+
+type connStateKey struct{}
+
+// strangerConn reads at most maxUnauthBytes from a connection, and
+// keeps its read deadline at until, until a call on it proves the job
+// secret. Thrift's socket sets a deadline before every read from its
+// SocketTimeout, none: strangerConn keeps its own instead.
+type strangerConn struct {
+	net.Conn
+	st    *connState
+	read  int
+	until time.Time // zero once the connection proved the secret
+}
+
+func (c *strangerConn) SetReadDeadline(time.Time) error { return c.Conn.SetReadDeadline(c.until) }
+
+func (c *strangerConn) SetDeadline(t time.Time) error {
+	return errors.Join(c.Conn.SetWriteDeadline(t), c.Conn.SetReadDeadline(c.until))
+}
+
+var errUnauthBytes = fmt.Errorf("tracker: %d bytes read without the job secret", maxUnauthBytes)
+
+func (c *strangerConn) Read(b []byte) (int, error) {
+	if !c.st.authed.Load() {
+		left := maxUnauthBytes - c.read
+		if left <= 0 {
+			return 0, errUnauthBytes
+		}
+		if len(b) > left {
+			b = b[:left]
+		}
+	}
+	n, err := c.Conn.Read(b)
+	c.read += n
+	return n, err
 }
 
 // Close stops accepting, closes every connection and waits for their
@@ -222,6 +325,7 @@ func (s *Service) Close() error {
 		return nil
 	}
 	s.closed = true
+	close(s.done)
 	err := s.ln.Close()
 	for c := range s.conns {
 		c.Close()
@@ -234,10 +338,20 @@ func (s *Service) Close() error {
 // handler implements the generated Tracker interface over the State.
 type handler struct{ s *Service }
 
-func (h *handler) auth(secret string) error {
+// auth checks a call's secret, and records on the call's connection
+// (connState) whether it proved it.
+func (h *handler) auth(ctx context.Context, secret string) error {
+	st, _ := ctx.Value(connStateKey{}).(*connState)
 	if subtle.ConstantTimeCompare([]byte(secret), h.s.secret) != 1 {
 		h.s.log.Warn("tracker call with a wrong secret refused")
+		if st != nil {
+			st.refused.Store(true)
+		}
 		return &trackerrpc.TrackerError{Code: codeUnauthorized, Message: "wrong job secret"}
+	}
+	if st != nil && !st.authed.Load() {
+		st.authed.Store(true)
+		st.release()
 	}
 	return nil
 }
@@ -249,7 +363,7 @@ func badRequest(err error) error {
 }
 
 func (h *handler) NextShard(ctx context.Context, secret string, epoch, worker, attempt int32) (*trackerrpc.NextShardReply, error) {
-	if err := h.auth(secret); err != nil {
+	if err := h.auth(ctx, secret); err != nil {
 		return nil, err
 	}
 	sh, d, err := h.s.state.WaitShard(ctx, int(epoch), int(worker), int(attempt), shardPoll)
@@ -282,8 +396,8 @@ func toWire(sh Shard, epoch int) *trackerrpc.Shard {
 	return &trackerrpc.Shard{ID: sh.ID, URI: sh.URI, Start: sh.Start, Length: sh.Length, Epoch: int32(epoch), FileSize: sh.FileSize, Compressed: sh.Compressed}
 }
 
-func (h *handler) ShardDone(_ context.Context, secret string, epoch int32, shard int64, worker, attempt int32, records int64) error {
-	if err := h.auth(secret); err != nil {
+func (h *handler) ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker, attempt int32, records int64) error {
+	if err := h.auth(ctx, secret); err != nil {
 		return err
 	}
 	if err := h.s.state.ShardDone(int(epoch), shard, int(worker), int(attempt), records); err != nil {
@@ -292,8 +406,8 @@ func (h *handler) ShardDone(_ context.Context, secret string, epoch int32, shard
 	return nil
 }
 
-func (h *handler) DoneShards(_ context.Context, secret string, epoch int32) (map[int64]int64, error) {
-	if err := h.auth(secret); err != nil {
+func (h *handler) DoneShards(ctx context.Context, secret string, epoch int32) (map[int64]int64, error) {
+	if err := h.auth(ctx, secret); err != nil {
 		return nil, err
 	}
 	done, err := h.s.state.DoneShards(int(epoch))
@@ -322,8 +436,8 @@ func quoteAll(ss []string) string {
 	return strings.Join(q, ", ")
 }
 
-func (h *handler) ReportEvent(_ context.Context, secret, kind, task, detail string, tookMicros int64) error {
-	if err := h.auth(secret); err != nil {
+func (h *handler) ReportEvent(ctx context.Context, secret, kind, task, detail string, tookMicros int64) error {
+	if err := h.auth(ctx, secret); err != nil {
 		return err
 	}
 	switch {
@@ -342,8 +456,8 @@ func (h *handler) ReportEvent(_ context.Context, secret, kind, task, detail stri
 	return nil
 }
 
-func (h *handler) Scheduler(_ context.Context, secret string) (string, error) {
-	if err := h.auth(secret); err != nil {
+func (h *handler) Scheduler(ctx context.Context, secret string) (string, error) {
+	if err := h.auth(ctx, secret); err != nil {
 		return "", err
 	}
 	return h.s.state.Scheduler(), nil
@@ -357,8 +471,8 @@ func isElasticTask(task string) bool {
 	return server || worker
 }
 
-func (h *handler) Scale(_ context.Context, secret string, servers, workers int32) error {
-	if err := h.auth(secret); err != nil {
+func (h *handler) Scale(ctx context.Context, secret string, servers, workers int32) error {
+	if err := h.auth(ctx, secret); err != nil {
 		return err
 	}
 	if err := h.s.state.Scale(int(servers), int(workers)); err != nil {
@@ -367,8 +481,8 @@ func (h *handler) Scale(_ context.Context, secret string, servers, workers int32
 	return nil
 }
 
-func (h *handler) View(_ context.Context, secret string, epoch int32) (*trackerrpc.View, error) {
-	if err := h.auth(secret); err != nil {
+func (h *handler) View(ctx context.Context, secret string, epoch int32) (*trackerrpc.View, error) {
+	if err := h.auth(ctx, secret); err != nil {
 		return nil, err
 	}
 	if epoch < 0 || epoch > maxEpoch {
@@ -378,8 +492,8 @@ func (h *handler) View(_ context.Context, secret string, epoch int32) (*trackerr
 	return &trackerrpc.View{Servers: int32(servers), Workers: int32(workers)}, nil
 }
 
-func (h *handler) JoinEpoch(_ context.Context, secret string, rank int32) (int32, error) {
-	if err := h.auth(secret); err != nil {
+func (h *handler) JoinEpoch(ctx context.Context, secret string, rank int32) (int32, error) {
+	if err := h.auth(ctx, secret); err != nil {
 		return 0, err
 	}
 	if rank < 0 || rank >= MaxScaleWorkers {
@@ -392,8 +506,8 @@ func (h *handler) JoinEpoch(_ context.Context, secret string, rank int32) (int32
 	return int32(epoch), nil
 }
 
-func (h *handler) Plan(_ context.Context, secret string) ([]*trackerrpc.Shard, error) {
-	if err := h.auth(secret); err != nil {
+func (h *handler) Plan(ctx context.Context, secret string) ([]*trackerrpc.Shard, error) {
+	if err := h.auth(ctx, secret); err != nil {
 		return nil, err
 	}
 	shards := h.s.state.Plan()
@@ -404,8 +518,8 @@ func (h *handler) Plan(_ context.Context, secret string) ([]*trackerrpc.Shard, e
 	return out, nil
 }
 
-func (h *handler) ReportMetrics(_ context.Context, secret string, epoch, worker int32, metrics map[string]float64) error {
-	if err := h.auth(secret); err != nil {
+func (h *handler) ReportMetrics(ctx context.Context, secret string, epoch, worker int32, metrics map[string]float64) error {
+	if err := h.auth(ctx, secret); err != nil {
 		return err
 	}
 	if err := h.s.state.ReportMetrics(int(epoch), int(worker), metrics); err != nil {
@@ -414,8 +528,8 @@ func (h *handler) ReportMetrics(_ context.Context, secret string, epoch, worker 
 	return nil
 }
 
-func (h *handler) Status(_ context.Context, secret string) (*trackerrpc.JobStatus, error) {
-	if err := h.auth(secret); err != nil {
+func (h *handler) Status(ctx context.Context, secret string) (*trackerrpc.JobStatus, error) {
+	if err := h.auth(ctx, secret); err != nil {
 		return nil, err
 	}
 	st := h.s.state.Status()
@@ -446,8 +560,8 @@ func (h *handler) Status(_ context.Context, secret string) (*trackerrpc.JobStatu
 	return w, nil
 }
 
-func (h *handler) Kill(_ context.Context, secret, reason string) error {
-	if err := h.auth(secret); err != nil {
+func (h *handler) Kill(ctx context.Context, secret, reason string) error {
+	if err := h.auth(ctx, secret); err != nil {
 		return err
 	}
 	h.s.state.Kill(reason)
@@ -455,7 +569,7 @@ func (h *handler) Kill(_ context.Context, secret, reason string) error {
 }
 
 func (h *handler) CommitCheckpoint(ctx context.Context, secret string, c *trackerrpc.Checkpoint) error {
-	if err := h.auth(secret); err != nil {
+	if err := h.auth(ctx, secret); err != nil {
 		return err
 	}
 	if c == nil || len(c.Files) > 1<<20 {
