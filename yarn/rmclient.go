@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"sort"
 	"strconv"
@@ -48,6 +49,8 @@ func RMAddress(hc conf.HadoopConf) string {
 type RMClient struct {
 	conn *hrpc.Conn
 	addr string
+	// timeout bounds a call whose context allows longer (0: none).
+	timeout time.Duration
 }
 
 // Identity is who a client is: a user name under simple authentication,
@@ -63,6 +66,10 @@ type Identity struct {
 // id.Kerberos to the principal yarn.resourcemanager.principal names.
 func NewRMClient(ctx context.Context, hc conf.HadoopConf, id Identity) (*RMClient, error) {
 	addr := RMAddress(hc)
+	timeout, err := rpcTimeout(hc)
+	if err != nil {
+		return nil, err
+	}
 	opts := hrpc.Options{Protocol: ApplicationClientProtocol, User: id.User}
 	if strings.EqualFold(strings.TrimSpace(hc.GetDefault("hadoop.security.authentication", "simple")), "kerberos") {
 		if id.Kerberos == nil {
@@ -79,7 +86,27 @@ func NewRMClient(ctx context.Context, hc conf.HadoopConf, id Identity) (*RMClien
 	if err != nil {
 		return nil, fmt.Errorf("yarn: connect to resource manager %s: %w", addr, err)
 	}
-	return &RMClient{conn: c, addr: addr}, nil
+	return &RMClient{conn: c, addr: addr, timeout: timeout}, nil
+}
+
+// KeyRPCTimeout bounds each call of Hadoop's IPC clients, in
+// milliseconds (0: none), as it does Hadoop's own.
+const KeyRPCTimeout = "ipc.client.rpc-timeout.ms"
+
+// defaultRPCTimeout is Hadoop's default of KeyRPCTimeout.
+const defaultRPCTimeout = 2 * time.Minute
+
+// rpcTimeout reads KeyRPCTimeout from hc.
+func rpcTimeout(hc conf.HadoopConf) (time.Duration, error) {
+	v := strings.TrimSpace(hc.GetDefault(KeyRPCTimeout, ""))
+	if v == "" {
+		return defaultRPCTimeout, nil
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+		return 0, fmt.Errorf("yarn: %s %q: want a number of milliseconds, 0 for no bound", KeyRPCTimeout, v)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // KeyRMPrincipal names the ResourceManager's Kerberos principal.
@@ -129,8 +156,21 @@ func (c *RMClient) Addr() string { return c.addr }
 // Close closes the connection. It is idempotent.
 func (c *RMClient) Close() error { return c.conn.Close() }
 
+// call makes one call, bounded by c.timeout unless ctx ends sooner: a
+// ResourceManager that accepts a call and never answers it (hung, or
+// behind a partition) does not hold its caller for ever.
 func (c *RMClient) call(ctx context.Context, method string, req, resp proto.Message) error {
-	return wrapErr(method, c.conn.Call(ctx, method, req, resp))
+	if d, ok := ctx.Deadline(); c.timeout > 0 && (!ok || time.Until(d) > c.timeout) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, c.timeout,
+			fmt.Errorf("the resource manager %s did not answer within %v (%s): %w", c.addr, c.timeout, KeyRPCTimeout, context.DeadlineExceeded))
+		defer cancel()
+	}
+	err := c.conn.Call(ctx, method, req, resp)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && context.Cause(ctx) != ctx.Err() {
+		err = context.Cause(ctx)
+	}
+	return wrapErr(method, err)
 }
 
 // NewApplication asks for a new application id.
