@@ -423,6 +423,11 @@ type Server struct {
 	once sync.Once
 }
 
+// idleTimeout is how long the status page keeps a connection that waits
+// for its next request: browsers and ps-submit come back within seconds,
+// and a connection nobody uses is not kept for the job's life.
+var idleTimeout = 2 * time.Minute
+
 // Serve listens on addr ("host:port", port 0 for any) and serves the
 // page of opts until Close. log receives the server's failure.
 func Serve(addr string, opts Options, log *logrus.Entry) (*Server, error) {
@@ -436,7 +441,7 @@ func Serve(addr string, opts Options, log *logrus.Entry) (*Server, error) {
 		served = opts.Filter(h)
 	}
 	s := &Server{h: h, ln: ln, stop: make(chan struct{}),
-		srv: &http.Server{Handler: served, ReadHeaderTimeout: 10 * time.Second}}
+		srv: &http.Server{Handler: served, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: idleTimeout}}
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
