@@ -37,8 +37,10 @@ type session struct {
 	dialCtx atomic.Pointer[context.Context]
 	// lastDialErr is the last NameNode dial failure, for error messages.
 	lastDialErr atomic.Pointer[error]
-	broken      atomic.Bool
-	closing     atomic.Bool
+	// aborts counts calls of abort.
+	aborts  atomic.Uint64
+	broken  atomic.Bool
+	closing atomic.Bool
 
 	refs int // operations and open files using it; guarded by h.mu
 }
@@ -47,6 +49,7 @@ type session struct {
 // broken so that new operations open a new one.
 func (s *session) abort() {
 	s.broken.Store(true)
+	s.aborts.Add(1)
 	if c := s.conn.Load(); c != nil {
 		(*c).SetDeadline(time.Unix(1, 0))
 	}
@@ -81,9 +84,16 @@ func (s *session) dialNamenode(libCtx context.Context, network, addr string) (ne
 		s.lastDialErr.Store(&err)
 		return nil, err
 	}
+	// Published before any handshake, so that abort (a context ended, a
+	// timeout, close) interrupts one too: the client re-dials with
+	// context.Background, holding its lock, when a file's Read or Write
+	// or a lease renewal finds the connection lost.
+	aborts := s.aborts.Load()
+	s.conn.Store(&c)
 	if t := s.h.token.Load(); s.h.opts.Kerberos && t != nil {
 		// The client cannot authenticate with a token: do it for it, and
-		// hand it a connection that has passed the SASL exchange.
+		// hand it a connection that has passed the SASL exchange. ctx and
+		// DialTimeout bound the exchange.
 		ac, err := hrpc.Authenticate(ctx, c, hrpc.Options{
 			Protocol: namenodeProtocol, Auth: hrpc.AuthToken,
 			TokenIdentifier: t.Identifier, TokenPassword: t.Password,
@@ -95,8 +105,13 @@ func (s *session) dialNamenode(libCtx context.Context, network, addr string) (ne
 			return nil, err
 		}
 		c = ac
+		s.conn.Store(&c)
+		if s.aborts.Load() != aborts {
+			// An abort during the exchange may have set its deadline
+			// before Authenticate cleared it.
+			c.SetDeadline(time.Unix(1, 0))
+		}
 	}
-	s.conn.Store(&c)
 	return c, nil
 }
 
@@ -105,7 +120,24 @@ func (s *session) dialDatanode(ctx context.Context, network, addr string) (net.C
 		return nil, ErrClosed
 	}
 	d := net.Dialer{Timeout: s.h.opts.DialTimeout, KeepAlive: 30 * time.Second}
-	return d.DialContext(ctx, network, addr)
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	// The client dials with context.Background and, before it applies the
+	// deadline a Read gave it, writes its request and waits for the
+	// DataNode's answer (and, with DataTransferProtection, runs a SASL
+	// exchange first, for writes too), so nothing else bounds that wait:
+	// a DataNode that accepts and never answers would hang the caller.
+	// This deadline bounds it until the client's own SetDeadline replaces
+	// it. A negative IOTimeout asks for no bound.
+	if t := s.h.opts.IOTimeout; t > 0 {
+		if err := c.SetDeadline(time.Now().Add(t)); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // acquire returns the session for a new operation, dialling one if

@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -188,21 +189,63 @@ func NewConn(ctx context.Context, nc net.Conn, opts Options) (*Conn, error) {
 			return nil, fmt.Errorf("hrpc: client id: %w", err)
 		}
 	}
-	stop := deadlineFromContext(ctx, nc)
-	err := c.handshake()
-	if !stop() && err == nil {
-		err = ctx.Err()
-	}
-	if err != nil {
+	finish := startHandshake(ctx, nc, opts.DialTimeout)
+	if err := finish(c.handshake()); err != nil {
 		nc.Close()
-		if cerr := ctx.Err(); cerr != nil && isTimeout(err) {
-			err = cerr
-		}
 		return nil, err
 	}
-	nc.SetDeadline(time.Time{})
 	go c.readLoop()
 	return c, nil
+}
+
+// startHandshake bounds I/O on nc by ctx and by timeout (DialTimeout),
+// whichever ends first, and makes cancelling ctx interrupt blocked I/O.
+// The returned finish takes the handshake's result, clears nc's
+// deadline and returns the error to report: ctx's error if ctx ended,
+// one wrapping os.ErrDeadlineExceeded and naming timeout if that passed
+// first. (The owner of nc may also interrupt the handshake by setting a
+// past deadline on it: its timeout error is then returned as it is.)
+func startHandshake(ctx context.Context, nc net.Conn, timeout time.Duration) (finish func(error) error) {
+	hctx, cancel := context.WithTimeout(ctx, timeout)
+	end, _ := hctx.Deadline()
+	stop := deadlineFromContext(hctx, nc)
+	return func(err error) error {
+		interrupted := !stop()
+		cancel()
+		nc.SetDeadline(time.Time{})
+		switch {
+		case err == nil && !interrupted:
+			return nil
+		case err != nil && !isTimeout(err):
+			return err // the handshake's own failure
+		}
+		// The handshake timed out, or got through as hctx ended: then the
+		// past deadline that hctx's end sets may land after the clearing
+		// above, and the connection cannot be trusted.
+		if cerr := contextEnded(ctx); cerr != nil {
+			return cerr
+		}
+		if err != nil && time.Now().Before(end) {
+			return err // a deadline set on nc by someone else
+		}
+		if err == nil {
+			err = os.ErrDeadlineExceeded
+		}
+		return fmt.Errorf("no answer within %v: %w", timeout, err)
+	}
+}
+
+// contextEnded returns ctx's error, or context.DeadlineExceeded once its
+// deadline has passed even if ctx does not say so yet (a connection's
+// deadline may fire before the context's timer).
+func contextEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // deadlineFromContext applies ctx's deadline to nc and arranges for
@@ -290,8 +333,9 @@ func (c *Conn) authenticate() (*pb.UserInformationProto, error) {
 // there, for a client library that speaks Hadoop IPC itself but cannot
 // authenticate this way. It returns the connection the library must use:
 // its own preamble is dropped (SkipPreamble), and with integrity or
-// privacy its frames are wrapped and the server's unwrapped. ctx bounds
-// the exchange; nc is closed on failure.
+// privacy its frames are wrapped and the server's unwrapped. ctx and
+// opts.DialTimeout, whichever ends first, bound the exchange; nc is
+// closed on failure, and the error names its remote address.
 func Authenticate(ctx context.Context, nc net.Conn, opts Options) (net.Conn, error) {
 	opts = withDefaults(opts)
 	if opts.Auth == AuthSimple {
@@ -299,18 +343,11 @@ func Authenticate(ctx context.Context, nc net.Conn, opts Options) (net.Conn, err
 		return nil, errors.New("hrpc: Authenticate needs AuthToken or AuthKerberos")
 	}
 	c := &Conn{nc: nc, opts: opts}
-	stop := deadlineFromContext(ctx, nc)
+	finish := startHandshake(ctx, nc, opts.DialTimeout)
 	_, err := c.authenticate()
-	if !stop() && err == nil {
-		err = ctx.Err()
-	}
-	nc.SetDeadline(time.Time{})
-	if err != nil {
-		if cerr := ctx.Err(); cerr != nil && isTimeout(err) {
-			err = cerr
-		}
+	if err = finish(err); err != nil {
 		nc.Close()
-		return nil, err
+		return nil, fmt.Errorf("hrpc: handshake with %s: %w", nc.RemoteAddr(), err)
 	}
 	return SkipPreamble(c.nc), nil
 }
