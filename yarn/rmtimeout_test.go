@@ -3,13 +3,12 @@ package yarn
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/nettest"
 )
 
 // TestRMCallBoundedByRPCTimeout: a ResourceManager that accepts the
@@ -17,21 +16,8 @@ import (
 // ipc.client.rpc-timeout.ms, with an error that names the setting, even
 // when the caller's context has no deadline.
 func TestRMCallBoundedByRPCTimeout(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(io.Discard, c); c.Close() }() // reads all, answers nothing
-		}
-	}()
-	hc := conf.HadoopConf{KeyRMAddress: ln.Addr().String(), KeyRPCTimeout: "200"}
+	addr, _ := nettest.Silent(t)
+	hc := conf.HadoopConf{KeyRMAddress: addr, KeyRPCTimeout: "200"}
 	guard, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	rm, err := NewRMClient(guard, hc, Identity{User: "alice"})
