@@ -439,7 +439,7 @@ func checkControlBounds(t *testing.T, n *Node) {
 			bytes += u.m.DataBytes()
 		}
 	}
-	if kept != n.unclaimedMsgs || bytes != n.unclaimedBytes || kept > maxUnclaimed || (kept > 1 && bytes > maxUnclaimedBytes) {
-		t.Fatalf("%d messages of %d bytes kept for apps not created, counted %d of %d", kept, bytes, n.unclaimedMsgs, n.unclaimedBytes)
+	if kept != n.heldMsgs || bytes != n.heldBytes || kept > maxUnclaimed || (kept > 1 && bytes > maxUnclaimedBytes) {
+		t.Fatalf("%d messages of %d bytes kept for apps not created, counted %d of %d", kept, bytes, n.heldMsgs, n.heldBytes)
 	}
 }

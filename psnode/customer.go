@@ -122,8 +122,8 @@ func (n *Node) newCustomer(app, id int32, serveRequests bool, handle func(*trans
 		k.cust = 0
 	}
 	for _, u := range n.unclaimed[k] {
-		n.unclaimedMsgs--
-		n.unclaimedBytes -= u.m.DataBytes()
+		n.heldMsgs--
+		n.heldBytes -= u.m.DataBytes()
 		c.queue <- u.m
 	}
 	delete(n.unclaimed, k)
@@ -140,8 +140,8 @@ func (n *Node) expireUnclaimedLocked(now time.Time) []*transport.Message {
 		for i < len(list) && now.Sub(list[i].at) > appGrace {
 			m := list[i].m
 			i++
-			n.unclaimedMsgs--
-			n.unclaimedBytes -= m.DataBytes()
+			n.heldMsgs--
+			n.heldBytes -= m.DataBytes()
 			n.log.WithField("msg", m.String()).Warn("message for an app this node does not run dropped")
 			if r := n.noAppReply(m, ""); r != nil {
 				out = append(out, r)
@@ -216,16 +216,16 @@ func keyOf(m *transport.Message) unclaimedKey {
 // at once. n.mu must be held.
 func (n *Node) holdLocked(m *transport.Message) *transport.Message {
 	k, size := keyOf(m), m.DataBytes()
-	if len(n.unclaimed[k]) < customerQueue && n.unclaimedMsgs < maxUnclaimed &&
-		(n.unclaimedMsgs == 0 || n.unclaimedBytes+size <= maxUnclaimedBytes) {
+	if len(n.unclaimed[k]) < customerQueue && n.heldMsgs < maxUnclaimed &&
+		(n.heldMsgs == 0 || n.heldBytes+size <= maxUnclaimedBytes) {
 		m.Own() // kept for later
 		n.unclaimed[k] = append(n.unclaimed[k], unclaimedMsg{m: m, at: n.now()})
-		n.unclaimedMsgs++
-		n.unclaimedBytes += size
+		n.heldMsgs++
+		n.heldBytes += size
 		return nil
 	}
 	n.log.WithField("msg", m.String()).Warn("message for an app this node does not run dropped: too many wait for apps")
-	return n.noAppReply(m, fmt.Sprintf("; %d messages of %d bytes already wait for apps this node does not run", n.unclaimedMsgs, n.unclaimedBytes))
+	return n.noAppReply(m, fmt.Sprintf("; %d messages of %d bytes already wait for apps this node does not run", n.heldMsgs, n.heldBytes))
 }
 
 // noAppReply is the error reply to m, a request for an app this node

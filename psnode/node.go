@@ -69,23 +69,22 @@ type Node struct {
 	handlers    map[int32]*customer
 	borrowing   sync.Map // app id → struct{}: its request handler borrows lent messages (lends)
 	unclaimed   map[unclaimedKey][]unclaimedMsg
-	// unclaimedMsgs and unclaimedBytes count what unclaimed holds (its
-	// messages, their data bytes), within maxUnclaimed(Bytes).
-	unclaimedMsgs, unclaimedBytes int
-	early                         []*transport.Message     // data messages that came before the table
-	locator                       SchedulerLocator         // node: where a replacement scheduler is (follow.go)
-	schedAddr                     string                   // node: the address of the route to the scheduler
-	schedLost                     time.Time                // node: since when a replacement scheduler is sought; zero otherwise
-	leaving                       bool                     // node: Finalize is past its barrier
-	retired                       bool                     // node: out of the job's view since a scale-in
-	rebuilt                       bool                     // scheduler: its table was rebuilt from a running job's nodes
-	left                          map[int32]bool           // scheduler: nodes that finished
-	admitting                     map[int32]map[int32]bool // scheduler: recovering node → peers yet to acknowledge it
-	leftCh                        chan struct{}            // scheduler: signalled on each leave
-	answering                     int                      // scheduler: LEAVE answers being queued (onLeave)
-	leaveAck                      chan struct{}            // node: closed when the scheduler acknowledged our leave
-	stats                         Stats
-	bytes                         wireBytes
+	heldMsgs    int                      // messages unclaimed holds (maxUnclaimed)
+	heldBytes   int                      // their data bytes (maxUnclaimedBytes)
+	early       []*transport.Message     // data messages that came before the table
+	locator     SchedulerLocator         // node: where a replacement scheduler is (follow.go)
+	schedAddr   string                   // node: the address of the route to the scheduler
+	schedLost   time.Time                // node: since when a replacement scheduler is sought; zero otherwise
+	leaving     bool                     // node: Finalize is past its barrier
+	retired     bool                     // node: out of the job's view since a scale-in
+	rebuilt     bool                     // scheduler: its table was rebuilt from a running job's nodes
+	left        map[int32]bool           // scheduler: nodes that finished
+	admitting   map[int32]map[int32]bool // scheduler: recovering node → peers yet to acknowledge it
+	leftCh      chan struct{}            // scheduler: signalled on each leave
+	answering   int                      // scheduler: LEAVE answers being queued (onLeave)
+	leaveAck    chan struct{}            // node: closed when the scheduler acknowledged our leave
+	stats       Stats
+	bytes       wireBytes
 
 	resendMu sync.Mutex
 	resend   *resender

@@ -40,9 +40,9 @@ func TestUnclaimedBounds(t *testing.T) {
 	wantDropped("one more for app 7", req(7))
 
 	// Many apps: maxUnclaimed over all.
-	for app := int32(100); n.unclaimedMsgs < maxUnclaimed; app++ {
+	for app := int32(100); n.heldMsgs < maxUnclaimed; app++ {
 		if r := n.holdLocked(req(app)); r != nil {
-			t.Fatalf("message %d for app %d dropped: %s", n.unclaimedMsgs, app, r.Meta.Body)
+			t.Fatalf("message %d for app %d dropped: %s", n.heldMsgs, app, r.Meta.Body)
 		}
 	}
 	wantDropped("a message for yet another app", req(1<<30))
@@ -52,9 +52,9 @@ func TestUnclaimedBounds(t *testing.T) {
 
 	// After appGrace everything goes, each request answered.
 	replies := n.expireUnclaimedLocked(n.now().Add(appGrace + time.Second))
-	if len(replies) != maxUnclaimed || n.unclaimedMsgs != 0 || n.unclaimedBytes != 0 || len(n.unclaimed) != 0 {
+	if len(replies) != maxUnclaimed || n.heldMsgs != 0 || n.heldBytes != 0 || len(n.unclaimed) != 0 {
 		t.Fatalf("after appGrace: %d replies, %d messages of %d bytes in %d apps kept, want %d replies and nothing kept",
-			len(replies), n.unclaimedMsgs, n.unclaimedBytes, len(n.unclaimed), maxUnclaimed)
+			len(replies), n.heldMsgs, n.heldBytes, len(n.unclaimed), maxUnclaimed)
 	}
 
 	// Bytes: a message larger than the bound is kept alone, nothing after it.
@@ -71,7 +71,7 @@ func TestUnclaimedBounds(t *testing.T) {
 		}
 	}
 	wantDropped("one MiB more than the bound", req(6, mib))
-	if n.unclaimedBytes != maxUnclaimedBytes {
-		t.Fatalf("%d bytes kept, want %d", n.unclaimedBytes, maxUnclaimedBytes)
+	if n.heldBytes != maxUnclaimedBytes {
+		t.Fatalf("%d bytes kept, want %d", n.heldBytes, maxUnclaimedBytes)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/nettest"
 	"github.com/spindle-ps/spindle/io/dfs"
 )
 
@@ -190,7 +191,7 @@ func unusedAddr(t *testing.T) string {
 // silentNamenode accepts connections and never answers, like a NameNode
 // stuck in a long pause.
 func silentNamenode(t *testing.T) string {
-	addr, _ := countingSilentNamenode(t)
+	addr, _ := nettest.Silent(t)
 	return addr
 }
 
@@ -198,35 +199,17 @@ func silentNamenode(t *testing.T) string {
 // connections it has accepted.
 func countingSilentNamenode(t *testing.T) (string, func() int) {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var mu sync.Mutex
-	var conns []net.Conn
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
+	n := 0
+	addr := nettest.Serve(t, func(net.Conn) {
 		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			c.Close()
-		}
+		n++
+		mu.Unlock()
 	})
-	return l.Addr().String(), func() int {
+	return addr, func() int {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(conns)
+		return n
 	}
 }
 
