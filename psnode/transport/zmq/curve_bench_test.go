@@ -28,7 +28,7 @@ import (
 // environment turns busy polling on for every node, as it would for a
 // job's.
 func BenchmarkCurve(b *testing.B) {
-	for _, vals := range []int{1_000_000, 1_000} {
+	for _, vals := range []int{10_000_000, 1_000_000, 1_000} {
 		for _, curve := range []string{"off", "on", "only"} {
 			b.Run(fmt.Sprintf("op=pushpull/vals=%d/servers=2/curve=%s", vals, curve), func(b *testing.B) {
 				curvePushPull(b, vals, 2, curve)

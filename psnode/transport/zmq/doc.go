@@ -108,6 +108,20 @@
 // sealed.go and curve.go have the details, and the bounds on what a
 // connection to the sealed route can make the receiver hold.
 //
+// # Bounded frames
+//
+// libzmq reads a frame whole before anything checks it, a handshake's
+// first frame included, so with no bound a stranger who reached a port
+// could make a node hold as much as it sent in one frame. With
+// Options.Curve every socket takes frames of a bounded size
+// (ZMQ_MAXMSGSIZE): the ROUTERs 16 MiB of content (the largest meta), the
+// DEALERs, which only read the answer to their question, 64 KiB. A
+// connection that announces more is closed at once. A node keeps to the
+// bound in what it sends: a longer data frame is pieced on the sealed
+// route (pieces of whole chunks) and split through CURVE, its pieces in
+// its place and a frame before the meta naming it, and the receiver joins
+// them into new memory (split.go).
+//
 // # Addresses
 //
 // Listen takes and returns "host:port". Connect takes "host:port",

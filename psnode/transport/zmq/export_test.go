@@ -5,6 +5,9 @@ import (
 	"time"
 )
 
+// MaxFrame bounds a frame's content on a transport with CURVE.
+const MaxFrame = maxFrame
+
 // SealedPort is the port of tr's sealed route, 0 without one.
 func SealedPort(tr *Transport) uint16 { return tr.sealedPort }
 

@@ -57,6 +57,16 @@ import (
 // the receiver keeps of the payloads no envelope names is bounded
 // (heldMax payloads, heldTTL).
 //
+// A frame whose sealed form would be longer than maxFrame, which every
+// socket of the transport accepts at most (see Options.Curve), travels
+// pieced: in several frames of the sealed route, each of whole chunks,
+// every chunk's tag right after its ciphertext,
+//
+//	[ct0][tag0][ct1][tag1]…   …[ctK-1][tagK-1]
+//
+// and it opens into new memory. The envelope marks such a frame; the
+// receiver takes the pieces in order and needs no more of their layout.
+//
 // A sender learns where its peer's sealed route is by asking on the CURVE
 // connection once it opens it (ctlHello); the peer answers with the port
 // (ctlRoute), 0 when it has none. Until the answer arrives, and whenever
@@ -75,6 +85,9 @@ const (
 	sealOverhead = 16
 	// maxSealedFrame bounds the plaintext length an envelope may announce.
 	maxSealedFrame = 1 << 40
+	// maxPayloadFrames bounds the frames of one message on the sealed
+	// route: pieces of 16 MiB make 1 TiB.
+	maxPayloadFrames = 1 << 16
 	// heldMax bounds the sealed payloads held for an envelope yet to come;
 	// the oldest goes first.
 	heldMax = 64
@@ -93,10 +106,10 @@ const (
 // zero byte, which no meta of more than one byte starts with (a meta is a
 // Thrift struct, and a zero byte is its end).
 var (
-	// ctlHello names the sealed frames' layout: "sealed2" since their
-	// tags follow the ciphertexts (tagPlace). A peer of another layout
-	// does not answer, and then gets whole messages through CURVE.
-	ctlHello    = []byte("\x00spindle:sealed2?")
+	// ctlHello names the sealed frames' layout: "sealed3" since frames
+	// may be pieced. A peer of another layout does not answer, and then
+	// gets whole messages through CURVE.
+	ctlHello    = []byte("\x00spindle:sealed3?")
 	ctlRoute    = []byte("\x00spindle:sealed=")
 	ctlEnvelope = []byte("\x00spindle:sealed:")
 )
@@ -107,14 +120,21 @@ type envelope struct {
 	tag    [16]byte
 	key    [16]byte
 	frames []sealedFrame
+	// maxFrame is the sender's bound on a frame of the sealed route,
+	// which sets the pieces of a pieced frame; the receiver needs it not.
+	maxFrame int
 }
 
 // sealedFrame is one sealed data frame: its index among the message's data
-// frames, and its plaintext length.
+// frames, its plaintext length, and whether it travels pieced.
 type sealedFrame struct {
 	index  int
 	length int
+	pieced bool
 }
+
+// piecedFlag marks a pieced frame in the index byte of its envelope entry.
+const piecedFlag = 0x80
 
 // encode appends the envelope frame to dst.
 func (e *envelope) encode(dst []byte) []byte {
@@ -123,7 +143,11 @@ func (e *envelope) encode(dst []byte) []byte {
 	dst = append(dst, e.key[:]...)
 	dst = append(dst, byte(len(e.frames)))
 	for _, f := range e.frames {
-		dst = append(dst, byte(f.index))
+		b := byte(f.index)
+		if f.pieced {
+			b |= piecedFlag
+		}
+		dst = append(dst, b)
 		dst = binary.LittleEndian.AppendUint64(dst, uint64(f.length))
 	}
 	return dst
@@ -150,7 +174,8 @@ func decodeEnvelope(b []byte) (envelope, error) {
 	}
 	e.frames = make([]sealedFrame, n)
 	for i := range e.frames {
-		idx := int(b[9*i])
+		idx := int(b[9*i] &^ piecedFlag)
+		pieced := b[9*i]&piecedFlag != 0
 		length := binary.LittleEndian.Uint64(b[9*i+1:])
 		switch {
 		case idx >= transport.MaxDataFrames:
@@ -160,7 +185,7 @@ func decodeEnvelope(b []byte) (envelope, error) {
 		case length == 0 || length > maxSealedFrame:
 			return e, fmt.Errorf("%w: sealed frame of %d bytes", transport.ErrMalformed, length)
 		}
-		e.frames[i] = sealedFrame{index: idx, length: int(length)}
+		e.frames[i] = sealedFrame{index: idx, length: int(length), pieced: pieced}
 	}
 	return e, nil
 }
@@ -181,12 +206,13 @@ func sealNonce(i, c int) [12]byte {
 }
 
 // newEnvelope draws a tag and a key for the frames of data of minSealed
-// bytes or more; it returns nil when there is none.
-func newEnvelope(data [][]byte) (*envelope, error) {
-	var e envelope
+// bytes or more, pieced when sealed they would be longer than maxFrame;
+// it returns nil when there is none.
+func newEnvelope(data [][]byte, maxFrame int) (*envelope, error) {
+	e := envelope{maxFrame: maxFrame}
 	for i, d := range data {
 		if len(d) >= minSealed {
-			e.frames = append(e.frames, sealedFrame{index: i, length: len(d)})
+			e.frames = append(e.frames, sealedFrame{index: i, length: len(d), pieced: sealedLen(len(d)) > maxFrame})
 		}
 	}
 	if len(e.frames) == 0 {
@@ -342,25 +368,44 @@ func withTagAfter(b []byte, n, c int, sealing bool, op func(sealed []byte) error
 }
 
 // seal seals the frames e names from data into frames of libzmq's
-// memory, to be sent on the sealed route after the tag.
+// memory, to be sent on the sealed route after the tag: one frame for
+// each, or its pieces for a pieced frame.
 func (e *envelope) seal(data [][]byte) ([]*cFrame, error) {
-	out := make([]*cFrame, len(e.frames))
+	var out []*cFrame
 	fail := func(err error) ([]*cFrame, error) {
 		closeFrames(out)
 		return nil, err
 	}
+	first := make([]int, len(e.frames)) // where each frame starts in out
 	for i, f := range e.frames {
-		c, err := newCFrame(sealedLen(f.length))
-		if err != nil {
-			return fail(fmt.Errorf("make a sealed frame of %d bytes: %w", f.length, err))
+		first[i] = len(out)
+		lengths := []int{sealedLen(f.length)}
+		if f.pieced {
+			lengths = pieceLens(f.length, e.maxFrame)
 		}
-		out[i] = c
+		if len(out)+len(lengths) > maxPayloadFrames {
+			return fail(fmt.Errorf("a message of more than %d frames on the sealed route", maxPayloadFrames))
+		}
+		for _, n := range lengths {
+			c, err := newCFrame(n)
+			if err != nil {
+				return fail(fmt.Errorf("make a sealed frame of %d bytes: %w", n, err))
+			}
+			out = append(out, c)
+		}
 	}
 	err := e.eachChunk(func(aead cipher.AEAD, j chunkJob) error {
 		f := e.frames[j.frame]
 		lo, hi := chunkOf(f.length, j.chunk)
 		nonce := sealNonce(f.index, j.chunk)
-		return withTagAfter(out[j.frame].bytes(), f.length, j.chunk, true, func(dst []byte) error {
+		if f.pieced {
+			per := pieceChunks(f.length, e.maxFrame)
+			at := (j.chunk % per) * (chunkSize(f.length) + sealOverhead)
+			dst := out[first[j.frame]+j.chunk/per].bytes()[at:]
+			aead.Seal(dst[:0], nonce[:], data[f.index][lo:hi], nil)
+			return nil
+		}
+		return withTagAfter(out[first[j.frame]].bytes(), f.length, j.chunk, true, func(dst []byte) error {
 			aead.Seal(dst[:0], nonce[:], data[f.index][lo:hi], nil)
 			return nil
 		})
@@ -371,50 +416,125 @@ func (e *envelope) seal(data [][]byte) ([]*cFrame, error) {
 	return out, nil
 }
 
+// pieceChunks is the number of chunks in a piece of a pieced frame of n
+// plaintext bytes, the last piece excepted: as many as maxFrame holds.
+func pieceChunks(n, maxFrame int) int {
+	return max(maxFrame/(chunkSize(n)+sealOverhead), 1)
+}
+
+// pieceLens are the lengths of the pieces of a pieced frame of n
+// plaintext bytes.
+func pieceLens(n, maxFrame int) []int {
+	size, per := chunkSize(n), pieceChunks(n, maxFrame)
+	var lens []int
+	for lo := 0; lo < n; lo += per * size {
+		hi := min(lo+per*size, n)
+		chunks := (hi - lo + size - 1) / size
+		lens = append(lens, hi-lo+chunks*sealOverhead)
+	}
+	return lens
+}
+
+// takePieces takes the pieces of the pieced frame f from sealed, from k
+// on, each of whole chunks: it returns every chunk's ciphertext and tag,
+// and where the next frame's pieces start.
+func takePieces(f sealedFrame, sealed []*cFrame, k int) ([][]byte, int, error) {
+	n := f.length
+	var (
+		chunks [][]byte
+		b      []byte
+	)
+	for c := 0; c*chunkSize(n) < n; c++ {
+		lo, hi := chunkOf(n, c)
+		need := hi - lo + sealOverhead
+		if len(b) == 0 {
+			if k >= len(sealed) {
+				return nil, k, fmt.Errorf("%w: the pieces of sealed frame %d end before its chunk %d", transport.ErrMalformed, f.index, c)
+			}
+			b = sealed[k].bytes()
+			k++
+		}
+		if len(b) < need {
+			return nil, k, fmt.Errorf("%w: a piece of sealed frame %d cuts its chunk %d", transport.ErrMalformed, f.index, c)
+		}
+		chunks, b = append(chunks, b[:need:need]), b[need:]
+	}
+	if len(b) != 0 {
+		return nil, k, fmt.Errorf("%w: %d bytes after the last chunk of sealed frame %d", transport.ErrMalformed, len(b), f.index)
+	}
+	return chunks, k, nil
+}
+
 // open opens the sealed frames of a payload into m's data frames, which
-// hold empty placeholders at their indices. inPlace opens each frame in
-// its own memory, which m's data frame then is: open returns the frames
-// for the caller to lend to m (lendKept). Otherwise it opens them into
-// new Go memory and closes them. On an error, which wraps
-// transport.ErrMalformed, it closes them.
+// hold empty placeholders at their indices. inPlace opens each frame not
+// pieced in its own memory, which m's data frame then is: open returns
+// those frames for the caller to lend to m (lendKept). Otherwise, and for
+// pieced frames, it opens them into new Go memory and closes them. On an
+// error, which wraps transport.ErrMalformed, it closes them all.
 func (e *envelope) open(m *transport.Message, sealed []*cFrame, inPlace bool) (_ []*cFrame, err error) {
 	defer func() {
 		if err != nil || !inPlace {
 			closeFrames(sealed)
 		}
 	}()
-	if len(sealed) != len(e.frames) {
-		return nil, fmt.Errorf("%w: %d sealed frames for an envelope of %d", transport.ErrMalformed, len(sealed), len(e.frames))
-	}
-	plain := make([][]byte, len(e.frames))
+	var (
+		plain  = make([][]byte, len(e.frames))
+		whole  = make([][]byte, len(e.frames))   // each frame not pieced, sealed
+		chunks = make([][][]byte, len(e.frames)) // each pieced frame's chunks, sealed
+		pieces = make([]bool, len(sealed))       // which of sealed are pieces
+		k      int
+	)
 	for i, f := range e.frames {
 		if f.index >= len(m.Data) || len(m.Data[f.index]) != 0 {
 			return nil, fmt.Errorf("%w: sealed frame %d has no empty place in the message", transport.ErrMalformed, f.index)
 		}
-		b := sealed[i].bytes()
+		if f.pieced {
+			from := k
+			if chunks[i], k, err = takePieces(f, sealed, k); err != nil {
+				return nil, err
+			}
+			for p := from; p < k; p++ {
+				pieces[p] = true
+			}
+			plain[i] = make([]byte, f.length)
+			continue
+		}
+		if k >= len(sealed) {
+			return nil, fmt.Errorf("%w: %d sealed frames for an envelope of more", transport.ErrMalformed, len(sealed))
+		}
+		b := sealed[k].bytes()
+		k++
 		if len(b) != sealedLen(f.length) {
 			return nil, fmt.Errorf("%w: sealed frame %d of %d bytes, want %d", transport.ErrMalformed, f.index, len(b), sealedLen(f.length))
 		}
+		whole[i] = b
 		if inPlace {
 			plain[i] = b[:f.length]
 		} else {
 			plain[i] = make([]byte, f.length)
 		}
 	}
+	if k != len(sealed) {
+		return nil, fmt.Errorf("%w: %d sealed frames for an envelope of %d", transport.ErrMalformed, len(sealed), k)
+	}
 	err = e.eachChunk(func(aead cipher.AEAD, j chunkJob) error {
 		f := e.frames[j.frame]
 		lo, hi := chunkOf(f.length, j.chunk)
 		dst := plain[j.frame][lo:hi]
-		if !inPlace {
+		if !inPlace || f.pieced {
 			pages.Advise(dst, 4<<10, pages.Populate)
 		}
 		nonce := sealNonce(f.index, j.chunk)
-		return withTagAfter(sealed[j.frame].bytes(), f.length, j.chunk, false, func(src []byte) error {
+		open := func(src []byte) error {
 			if _, err := aead.Open(dst[:0], nonce[:], src, nil); err != nil {
 				return fmt.Errorf("%w: sealed frame %d, chunk %d: %v", transport.ErrMalformed, f.index, j.chunk, err)
 			}
 			return nil
-		})
+		}
+		if f.pieced {
+			return open(chunks[j.frame][j.chunk])
+		}
+		return withTagAfter(whole[j.frame], f.length, j.chunk, false, open)
 	})
 	if err != nil {
 		return nil, err
@@ -426,7 +546,15 @@ func (e *envelope) open(m *transport.Message, sealed []*cFrame, inPlace bool) (_
 	if !inPlace {
 		return nil, nil
 	}
-	return sealed, nil
+	var lend []*cFrame
+	for i, f := range sealed {
+		if pieces[i] {
+			f.close()
+		} else {
+			lend = append(lend, f)
+		}
+	}
+	return lend, nil
 }
 
 // sealedEndpoint is the endpoint of the sealed route of the peer at
@@ -486,6 +614,9 @@ func (t *Transport) bindSealed(s *zmq4.Socket, endpoint string, port uint16) (ui
 	if err := t.secureSealedServer(s); err != nil {
 		return 0, err
 	}
+	if err := t.boundFrames(s, maxFrame); err != nil {
+		return 0, err
+	}
 	if rest, ok := strings.CutPrefix(endpoint, "ipc://"); ok {
 		ep := "ipc://" + sealedIPCPath(rest)
 		if err := s.Bind(ep); err != nil {
@@ -536,13 +667,13 @@ func readSealed(raw unsafe.Pointer) (tag [16]byte, frames []*cFrame, ok bool, er
 			ok = len(b) == len(tag)
 			copy(tag[:], b)
 			f.close()
-		case n-1 <= transport.MaxDataFrames:
+		case n-1 <= maxPayloadFrames:
 			frames = append(frames, f)
 		default:
 			f.close()
 		}
 	}
-	if !ok || len(frames) == 0 || n-1 > transport.MaxDataFrames {
+	if !ok || len(frames) == 0 || n-1 > maxPayloadFrames {
 		closeFrames(frames)
 		return tag, nil, false, nil
 	}
@@ -586,6 +717,9 @@ func (p *peer) openSealed() error {
 		return fail(fmt.Errorf("set ZMQ_IMMEDIATE: %w", err))
 	}
 	if err := p.t.secureSealedClient(s); err != nil {
+		return fail(err)
+	}
+	if err := p.t.boundFrames(s, maxAnswer); err != nil {
 		return fail(err)
 	}
 	if err := setReconnect(s); err != nil {
@@ -643,7 +777,7 @@ func (p *peer) sendSealed(ctx context.Context, meta []byte, data [][]byte) (bool
 	if polled, err := p.sealedPoll.Poll(0); err != nil || len(polled) == 0 {
 		return false, nil // no connection yet, or the queue is full
 	}
-	env, err := newEnvelope(data)
+	env, err := newEnvelope(data, maxFrame)
 	if err != nil || env == nil {
 		return false, err
 	}

@@ -15,7 +15,14 @@ import (
 // its envelope, and the sealed frames.
 func sealedMessage(t *testing.T, ts int32, data ...[]byte) (*transport.Message, *envelope, []*cFrame) {
 	t.Helper()
-	env, err := newEnvelope(data)
+	return sealedMessageMax(t, ts, maxFrame, data...)
+}
+
+// sealedMessageMax is sealedMessage with frames of at most max bytes on
+// the sealed route.
+func sealedMessageMax(t *testing.T, ts int32, max int, data ...[]byte) (*transport.Message, *envelope, []*cFrame) {
+	t.Helper()
+	env, err := newEnvelope(data, max)
 	if err != nil || env == nil {
 		t.Fatalf("newEnvelope = %v, %v", env, err)
 	}
@@ -114,6 +121,92 @@ func TestSealOpen(t *testing.T) {
 	}
 }
 
+// TestSealOpenPieced seals frames longer than the bound on a frame of
+// the sealed route: they go in pieces of whole chunks, none over the
+// bound, and open into new memory beside a frame opened in place; a piece
+// changed, cut, missing or moved is refused.
+func TestSealOpenPieced(t *testing.T) {
+	const max = 3*sealChunk + 3*sealOverhead + 100 // three whole chunks a piece
+	data := [][]byte{seq(10*sealChunk+77, 1), seq(minSealed, 2), seq(7*sealChunk, 3), seq(3*sealChunk, 4)}
+	wantPieces := []int{4, 1, 3, 1}
+	for _, inPlace := range []bool{false, true} {
+		m, env, frames := sealedMessageMax(t, 1, max, data...)
+		total := 0
+		for i, f := range env.frames {
+			if f.pieced != (wantPieces[i] > 1) {
+				t.Fatalf("frame %d of %d bytes pieced %v", f.index, f.length, f.pieced)
+			}
+			total += wantPieces[i]
+		}
+		if len(frames) != total {
+			t.Fatalf("%d frames on the sealed route, want %d", len(frames), total)
+		}
+		for _, f := range frames {
+			if n := len(f.bytes()); n > max {
+				t.Fatalf("a frame of %d bytes on the sealed route, over the bound of %d", n, max)
+			}
+		}
+		got, err := decodeEnvelope(env.encode(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lent, err := got.open(m, frames, inPlace)
+		if err != nil {
+			t.Fatalf("in place %v: %v", inPlace, err)
+		}
+		for i := range data {
+			if !bytes.Equal(m.Data[i], data[i]) {
+				t.Fatalf("in place %v: frame %d opened changed", inPlace, i)
+			}
+		}
+		switch {
+		case !inPlace && lent != nil:
+			t.Fatal("opened into new memory, yet frames returned to lend")
+		case inPlace && len(lent) != 2:
+			t.Fatalf("opened in place, %d frames returned to lend, want the 2 not pieced", len(lent))
+		case inPlace && (&m.Data[1][0] != &lent[0].bytes()[0] || &m.Data[3][0] != &lent[1].bytes()[0]):
+			t.Fatal("a frame not pieced did not open in place")
+		}
+		closeFrames(lent)
+	}
+	for _, tc := range []struct {
+		name   string
+		tamper func(fs []*cFrame) []*cFrame
+	}{
+		{"a bit flipped", func(fs []*cFrame) []*cFrame { fs[1].bytes()[5] ^= 1; return fs }},
+		{"pieces swapped", func(fs []*cFrame) []*cFrame { fs[0], fs[1] = fs[1], fs[0]; return fs }},
+		{"a piece missing", func(fs []*cFrame) []*cFrame { fs[2].close(); return append(fs[:2:2], fs[3:]...) }},
+		{"a piece too many", func(fs []*cFrame) []*cFrame {
+			extra, err := newCFrame(sealChunk + sealOverhead)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return append(fs, extra)
+		}},
+		{"a piece cut", func(fs []*cFrame) []*cFrame {
+			short, err := newCFrame(len(fs[0].bytes()) - 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			copy(short.bytes(), fs[0].bytes())
+			fs[0].close()
+			fs[0] = short
+			return fs
+		}},
+	} {
+		for _, inPlace := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/in place %v", tc.name, inPlace), func(t *testing.T) {
+				m, env, frames := sealedMessageMax(t, 1, max, data...)
+				frames = tc.tamper(frames)
+				lent, err := env.open(m, frames, inPlace)
+				if !errors.Is(err, transport.ErrMalformed) || lent != nil {
+					t.Fatalf("open = %d frames, %v; want none and an error wrapping ErrMalformed", len(lent), err)
+				}
+			})
+		}
+	}
+}
+
 func TestEnvelopeRoundTrip(t *testing.T) {
 	_, env, frames := sealedMessage(t, 1, seq(8, 1), seq(minSealed+4, 2), seq(minSealed, 3))
 	closeFrames(frames)
@@ -129,7 +222,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 // FuzzDecodeEnvelope: no input makes decodeEnvelope panic; an error wraps
 // ErrMalformed; what decodes encodes to the same bytes.
 func FuzzDecodeEnvelope(f *testing.F) {
-	e := envelope{frames: []sealedFrame{{index: 0, length: 1 << 20}, {index: 3, length: 5}}}
+	e := envelope{frames: []sealedFrame{{index: 0, length: 1 << 20}, {index: 3, length: 5}, {index: 5, length: 40 << 20, pieced: true}}}
 	f.Add(e.encode(nil))
 	f.Add(ctlEnvelope)
 	f.Add([]byte("\x00spindle:sealed:0123456789abcdef0123456789abcdef\x01\x02"))
@@ -276,7 +369,7 @@ func BenchmarkSealOpen(b *testing.B) {
 			data := [][]byte{seq(n, 1)}
 			b.SetBytes(int64(n))
 			for b.Loop() {
-				env, err := newEnvelope(data)
+				env, err := newEnvelope(data, maxFrame)
 				if err != nil {
 					b.Fatal(err)
 				}

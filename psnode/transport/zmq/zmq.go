@@ -76,8 +76,9 @@ type Options struct {
 	Logger *logrus.Entry
 
 	// Curve, when set, encrypts and authenticates every connection with
-	// the job's CURVE keys (see Curve and curve.go), and data frames of
-	// 64 KiB or more are sealed on a route of their own (see sealed.go).
+	// the job's CURVE keys (see Curve and curve.go), data frames of
+	// 64 KiB or more are sealed on a route of their own (see sealed.go),
+	// and no socket takes a frame of more than 16 MiB (see split.go).
 	// Nil is plain ZeroMQ.
 	Curve *Curve
 
@@ -343,6 +344,9 @@ func (t *Transport) listen(ctx context.Context, host string, port uint16) (_ str
 		return "", err
 	}
 	if err := t.secureServer(router); err != nil {
+		return "", err
+	}
+	if err := t.boundFrames(router, maxFrame); err != nil {
 		return "", err
 	}
 	if strings.Contains(endpoint, "[") {
@@ -699,15 +703,19 @@ func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) (_ []by
 		return nil, nil, nil, err
 	}
 	// An envelope, the meta and one data frame over the limit are kept,
-	// so that CheckData reports it; frames beyond that are read and
-	// discarded.
+	// so that CheckData reports it, and the pieces of a split message;
+	// frames beyond that are read and discarded.
+	limit := transport.MaxDataFrames + 3
 	for more {
 		var f []byte
 		f, more, err = recv(0, metaIndex(fs) >= 0)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		if len(fs) < transport.MaxDataFrames+3 {
+		if len(fs) == 0 && bytes.HasPrefix(f, ctlSplit) {
+			limit += maxSplitPieces
+		}
+		if len(fs) < limit {
 			fs = append(fs, f)
 		}
 	}
@@ -721,6 +729,18 @@ func (t *Transport) readMessage(router *zmq4.Socket, raw unsafe.Pointer) (_ []by
 				return id, nil, nil, nil
 			}
 			fs = append([][]byte{meta}, data...)
+		case bytes.HasPrefix(fs[0], ctlSplit) && len(fs) > 1:
+			split, err := decodeSplit(fs[0])
+			if err == nil {
+				var data [][]byte
+				if data, err = joinSplit(split, fs[2:]); err == nil {
+					fs = append(fs[1:2:2], data...)
+				}
+			}
+			if err != nil {
+				t.dropMalformed(id, nil, err)
+				return id, nil, nil, nil
+			}
 		case bytes.Equal(fs[0], ctlHello) && len(fs) == 1:
 			t.answerHello(router, id)
 			return id, nil, nil, nil
@@ -779,7 +799,7 @@ func metaIndex(fs [][]byte) int {
 	case len(fs) == 0:
 		return -1
 	case len(fs[0]) > 1 && fs[0][0] == 0:
-		if bytes.HasPrefix(fs[0], ctlEnvelope) && len(fs) > 1 {
+		if (bytes.HasPrefix(fs[0], ctlEnvelope) || bytes.HasPrefix(fs[0], ctlSplit)) && len(fs) > 1 {
 			return 1
 		}
 		return -1
@@ -1186,6 +1206,9 @@ func (p *peer) open() error {
 	if err := p.t.secureClient(s); err != nil {
 		return fail(err)
 	}
+	if err := p.t.boundFrames(s, maxAnswer); err != nil {
+		return fail(err)
+	}
 	if wm := p.t.opts.WaterMark; wm > 0 {
 		if err := s.SetSndhwm(wm); err != nil {
 			return fail(fmt.Errorf("set ZMQ_SNDHWM: %w", err))
@@ -1303,7 +1326,8 @@ func (p *peer) connected() bool {
 }
 
 // send writes one message to the socket: meta, then the data frames, each
-// but the last with ZMQ_SNDMORE. ZeroMQ accepts or refuses a whole message
+// but the last with ZMQ_SNDMORE; with CURVE, a split frame first when a
+// data frame is over maxFrame, which then goes in pieces (split.go). ZeroMQ accepts or refuses a whole message
 // at its first frame (the high-water mark counts messages), so only the
 // first frame waits for room, and that wait gives up when ctx is done.
 // While the socket is connected, data frames of minBorrowed bytes or more
@@ -1362,16 +1386,35 @@ func (p *peer) send(ctx context.Context, meta []byte, data [][]byte) error {
 			return err
 		}
 	}
-	more := zmq4.Flag(0)
+	// A started message must be finished: from its first frame on only
+	// Close or a replaced route stops the wait, never ctx.
+	rest := context.WithoutCancel(ctx)
+	started := false
+	if p.t.opts.Curve != nil {
+		split, pieces, err := splitData(data, maxFrame)
+		if err != nil {
+			return err
+		}
+		if split != nil {
+			if err := p.write(ctx, split, zmq4.SNDMORE, nil); err != nil {
+				return err
+			}
+			data, started = pieces, true
+		}
+	}
+	more, metaCtx := zmq4.Flag(0), ctx
 	if len(data) > 0 {
 		more = zmq4.SNDMORE
 	}
-	if err := p.write(ctx, meta, more, nil); err != nil {
+	if started {
+		metaCtx = rest
+	}
+	if err := p.write(metaCtx, meta, more, nil); err != nil {
+		if started {
+			p.drop() // it holds part of a message
+		}
 		return err
 	}
-	// A started message must be finished: from here on only Close or a
-	// replaced route stops the wait, never ctx.
-	rest := context.WithoutCancel(ctx)
 	var lent *borrowed
 	lend := p.raw != nil && hasLarge(data) && p.connected()
 	for i, d := range data {
