@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/internal/nettest"
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/job/local"
 	"github.com/spindle-ps/spindle/tracker"
@@ -217,7 +217,7 @@ func TestYARNDryRun(t *testing.T) {
 func TestYARNWithoutResourceManager(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	port := freePortForTest(t) // nobody listens there
+	port := nettest.FreePort(t) // nobody listens there
 	site := fmt.Sprintf(`<configuration>
 <property><name>yarn.resourcemanager.address</name><value>127.0.0.1:%d</value></property>
 <property><name>yarn.client.failover-max-attempts</name><value>1</value></property>
@@ -239,16 +239,6 @@ func TestYARNWithoutResourceManager(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr.String(), fmt.Sprint(port)) {
 		t.Errorf("exit %d after %v, stderr %q; want 1 naming port %d", code, time.Since(start), stderr.String(), port)
 	}
-}
-
-func freePortForTest(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 func TestRunHandsTheJobToTheLauncher(t *testing.T) {

@@ -8,6 +8,8 @@ import (
 	"net"
 	"sync"
 	"testing"
+
+	"github.com/spindle-ps/spindle/internal/freeport"
 )
 
 // Serve listens on a loopback port and calls handle, in a goroutine of
@@ -59,4 +61,16 @@ func Silent(t testing.TB) (addr string, accepted <-chan net.Conn) {
 		}
 	})
 	return addr, ch
+}
+
+// FreePort returns a loopback port free now, for a server a test starts
+// later, in this process or another: one that no connection's source port
+// can take in between (see internal/freeport).
+func FreePort(t testing.TB) int {
+	t.Helper()
+	port, err := freeport.Pick(t.Context(), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return port
 }

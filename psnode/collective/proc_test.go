@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/nettest"
 	"github.com/spindle-ps/spindle/internal/syncbuf"
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/collective"
@@ -231,16 +231,6 @@ func (p *proc) collect(ctx context.Context, prefix string) ([]string, error) {
 	}
 }
 
-func freePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // job is a scheduler and workers, each its own process, over ZeroMQ on
 // loopback.
 type job struct {
@@ -256,7 +246,7 @@ func startJob(t testing.TB, workers int, mode string, extra ...string) *job {
 		conf.EnvNumWorker + "=" + strconv.Itoa(workers),
 		conf.EnvNumServer + "=0",
 		conf.EnvRootURI + "=127.0.0.1",
-		conf.EnvRootPort + "=" + strconv.Itoa(freePort(t)),
+		conf.EnvRootPort + "=" + strconv.Itoa(nettest.FreePort(t)),
 		conf.EnvNodeHost + "=127.0.0.1",
 		conf.EnvHeartbeatInterval + "=" + strconv.FormatFloat(hbEvery.Seconds(), 'g', -1, 64),
 		conf.EnvHeartbeatTimeout + "=" + strconv.FormatFloat(hbTimeout.Seconds(), 'g', -1, 64),

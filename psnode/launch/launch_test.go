@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -20,6 +19,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/nettest"
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/launch"
 	"github.com/spindle-ps/spindle/psnode/store"
@@ -255,16 +255,6 @@ func (p *proc) wait(ctx context.Context) error {
 	}
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestKVSumAcrossProcesses runs 1 scheduler, 2 servers and 3 workers as
 // separate processes over ZeroMQ on loopback. Every worker pushes a known
 // vector and pulls exactly the sum; then one worker is killed with SIGKILL,
@@ -280,7 +270,7 @@ func TestKVSumAcrossProcesses(t *testing.T) {
 		conf.EnvNumWorker + "=3",
 		conf.EnvNumServer + "=2",
 		conf.EnvRootURI + "=127.0.0.1",
-		conf.EnvRootPort + "=" + strconv.Itoa(freePort(t)),
+		conf.EnvRootPort + "=" + strconv.Itoa(nettest.FreePort(t)),
 		conf.EnvNodeHost + "=127.0.0.1",
 		conf.EnvHeartbeatInterval + "=" + strconv.FormatFloat(hbEvery.Seconds(), 'g', -1, 64),
 		conf.EnvHeartbeatTimeout + "=" + strconv.FormatFloat(hbTimeout.Seconds(), 'g', -1, 64),

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/nettest"
 )
 
 // TestStrangerProcessRefused runs a job (scheduler, server, worker as
@@ -34,7 +35,7 @@ func TestStrangerProcessRefused(t *testing.T) {
 		conf.EnvNumWorker + "=1",
 		conf.EnvNumServer + "=1",
 		conf.EnvRootURI + "=127.0.0.1",
-		conf.EnvRootPort + "=" + strconv.Itoa(freePort(t)),
+		conf.EnvRootPort + "=" + strconv.Itoa(nettest.FreePort(t)),
 		conf.EnvNodeHost + "=127.0.0.1",
 		conf.EnvMaxDimension + "=" + strconv.Itoa(maxKey),
 		conf.EnvShutdownTimeout + "=30",

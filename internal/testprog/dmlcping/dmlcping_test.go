@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/internal/nettest"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
@@ -242,12 +242,7 @@ func TestEnvErrors(t *testing.T) {
 func rendezvous(t *testing.T, numServers, numWorkers int, nodes [][2]string) ([]error, []string) {
 	t.Helper()
 	prog := build(t, dmlcpingPkg)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	ln.Close()
+	port := strconv.Itoa(nettest.FreePort(t))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var cmds []*exec.Cmd

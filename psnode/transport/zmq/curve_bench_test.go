@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/nettest"
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/launch"
 	"github.com/spindle-ps/spindle/psnode/transport/zmq"
@@ -41,12 +41,7 @@ func BenchmarkCurve(b *testing.B) {
 // and one worker, in this process, and returns the worker's KV client.
 func curveJob(b *testing.B, servers, maxKey int, curve string) *psnode.KVWorker[float32] {
 	b.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
+	port := nettest.FreePort(b)
 	base := conf.Default().PS
 	base.NumServers, base.NumWorkers = servers, 1
 	base.RootURI, base.RootPort, base.NodeHost = "127.0.0.1", port, "127.0.0.1"

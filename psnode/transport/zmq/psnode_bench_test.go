@@ -3,7 +3,6 @@ package zmq_test
 import (
 	"context"
 	"errors"
-	"net"
 	"runtime"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/nettest"
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/store"
 	"github.com/spindle-ps/spindle/psnode/transport/zmq"
@@ -59,23 +59,13 @@ type discardWriter struct{}
 
 func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
 
-func benchFreePort(b testing.TB) int {
-	b.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startBenchJob starts a scheduler, servers (each serving app 0 with the
 // named handler) and one worker, over keys [0, maxKey).
 func startBenchJob(b testing.TB, servers int, maxKey uint64, handler string) *benchJob {
 	b.Helper()
 	base := conf.Default().PS
 	base.NumServers, base.NumWorkers = servers, 1
-	base.RootURI, base.RootPort = "127.0.0.1", benchFreePort(b)
+	base.RootURI, base.RootPort = "127.0.0.1", nettest.FreePort(b)
 	base.NodeHost = "127.0.0.1"
 	base.MaxDimension = maxKey
 	base.JobSecret = "bench"

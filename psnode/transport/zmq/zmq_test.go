@@ -14,6 +14,7 @@ import (
 	zmq4 "github.com/pebbe/zmq4"
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/internal/nettest"
 	"github.com/spindle-ps/spindle/psnode/transport"
 	"github.com/spindle-ps/spindle/psnode/transport/transporttest"
 	"github.com/spindle-ps/spindle/psnode/transport/zmq"
@@ -561,7 +562,7 @@ func forTCPAndIPC(t *testing.T, test func(t *testing.T, opts zmq.Options)) {
 // its message arrives once the peer listens.
 func TestRouteToAPortNotBoundYet(t *testing.T) {
 	a := newTransport(t, zmq.Options{})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(benchFreePort(t)))
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(nettest.FreePort(t)))
 	if err := a.Connect(t.Context(), 2, addr); err != nil {
 		t.Fatal(err)
 	}
