@@ -3,7 +3,9 @@ package yarnclient
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -86,5 +88,74 @@ func waitStarts(ctx context.Context, t *testing.T, rm *yarn.RMClient, app yarn.A
 			t.Fatalf("the worker did not start %d times:\n%s", n, out)
 		case <-tick.C:
 		}
+	}
+}
+
+// TestHadoopSubmitYARNKilledFromOutside: a detached application with
+// attempts left is killed as "yarn application -kill" kills it. Its
+// ApplicationMaster, stopped by a signal, keeps the staging directory for
+// a next attempt that never comes; the next submission finds the
+// application ended and removes it. The applications are a user's of
+// their own, whose staging directories no other test's submission
+// sweeps.
+func TestHadoopSubmitYARNKilledFromOutside(t *testing.T) {
+	cl := hadooptest.Connect(t)
+	bin := buildPSSubmit(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rm := testRM(ctx, t, cl)
+	const user = "spindle-sweep-test"
+	env := []string{"HADOOP_USER_NAME=" + user}
+
+	starts := filepath.Join(t.TempDir(), "starts")
+	script := fmt.Sprintf(`echo $DMLC_ROLE >> %s; sleep 600`, starts)
+	run := startSubmit(ctx, t, rm, bin, env, "--cluster", "yarn", "--detach", "-n", "1", "-s", "0", "--worker-memory", "128m",
+		"--max-app-attempts", "2", "--", "/bin/sh", "-c", script)
+	if err := run.cmd.Wait(); err != nil {
+		<-run.copied
+		t.Fatalf("ps-submit --detach: %v\n%s", err, run.out)
+	}
+	<-run.copied
+	app := run.app
+	waitStarts(ctx, t, rm, app, starts, 1, run.out)
+
+	if _, err := rm.Kill(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		r, err := rm.ApplicationReport(ctx, app)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State.Terminal() {
+			if r.State != yarn.AppKilled {
+				t.Fatalf("application %v ended %v after the kill, want KILLED", app, r.State)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("application %v still %v after the kill", app, r.State)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	staging := "/user/" + user + "/.spindle/" + app.String()
+	if _, err := cl.FS.Stat(ctx, staging); err != nil {
+		t.Fatalf("the killed application's staging directory %s: %v; the sweep this test checks has nothing left to do", staging, err)
+	}
+
+	next := startSubmit(ctx, t, rm, bin, env, "--cluster", "yarn", "--detach", "-n", "1", "-s", "0", "--worker-memory", "128m",
+		"--", "/bin/true")
+	err := next.cmd.Wait()
+	<-next.copied
+	t.Logf("the next ps-submit:\n%s", next.out)
+	if err != nil {
+		t.Fatalf("ps-submit: %v", err)
+	}
+	if want := "removed the staging directory of " + app.String() + ", which ended KILLED"; !strings.Contains(next.out.String(), want) {
+		t.Errorf("the next ps-submit does not say %q", want)
+	}
+	if _, err := cl.FS.Stat(ctx, staging); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("staging directory %s: Stat = %v, want it gone", staging, err)
 	}
 }

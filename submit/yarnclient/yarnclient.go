@@ -168,6 +168,10 @@ type amJobConfig struct {
 // With Detach, Submit returns once the application is submitted and
 // the ApplicationMaster alone removes the staging directory (Kill
 // removes it after a kill).
+//
+// Once the application is submitted, Submit removes the staging
+// directories that the user's ended applications left behind
+// (sweepStaging).
 func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result, err error) {
 	start := time.Now()
 	res = job.Result{State: tracker.Failed}
@@ -272,6 +276,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 		return res, fmt.Errorf("yarnclient: submit the application: %w", err)
 	}
 	log.Info("application submitted")
+	sweepStaging(ctx, fsys, path.Dir(dir), app.ID, rm.ApplicationReport, log)
 	if opts.OnSubmitted != nil {
 		opts.OnSubmitted(app.ID)
 	}

@@ -1,0 +1,90 @@
+package yarnclient
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/yarn"
+)
+
+// TestSweepStaging: of the staging directories a submission finds, those
+// of applications that ended go; those of applications still running,
+// unknown to the ResourceManager, or being submitted, and whatever else
+// lies there, stay.
+func TestSweepStaging(t *testing.T) {
+	root := t.TempDir()
+	apps := map[string]yarn.AppState{
+		"application_1700000000000_0001": yarn.AppKilled,
+		"application_1700000000000_0002": yarn.AppFinished,
+		"application_1700000000000_0003": yarn.AppFailed,
+		"application_1700000000000_0004": yarn.AppRunning,
+		"application_1700000000000_0005": yarn.AppAccepted,
+	}
+	unknown := "application_1700000000000_0006"
+	submitting := "application_1700000000000_0007"
+	for _, name := range []string{"application_1700000000000_0001", "application_1700000000000_0002", "application_1700000000000_0003",
+		"application_1700000000000_0004", "application_1700000000000_0005", unknown, submitting, "logs/" + "application_1700000000000_0001"} {
+		if err := os.MkdirAll(filepath.Join(root, name, "lib"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A file with an application's name is no staging directory.
+	if err := os.WriteFile(filepath.Join(root, "application_1700000000000_0008"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	asked := map[string]bool{}
+	report := func(_ context.Context, id yarn.ApplicationID) (yarn.ApplicationReport, error) {
+		asked[id.String()] = true
+		st, ok := apps[id.String()]
+		if !ok {
+			return yarn.ApplicationReport{}, errors.New("ApplicationNotFoundException")
+		}
+		return yarn.ApplicationReport{ID: id, State: st}, nil
+	}
+	app, err := yarn.ParseApplicationID(submitting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweepStaging(t.Context(), dfs.Local{}, root, app, report, quiet())
+
+	for name, gone := range map[string]bool{
+		"application_1700000000000_0001": true, "application_1700000000000_0002": true, "application_1700000000000_0003": true,
+		"application_1700000000000_0004": false, "application_1700000000000_0005": false, unknown: false, submitting: false,
+		"logs/application_1700000000000_0001": false, "application_1700000000000_0008": false,
+	} {
+		_, err := os.Stat(filepath.Join(root, name))
+		if gone != errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s: Stat = %v, want it gone %v", name, err, gone)
+		}
+	}
+	if asked[submitting] {
+		t.Error("the application being submitted was asked about")
+	}
+}
+
+// TestSweepStagingBounded: a submission asks about sweepMax applications
+// at most, the newest first.
+func TestSweepStagingBounded(t *testing.T) {
+	root := t.TempDir()
+	var newest yarn.ApplicationID
+	for i := range sweepMax + 10 {
+		id := yarn.ApplicationID{ClusterTimestamp: 1700000000000, ID: int32(i + 1)}
+		newest = id
+		if err := os.Mkdir(filepath.Join(root, id.String()), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var asked []yarn.ApplicationID
+	report := func(_ context.Context, id yarn.ApplicationID) (yarn.ApplicationReport, error) {
+		asked = append(asked, id)
+		return yarn.ApplicationReport{ID: id, State: yarn.AppRunning}, nil
+	}
+	sweepStaging(t.Context(), dfs.Local{}, root, yarn.ApplicationID{}, report, quiet())
+	if len(asked) != sweepMax || asked[0] != newest {
+		t.Fatalf("asked about %d applications starting with %v, want %d starting with %v", len(asked), asked[0], sweepMax, newest)
+	}
+}
