@@ -14,41 +14,62 @@ import (
 	"github.com/spindle-ps/spindle/psnode/transport/zmq"
 )
 
-// floodHandshake speaks ZMTP 3.0 on c with the security mechanism
-// mechanism, as server or not, and sends the first frame of its
-// handshake: a command that announces announce bytes, of which it writes
-// send. It returns how many bytes were written, and the error that
-// stopped it, nil if all were.
-func floodHandshake(c net.Conn, mechanism string, asServer bool, announce, send int) (int64, error) {
+// zmtpGreeting is ZMTP 3.0's greeting: signature, version 3.0, the
+// security mechanism, as server or not.
+func zmtpGreeting(mechanism string, asServer bool) []byte {
+	g := make([]byte, 64)
+	g[0], g[9], g[10] = 0xff, 0x7f, 3
+	copy(g[12:], mechanism)
+	if asServer {
+		g[32] = 1
+	}
+	return g
+}
+
+// longFrame is the header of a frame of n bytes, a command or a message
+// followed by more.
+func longFrame(n int, command bool) []byte {
+	head := make([]byte, 9)
+	head[0] = 0x02 // long
+	if command {
+		head[0] |= 0x04
+	} else {
+		head[0] |= 0x01 // more
+	}
+	binary.BigEndian.PutUint64(head[1:], uint64(n))
+	return head
+}
+
+// writeAll writes each of bufs to c, the last repeat times, within 20 s.
+// It returns how many bytes were written, and the error that stopped it,
+// nil if all were.
+func writeAll(c net.Conn, repeat int, bufs ...[]byte) (int64, error) {
 	if err := c.SetWriteDeadline(time.Now().Add(20 * time.Second)); err != nil {
 		return 0, err
 	}
-	greeting := make([]byte, 64) // signature, version 3.0, mechanism, as-server
-	greeting[0], greeting[9], greeting[10] = 0xff, 0x7f, 3
-	copy(greeting[12:], mechanism)
-	if asServer {
-		greeting[32] = 1
-	}
-	head := make([]byte, 9)
-	head[0] = 0x04 | 0x02 // command, long
-	binary.BigEndian.PutUint64(head[1:], uint64(announce))
 	var written int64
-	for _, b := range [][]byte{greeting, head} {
-		n, err := c.Write(b)
-		written += int64(n)
-		if err != nil {
-			return written, err
+	for i, b := range bufs {
+		times := 1
+		if i == len(bufs)-1 {
+			times = repeat
 		}
-	}
-	body := make([]byte, 1<<20)
-	for sent := 0; sent < send; sent += len(body) {
-		n, err := c.Write(body)
-		written += int64(n)
-		if err != nil {
-			return written, err
+		for range times {
+			n, err := c.Write(b)
+			written += int64(n)
+			if err != nil {
+				return written, err
+			}
 		}
 	}
 	return written, nil
+}
+
+// floodHandshake speaks ZMTP 3.0 on c with the security mechanism
+// mechanism, as server or not, and sends the first frame of its
+// handshake: a command that announces announce bytes, of which it writes
+// send (a multiple of 1 MiB). It returns what writeAll returns.
+func floodHandshake(c net.Conn, mechanism string, asServer bool, announce, send int) (int64, error) {
+	return writeAll(c, send>>20, zmtpGreeting(mechanism, asServer), longFrame(announce, true), make([]byte, 1<<20))
 }
 
 // TestHandshakeFrameBounded: a stranger who reaches a node's ports, and

@@ -240,35 +240,14 @@ func floodZMTP(addr string, frame, frames int) (int64, error) {
 		return 0, err
 	}
 	defer c.Close()
-	if err := c.SetWriteDeadline(time.Now().Add(30 * time.Second)); err != nil {
-		return 0, err
-	}
-	greeting := make([]byte, 64) // signature, version 3.0, mechanism, as-server 0
-	greeting[0], greeting[9], greeting[10] = 0xff, 0x7f, 3
-	copy(greeting[12:], "NULL")
 	ready := []byte("\x05READY\x0bSocket-Type\x00\x00\x00\x06DEALER")
-	msg := append(greeting, 0x04, byte(len(ready)))
-	msg = append(msg, ready...)
-	var written int64
-	n, err := c.Write(msg)
-	written += int64(n)
+	hello := append([]byte{0x04, byte(len(ready))}, ready...)
+	written, err := writeAll(c, 1, zmtpGreeting("NULL", false), hello)
 	if err != nil {
 		return written, err
 	}
-	body := make([]byte, frame)
-	head := make([]byte, 9)
-	head[0] = 0x01 | 0x02 // more, long
-	binary.BigEndian.PutUint64(head[1:], uint64(frame))
-	for range frames {
-		for _, b := range [][]byte{head, body} {
-			n, err := c.Write(b)
-			written += int64(n)
-			if err != nil {
-				return written, err
-			}
-		}
-	}
-	return written, nil
+	n, err := writeAll(c, frames, append(longFrame(frame, false), make([]byte, frame)...))
+	return written + n, err
 }
 
 // TestSealedRouteJunk: a connection that may open the sealed route (it
