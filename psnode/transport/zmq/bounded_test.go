@@ -90,7 +90,7 @@ func TestHandshakeFrameBounded(t *testing.T) {
 	if err := node.Connect(t.Context(), 1, addr); err != nil {
 		t.Fatal(err)
 	}
-	awaitSealed(t, node, srv)
+	awaitSealed(t, node, srv, 1)
 	_, curvePort, err := net.SplitHostPort(addr)
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +176,7 @@ func TestFramesOverTheBound(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !tc.noSealed {
-				awaitSealed(t, node, srv)
+				awaitSealed(t, node, srv, 1)
 			}
 			before := node.Stats().Sealed
 			big := zmq.MaxFrame + zmq.MaxFrame/2 + 12

@@ -37,16 +37,16 @@ func bigPush(recver int32, ts int32, data ...[]byte) *transport.Message {
 	}
 }
 
-// awaitSealed sends large messages from node to srv until one goes over
-// the sealed route, which node learns of once srv has answered its
-// question, receiving each. It fails after 20 s.
-func awaitSealed(t *testing.T, node, srv *zmq.Transport) {
+// awaitSealed sends large messages from node to srv, its peer id, until
+// one goes over the sealed route, which node learns of once srv has
+// answered its question, receiving each. It fails after 20 s.
+func awaitSealed(t *testing.T, node, srv *zmq.Transport, id int32) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	b := pattern(256<<10, 7)
 	for i := int32(0); node.Stats().Sealed == 0; i++ {
-		if _, err := node.Send(ctx, bigPush(1, i, b)); err != nil {
+		if _, err := node.Send(ctx, bigPush(id, i, b)); err != nil {
 			t.Fatalf("no message went over the sealed route: %v", err)
 		}
 		if m := recv(t, srv); !bytes.Equal(m.Data[0], b) {
@@ -86,7 +86,7 @@ func sealedPair(t *testing.T, opts zmq.Options, tapped bool) (srv, node *zmq.Tra
 func TestSealedHidesData(t *testing.T) {
 	job := jobCurve(t, "the job secret")
 	srv, node, curveTap, sealedTap := sealedPair(t, zmq.Options{Curve: job}, true)
-	awaitSealed(t, node, srv)
+	awaitSealed(t, node, srv, 1)
 	// The messages that waited for the sealed route went through CURVE,
 	// and the tap holds them: a message's bytes are recorded before they
 	// reach the receiver.
@@ -135,7 +135,7 @@ func TestSealedKeepsOrder(t *testing.T) {
 				opts.Local, opts.IPCDir = true, t.TempDir()
 			}
 			srv, node, _, _ := sealedPair(t, opts, false)
-			awaitSealed(t, node, srv)
+			awaitSealed(t, node, srv, 1)
 			before := node.Stats().Sealed
 			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 			defer cancel()
@@ -183,7 +183,7 @@ func TestSealedKeepsOrder(t *testing.T) {
 func TestSealedRouteStranger(t *testing.T) {
 	job := jobCurve(t, "the job secret")
 	srv, node, _, _ := sealedPair(t, zmq.Options{Curve: job}, false)
-	awaitSealed(t, node, srv)
+	awaitSealed(t, node, srv, 1)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(zmq.SealedPort(srv))))
 	for _, tc := range []struct {
 		name  string
@@ -257,7 +257,7 @@ func floodZMTP(addr string, frame, frames int) (int64, error) {
 func TestSealedRouteJunk(t *testing.T) {
 	job := jobCurve(t, "the job secret")
 	srv, node, _, _ := sealedPair(t, zmq.Options{Curve: job}, false)
-	awaitSealed(t, node, srv)
+	awaitSealed(t, node, srv, 1)
 	s, _ := stranger(t, "tcp://127.0.0.1:"+strconv.Itoa(int(zmq.SealedPort(srv))), func(s *zmq4.Socket) error {
 		return s.ClientAuthPlain("spindle", zmq.SealedPassword(job))
 	})
@@ -305,7 +305,7 @@ func TestSealedRouteAfterPeerRestart(t *testing.T) {
 	if err := node.Connect(t.Context(), 1, addr); err != nil {
 		t.Fatal(err)
 	}
-	awaitSealed(t, node, old)
+	awaitSealed(t, node, old, 1)
 	oldPort := zmq.SealedPort(old)
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
