@@ -276,10 +276,10 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 		return res, fmt.Errorf("yarnclient: submit the application: %w", err)
 	}
 	log.Info("application submitted")
-	sweepStaging(ctx, fsys, path.Dir(dir), app.ID, rm.ApplicationReport, log)
 	if opts.OnSubmitted != nil {
 		opts.OnSubmitted(app.ID)
 	}
+	sweepStaging(ctx, fsys, path.Dir(dir), app.ID, rm.ApplicationReport, log)
 	if opts.Detach {
 		detached = true
 		res.State = tracker.Running
