@@ -16,8 +16,15 @@ import (
 )
 
 // PrefetchDepth is how many mini-batches' pulls a prefetching worker has
-// out ahead of the one it computes.
-const PrefetchDepth = 2
+// out ahead of the one it computes in a synchronous job, FreeDepth in an
+// asynchronous or bounded-delay one: there a third batch out hides more
+// of a pull's round trip, and the asynchronous 2 × 2 ps-lr job runs 6%
+// faster (BENCHMARKS.md, "Three mini-batches ahead"); a synchronous job
+// gained nothing.
+const (
+	PrefetchDepth = 2
+	FreeDepth     = 3
+)
 
 // Flags are the consistency flags.
 type Flags struct {
@@ -74,10 +81,13 @@ func (f Flags) Free() bool { return f.Async || f.Bounded() }
 
 // Depth is the depth of the worker's feed.Pipeline.
 func (f Flags) Depth() int {
-	if f.Prefetch {
-		return PrefetchDepth
+	switch {
+	case !f.Prefetch:
+		return 0
+	case f.Free():
+		return FreeDepth
 	}
-	return 0
+	return PrefetchDepth
 }
 
 // Table returns spec with the consistency the flags ask for.

@@ -42,9 +42,9 @@ func TestFlags(t *testing.T) {
 	}{
 		{nil, 1, 0, 0, PrefetchDepth},
 		{[]string{"--prefetch=false"}, 1, 0, 0, 0},
-		{[]string{"--async"}, 0, 0, 0, PrefetchDepth},
+		{[]string{"--async"}, 0, 0, 0, FreeDepth},
 		{[]string{"--staleness", "0", "--prefetch=false"}, 0, 1, 0, 0},
-		{[]string{"--staleness", "3"}, 0, 1, 3, PrefetchDepth},
+		{[]string{"--staleness", "3"}, 0, 1, 3, FreeDepth},
 	} {
 		f, err := parse(tt.args...)
 		if err != nil {
