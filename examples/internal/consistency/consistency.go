@@ -18,9 +18,9 @@ import (
 // PrefetchDepth is how many mini-batches' pulls a prefetching worker has
 // out ahead of the one it computes in a synchronous job, FreeDepth in an
 // asynchronous or bounded-delay one: there a third batch out hides more
-// of a pull's round trip, and the asynchronous 2 × 2 ps-lr job runs 6%
-// faster (BENCHMARKS.md, "Three mini-batches ahead"); a synchronous job
-// gained nothing.
+// of a pull's round trip, and the asynchronous 2 × 2 ps-lr job ran 2 to
+// 6% faster (BENCHMARKS.md, "three mini-batches ahead"); a synchronous
+// job gained nothing.
 const (
 	PrefetchDepth = 2
 	FreeDepth     = 3
