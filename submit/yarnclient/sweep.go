@@ -33,7 +33,7 @@ const (
 )
 
 // sweepStaging removes the staging directories under root, the parent of
-// every application's, whose applications report says ended; not that of
+// every application's, whose application's report says it ended; not that of
 // app, the application being submitted. Nothing it meets is an error of
 // the submission: it logs what it removed and what it could not, naming
 // each application by its id alone, since "application <id>" is how
