@@ -265,12 +265,6 @@ func (s *Service) serveConn(c net.Conn, proc thrift.TProcessor) {
 		if st.refused.Load() {
 			return // answered; a wrong secret gets no second try on the connection
 		}
-		if st.authed.Load() && !sc.until.IsZero() {
-			sc.until = time.Time{}
-			if err := c.SetReadDeadline(sc.until); err != nil {
-				return
-			}
-		}
 	}
 }
 
@@ -285,18 +279,29 @@ type connStateKey struct{}
 // strangerConn reads at most maxUnauthBytes from a connection, and
 // keeps its read deadline at until, until a call on it proves the job
 // secret. Thrift's socket sets a deadline before every read from its
-// SocketTimeout, none: strangerConn keeps its own instead.
+// SocketTimeout, none: strangerConn sets its own instead, no deadline
+// once the secret is proved.
 type strangerConn struct {
 	net.Conn
 	st    *connState
 	read  int
-	until time.Time // zero once the connection proved the secret
+	until time.Time
 }
 
-func (c *strangerConn) SetReadDeadline(time.Time) error { return c.Conn.SetReadDeadline(c.until) }
+// readDeadline is the read deadline the connection keeps.
+func (c *strangerConn) readDeadline() time.Time {
+	if c.st.authed.Load() {
+		return time.Time{}
+	}
+	return c.until
+}
+
+func (c *strangerConn) SetReadDeadline(time.Time) error {
+	return c.Conn.SetReadDeadline(c.readDeadline())
+}
 
 func (c *strangerConn) SetDeadline(t time.Time) error {
-	return errors.Join(c.Conn.SetWriteDeadline(t), c.Conn.SetReadDeadline(c.until))
+	return errors.Join(c.Conn.SetWriteDeadline(t), c.Conn.SetReadDeadline(c.readDeadline()))
 }
 
 var errUnauthBytes = fmt.Errorf("tracker: %d bytes read without the job secret", maxUnauthBytes)

@@ -84,6 +84,19 @@ func TestStrangerConnections(t *testing.T) {
 		t.Fatal("a second call on the connection of a wrong secret was answered")
 	}
 
+	// A connection that made a call with the secret may then stay idle
+	// for longer than a stranger is given.
+	known := dial(t, svc)
+	prot = newProtocol(thrift.NewTSocketFromConnConf(known, cfg), cfg)
+	rpc = trackerrpc.NewTrackerClientProtocol(prot.frame, prot, prot)
+	if _, err := rpc.Status(context.Background(), "t"); err != nil {
+		t.Fatalf("status with the secret: %v", err)
+	}
+	<-time.After(3 * svc.authTimeout) // idle past a stranger's time
+	if _, err := rpc.Status(context.Background(), "t"); err != nil {
+		t.Fatalf("status with the secret after an idle while: %v", err)
+	}
+
 	// Strangers in every place, and more waiting: the job's own callers
 	// are served, once the strangers' time is up.
 	for range maxUnauthConns + 8 {
