@@ -278,7 +278,8 @@ func (j *Job) Run(ctx context.Context, c Cluster) (Result, error) {
 		res.Output = j.spec.Output
 	}
 	for _, t := range r.tasks {
-		res.Tasks = append(res.Tasks, TaskResult{Role: t.Role, Rank: t.Rank, Attempts: t.attempt + 1, ExitCode: t.code, Retired: t.gone})
+		res.Tasks = append(res.Tasks, TaskResult{Role: t.Role, Rank: t.Rank, Attempts: t.attempt + 1, ExitCode: t.code,
+			NotStarted: t.launches == 0 || t.startFailed, Retired: t.gone})
 	}
 	// The diagnostic: why the job failed, or what it did.
 	diag := res.Summary()
@@ -300,6 +301,9 @@ type taskState struct {
 	placed bool
 	done   bool
 	code   int
+	// startFailed is set when the cluster could not start the current
+	// attempt (Cluster.Start failed).
+	startFailed bool
 	// lost counts the launches the cluster took away (Exit.Lost), which
 	// are attempts that do not count against MaxAttempts.
 	lost int
@@ -440,10 +444,10 @@ func (r *run) start(ctx context.Context, t *taskState) error {
 		Servers: servers, Workers: workers,
 		Env: func(node string, base []string) []string { return c.Env(task, attempt, node, base) }}
 	if err := r.c.Start(ctx, l); err != nil {
-		t.code = -1
+		t.code, t.startFailed = -1, true
 		return err
 	}
-	t.launch, t.placed = id, false
+	t.launch, t.placed, t.startFailed = id, false, false
 	t.launches++
 	t.state, t.node, t.container, t.log = "waiting", "", "", ""
 	r.byLaunch[id] = t

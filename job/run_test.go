@@ -405,7 +405,9 @@ func TestRunPolicy(t *testing.T) {
 		// script returns the fake's script.
 		script func(e *env) func(f *fake, l Launch)
 		secret string
-		want   tracker.JobState
+		// startErr, when set, fails the fake's Starts it returns an error for.
+		startErr func(l Launch) error
+		want     tracker.JobState
 		// wantErr lists what the error says; none means no error.
 		wantErr []string
 		check   func(t *testing.T, e *env, f *fake, res Result, err error)
@@ -1056,6 +1058,31 @@ func TestRunPolicy(t *testing.T) {
 			},
 		},
 		{
+			name: "a task the cluster could not start",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 3} },
+			// Every task that starts runs until it is stopped.
+			script: func(e *env) func(f *fake, l Launch) { return func(*fake, Launch) {} },
+			startErr: func(l Launch) error {
+				if l.Task == worker0 {
+					return errors.New("fork/exec prog: no such file or directory")
+				}
+				return nil
+			},
+			want:    tracker.Failed,
+			wantErr: []string{"no such file or directory"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				// Those started were stopped (killed); worker 0 never ran,
+				// nor did worker 1, whose turn came after it.
+				want := map[Task]bool{scheduler: false, server0: false, worker0: true, worker1: true}
+				for _, tr := range res.Tasks {
+					task := Task{Role: tr.Role, Rank: tr.Rank}
+					if tr.NotStarted != want[task] || (!tr.NotStarted && tr.ExitCode != -1) {
+						t.Errorf("%s: %+v; want not started %v, else killed", task, tr, want[task])
+					}
+				}
+			},
+		},
+		{
 			name: "cluster failure",
 			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, MaxAttempts: 3} },
 			script: func(e *env) func(f *fake, l Launch) {
@@ -1082,6 +1109,7 @@ func TestRunPolicy(t *testing.T) {
 			spec := tt.spec(e)
 			spec.Command, spec.Inputs = []string{"prog"}, []string{"data"}
 			f := newFake(t, tt.script(e))
+			f.startErr = tt.startErr
 			j, err := New(ctx, spec, Options{Log: quietLog(), Secret: tt.secret, OnStatus: func(tracker.Status) { f.noteScheduler() },
 				Planner: func(context.Context, []string, int64) ([]tracker.Shard, error) {
 					return []tracker.Shard{{URI: "file:///data", Length: 100}}, nil

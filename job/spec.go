@@ -288,6 +288,10 @@ type TaskResult struct {
 	Attempts int
 	// ExitCode of the last attempt; -1 when killed by a signal.
 	ExitCode int
+	// NotStarted marks a task whose last attempt never ran: the job
+	// ended before its turn, or the cluster could not start it. Its
+	// ExitCode says nothing then.
+	NotStarted bool
 	// Retired marks a server or worker the job no longer had when it
 	// ended: one a switch to fewer left out, or one started to join that
 	// was not needed after all. Its exit is not the job's.

@@ -307,7 +307,7 @@ func writeSummary(w io.Writer, name string, res job.Result) error {
 		var codes, attempts []string
 		retried := false
 		for ; j < len(tasks) && tasks[j].Role == tasks[i].Role; j++ {
-			codes = append(codes, exitText(tasks[j].ExitCode))
+			codes = append(codes, exitText(tasks[j]))
 			attempts = append(attempts, strconv.Itoa(tasks[j].Attempts))
 			retried = retried || tasks[j].Attempts > 1
 		}
@@ -373,12 +373,17 @@ func roleOrder(role conf.Role) int {
 	return len(summaryRoles)
 }
 
-// exitText is an exit code, or "killed" for a process ended by a signal.
-func exitText(code int) string {
-	if code < 0 {
+// exitText is a task's exit code, "killed" for a process ended by a
+// signal, or "unstarted" when its last attempt never ran (one word, as
+// the codes of a role's tasks are listed by rank, space-separated).
+func exitText(t job.TaskResult) string {
+	switch {
+	case t.NotStarted:
+		return "unstarted"
+	case t.ExitCode < 0:
 		return "killed"
 	}
-	return strconv.Itoa(code)
+	return strconv.Itoa(t.ExitCode)
 }
 
 // formatWall rounds a wall time for people: 850ms, 12.3s, 4m5s.

@@ -182,6 +182,12 @@ func TestSummary(t *testing.T) {
 			Tasks: []job.TaskResult{{Role: "worker", Rank: 0, Attempts: 3, ExitCode: 3}, {Role: "worker", Rank: 1, Attempts: 1, ExitCode: -1}},
 		}, "job spindle:ps-lr FAILED after 4m5s\n" +
 			"  exit codes  workers 3 killed (attempts 3 1)\n"},
+		{"a task not started", job.Result{
+			State: tracker.Failed, Wall: 5 * time.Millisecond,
+			Tasks: []job.TaskResult{{Role: "scheduler", Attempts: 1, ExitCode: -1}, {Role: "worker", Rank: 0, Attempts: 1, ExitCode: -1, NotStarted: true},
+				{Role: "worker", Rank: 1, Attempts: 1, NotStarted: true}},
+		}, "job spindle:ps-lr FAILED after 5ms\n" +
+			"  exit codes  scheduler killed · workers unstarted unstarted\n"},
 		{"killed at once", job.Result{State: tracker.Killed, Wall: 850 * time.Microsecond * 1000}, "job spindle:ps-lr KILLED after 850ms\n"},
 	}
 	for _, tt := range tests {
