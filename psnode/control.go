@@ -276,7 +276,7 @@ func (n *Node) recoverLocked(reg transport.Node) ([]*transport.Message, string) 
 	}
 	var out []*transport.Message
 	if _, dead := n.dead[slot.ID]; !dead && !joins {
-		out = append(out, n.markDeadLocked(slot.ID, "replaced by a new process of the same rank")...)
+		out = append(out, n.markReplacedLocked(slot.ID, "replaced by a new process of the same rank")...)
 	}
 	nd := reg
 	nd.ID, nd.Rank, nd.IsRecovery = slot.ID, slot.Rank, !joins
@@ -458,7 +458,10 @@ func (n *Node) onTable(m *transport.Message) (bool, []*transport.Message) {
 // Barrier blocks until every live node of group (a bitmask of
 // transport.SchedulerID, ServerGroup and WorkerGroup) has called Barrier
 // with the same group. A member that dies meanwhile is no longer waited
-// for (Subscribe and DeadNodes tell who died). It fails with an error
+// for (Subscribe and DeadNodes tell who died), unless a new process takes
+// its place at once (its registration is how the scheduler learnt of the
+// death): the new process is then waited for, and an arrival of the dead
+// one does not count for it. It fails with an error
 // wrapping ErrNodeDead when the scheduler is dead; while a replacement of
 // a lost scheduler is sought (see WithSchedulerLocator) it waits for it.
 //
@@ -896,6 +899,21 @@ func (n *Node) markDeadOf(d transport.Node, reason string) {
 // scheduler tells every live node. It returns the messages to send.
 // n.mu must be held.
 func (n *Node) markDeadLocked(id int32, reason string) []*transport.Message {
+	return n.markGoneLocked(id, reason, false)
+}
+
+// markReplacedLocked is markDeadLocked for a process whose id a new
+// process is taking at the scheduler (recoverLocked): the barriers the
+// dead process was waited for keep waiting, now for the new process,
+// which joins the round in progress. Released without it, the others
+// would go on past it: the servers' last barrier, for one, would let
+// them write the model and exit while the new worker still has its
+// share of the data to train on. n.mu must be held.
+func (n *Node) markReplacedLocked(id int32, reason string) []*transport.Message {
+	return n.markGoneLocked(id, reason, true)
+}
+
+func (n *Node) markGoneLocked(id int32, reason string, replaced bool) []*transport.Message {
 	if _, d := n.dead[id]; d || id == n.me.ID {
 		return nil
 	}
@@ -941,10 +959,13 @@ func (n *Node) markDeadLocked(id int32, reason string) []*transport.Message {
 			out = append(out, n.admitIfReadyLocked(rid)...)
 		}
 	}
-	// Barriers count live members: one that waited only for the dead node
-	// is released now.
-	for group := range n.arrived {
-		if inGroup(nd.Role, group) {
+	// The dead process's arrivals are void: its id's next process must
+	// arrive itself. Barriers count live members: one that waited only
+	// for the dead node is released now, unless a new process takes its
+	// place.
+	for group, arr := range n.arrived {
+		delete(arr, id)
+		if inGroup(nd.Role, group) && !replaced {
 			out = append(out, n.releaseIfCompleteLocked(group)...)
 		}
 	}

@@ -52,3 +52,67 @@ func TestDeathOfAReplacedProcessIsIgnored(t *testing.T) {
 	default:
 	}
 }
+
+// TestBarrierWaitsForAReplacedMember: when a new process takes a node's
+// id at the scheduler, a barrier the others wait in is not released on
+// the dead process's account, and an arrival of the dead process does
+// not count for the new one. Released early, the servers' last barrier
+// let them write the model and exit while a restarted worker still had
+// its share of the data to train on, and the worker waited for servers
+// that were gone.
+func TestBarrierWaitsForAReplacedMember(t *testing.T) {
+	n := fuzzNode(t, fuzzSchedRunning, "job-secret", false)
+	defer n.Close()
+	group := int32(transport.AllGroups)
+	s0, s1, w0, w1 := transport.ServerID(0), transport.ServerID(1), transport.WorkerID(0), transport.WorkerID(1)
+	rounds := func() int32 {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.rounds[group]
+	}
+	inc := int64(100)
+	replaceW0 := func() {
+		t.Helper()
+		inc++
+		n.mu.Lock()
+		out, refusal := n.recoverLocked(transport.Node{Role: transport.RoleWorker, Rank: 0, Host: "w0", Port: 40, Incarnation: inc})
+		n.mu.Unlock()
+		if refusal != "" {
+			t.Fatalf("the new process of worker 0 refused: %s", refusal)
+		}
+		for _, m := range out {
+			if m.Meta.Control.Cmd == transport.CmdBarrier {
+				t.Fatalf("a barrier release to node %d as worker 0's new process took its place", m.Meta.Recver)
+			}
+		}
+	}
+
+	// Everyone but worker 0 waits; its process dies and a new one takes
+	// its rank: still waited for.
+	for _, id := range []int32{transport.SchedulerID, s0, s1, w1} {
+		n.onBarrierRequest(id, group, 0)
+	}
+	replaceW0()
+	if r := rounds(); r != 0 {
+		t.Fatalf("round %d complete without worker 0's new process", r)
+	}
+	n.onBarrierRequest(w0, group, 0)
+	if r := rounds(); r != 1 {
+		t.Fatalf("round %d after every member arrived, want 1", r)
+	}
+
+	// Worker 0 arrives at the next round and dies; the arrival was its
+	// dead process's, and does not count for the new one.
+	for _, id := range []int32{transport.SchedulerID, s0, s1, w0} {
+		n.onBarrierRequest(id, group, 0)
+	}
+	replaceW0()
+	n.onBarrierRequest(w1, group, 0)
+	if r := rounds(); r != 1 {
+		t.Fatalf("round %d complete without worker 0's new process: the dead one's arrival counted", r)
+	}
+	n.onBarrierRequest(w0, group, 0)
+	if r := rounds(); r != 2 {
+		t.Fatalf("round %d after every member arrived, want 2", r)
+	}
+}

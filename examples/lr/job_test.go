@@ -900,7 +900,11 @@ func TestResumeReachesTheSameModel(t *testing.T) {
 
 // TestMalformedRecords: a job fails on a malformed record by default,
 // naming the file and byte offset; with --max-bad-records it skips and
-// counts it.
+// counts it. A synchronous worker with attempts left fails again in each
+// one, and the job fails then, its model not written: the servers once
+// took the death of the worker's second process for the end of training,
+// wrote the model and exited, and the third process waited for them for
+// the 30 minutes of a table's I/O bound.
 func TestMalformedRecords(t *testing.T) {
 	data, err := os.ReadFile(filepath.Join(dataDir, "train.libsvm"))
 	if err != nil {
@@ -913,22 +917,30 @@ func TestMalformedRecords(t *testing.T) {
 	if err := os.WriteFile(input, []byte(good+bad+strings.Join(lines[1000:], "")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	run := func(args ...string) (job.Result, error, string) {
+	output := filepath.Join(t.TempDir(), "model")
+	run := func(attempts int, args ...string) (job.Result, error, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		var out syncbuf.Buffer
 		res, err := local.Run(ctx, job.JobSpec{
-			Command: append([]string{psLR, "--epochs", "1", "--async"}, args...), NumWorkers: 1, NumServers: 1, MaxAttempts: 1,
-			Inputs: []string{input},
+			Command: append([]string{psLR, "--epochs", "1"}, args...), NumWorkers: 1, NumServers: 1, MaxAttempts: attempts,
+			Inputs: []string{input}, Output: output,
 		}, local.Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(localResolverForTest(t))})
 		return res, err, out.String()
 	}
-	res, err, out := run()
 	want := fmt.Sprintf("%s at byte %d", "file://"+input, len(good))
+	res, err, out := run(1, "--async")
 	if err == nil || res.State != tracker.Failed || !strings.Contains(out, want) {
 		t.Fatalf("job over a malformed record: %v %v; want a failure naming %q in:\n%s", res.State, err, want, out)
 	}
-	res, err, out = run("--max-bad-records", "1")
+	res, err, out = run(3)
+	if err == nil || res.State != tracker.Failed || !strings.Contains(err.Error(), "attempt 3 of 3") || !strings.Contains(err.Error(), want) {
+		t.Fatalf("synchronous job over a malformed record, 3 attempts: %v %v; want the worker's third failure, naming %q, in:\n%s", res.State, err, want, out)
+	}
+	if parts, _ := filepath.Glob(filepath.Join(output, "*")); len(parts) != 0 {
+		t.Fatalf("the failed job wrote %v", parts)
+	}
+	res, err, out = run(1, "--async", "--max-bad-records", "1")
 	if err != nil {
 		t.Fatalf("job skipping one bad record: %v\n%s", err, out)
 	}
