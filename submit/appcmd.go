@@ -80,7 +80,7 @@ func parseAppCommand(cmd string, args []string) (id yarn.ApplicationID, login ya
 // appCommandUsage is the help of the subcommands.
 const appCommandUsage = `Usage: %[1]s status JOB [--jobs-dir DIR] [--principal USER@REALM --keytab FILE]
        %[1]s logs JOB [--task ROLE:RANK] [--follow] [--jobs-dir DIR] [--principal USER@REALM --keytab FILE]
-       %[1]s kill APPLICATION_ID [--principal USER@REALM --keytab FILE]
+       %[1]s kill JOB [--jobs-dir DIR] [--principal USER@REALM --keytab FILE]
        %[1]s scale JOB [--servers N] [--workers N] [--jobs-dir DIR] [--principal USER@REALM --keytab FILE]
 
 JOB is a YARN application id (application_<cluster timestamp>_<number>)
@@ -104,7 +104,10 @@ where the ApplicationMaster copies every container's output when it ends
 logs/ (--jobs-dir, default $HOME/.spindle/jobs/<id>/logs).
 
 kill kills a YARN application and waits (up to %[2]v) until YARN
-reports it ended, then removes its staging directory.
+reports it ended, then removes its staging directory. A local job it asks
+through its status page to stop its tasks and end KILLED, and waits as
+long for it to end; the ps-submit that runs the job then prints its
+summary and exits 1.
 
 scale asks a running synchronous job to change its number of servers
 (--servers, 1 to 64), of workers (--workers, 1 to 256) or both, at an

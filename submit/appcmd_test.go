@@ -60,8 +60,9 @@ func TestAppCommandUsageErrors(t *testing.T) {
 		{[]string{"logs", "x", "--task", "mapper:1"}, `logs: --task: task "mapper:1"`},
 		{[]string{"logs", "x", "--task"}, "logs: flag --task needs a value"},
 		{[]string{"status", "x", "--follow"}, "status: unknown flag --follow"},
-		{[]string{"kill"}, "kill: missing the application id"},
-		{[]string{"kill", "12"}, `kill: "12" is not an application id`},
+		{[]string{"kill"}, "kill: missing the job"},
+		{[]string{"kill", "application_12"}, `kill: "application_12" is not an application id`},
+		{[]string{"kill", "x", "--task", "worker:0"}, "kill: unknown flag --task"},
 		{[]string{"status", "a", "b"}, "status: want one job, got 2"},
 	} {
 		code, stdout, stderr := runMain(t, nil, tt.args, noRun(t))
@@ -75,7 +76,7 @@ func TestAppCommandHelp(t *testing.T) {
 	t.Parallel()
 	for _, cmd := range []string{"status", "kill", "logs"} {
 		code, stdout, stderr := runMain(t, nil, []string{cmd, "--help"}, noRun(t))
-		if code != 0 || stderr != "" || !strings.Contains(stdout, "ps-submit status JOB") || !strings.Contains(stdout, "ps-submit kill APPLICATION_ID") ||
+		if code != 0 || stderr != "" || !strings.Contains(stdout, "ps-submit status JOB") || !strings.Contains(stdout, "ps-submit kill JOB [--jobs-dir DIR]") ||
 			!strings.Contains(stdout, "ps-submit logs JOB [--task ROLE:RANK] [--follow]") {
 			t.Errorf("%s --help: exit %d, stdout %q, stderr %q", cmd, code, stdout, stderr)
 		}
@@ -85,7 +86,7 @@ func TestAppCommandHelp(t *testing.T) {
 func TestHelpMentionsSubcommandsAndDetach(t *testing.T) {
 	t.Parallel()
 	code, stdout, _ := runMain(t, nil, []string{"--help"}, noRun(t))
-	for _, w := range []string{"ps-submit status JOB", "ps-submit logs JOB [--task ROLE:RANK] [--follow]", "ps-submit kill APPLICATION_ID", "--detach", "--jobs-dir"} {
+	for _, w := range []string{"ps-submit status JOB", "ps-submit logs JOB [--task ROLE:RANK] [--follow]", "ps-submit kill JOB", "--detach", "--jobs-dir"} {
 		if code != 0 || !strings.Contains(stdout, w) {
 			t.Errorf("--help: exit %d, output lacks %q", code, w)
 		}

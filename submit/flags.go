@@ -232,7 +232,7 @@ func writeHelp(w io.Writer) error {
 	fmt.Fprintf(bw, `Usage: %[1]s [flags] [--] command [arg...]
        %[1]s status JOB
        %[1]s logs JOB [--task ROLE:RANK] [--follow]
-       %[1]s kill APPLICATION_ID
+       %[1]s kill JOB
        %[1]s scale JOB [--servers N] [--workers N]
 
 %[1]s runs command as a parameter-server job: a scheduler, --num-servers

@@ -35,7 +35,7 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	if isAppCommand(args) {
 		switch args[0] {
 		case cmdKill:
-			return runAppCommand(ctx, args, stdout, stderr, lookup)
+			return runKillCommand(ctx, args, stdout, stderr, lookup)
 		case cmdScale:
 			return runScaleCommand(ctx, args, stdout, stderr, lookup)
 		}

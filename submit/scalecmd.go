@@ -110,6 +110,12 @@ func scaleJob(ctx context.Context, c jobCommand, lookup func(string) (string, bo
 	return rep, nil
 }
 
+// isPageAddress says whether a job is named by its status page's
+// address, not by its id or directory.
+func isPageAddress(job string) bool {
+	return strings.HasPrefix(job, "http://") || strings.HasPrefix(job, "https://")
+}
+
 // orCount is n, or, for 0 (not asked for), standing.
 func orCount(n, standing int) int {
 	if n == 0 {
@@ -122,7 +128,7 @@ func orCount(n, standing int) int {
 // address given ("http://127.0.0.1:port/?token=…", as ps-submit printed
 // it), or the one in the job's directory.
 func localPage(c jobCommand) (page, token string, err error) {
-	if strings.HasPrefix(c.job, "http://") || strings.HasPrefix(c.job, "https://") {
+	if isPageAddress(c.job) {
 		// As printed, the address may be followed by a semicolon.
 		u, err := url.Parse(strings.TrimRight(c.job, ";,"))
 		if err != nil || u.Host == "" {
@@ -204,7 +210,7 @@ func doPage(req *http.Request, token string) ([]byte, error) {
 	case http.StatusForbidden:
 		return nil, fmt.Errorf("the status page refused the request (%s): give the job's id, or the address with its token ps-submit printed", msg)
 	case http.StatusNotFound, http.StatusMethodNotAllowed:
-		return nil, fmt.Errorf("the status page at %s cannot scale its job (%s): it is not a job started by this ps-submit", req.URL.Redacted(), resp.Status)
+		return nil, fmt.Errorf("the status page at %s does not serve %s %s (%s): it is not a job started by this ps-submit", req.URL.Redacted(), req.Method, req.URL.Path, resp.Status)
 	}
 	return nil, fmt.Errorf("%s %s: %s: %s", req.Method, req.URL.Redacted(), resp.Status, msg)
 }

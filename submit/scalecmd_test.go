@@ -348,3 +348,38 @@ func after(s, sep string) string {
 	}
 	return s[i+len(sep):]
 }
+
+// TestKillALocalJob kills a running local job with "ps-submit kill" by
+// its id: every task stops, the ps-submit that runs the job prints its
+// summary, KILLED, and exits 1, and kill says how the job ended. A
+// second kill finds it over; one by the page's address of a job that is
+// over says the page does not answer.
+func TestKillALocalJob(t *testing.T) {
+	t.Parallel()
+	j := startElasticJob(t, 2, 1)
+	code, out, errOut := j.cmd("kill", j.id, "--jobs-dir", j.jobs)
+	if code != 0 || out != fmt.Sprintf("ps-submit: job %s KILLED\n", j.id) {
+		t.Fatalf("kill: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	select {
+	case <-j.done:
+	case <-j.ctx.Done():
+		t.Fatal("the job's ps-submit did not return once the job was killed")
+	}
+	summary := j.errOut.String()
+	if j.code != 1 || !strings.Contains(summary, web.KillReason) || !strings.Contains(summary, "job spindle:") ||
+		!strings.Contains(summary, " KILLED after ") || !strings.Contains(summary, " · servers killed · workers killed killed\n") {
+		t.Errorf("the killed job's ps-submit: exit %d:\n%s", j.code, summary)
+	}
+	if out := j.status(); !strings.Contains(out, "  state          KILLED\n") {
+		t.Errorf("status of the killed job:\n%s", out)
+	}
+	code, out, errOut = j.cmd("kill", j.id, "--jobs-dir", j.jobs)
+	if code != 0 || out != fmt.Sprintf("ps-submit: job %s had already ended: KILLED\n", j.id) {
+		t.Errorf("kill of a job that is over: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	code, _, errOut = j.cmd("kill", j.page)
+	if code != 1 || !strings.Contains(errOut, "ps-submit: kill: the job's status page does not answer (is the job over?") {
+		t.Errorf("kill by the address of a job that is over: exit %d, stderr %q", code, errOut)
+	}
+}

@@ -166,7 +166,7 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 	if err != nil {
 		return failed(err)
 	}
-	page, err = web.Serve(addr, web.Options{Name: spec.Name, State: j.State(), Logs: openLog, Scale: true,
+	page, err = web.Serve(addr, web.Options{Name: spec.Name, State: j.State(), Logs: openLog, Scale: true, Kill: true,
 		Filter: func(h http.Handler) http.Handler { return webauth.Token(token, h) }}, opts.Log)
 	if err != nil {
 		return failed(err)

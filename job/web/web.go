@@ -172,14 +172,19 @@ type Options struct {
 	// ResourceManager's proxy, ps-submit scale calls the tracker
 	// instead, with the job's secret.
 	Scale bool
+	// Kill serves "POST /kill", which ends the job KILLED
+	// (tracker.State.Kill): for the same pages as Scale. On YARN the
+	// ResourceManager kills an application.
+	Kill bool
 }
 
 // Handler serves a job's status page: "/" (HTML and the script that
 // draws it, with the charting library, all embedded), "/status.json"
 // (Status), "/logs/{role}/{rank}/{stdout|stderr}" (a task's output),
-// "/assets/" and, with Options.Scale, "POST /scale" (servers=N,
-// workers=N or both in the form: 200 with a ScaleReply, or 400 with what
-// the job refused). It keeps a history of the workers' speed, sampled by
+// "/assets/", with Options.Scale, "POST /scale" (servers=N, workers=N or
+// both in the form: 200 with a ScaleReply, or 400 with what the job
+// refused) and, with Options.Kill, "POST /kill" (200 with a KillReply:
+// the job ends KILLED unless it had ended already). It keeps a history of the workers' speed, sampled by
 // Sample; a Server samples it every second.
 type Handler struct {
 	opts    Options
@@ -222,7 +227,27 @@ func NewHandler(opts Options) *Handler {
 	if opts.Scale {
 		h.mux.HandleFunc("POST /scale", h.serveScale)
 	}
+	if opts.Kill {
+		h.mux.HandleFunc("POST /kill", h.serveKill)
+	}
 	return h
+}
+
+// KillReason is what a job killed through its page (POST /kill) gives
+// as the reason.
+const KillReason = "killed through its status page (ps-submit kill)"
+
+// serveKill asks the job to end KILLED, and answers with its state then.
+func (h *Handler) serveKill(w http.ResponseWriter, r *http.Request) {
+	setHeaders(w, "application/json")
+	h.opts.State.Kill(KillReason)
+	_ = json.NewEncoder(w).Encode(KillReply{State: h.opts.State.Status().State})
+}
+
+// KillReply is the answer to a POST /kill: the job's state when it was
+// asked (RUNNING, or the state it had ended in).
+type KillReply struct {
+	State tracker.JobState `json:"state"`
 }
 
 // maxScaleForm bounds the body of a POST /scale.

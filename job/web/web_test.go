@@ -169,6 +169,47 @@ func TestHistoryIsBoundedAndKeepsItsSpan(t *testing.T) {
 	}
 }
 
+// TestKillRequest: POST /kill asks the job to end KILLED when the page
+// serves it, and answers with the job's state; a page without
+// Options.Kill has no such route.
+func TestKillRequest(t *testing.T) {
+	t.Parallel()
+	st := tracker.NewState(nil, time.Now())
+	post := func(h http.Handler) (int, string) {
+		t.Helper()
+		srv := httptest.NewServer(h)
+		defer srv.Close()
+		resp, err := http.Post(srv.URL+"/kill", "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	if code, _ := post(NewHandler(Options{State: st, Scale: true})); code != http.StatusMethodNotAllowed && code != http.StatusNotFound {
+		t.Errorf("POST /kill on a page without it: %d", code)
+	}
+	select {
+	case r := <-st.KillRequests():
+		t.Fatalf("a page without Options.Kill asked for a kill: %q", r)
+	default:
+	}
+	code, body := post(NewHandler(Options{State: st, Kill: true}))
+	var rep KillReply
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &rep) != nil || rep.State != tracker.Running {
+		t.Fatalf("POST /kill: %d %q, want 200 and the state RUNNING", code, body)
+	}
+	select {
+	case r := <-st.KillRequests():
+		if r != KillReason {
+			t.Errorf("kill reason %q, want %q", r, KillReason)
+		}
+	default:
+		t.Fatal("POST /kill did not ask the job to end")
+	}
+}
+
 // TestScaleRequest: POST /scale asks the job for other numbers of
 // servers and workers when the page serves it: refused with the job's
 // reason before training and for a bad number, taken once a worker
