@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -342,5 +343,12 @@ func planShards(ctx context.Context, spec JobSpec, planner tracker.Planner) ([]t
 	if err != nil {
 		return nil, fmt.Errorf("job: plan the input: %w", err)
 	}
+	if len(shards) == 0 {
+		return nil, fmt.Errorf("job: plan the input: %s: %w", strings.Join(spec.Inputs, ", "), ErrEmptyInput)
+	}
 	return shards, nil
 }
+
+// ErrEmptyInput is wrapped by the error of a job whose inputs name only
+// empty files: trained on nothing, its model would be the initial one.
+var ErrEmptyInput = errors.New("every file it names is empty: no data to read")

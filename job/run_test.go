@@ -1168,3 +1168,29 @@ func TestKeysFile(t *testing.T) {
 		t.Fatalf("keys file after Close: %v", err)
 	}
 }
+
+// TestEmptyInput: inputs that name only empty files fail the job before
+// anything starts, naming them, rather than train on nothing and commit
+// the initial model; one non-empty file among them is enough.
+func TestEmptyInput(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	empty, other := filepath.Join(dir, "empty.libsvm"), filepath.Join(dir, "also-empty.libsvm")
+	writeFile(t, empty, nil)
+	writeFile(t, other, nil)
+	planner := tracker.InputPlanner(localResolver())
+	spec := JobSpec{Command: []string{"prog"}, NumWorkers: 1, MaxAttempts: 1, Inputs: []string{empty, dir + "/also-*"}, Output: filepath.Join(dir, "model")}
+	if err := Check(t.Context(), spec, localResolver(), planner); !errors.Is(err, ErrEmptyInput) || !strings.Contains(err.Error(), empty+", "+dir+"/also-*") {
+		t.Errorf("Check of empty inputs: %v; want ErrEmptyInput naming them", err)
+	}
+	if j, err := New(t.Context(), spec, Options{Log: quietLog(), Planner: planner}); !errors.Is(err, ErrEmptyInput) {
+		if j != nil {
+			j.Close()
+		}
+		t.Errorf("New over empty inputs: %v; want ErrEmptyInput", err)
+	}
+	writeFile(t, other, []byte("1 3:1\n"))
+	if err := Check(t.Context(), spec, localResolver(), planner); err != nil {
+		t.Errorf("Check with one non-empty input: %v", err)
+	}
+}
