@@ -19,6 +19,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/tempdir"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -173,9 +174,10 @@ func (j *Job) Keys() *conf.JobKeys { return j.keys }
 func (j *Job) KeysFile() string { return j.keysFile }
 
 // writeKeys writes the tasks' keys file (without the tracker's private
-// key), mode 0600, in a new directory of mode 0700.
+// key), mode 0600, in a new directory of mode 0700; one that a killed
+// launcher left is removed by the next (tempdir.New).
 func (j *Job) writeKeys() error {
-	dir, err := os.MkdirTemp("", "spindle-job-")
+	dir, err := tempdir.New("spindle-job-")
 	if err != nil {
 		return fmt.Errorf("job: a directory for the keys file: %w", err)
 	}

@@ -5,6 +5,8 @@ import (
 	"os"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/spindle-ps/spindle/internal/tempdir"
 )
 
 // A local job's nodes talk over Unix sockets (ZeroMQ's ipc://, ps-lite's
@@ -21,8 +23,11 @@ const maxIPCDir = 107 - len("/65535.sealed")
 // ipcDirFits reports whether a directory made by newIPCDir is short
 // enough: the temporary directory's path may be too long (TMPDIR).
 func ipcDirFits() bool {
-	return len(os.TempDir())+len("/spindle-ipc-0123456789") <= maxIPCDir
+	return len(os.TempDir())+len("/"+ipcDirPrefix+"0123456789") <= maxIPCDir
 }
+
+// ipcDirPrefix begins the name of a job's ipc directory.
+const ipcDirPrefix = "spindle-ipc-"
 
 // newIPCDir makes the job's ipc directory. It returns "" (the nodes then
 // use TCP) when it would not fit (ipcDirFits).
@@ -33,7 +38,7 @@ func newIPCDir(log *logrus.Entry) (string, error) {
 		}
 		return "", nil
 	}
-	dir, err := os.MkdirTemp("", "spindle-ipc-")
+	dir, err := tempdir.New(ipcDirPrefix)
 	if err != nil {
 		return "", fmt.Errorf("local: a directory for the nodes' sockets: %w", err)
 	}
