@@ -566,7 +566,12 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	if !r.alone(t) {
 		// The others cannot go on without it: a server's parameters, or
 		// a member of the workers' collectives, are gone.
-		return r.restartAll(ctx, failed, false)
+		err := r.restartAll(ctx, failed, false)
+		if err != nil && ex.Tail != "" {
+			// The job ends here: its last lines say why.
+			err = fmt.Errorf("%w; its last lines:\n%s", err, ex.Tail)
+		}
+		return err
 	}
 	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt - 1, "exit": ex.Code}).Warn("task failed; restarting it")
 	return r.startAlone(ctx, t)

@@ -1058,6 +1058,22 @@ func TestRunPolicy(t *testing.T) {
 			},
 		},
 		{
+			name: "the last lines of a failure that ends the job's restarts",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2} },
+			// Server 0 fails first, then the scheduler once the job
+			// started again: the job may not start a second time.
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					if (l.Task == server0 && len(f.launchesOf(server0)) == 1) || (l.Task == scheduler && len(f.launchesOf(scheduler)) == 2) {
+						f.exit(l, 3)
+					}
+				}
+			},
+			want: tracker.Failed,
+			wantErr: []string{"scheduler 0 failed: exit code 3 on attempt 1 of 2", "started again 1 times already",
+				"its last lines:\n    last words of scheduler 0"},
+		},
+		{
 			name: "a task the cluster could not start",
 			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 3} },
 			// Every task that starts runs until it is stopped.
