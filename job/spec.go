@@ -197,6 +197,10 @@ func (s JobSpec) Validate() error {
 	if s.CheckpointKeep < 0 {
 		bad("CheckpointKeep", fmt.Sprint(s.CheckpointKeep), "must not be negative")
 	}
+	if s.CheckpointInterval != "" && s.CheckpointDir == "" {
+		// Else the job would run without the checkpoints asked for.
+		bad("CheckpointInterval", fmt.Sprintf("%q", s.CheckpointInterval), "needs CheckpointDir")
+	}
 	for _, l := range []struct {
 		field string
 		list  []string

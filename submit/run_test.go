@@ -104,8 +104,8 @@ func TestDryRun(t *testing.T) {
 	secrets := []string{"tok-value-1", "sec-value-2", "pw-value-3"}
 	code, stdout, stderr := runMain(t, nil, []string{"--dry-run", "-n", "2", "-s", "2",
 		"--env", "MY_TOKEN=" + secrets[0], "--env", "SPINDLE_JOB_SECRET=" + secrets[1], "--worker-env", "DB_PASSWORD=" + secrets[2],
-		"--env", "PLAIN=visible", "--input", "data/*.libsvm", "--output", "/tmp/model", "--checkpoint-interval", "2",
-		"--", "./ps-lr", "--epochs", "5"}, noRun(t))
+		"--env", "PLAIN=visible", "--input", "data/*.libsvm", "--output", "/tmp/model", "--checkpoint-dir", "/tmp/ckpt",
+		"--checkpoint-interval", "2", "--", "./ps-lr", "--epochs", "5"}, noRun(t))
 	if code != 0 {
 		t.Fatalf("exit status %d; stderr:\n%s", code, stderr)
 	}
