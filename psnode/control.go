@@ -601,14 +601,18 @@ func (n *Node) onBarrierRequest(from, group, round int32) {
 }
 
 // releaseIfCompleteLocked releases group's barrier when every live member
-// that has not left has arrived. n.mu must be held.
+// that has not left has arrived; a finalizing scheduler counts as left.
+// n.mu must be held.
 func (n *Node) releaseIfCompleteLocked(group int32) []*transport.Message {
 	arr := n.arrived[group]
 	members := n.groupMembers(group)
 	for _, id := range members {
-		if _, ok := arr[id]; !ok && !n.left[id] {
+		if _, ok := arr[id]; !ok && !n.left[id] && !(id == transport.SchedulerID && n.leaving) {
 			return nil
 		}
+	}
+	if len(arr) == 0 {
+		return nil
 	}
 	n.stats.BarrierRounds++
 	n.rounds[group]++

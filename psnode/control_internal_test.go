@@ -116,3 +116,47 @@ func TestBarrierWaitsForAReplacedMember(t *testing.T) {
 		t.Fatalf("round %d after every member arrived, want 2", r)
 	}
 }
+
+// TestFinalizingSchedulerReleasesLateBarriers: a worker's new process
+// that took its place after the others passed their last barriers and
+// left (the old one died before them; the others finished its share)
+// calls those barriers in turn: once the scheduler is finalizing, it
+// counts as past them, as the nodes that left do, and the worker is
+// released instead of waiting for it until its shutdown bound, failing
+// a job whose model was already written.
+func TestFinalizingSchedulerReleasesLateBarriers(t *testing.T) {
+	n := fuzzNode(t, fuzzSchedRunning, "job-secret", false)
+	defer n.Close()
+	group := int32(transport.AllGroups)
+	w1 := transport.WorkerID(1)
+	rounds := func() int32 {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.rounds[group]
+	}
+	n.mu.Lock()
+	for _, id := range []int32{transport.ServerID(0), transport.ServerID(1), transport.WorkerID(0)} {
+		n.left[id] = true
+	}
+	n.mu.Unlock()
+
+	// Before the scheduler finalizes, it is a member yet to arrive.
+	n.onBarrierRequest(w1, group, 0)
+	if r := rounds(); r != 0 {
+		t.Fatalf("round %d complete without the scheduler", r)
+	}
+	n.finalizing()
+	if r := rounds(); r != 1 {
+		t.Fatalf("round %d once the scheduler finalizes, want 1: the late worker still waits", r)
+	}
+	// Its next barrier (Finalize's own) is released at once.
+	n.onBarrierRequest(w1, group, 0)
+	if r := rounds(); r != 2 {
+		t.Fatalf("round %d after the late worker's next barrier, want 2", r)
+	}
+	// Nothing else is released: no empty rounds.
+	n.finalizing()
+	if r := rounds(); r != 2 {
+		t.Fatalf("round %d with nobody waiting, want still 2", r)
+	}
+}

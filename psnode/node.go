@@ -75,7 +75,7 @@ type Node struct {
 	locator     SchedulerLocator         // node: where a replacement scheduler is (follow.go)
 	schedAddr   string                   // node: the address of the route to the scheduler
 	schedLost   time.Time                // node: since when a replacement scheduler is sought; zero otherwise
-	leaving     bool                     // node: Finalize is past its barrier
+	leaving     bool                     // Finalize is past its barrier (the scheduler: past every barrier)
 	retired     bool                     // node: out of the job's view since a scale-in
 	rebuilt     bool                     // scheduler: its table was rebuilt from a running job's nodes
 	left        map[int32]bool           // scheduler: nodes that finished
@@ -934,6 +934,7 @@ func (n *Node) Finalize(ctx context.Context) error {
 	}
 	if berr == nil && n.isReady() {
 		if n.role == transport.RoleScheduler {
+			n.finalizing()
 			n.awaitLeaves(ctx)
 			// The answer to the last LEAVE may still be queued: Close
 			// sends it rather than leave that node waiting leaveWait.
@@ -949,6 +950,22 @@ func (n *Node) Finalize(ctx context.Context) error {
 		return fmt.Errorf("psnode: finalize barrier: %w", berr)
 	}
 	return cerr
+}
+
+// finalizing marks the scheduler past every barrier, as a node that left
+// is: a process that took over a dead node's place after the others'
+// last barriers, and calls them in turn, is released rather than waited
+// on by a scheduler that will never arrive. Its work is done: the others
+// passed the last barrier, the servers have written the model.
+func (n *Node) finalizing() {
+	n.mu.Lock()
+	n.leaving = true
+	var out []*transport.Message
+	for group := range n.arrived {
+		out = append(out, n.releaseIfCompleteLocked(group)...)
+	}
+	n.mu.Unlock()
+	n.sendAll(out)
 }
 
 // leaveWait bounds how long a node waits for the scheduler to acknowledge

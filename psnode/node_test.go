@@ -607,6 +607,54 @@ func TestRecoveredNodeTakesOverID(t *testing.T) {
 	pushThenPullSum[float32](t, c, []uint64{1, 2, 3}, 1, 1)
 }
 
+// TestLateReplacementFinishes: a worker dies, found by the heartbeat,
+// and its new process joins as the others finish. Its first barrier
+// (the end of training) meets the others' last (Finalize's); they leave,
+// and its own Finalize is then released by the finalizing scheduler:
+// every node's Finalize returns nil. It once waited for the scheduler
+// until its shutdown bound and failed, and with it a job whose model
+// the servers had written.
+func TestLateReplacementFinishes(t *testing.T) {
+	c := startCluster(t, 1, 2, 33, func(p *conf.PS) {
+		p.HeartbeatInterval = 20 * time.Millisecond
+		p.HeartbeatTimeout = 300 * time.Millisecond
+	})
+	events, stop := c.sched.Subscribe()
+	defer stop()
+	old := c.workers[1]
+	oldID, oldRank := old.ID(), old.Rank()
+	c.net.Isolate(oldID)
+	ctx := ctxT(t, 20*time.Second)
+	waitEvent(t, ctx, events, psnode.NodeDied, oldID)
+	_ = old.Close()
+	c.net.Heal()
+
+	p := c.base
+	p.Role, p.TaskID = conf.RoleWorker, oldRank
+	repl := newNode(t, c.net, p, "worker1-again")
+	t.Cleanup(func() { _ = repl.Close() })
+	c.workers[1] = repl
+	if err := repl.Start(ctx); err != nil {
+		t.Fatalf("replacement start: %v", err)
+	}
+	done := make(chan error, 3)
+	for _, n := range []*psnode.Node{c.sched, c.servers[0], c.workers[0]} {
+		go func() { done <- n.Finalize(ctx) }()
+	}
+	// The replacement's end of training, then its own Finalize.
+	if err := repl.Barrier(ctx, transport.AllGroups); err != nil {
+		t.Fatalf("the replacement's barrier: %v", err)
+	}
+	if err := repl.Finalize(ctx); err != nil {
+		t.Errorf("the replacement's Finalize: %v", err)
+	}
+	for range 3 {
+		if err := <-done; err != nil {
+			t.Errorf("Finalize: %v", err)
+		}
+	}
+}
+
 func waitEvent(t *testing.T, ctx context.Context, ch <-chan psnode.Event, kind psnode.EventKind, id int32) {
 	t.Helper()
 	for {
