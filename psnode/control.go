@@ -461,7 +461,9 @@ func (n *Node) onTable(m *transport.Message) (bool, []*transport.Message) {
 // for (Subscribe and DeadNodes tell who died), unless a new process takes
 // its place at once (its registration is how the scheduler learnt of the
 // death): the new process is then waited for, and an arrival of the dead
-// one does not count for it. It fails with an error
+// one does not count for it. Nor does a barrier go on past a role that
+// died whole (every server, or every worker, of the group dead): their
+// new processes are waited for. It fails with an error
 // wrapping ErrNodeDead when the scheduler is dead; while a replacement of
 // a lost scheduler is sought (see WithSchedulerLocator) it waits for it.
 //
@@ -602,7 +604,8 @@ func (n *Node) onBarrierRequest(from, group, round int32) {
 
 // releaseIfCompleteLocked releases group's barrier when every live member
 // that has not left has arrived; a finalizing scheduler counts as left.
-// n.mu must be held.
+// It waits while the group's servers or workers are all dead
+// (roleAllDeadLocked). n.mu must be held.
 func (n *Node) releaseIfCompleteLocked(group int32) []*transport.Message {
 	arr := n.arrived[group]
 	members := n.groupMembers(group)
@@ -611,13 +614,40 @@ func (n *Node) releaseIfCompleteLocked(group int32) []*transport.Message {
 			return nil
 		}
 	}
-	if len(arr) == 0 {
+	if len(arr) == 0 || n.roleAllDeadLocked(group) {
 		return nil
 	}
 	n.stats.BarrierRounds++
 	n.rounds[group]++
 	delete(n.arrived, group)
 	return n.answerBarrierLocked(group, arr, n.rounds[group])
+}
+
+// roleAllDeadLocked reports whether group holds servers or workers and
+// every one of them of either role is dead, none having left. Such a
+// barrier waits for their new processes: released past them all, the
+// servers' last barrier would have them write a model that no worker
+// trained to the end, and exit. n.mu must be held.
+func (n *Node) roleAllDeadLocked(group int32) bool {
+	for _, role := range []transport.Role{transport.RoleServer, transport.RoleWorker} {
+		if !inGroup(role, group) {
+			continue
+		}
+		nodes, dead := 0, 0
+		for id, nd := range n.table {
+			if nd.Role != role {
+				continue
+			}
+			nodes++
+			if _, d := n.dead[id]; d && !n.left[id] {
+				dead++
+			}
+		}
+		if nodes > 0 && dead == nodes {
+			return true
+		}
+	}
+	return false
 }
 
 // releaseStaleLocked releases the arrivals at group's barrier that asked

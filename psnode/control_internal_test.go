@@ -160,3 +160,42 @@ func TestFinalizingSchedulerReleasesLateBarriers(t *testing.T) {
 		t.Fatalf("round %d with nobody waiting, want still 2", r)
 	}
 }
+
+// TestBarrierWaitsWhenEveryWorkerDied: the scheduler and the servers
+// wait at their last barrier while the workers train; every worker dies
+// before its new process registers (found by the heartbeat or the lost
+// connection). The barrier waits for the new processes rather than let
+// the servers write an untrained model; once one arrived, a worker that
+// is still dead is not waited for.
+func TestBarrierWaitsWhenEveryWorkerDied(t *testing.T) {
+	n := fuzzNode(t, fuzzSchedRunning, "job-secret", false)
+	defer n.Close()
+	group := int32(transport.AllGroups)
+	w0, w1 := transport.WorkerID(0), transport.WorkerID(1)
+	rounds := func() int32 {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.rounds[group]
+	}
+	for _, id := range []int32{transport.SchedulerID, transport.ServerID(0), transport.ServerID(1)} {
+		n.onBarrierRequest(id, group, 0)
+	}
+	n.markDead(w1, "no heartbeat")
+	if r := rounds(); r != 0 {
+		t.Fatalf("round %d complete with worker 0 alive and not arrived", r)
+	}
+	n.markDead(w0, "no heartbeat")
+	if r := rounds(); r != 0 {
+		t.Fatalf("round %d complete with every worker dead", r)
+	}
+	n.mu.Lock()
+	_, refusal := n.recoverLocked(transport.Node{Role: transport.RoleWorker, Rank: 0, Host: "w0", Port: 40, Incarnation: 101})
+	n.mu.Unlock()
+	if refusal != "" {
+		t.Fatalf("the new process of worker 0 refused: %s", refusal)
+	}
+	n.onBarrierRequest(w0, group, 0)
+	if r := rounds(); r != 1 {
+		t.Fatalf("round %d once worker 0's new process arrived, worker 1 still dead; want 1", r)
+	}
+}
