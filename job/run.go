@@ -517,6 +517,7 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 		if s := r.scheduler(); s != nil && t != s && r.schedulerAlone && !s.done && r.othersDone() {
 			r.endScheduler(ctx, s)
 		}
+		r.endRestartedWorkers(ctx)
 		return nil
 	}
 	if t.Role == conf.RoleScheduler && r.othersDone() {
@@ -628,6 +629,51 @@ func (r *run) endScheduler(ctx context.Context, s *taskState) {
 	_ = r.stopAll(ctx) // it logs its error; the model is complete either way
 	s.state, s.done = "finished", true
 	s.exit = "stopped once every other task had exited 0"
+}
+
+// endRestartedWorkers stops the workers started again that still run, or
+// wait to be placed, once the scheduler and every server have exited 0,
+// and counts them done. The servers wrote the model after the job's last
+// barrier, which no longer waits for a dead worker once another one
+// arrived having trained on every shard, the dead one's given to it; a
+// new process has nothing left to do, and with the scheduler gone cannot
+// even register. A worker on its first attempt that still runs is left
+// to the other rules, as is a job without servers.
+func (r *run) endRestartedWorkers(ctx context.Context) {
+	servers := 0
+	var late []*taskState
+	for _, t := range r.tasks {
+		switch {
+		case t.gone:
+		case t.Role == conf.RoleWorker:
+			if !t.done {
+				if t.attempt == 0 {
+					return
+				}
+				late = append(late, t)
+			}
+		case !t.done:
+			return // the scheduler or a server is not done
+		case t.Role == conf.RoleServer:
+			servers++
+		}
+	}
+	if servers == 0 {
+		return
+	}
+	for _, t := range late {
+		if id := t.launch; id != 0 {
+			delete(r.byLaunch, id)
+			t.launch, t.placed, t.code = 0, false, -1
+			if err := r.c.Stop(ctx, id); err != nil {
+				r.log.WithError(err).WithField("task", t.String()).Warn("task not needed, but not stopped")
+			}
+		}
+		t.done, t.downSince = true, time.Time{}
+		t.state, t.exit = "stopped", "stopped once the servers had written the model: nothing was left for it"
+		r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).
+			Info("the servers wrote the model: stopping the worker started again, which has nothing left to do")
+	}
 }
 
 // alone says whether t starts again by itself when it fails: a worker
@@ -874,10 +920,15 @@ func (r Result) Summary() string {
 	s := fmt.Sprintf("all %d tasks exited 0", len(tasks))
 	if r.State != tracker.Succeeded {
 		s = fmt.Sprintf("%d tasks, job %s", len(tasks), r.State)
-	} else if i := slices.IndexFunc(tasks, func(t TaskResult) bool { return t.ExitCode != 0 }); i >= 0 {
-		// Only a scheduler no longer needed, which ended after every
-		// node finished, did not exit 0 in a job that succeeded.
-		s = fmt.Sprintf("all %d servers and workers exited 0, the %s ended after them with code %d", len(tasks)-1, tasks[i].Role, tasks[i].ExitCode)
+	} else if odd := slices.DeleteFunc(slices.Clone(tasks), func(t TaskResult) bool { return t.ExitCode == 0 }); len(odd) > 0 {
+		// Only tasks no longer needed did not exit 0 in a job that
+		// succeeded: a scheduler that ended after every node finished,
+		// workers started again once the servers had written the model.
+		var names []string
+		for _, t := range odd {
+			names = append(names, fmt.Sprintf("the %s (code %d)", Task{Role: t.Role, Rank: t.Rank}, t.ExitCode))
+		}
+		s = fmt.Sprintf("%d of %d tasks exited 0; %s ended after them, no longer needed", len(tasks)-len(odd), len(tasks), strings.Join(names, " and "))
 	}
 	if left := r.leftSummary(); left != "" {
 		s += "; " + left

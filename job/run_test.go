@@ -979,7 +979,7 @@ func TestRunPolicy(t *testing.T) {
 					t.Errorf("the scheduler's status %+v, want finished", got)
 				}
 				checkEvents(t, st.Events, "scheduler 0 exited: exit code 137; every other task had exited 0, not started again")
-				if want := "all 2 servers and workers exited 0, the scheduler ended after them with code 137"; !strings.Contains(st.Diagnostics, want) {
+				if want := "2 of 3 tasks exited 0; the scheduler 0 (code 137) ended after them, no longer needed"; !strings.Contains(st.Diagnostics, want) {
 					t.Errorf("diagnostics %q, want them to say %q", st.Diagnostics, want)
 				}
 			},
@@ -1052,8 +1052,60 @@ func TestRunPolicy(t *testing.T) {
 				if want := []string{"", "node-scheduler-0:40001", ""}; !slices.Equal(f.schedulers, want) {
 					t.Errorf("the tracker's scheduler went %q, want %q", f.schedulers, want)
 				}
-				if !strings.Contains(res.Summary(), "the scheduler ended after them with code -1") {
+				if !strings.Contains(res.Summary(), "the scheduler 0 (code -1) ended after them, no longer needed") {
 					t.Errorf("summary %q", res.Summary())
+				}
+			},
+		},
+		{
+			name: "a worker started again is stopped once the servers wrote the model",
+			spec: func(e *env) JobSpec {
+				return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 2, Output: e.output}
+			},
+			// Worker 1 dies; worker 0 trains on its share, and the
+			// servers and the scheduler finish as its new process starts.
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					switch {
+					case l.Task == worker1 && len(f.launchesOf(worker1)) == 1:
+						f.exit(l, 137)
+					case l.Task == worker1:
+						// Worker 0's exit is known last.
+						finish(f, e.output, server0, scheduler, worker0)
+					}
+				}
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if len(f.stopped) != 1 || f.stopped[0].Task != worker1 || f.stopped[0].Attempt != 1 {
+					t.Errorf("stopped alone %+v, want worker 1's second launch", f.stopped)
+				}
+				if _, err := os.Stat(filepath.Join(e.output, "_SUCCESS")); err != nil {
+					t.Errorf("no _SUCCESS: %v", err)
+				}
+				if want := "3 of 4 tasks exited 0; the worker 1 (code -1) ended after them, no longer needed"; !strings.Contains(res.Summary(), want) {
+					t.Errorf("summary %q, want it to say %q", res.Summary(), want)
+				}
+			},
+		},
+		{
+			name: "a worker on its first attempt is waited for after the servers finished",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 1, Output: e.output} },
+			// The servers and the scheduler end while worker 1, never
+			// restarted, runs: not this rule's case; it then fails.
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					if l.Task == worker1 {
+						finish(f, e.output, worker0, server0, scheduler)
+						f.exit(l, 3)
+					}
+				}
+			},
+			want:    tracker.Failed,
+			wantErr: []string{"worker 1 failed: exit code 3"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if len(f.stopped) != 0 {
+					t.Errorf("stopped alone %+v, want none", f.stopped)
 				}
 			},
 		},
