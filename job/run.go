@@ -208,6 +208,9 @@ func (j *Job) removeKeys() {
 //
 //   - A worker that fails is started again (a new attempt) and its
 //     unfinished shards go back to the queue, up to MaxAttempts in all.
+//     One started again that still runs, or waits to be placed, once the
+//     scheduler and every server exited 0 is stopped and counted done:
+//     the servers wrote the model, the others did its share.
 //   - A server of a job whose servers keep replicas (JobSpec.Replicas,
 //     and every server reported tracker.EventReplicated) is started
 //     again alone, as a worker is: its new process restores its tables
