@@ -65,11 +65,6 @@ func TestBarrierWaitsForAReplacedMember(t *testing.T) {
 	defer n.Close()
 	group := int32(transport.AllGroups)
 	s0, s1, w0, w1 := transport.ServerID(0), transport.ServerID(1), transport.WorkerID(0), transport.WorkerID(1)
-	rounds := func() int32 {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		return n.rounds[group]
-	}
 	inc := int64(100)
 	replaceW0 := func() {
 		t.Helper()
@@ -93,13 +88,9 @@ func TestBarrierWaitsForAReplacedMember(t *testing.T) {
 		n.onBarrierRequest(id, group, 0)
 	}
 	replaceW0()
-	if r := rounds(); r != 0 {
-		t.Fatalf("round %d complete without worker 0's new process", r)
-	}
+	wantRound(t, n, group, 0, "complete without worker 0's new process")
 	n.onBarrierRequest(w0, group, 0)
-	if r := rounds(); r != 1 {
-		t.Fatalf("round %d after every member arrived, want 1", r)
-	}
+	wantRound(t, n, group, 1, "after every member arrived")
 
 	// Worker 0 arrives at the next round and dies; the arrival was its
 	// dead process's, and does not count for the new one.
@@ -108,13 +99,9 @@ func TestBarrierWaitsForAReplacedMember(t *testing.T) {
 	}
 	replaceW0()
 	n.onBarrierRequest(w1, group, 0)
-	if r := rounds(); r != 1 {
-		t.Fatalf("round %d complete without worker 0's new process: the dead one's arrival counted", r)
-	}
+	wantRound(t, n, group, 1, "complete without worker 0's new process: the dead one's arrival counted")
 	n.onBarrierRequest(w0, group, 0)
-	if r := rounds(); r != 2 {
-		t.Fatalf("round %d after every member arrived, want 2", r)
-	}
+	wantRound(t, n, group, 2, "after every member arrived")
 }
 
 // TestFinalizingSchedulerReleasesLateBarriers: a worker's new process
@@ -129,11 +116,6 @@ func TestFinalizingSchedulerReleasesLateBarriers(t *testing.T) {
 	defer n.Close()
 	group := int32(transport.AllGroups)
 	w1 := transport.WorkerID(1)
-	rounds := func() int32 {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		return n.rounds[group]
-	}
 	n.mu.Lock()
 	for _, id := range []int32{transport.ServerID(0), transport.ServerID(1), transport.WorkerID(0)} {
 		n.left[id] = true
@@ -142,23 +124,15 @@ func TestFinalizingSchedulerReleasesLateBarriers(t *testing.T) {
 
 	// Before the scheduler finalizes, it is a member yet to arrive.
 	n.onBarrierRequest(w1, group, 0)
-	if r := rounds(); r != 0 {
-		t.Fatalf("round %d complete without the scheduler", r)
-	}
+	wantRound(t, n, group, 0, "complete without the scheduler")
 	n.finalizing()
-	if r := rounds(); r != 1 {
-		t.Fatalf("round %d once the scheduler finalizes, want 1: the late worker still waits", r)
-	}
+	wantRound(t, n, group, 1, "once the scheduler finalizes: the late worker still waits")
 	// Its next barrier (Finalize's own) is released at once.
 	n.onBarrierRequest(w1, group, 0)
-	if r := rounds(); r != 2 {
-		t.Fatalf("round %d after the late worker's next barrier, want 2", r)
-	}
+	wantRound(t, n, group, 2, "after the late worker's next barrier")
 	// Nothing else is released: no empty rounds.
 	n.finalizing()
-	if r := rounds(); r != 2 {
-		t.Fatalf("round %d with nobody waiting, want still 2", r)
-	}
+	wantRound(t, n, group, 2, "with nobody waiting")
 }
 
 // TestBarrierWaitsWhenEveryWorkerDied: the scheduler and the servers
@@ -172,22 +146,13 @@ func TestBarrierWaitsWhenEveryWorkerDied(t *testing.T) {
 	defer n.Close()
 	group := int32(transport.AllGroups)
 	w0, w1 := transport.WorkerID(0), transport.WorkerID(1)
-	rounds := func() int32 {
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		return n.rounds[group]
-	}
 	for _, id := range []int32{transport.SchedulerID, transport.ServerID(0), transport.ServerID(1)} {
 		n.onBarrierRequest(id, group, 0)
 	}
 	n.markDead(w1, "no heartbeat")
-	if r := rounds(); r != 0 {
-		t.Fatalf("round %d complete with worker 0 alive and not arrived", r)
-	}
+	wantRound(t, n, group, 0, "complete with worker 0 alive and not arrived")
 	n.markDead(w0, "no heartbeat")
-	if r := rounds(); r != 0 {
-		t.Fatalf("round %d complete with every worker dead", r)
-	}
+	wantRound(t, n, group, 0, "complete with every worker dead")
 	n.mu.Lock()
 	_, refusal := n.recoverLocked(transport.Node{Role: transport.RoleWorker, Rank: 0, Host: "w0", Port: 40, Incarnation: 101})
 	n.mu.Unlock()
@@ -195,7 +160,17 @@ func TestBarrierWaitsWhenEveryWorkerDied(t *testing.T) {
 		t.Fatalf("the new process of worker 0 refused: %s", refusal)
 	}
 	n.onBarrierRequest(w0, group, 0)
-	if r := rounds(); r != 1 {
-		t.Fatalf("round %d once worker 0's new process arrived, worker 1 still dead; want 1", r)
+	wantRound(t, n, group, 1, "once worker 0's new process arrived, worker 1 still dead")
+}
+
+// wantRound fails the test unless want is the last round of group's
+// barrier n completed; what says when.
+func wantRound(t *testing.T, n *Node, group, want int32, what string) {
+	t.Helper()
+	n.mu.Lock()
+	r := n.rounds[group]
+	n.mu.Unlock()
+	if r != want {
+		t.Fatalf("round %d %s; want %d", r, what, want)
 	}
 }

@@ -580,23 +580,10 @@ func TestRecoveredNodeTakesOverID(t *testing.T) {
 	serveSum[float32](t, c, 1)
 	events, stop := c.servers[0].Subscribe()
 	defer stop()
-	old := c.workers[1]
-	oldID := old.ID()
-	c.net.Isolate(oldID)
+	oldID := c.workers[1].ID()
 	ctx := ctxT(t, 10*time.Second)
-	waitEvent(t, ctx, events, psnode.NodeDied, oldID)
-	_ = old.Close()
-	c.net.Heal()
-
-	p := c.base
-	p.Role = conf.RoleWorker
-	repl := newNode(t, c.net, p, "worker1-again")
-	t.Cleanup(func() { _ = repl.Close() })
 	// A recovering node joins a running job: nobody waits for it.
-	c.workers[1] = repl
-	if err := repl.Start(ctx); err != nil {
-		t.Fatalf("replacement start: %v", err)
-	}
+	repl := c.replaceWorker(t, ctx, c.servers[0], 1, -1)
 	if repl.ID() != oldID {
 		t.Fatalf("replacement got id %d, want the dead node's %d", repl.ID(), oldID)
 	}
@@ -619,24 +606,8 @@ func TestLateReplacementFinishes(t *testing.T) {
 		p.HeartbeatInterval = 20 * time.Millisecond
 		p.HeartbeatTimeout = 300 * time.Millisecond
 	})
-	events, stop := c.sched.Subscribe()
-	defer stop()
-	old := c.workers[1]
-	oldID, oldRank := old.ID(), old.Rank()
-	c.net.Isolate(oldID)
 	ctx := ctxT(t, 20*time.Second)
-	waitEvent(t, ctx, events, psnode.NodeDied, oldID)
-	_ = old.Close()
-	c.net.Heal()
-
-	p := c.base
-	p.Role, p.TaskID = conf.RoleWorker, oldRank
-	repl := newNode(t, c.net, p, "worker1-again")
-	t.Cleanup(func() { _ = repl.Close() })
-	c.workers[1] = repl
-	if err := repl.Start(ctx); err != nil {
-		t.Fatalf("replacement start: %v", err)
-	}
+	repl := c.replaceWorker(t, ctx, c.sched, 1, c.workers[1].Rank())
 	done := make(chan error, 3)
 	for _, n := range []*psnode.Node{c.sched, c.servers[0], c.workers[0]} {
 		go func() { done <- n.Finalize(ctx) }()
@@ -653,6 +624,29 @@ func TestLateReplacementFinishes(t *testing.T) {
 			t.Errorf("Finalize: %v", err)
 		}
 	}
+}
+
+// replaceWorker makes worker i of c die, cut off until watcher hears of
+// its death, and starts a new process in its place as task taskID (-1:
+// any dead worker's place), which it returns once started.
+func (c *cluster) replaceWorker(t *testing.T, ctx context.Context, watcher *psnode.Node, i, taskID int) *psnode.Node {
+	t.Helper()
+	events, stop := watcher.Subscribe()
+	defer stop()
+	old := c.workers[i]
+	c.net.Isolate(old.ID())
+	waitEvent(t, ctx, events, psnode.NodeDied, old.ID())
+	_ = old.Close()
+	c.net.Heal()
+	p := c.base
+	p.Role, p.TaskID = conf.RoleWorker, taskID
+	repl := newNode(t, c.net, p, fmt.Sprintf("worker%d-again", i))
+	t.Cleanup(func() { _ = repl.Close() })
+	c.workers[i] = repl
+	if err := repl.Start(ctx); err != nil {
+		t.Fatalf("replacement start: %v", err)
+	}
+	return repl
 }
 
 func waitEvent(t *testing.T, ctx context.Context, ch <-chan psnode.Event, kind psnode.EventKind, id int32) {
