@@ -553,7 +553,7 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 		t.attempt++
 		lost := fmt.Sprintf("%s lost: %s (%d of %d such losses allowed)", t, ex.Desc, t.lost, MaxLostLaunches)
 		if !r.alone(t) {
-			return r.restartAll(ctx, lost, false)
+			return r.restartAllAfter(ctx, t, lost)
 		}
 		r.log.WithFields(logrus.Fields{"task": t.String(), "lost": t.lost, "exit": ex.Code}).Warn("task's container taken away; starting it again without using up an attempt")
 		return r.startAlone(ctx, t)
@@ -570,7 +570,7 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	if !r.alone(t) {
 		// The others cannot go on without it: a server's parameters, or
 		// a member of the workers' collectives, are gone.
-		err := r.restartAll(ctx, failed, false)
+		err := r.restartAllAfter(ctx, t, failed)
 		if err != nil && ex.Tail != "" {
 			// The job ends here: its last lines say why.
 			err = fmt.Errorf("%w; its last lines:\n%s", err, ex.Tail)
@@ -579,6 +579,17 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	}
 	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt - 1, "exit": ex.Code}).Warn("task failed; restarting it")
 	return r.startAlone(ctx, t)
+}
+
+// restartAllAfter is restartAll for the exit of t, whose attempt was
+// raised for its next launch: when the job ends instead, before that
+// launch, the attempt it never had is not counted (TaskResult.Attempts).
+func (r *run) restartAllAfter(ctx context.Context, t *taskState, cause string) error {
+	err := r.restartAll(ctx, cause, false)
+	if err != nil && t.launch == 0 && !t.startFailed {
+		t.attempt--
+	}
+	return err
 }
 
 // startAlone starts t's next attempt by itself, the other tasks going

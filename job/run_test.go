@@ -1124,6 +1124,19 @@ func TestRunPolicy(t *testing.T) {
 			want: tracker.Failed,
 			wantErr: []string{"scheduler 0 failed: exit code 3 on attempt 1 of 2", "started again 1 times already",
 				"its last lines:\n    last words of scheduler 0"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				// Attempts as the error counts them: the scheduler's
+				// second attempt never came.
+				for _, tr := range res.Tasks {
+					want := 1
+					if tr.Role == conf.RoleServer {
+						want = 2
+					}
+					if tr.Attempts != want {
+						t.Errorf("%s %d: %d attempts, want %d", tr.Role, tr.Rank, tr.Attempts, want)
+					}
+				}
+			},
 		},
 		{
 			name: "a task the cluster could not start",
