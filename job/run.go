@@ -676,13 +676,7 @@ func (r *run) endRestartedWorkers(ctx context.Context) {
 		return
 	}
 	for _, t := range late {
-		if id := t.launch; id != 0 {
-			delete(r.byLaunch, id)
-			t.launch, t.placed, t.code = 0, false, -1
-			if err := r.c.Stop(ctx, id); err != nil {
-				r.log.WithError(err).WithField("task", t.String()).Warn("task not needed, but not stopped")
-			}
-		}
+		r.stopLaunch(ctx, t)
 		t.done, t.downSince = true, time.Time{}
 		t.state, t.exit = "stopped", "stopped once the servers had written the model: nothing was left for it"
 		r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).

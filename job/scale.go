@@ -94,17 +94,25 @@ func (r *run) join(ctx context.Context, t *taskState) error {
 // dropJoiner stops t, a server or worker started to join and not needed
 // (why says so), and counts it gone.
 func (r *run) dropJoiner(ctx context.Context, t *taskState, why string) {
-	if id := t.launch; id != 0 {
-		delete(r.byLaunch, id)
-		t.launch, t.placed, t.code = 0, false, -1
-		if err := r.c.Stop(ctx, id); err != nil {
-			r.log.WithError(err).WithField("task", t.String()).Warn("task not needed, but not stopped")
-		}
-	}
+	r.stopLaunch(ctx, t)
 	r.state.Exited(t.Role, t.Rank)
 	t.done, t.gone, t.downSince = true, true, time.Time{}
 	t.state, t.exit = "stopped", why
 	r.log.WithField("task", t.String()).Info(why)
+}
+
+// stopLaunch stops t's launch, running or waiting to be placed, if it
+// has one (Cluster.Stop): t is no longer needed.
+func (r *run) stopLaunch(ctx context.Context, t *taskState) {
+	id := t.launch
+	if id == 0 {
+		return
+	}
+	delete(r.byLaunch, id)
+	t.launch, t.placed, t.code = 0, false, -1
+	if err := r.c.Stop(ctx, id); err != nil {
+		r.log.WithError(err).WithField("task", t.String()).Warn("task not needed, but not stopped")
+	}
 }
 
 // left handles the exit of t, a server or a worker, when the job's

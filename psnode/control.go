@@ -623,6 +623,16 @@ func (n *Node) releaseIfCompleteLocked(group int32) []*transport.Message {
 	return n.answerBarrierLocked(group, arr, n.rounds[group])
 }
 
+// releaseCompleteLocked releases every barrier now complete (see
+// releaseIfCompleteLocked). n.mu must be held.
+func (n *Node) releaseCompleteLocked() []*transport.Message {
+	var out []*transport.Message
+	for group := range n.arrived {
+		out = append(out, n.releaseIfCompleteLocked(group)...)
+	}
+	return out
+}
+
 // roleAllDeadLocked reports whether group holds servers or workers and
 // every one of them of either role is dead, none having left. Such a
 // barrier waits for their new processes: released past them all, the

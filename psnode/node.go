@@ -960,10 +960,7 @@ func (n *Node) Finalize(ctx context.Context) error {
 func (n *Node) finalizing() {
 	n.mu.Lock()
 	n.leaving = true
-	var out []*transport.Message
-	for group := range n.arrived {
-		out = append(out, n.releaseIfCompleteLocked(group)...)
-	}
+	out := n.releaseCompleteLocked()
 	n.mu.Unlock()
 	n.sendAll(out)
 }
@@ -1033,9 +1030,7 @@ func (n *Node) onLeave(m *transport.Message) {
 	// A node that left is past every barrier: one that waited only for
 	// it (the scheduler's, when it missed rounds it was replaced during)
 	// is released now.
-	for group := range n.arrived {
-		out = append(out, n.releaseIfCompleteLocked(group)...)
-	}
+	out = append(out, n.releaseCompleteLocked()...)
 	n.mu.Unlock()
 	// The answer is queued before awaitLeaves may see every node gone
 	// and the scheduler close (Finalize drains what it queued).

@@ -11,7 +11,6 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -237,20 +236,10 @@ func localJobStatus(ctx context.Context, dir string) (info local.Info, st *web.S
 		return info, nil, false, fmt.Errorf("%s: %w", filepath.Join(dir, local.InfoFile), err)
 	}
 	if info.URL != "" {
-		sctx, cancel := context.WithTimeout(ctx, localStatusTimeout)
-		defer cancel()
-		if req, err := http.NewRequestWithContext(sctx, http.MethodGet, info.URL+"status.json", nil); err == nil {
-			req.Header.Set("Authorization", "Bearer "+info.Token)
-			if resp, err := http.DefaultClient.Do(req); err == nil {
-				var s web.Status
-				derr := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&s)
-				resp.Body.Close()
-				// The page answers for this job only if the names agree (the
-				// port may have been reused).
-				if resp.StatusCode == http.StatusOK && derr == nil && s.Name == info.Name && !s.Started.Before(info.Started.Add(-time.Second)) {
-					return info, &s, true, nil
-				}
-			}
+		// The page answers for this job only if the names agree (the
+		// port may have been reused).
+		if s, err := pageStatus(ctx, info.URL, info.Token); err == nil && s.Name == info.Name && !s.Started.Before(info.Started.Add(-time.Second)) {
+			return info, s, true, nil
 		}
 	}
 	b, err = os.ReadFile(filepath.Join(dir, local.StatusFile))

@@ -87,10 +87,10 @@ func killLocal(ctx context.Context, c jobCommand) (st tracker.JobState, already 
 	tick := time.NewTicker(killPoll)
 	defer tick.Stop()
 	for {
-		st, err := pageState(kctx, page, token)
+		s, err := pageStatus(kctx, page, token)
 		switch {
-		case err == nil && ended(st):
-			return st, false, nil
+		case err == nil && ended(s.State):
+			return s.State, false, nil
 		case err != nil && kctx.Err() == nil:
 			// The page closed: its ps-submit has ended the job and
 			// recorded how, when the job has a directory.
@@ -109,23 +109,24 @@ func ended(st tracker.JobState) bool {
 	return st == tracker.Succeeded || st == tracker.Failed || st == tracker.Killed
 }
 
-// pageState asks a local job's page for the job's state.
-func pageState(ctx context.Context, page, token string) (tracker.JobState, error) {
+// pageStatus reads a local job's status from its page, within
+// localStatusTimeout.
+func pageStatus(ctx context.Context, page, token string) (*web.Status, error) {
 	sctx, cancel := context.WithTimeout(ctx, localStatusTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(sctx, http.MethodGet, page+"status.json", nil)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	body, err := doPage(req, token)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	var s web.Status
 	if err := json.Unmarshal(body, &s); err != nil {
-		return "", err
+		return nil, err
 	}
-	return s.State, nil
+	return &s, nil
 }
 
 // endedState is how c's local job ended, as its directory records it;
