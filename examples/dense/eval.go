@@ -44,8 +44,8 @@ func evalMain(ctx context.Context, args []string, stdout io.Writer, lookup func(
 	fl := flag.NewFlagSet("ps-dense eval", flag.ContinueOnError)
 	dir := fl.String("model", "", "the job's --output directory (local or hdfs://)")
 	test := fl.String("test", "", "csv file to evaluate on")
-	if err := fl.Parse(args); err != nil {
-		return subcmd.ErrUsage
+	if err := subcmd.Parse(fl, args); err != nil {
+		return err
 	}
 	if *dir == "" || *test == "" {
 		fmt.Fprintln(fl.Output(), "ps-dense eval: --model and --test are required")

@@ -25,8 +25,8 @@ func genMain(ctx context.Context, args []string, stdout io.Writer) error {
 	fl.IntVar(&cfg.Classes, "classes", cfg.Classes, "classes")
 	fl.Uint64Var(&cfg.ModelSeed, "model-seed", cfg.ModelSeed, "seed of the true model")
 	fl.Uint64Var(&cfg.RowSeed, "row-seed", cfg.RowSeed, "seed of the training rows (the test rows derive from it)")
-	if err := fl.Parse(args); err != nil {
-		return subcmd.ErrUsage
+	if err := subcmd.Parse(fl, args); err != nil {
+		return err
 	}
 	if *out == "" || *testRows < 1 {
 		fmt.Fprintln(fl.Output(), "ps-dense gen: --out is required, and --test-rows must be at least 1")

@@ -54,8 +54,8 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.StringVar(&f.test, "test", "", "held-out csv file (local or hdfs://) to report accuracy on after each epoch")
 	fl.DurationVar(&f.stepTimeout, "step-timeout", 5*time.Minute, "longest wait for one collective (the slowest worker's step); the worker fails past it")
 	fl.StringVar(&f.dieAfter, "die-after", "", "testing: RANK:E makes that worker's first attempt SIGKILL itself as epoch E begins")
-	if err := fl.Parse(args); err != nil {
-		return f, subcmd.ErrUsage
+	if err := subcmd.Parse(fl, args); err != nil {
+		return f, err
 	}
 	var errs []error
 	if err := f.cfg.Validate(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/spindle-ps/spindle/examples/fm/fm"
+	"github.com/spindle-ps/spindle/examples/internal/subcmd"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/io/records"
 )
@@ -18,8 +19,8 @@ func evalMain(ctx context.Context, args []string, stdout io.Writer, lookup func(
 	dir := fl.String("model", "", "the job's --output directory (local or hdfs://)")
 	test := fl.String("test", "", "libsvm file to evaluate on")
 	scale := fl.Float64("init-scale", fm.DefaultInitScale, "the training's --init-scale: the initial embeddings of keys the model lacks")
-	if err := fl.Parse(args); err != nil {
-		return errUsage
+	if err := subcmd.Parse(fl, args); err != nil {
+		return err
 	}
 	if *dir == "" || *test == "" {
 		fmt.Fprintln(fl.Output(), "ps-fm eval: --model and --test are required")

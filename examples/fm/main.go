@@ -46,7 +46,7 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv, os.Environ()))
 }
 
-// errUsage reports a usage error that the flag package already printed.
+// errUsage reports a usage error that was already printed.
 var errUsage = subcmd.ErrUsage
 
 // run dispatches to the subcommands; training is the default.

@@ -14,6 +14,7 @@ import (
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/examples/fm/fm"
 	"github.com/spindle-ps/spindle/examples/internal/consistency"
+	"github.com/spindle-ps/spindle/examples/internal/subcmd"
 	"github.com/spindle-ps/spindle/examples/internal/workerloop"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/feed"
@@ -81,8 +82,8 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, consistent (hashing that moves the fewest ids when servers come or go), or range over [0, DMLC_MAX_DIMENSION)")
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
 	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the written model's parts: "+model.PartText+" or "+model.PartBinary)
-	if err := fl.Parse(args); err != nil {
-		return f, errUsage
+	if err := subcmd.Parse(fl, args); err != nil {
+		return f, err
 	}
 	var errs []error
 	if f.epochs < 1 {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/spindle-ps/spindle/examples/internal/subcmd"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/io/records"
@@ -17,8 +18,8 @@ func evalMain(ctx context.Context, args []string, stdout io.Writer, lookup func(
 	fl := flag.NewFlagSet("ps-lr eval", flag.ContinueOnError)
 	dir := fl.String("model", "", "the job's --output directory (local or hdfs://)")
 	test := fl.String("test", "", "libsvm file to evaluate on")
-	if err := fl.Parse(args); err != nil {
-		return errUsage
+	if err := subcmd.Parse(fl, args); err != nil {
+		return err
 	}
 	if *dir == "" || *test == "" {
 		fmt.Fprintln(fl.Output(), "ps-lr eval: --model and --test are required")

@@ -63,5 +63,5 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 	})
 }
 
-// errUsage reports a usage error that the flag package already printed.
+// errUsage reports a usage error that was already printed.
 var errUsage = subcmd.ErrUsage

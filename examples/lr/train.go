@@ -16,6 +16,7 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/examples/internal/consistency"
+	"github.com/spindle-ps/spindle/examples/internal/subcmd"
 	"github.com/spindle-ps/spindle/examples/internal/workerloop"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/feed"
@@ -71,8 +72,8 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
 	fl.Float64Var(&f.kkt, "kkt", 0, "with --async or --staleness and FTRL with --l1 > 0: hold back the gradient of a key whose weight is zero until it adds up to this fraction of --l1 (the KKT filter; 0: off, 0.1 a good start)")
 	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the model's parts: text (key<TAB>weight lines, for hdfs dfs -text) or binary (faster to load)")
-	if err := fl.Parse(args); err != nil {
-		return f, errUsage
+	if err := subcmd.Parse(fl, args); err != nil {
+		return f, err
 	}
 	f.set = map[string]bool{}
 	fl.Visit(func(fg *flag.Flag) { f.set[fg.Name] = true })

@@ -5,6 +5,7 @@ package subcmd
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 
@@ -15,13 +16,34 @@ import (
 // the program exits with status 2.
 var ErrUsage = errors.New("usage")
 
+// Parse parses args into fl. With -h or --help it prints fl's usage and
+// returns flag.ErrHelp, for which Run exits 0. On any other error it
+// prints one line, the error and how to list the flags, and returns
+// ErrUsage: not the whole usage, whose last lines would hide the error
+// where a job shows a failed task's last lines.
+func Parse(fl *flag.FlagSet, args []string) error {
+	out := fl.Output()
+	fl.SetOutput(io.Discard)
+	err := fl.Parse(args)
+	fl.SetOutput(out)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		fl.Usage()
+		return flag.ErrHelp
+	}
+	fmt.Fprintf(out, "%s: %v ('%s -h' lists the flags)\n", fl.Name(), err, fl.Name())
+	return ErrUsage
+}
+
 // Default is the subcommand that runs when args name none.
 const Default = "train"
 
 // Run runs the subcommand of prog that args[0] names among cmds (Default
 // when it names none; args then all go to Default) with the remaining
 // arguments, prints its error as "PROG CMD: ERR" on stderr and returns
-// the exit status: 2 for ErrUsage, else feed.ExitStatus (75 when a
+// the exit status: 0 for flag.ErrHelp, 2 for ErrUsage, else feed.ExitStatus (75 when a
 // synchronous worker died, for the launcher to restart the job).
 func Run(prog string, args []string, stderr io.Writer, cmds map[string]func(args []string) error) int {
 	cmd := Default
@@ -36,7 +58,10 @@ func Run(prog string, args []string, stderr io.Writer, cmds map[string]func(args
 		return 2
 	}
 	err := f(args)
-	if errors.Is(err, ErrUsage) {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, ErrUsage):
 		return 2
 	}
 	if err != nil {

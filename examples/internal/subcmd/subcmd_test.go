@@ -2,7 +2,9 @@ package subcmd
 
 import (
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -48,5 +50,41 @@ func TestRun(t *testing.T) {
 	var stderr strings.Builder
 	if status := Run("ps-x", nil, &stderr, cmds); status != 2 || !strings.Contains(stderr.String(), "no train subcommand") {
 		t.Errorf("without train: status %d, printed %q", status, stderr.String())
+	}
+}
+
+// TestParse checks what a user sees of a bad flag: one line naming it,
+// which a job's last lines of a failed task keep, and the whole usage
+// only when asked for.
+func TestParse(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args   []string
+		err    error
+		status int
+		want   []string // lines printed, each a prefix
+	}{
+		{[]string{"--epochs", "2"}, nil, 0, nil},
+		{[]string{"--bogus"}, ErrUsage, 2, []string{"ps-x train: flag provided but not defined: -bogus ('ps-x train -h' lists the flags)"}},
+		{[]string{"--epochs", "x"}, ErrUsage, 2, []string{`ps-x train: invalid value "x" for flag -epochs: parse error`}},
+		{[]string{"-h"}, flag.ErrHelp, 0, []string{"Usage of ps-x train:", "  -epochs int", "    \tpasses"}},
+	} {
+		var out strings.Builder
+		fl := flag.NewFlagSet("ps-x train", flag.ContinueOnError)
+		fl.SetOutput(&out)
+		fl.Int("epochs", 3, "passes over the input")
+		err := Parse(fl, tc.args)
+		status := Run("ps-x", nil, io.Discard, map[string]func([]string) error{"train": func([]string) error { return err }})
+		lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+		if out.Len() == 0 {
+			lines = nil
+		}
+		ok := errors.Is(err, tc.err) && (err == nil) == (tc.err == nil) && status == tc.status && len(lines) == len(tc.want)
+		for i := 0; ok && i < len(lines); i++ {
+			ok = strings.HasPrefix(lines[i], tc.want[i])
+		}
+		if !ok {
+			t.Errorf("Parse(%q): %v, status %d, printed %q; want %v, %d, %q", tc.args, err, status, out.String(), tc.err, tc.status, tc.want)
+		}
 	}
 }

@@ -23,8 +23,8 @@ func Main(prog string, args []string, stdout io.Writer) error {
 	fl.Int64Var(&cfg.ModelSeed, "model-seed", cfg.ModelSeed, "seed of the true model")
 	fl.Int64Var(&cfg.RowSeed, "row-seed", cfg.RowSeed, "seed of the training rows (the test rows derive from it)")
 	fl.IntVar(&cfg.Features, "features", cfg.Features, "size of the feature id space")
-	if err := fl.Parse(args); err != nil {
-		return subcmd.ErrUsage
+	if err := subcmd.Parse(fl, args); err != nil {
+		return err
 	}
 	if *out == "" {
 		fmt.Fprintf(fl.Output(), "%s: --out is required\n", prog)
