@@ -249,8 +249,8 @@ examples/s, tasks and attempts) and, on YARN, the application's report;
 '%[1]s logs JOB' prints the output of its tasks (--task worker:0 for one,
 --follow to keep printing); JOB is a YARN application id or the id of a
 local job, printed when it starts with the address of its status page.
-'%[1]s kill ID' kills a YARN application and waits until YARN reports it
-ended. '%[1]s scale JOB --servers N --workers N' asks a running
+'%[1]s kill JOB' stops a job (a YARN application or a local job) and
+waits until it ended. '%[1]s scale JOB --servers N --workers N' asks a running
 synchronous job to change its number of servers or workers (or both) at
 an epoch boundary. '%[1]s status --help' says more. They find the Hadoop
 configuration as --cluster yarn does ($HADOOP_CONF_DIR, ...).
