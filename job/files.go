@@ -56,6 +56,15 @@ type files struct {
 	from resumePoint
 	// restarts counts the runs started again after a lost server.
 	restarts int
+	// made lists the directories prepare created, which dropEmpty
+	// removes again if a job that did not succeed left them empty.
+	made []madeDir
+}
+
+// madeDir is a directory a job created: its file system, its name there.
+type madeDir struct {
+	fsys dfs.FileSystem
+	name string
 }
 
 // resumePoint is where a run of a job starts: a committed checkpoint, the
@@ -76,7 +85,7 @@ type resumePoint struct {
 func (f *files) prepare(ctx context.Context, state *tracker.State, rerun bool) error {
 	spec := f.spec
 	if spec.Output != "" {
-		if err := prepareDir(ctx, f.r, spec.Output, "Output", spec.Overwrite || rerun); err != nil {
+		if err := f.prepareDir(ctx, spec.Output, "Output", spec.Overwrite || rerun); err != nil {
 			return err
 		}
 	}
@@ -101,7 +110,7 @@ func (f *files) prepare(ctx context.Context, state *tracker.State, rerun bool) e
 			return fmt.Errorf("job: resume: %w", err)
 		}
 	default:
-		if err := prepareDir(ctx, f.r, spec.CheckpointDir, "CheckpointDir", spec.Overwrite); err != nil {
+		if err := f.prepareDir(ctx, spec.CheckpointDir, "CheckpointDir", spec.Overwrite); err != nil {
 			return err
 		}
 	}
@@ -255,9 +264,10 @@ func (f *files) commitModel(ctx context.Context, st tracker.Status) error {
 // value of field) before anything starts: an existing non-empty
 // directory is refused unless overwrite, in which case it is emptied; a
 // file in the way is refused; the directory is created, so that a
-// permission problem shows now and names the path.
-func prepareDir(ctx context.Context, r Resolver, dir, field string, overwrite bool) error {
-	fsys, name, nonEmpty, err := checkDir(ctx, r, dir, field, overwrite)
+// permission problem shows now and names the path, and recorded in
+// f.made when it did not exist.
+func (f *files) prepareDir(ctx context.Context, dir, field string, overwrite bool) error {
+	fsys, name, exists, nonEmpty, err := checkDir(ctx, f.r, dir, field, overwrite)
 	if err != nil {
 		return err
 	}
@@ -269,33 +279,56 @@ func prepareDir(ctx context.Context, r Resolver, dir, field string, overwrite bo
 	if err := fsys.MkdirAll(ctx, name, 0o755); err != nil {
 		return dirError(field, dir, err)
 	}
+	if !exists {
+		f.made = append(f.made, madeDir{fsys, name})
+	}
 	return nil
 }
 
+// dropEmpty removes each directory prepare created that is still empty,
+// after a job that did not succeed: a failed job leaves no empty output
+// or checkpoint directory behind. A directory with anything in it (a
+// checkpoint, a part of an unfinished model, which has no _SUCCESS) is
+// kept, as is one the user made. It is best effort: a failure is
+// logged, not returned, and ctx bounds it.
+func (f *files) dropEmpty(ctx context.Context) {
+	for _, d := range f.made {
+		entries, err := d.fsys.ReadDir(ctx, d.name)
+		if err != nil || len(entries) > 0 {
+			continue
+		}
+		// Remove takes only an empty directory, should a file have
+		// appeared since.
+		if err := d.fsys.Remove(ctx, d.name); err != nil {
+			f.log.WithError(err).Warn("could not remove a directory the job created and left empty")
+		}
+	}
+}
+
 // checkDir is prepareDir's checks, changing nothing: it reports whether
-// dir exists and holds files (allowed only with overwrite).
-func checkDir(ctx context.Context, r Resolver, dir, field string, overwrite bool) (fsys dfs.FileSystem, name string, nonEmpty bool, err error) {
+// dir exists, and whether it holds files (allowed only with overwrite).
+func checkDir(ctx context.Context, r Resolver, dir, field string, overwrite bool) (fsys dfs.FileSystem, name string, exists, nonEmpty bool, err error) {
 	fsys, name, err = r.Resolve(ctx, dir)
 	if err != nil {
-		return nil, "", false, dirError(field, dir, err)
+		return nil, "", false, false, dirError(field, dir, err)
 	}
 	fi, err := fsys.Stat(ctx, name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return fsys, name, false, nil
+		return fsys, name, false, false, nil
 	case err != nil:
-		return nil, "", false, dirError(field, dir, err)
+		return nil, "", false, false, dirError(field, dir, err)
 	case !fi.IsDir():
-		return nil, "", false, dirError(field, dir, errors.New("exists and is a file, not a directory"))
+		return nil, "", false, false, dirError(field, dir, errors.New("exists and is a file, not a directory"))
 	}
 	entries, err := fsys.ReadDir(ctx, name)
 	if err != nil {
-		return nil, "", false, dirError(field, dir, err)
+		return nil, "", false, false, dirError(field, dir, err)
 	}
 	if len(entries) > 0 && !overwrite {
-		return nil, "", false, dirError(field, dir, ErrOutputExists)
+		return nil, "", false, false, dirError(field, dir, ErrOutputExists)
 	}
-	return fsys, name, len(entries) > 0, nil
+	return fsys, name, true, len(entries) > 0, nil
 }
 
 // Check checks, changing nothing, what Run would refuse before starting
@@ -306,7 +339,7 @@ func checkDir(ctx context.Context, r Resolver, dir, field string, overwrite bool
 // ApplicationMaster prepares the directories itself.
 func Check(ctx context.Context, spec JobSpec, r Resolver, planner tracker.Planner) error {
 	if spec.Output != "" {
-		if _, _, _, err := checkDir(ctx, r, spec.Output, "Output", spec.Overwrite); err != nil {
+		if _, _, _, _, err := checkDir(ctx, r, spec.Output, "Output", spec.Overwrite); err != nil {
 			return err
 		}
 	}
@@ -322,7 +355,7 @@ func Check(ctx context.Context, spec JobSpec, r Resolver, planner tracker.Planne
 			return &FieldError{Field: "Resume", Problem: "no usable checkpoint in " + spec.CheckpointDir + ": " + err.Error(), Err: err}
 		}
 	case spec.CheckpointDir != "":
-		if _, _, _, err := checkDir(ctx, r, spec.CheckpointDir, "CheckpointDir", spec.Overwrite); err != nil {
+		if _, _, _, _, err := checkDir(ctx, r, spec.CheckpointDir, "CheckpointDir", spec.Overwrite); err != nil {
 			return err
 		}
 	}
@@ -352,3 +385,7 @@ func planShards(ctx context.Context, spec JobSpec, planner tracker.Planner) ([]t
 // ErrEmptyInput is wrapped by the error of a job whose inputs name only
 // empty files: trained on nothing, its model would be the initial one.
 var ErrEmptyInput = errors.New("every file it names is empty: no data to read")
+
+// dropEmptyTimeout bounds dropEmpty after a run, whose own context may
+// have ended (a killed job).
+const dropEmptyTimeout = 30 * time.Second

@@ -126,15 +126,18 @@ func New(ctx context.Context, spec JobSpec, opts Options) (*Job, error) {
 	j.state.SetReplicas(spec.Replicas)
 	j.files = &files{spec: spec, r: opts.Resolver, log: opts.Log}
 	if err := j.files.prepare(ctx, j.state, opts.Rerun); err != nil {
+		j.files.dropEmpty(ctx)
 		return nil, err
 	}
 	if j.keysFile == "" {
 		if err := j.writeKeys(); err != nil {
+			j.files.dropEmpty(ctx)
 			return nil, err
 		}
 	}
 	if j.svc, err = tracker.Serve(ctx, opts.Listen, j.state, keys.Secret, opts.Log, tracker.WithTLS(stls)); err != nil {
 		j.removeKeys()
+		j.files.dropEmpty(ctx)
 		return nil, err
 	}
 	host, port, _ := net.SplitHostPort(j.svc.Addr())
@@ -278,6 +281,11 @@ func (j *Job) Run(ctx context.Context, c Cluster) (Result, error) {
 	r.ensureAll()
 	r.retireUnneeded()
 	st, err := r.loop(ctx)
+	if st != tracker.Succeeded {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropEmptyTimeout)
+		j.files.dropEmpty(dctx)
+		cancel()
+	}
 	res := Result{State: st, Status: j.state.Status(), Restarts: j.files.restarts, ResumedFrom: j.files.from.uri}
 	if st == tracker.Succeeded {
 		res.Output = j.spec.Output

@@ -454,6 +454,47 @@ func TestRunPolicy(t *testing.T) {
 			},
 		},
 		{
+			name: "a failed job removes the empty directories it made",
+			spec: func(e *env) JobSpec {
+				return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 1, Output: e.output, CheckpointDir: e.ckpt}
+			},
+			// No task writes anything.
+			script:  func(e *env) func(f *fake, l Launch) { return exitWith(2) },
+			want:    tracker.Failed,
+			wantErr: []string{"scheduler 0 failed: exit code 2"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				for _, d := range []string{e.output, e.ckpt} {
+					if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+						t.Errorf("%s after a failed job that wrote nothing: %v; want it removed", d, err)
+					}
+				}
+			},
+		},
+		{
+			name: "a failed job keeps the directories the user made, and those with files",
+			spec: func(e *env) JobSpec {
+				if err := os.Mkdir(e.output, 0o755); err != nil {
+					panic(err)
+				}
+				return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 1, Output: e.output, CheckpointDir: e.ckpt}
+			},
+			script: func(e *env) func(f *fake, l Launch) {
+				return unless(e, every(scheduler), func(f *fake, l Launch) {
+					writeFile(f.t, filepath.Join(e.ckpt, "ckpt-00000", "part"), []byte("state"))
+					f.exit(l, 2)
+				})
+			},
+			want:    tracker.Failed,
+			wantErr: []string{"scheduler 0 failed: exit code 2"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				for _, d := range []string{e.output, e.ckpt} {
+					if fi, err := os.Stat(d); err != nil || !fi.IsDir() {
+						t.Errorf("%s after a failed job: %v; want it kept", d, err)
+					}
+				}
+			},
+		},
+		{
 			name: "worker retried, its shards queued again",
 			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, MaxAttempts: 2} },
 			script: func(e *env) func(f *fake, l Launch) {
