@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -518,6 +519,29 @@ func selectLogs(files []logFile, task *job.Task) []logFile {
 	return out
 }
 
+// noLogs is the error of logs when it found nothing to print: of a task
+// that has no output, the error names those that have.
+func noLogs(c jobCommand, files []logFile, over bool) error {
+	what := "any task"
+	if c.task != nil {
+		what = c.task.String()
+	}
+	msg := fmt.Sprintf("%s: no output of %s in job %s", c.cmd, what, c.job)
+	if !over {
+		msg += " yet"
+	}
+	var have []string
+	for _, f := range selectLogs(files, nil) {
+		if t := f.task.String(); !slices.Contains(have, t) {
+			have = append(have, t)
+		}
+	}
+	if len(have) > 0 {
+		msg += "; there is output of " + strings.Join(have, ", ")
+	}
+	return errors.New(msg)
+}
+
 // runLogs prints the output of the job's tasks; with --follow it keeps
 // printing what they add until the job is over (or ctx ends).
 func runLogs(ctx context.Context, c jobCommand, stdout io.Writer, lookup func(string) (string, bool)) error {
@@ -532,11 +556,7 @@ func runLogs(ctx context.Context, c jobCommand, stdout io.Writer, lookup func(st
 		}
 		sel := selectLogs(files, c.task)
 		if len(sel) == 0 && !c.follow {
-			what := "any task"
-			if c.task != nil {
-				what = c.task.String()
-			}
-			return over, fmt.Errorf("%s: no output of %s in job %s yet", c.cmd, what, c.job)
+			return over, noLogs(c, files, over)
 		}
 		headers := len(sel) > 1 || c.follow
 		for _, f := range sel {
