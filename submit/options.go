@@ -17,6 +17,7 @@ import (
 
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/job/local"
+	"github.com/spindle-ps/spindle/submit/yarnclient"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -426,6 +427,11 @@ func (o *Options) Validate() error {
 		// What the launcher itself requires, should it ask for more.
 		// The job names its fields; ps-submit names its flags.
 		if err := o.JobSpec().Validate(); err != nil {
+			errs = append(errs, errors.New(withFlags(err)))
+		}
+	}
+	if o.Cluster == ClusterYARN {
+		if err := yarnclient.CheckPaths(o.JobSpec()); err != nil {
 			errs = append(errs, errors.New(withFlags(err)))
 		}
 	}

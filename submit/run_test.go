@@ -482,3 +482,28 @@ func TestLocalDryRunShowsCPUsAndIPC(t *testing.T) {
 		}
 	}
 }
+
+// TestYARNPathsNeedAScheme checks that a job on YARN refuses an input,
+// output or checkpoint directory that names no file system, each by its
+// flag, before anything is staged or submitted: such a path is this
+// machine's, which the containers do not see.
+func TestYARNPathsNeedAScheme(t *testing.T) {
+	t.Parallel()
+	code, stdout, stderr := runMain(t, nil, []string{"--cluster", "yarn", "--dry-run", "-n", "1", "-s", "1",
+		"--input", "data/train.libsvm", "--input", "hdfs:///data/more.libsvm", "--input", "file:///shared/extra.libsvm",
+		"--output", "/tmp/model", "--checkpoint-dir", "hdfs:///ckpt", "--", "./ps-lr"}, noRun(t))
+	for _, want := range []string{"--input data/train.libsvm: a path without a scheme", "--output /tmp/model: a path without a scheme",
+		"give hdfs:///path for HDFS, or file:///path"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	for _, fine := range []string{"more.libsvm", "extra.libsvm", "ckpt"} {
+		if strings.Contains(stderr, fine) {
+			t.Errorf("stderr names %s, which has a scheme:\n%s", fine, stderr)
+		}
+	}
+	if code != 2 || stdout != "" {
+		t.Errorf("exit status %d, stdout %q; want 2 and nothing", code, stdout)
+	}
+}

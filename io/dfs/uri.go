@@ -72,6 +72,14 @@ func ParseURI(s string) (URI, error) {
 	}
 }
 
+// HasScheme reports whether s starts with a URI scheme ("hdfs:",
+// "file:"), rather than being a plain path, which ParseURI takes as
+// local.
+func HasScheme(s string) bool {
+	_, _, ok := cutScheme(s)
+	return ok
+}
+
 // cutScheme splits "scheme:rest" when s starts with a URI scheme
 // (a letter, then letters, digits, "+", "-" or "."). A single letter is
 // not taken as a scheme, so that "C:\x" stays a path.

@@ -54,7 +54,7 @@ type StagedFile struct {
 // container, the files that would be staged (with their sizes) and the
 // launch context of every task's container.
 func Plan(spec job.JobSpec, opts Options) (DryRun, error) {
-	if err := spec.Validate(); err != nil {
+	if err := validate(spec); err != nil {
 		return DryRun{}, err
 	}
 	opts = withDefaults(opts)

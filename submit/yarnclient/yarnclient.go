@@ -176,7 +176,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	start := time.Now()
 	res = job.Result{State: tracker.Failed}
 	defer func() { res.Wall = time.Since(start) }()
-	if err := spec.Validate(); err != nil {
+	if err := validate(spec); err != nil {
 		return res, err
 	}
 	if opts.Log == nil {

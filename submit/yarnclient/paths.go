@@ -1,0 +1,41 @@
+package yarnclient
+
+import (
+	"errors"
+
+	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/job"
+)
+
+// validate is spec.Validate and CheckPaths.
+func validate(spec job.JobSpec) error {
+	return errors.Join(spec.Validate(), CheckPaths(spec))
+}
+
+// CheckPaths refuses the inputs, output and checkpoint directory given as
+// paths without a scheme. To Spindle such a path is this machine's file
+// system (dfs.ParseURI), which a task in a YARN container on another
+// machine does not see: a relative one is resolved in the container's
+// working directory, and an absolute one on each task's own node, so the
+// servers would write the model's parts on the disks of their nodes. A
+// Hadoop user may also mean HDFS by it, as Hadoop's own tools do. Either
+// way the job would fail late or scatter its output; naming the file
+// system explicitly (hdfs://, or file:// for one every node mounts) is
+// asked for before anything is staged.
+func CheckPaths(spec job.JobSpec) error {
+	var errs []error
+	check := func(field, p string) {
+		if p == "" || dfs.HasScheme(p) {
+			return
+		}
+		errs = append(errs, &job.FieldError{Field: field, Value: p, Problem: "a path without a scheme means this machine's " +
+			"file system, which the job's containers do not see: give hdfs:///path for HDFS, or file:///path for a " +
+			"file system mounted alike on every node"})
+	}
+	for _, in := range spec.Inputs {
+		check("Inputs", in)
+	}
+	check("Output", spec.Output)
+	check("CheckpointDir", spec.CheckpointDir)
+	return errors.Join(errs...)
+}
