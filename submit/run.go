@@ -141,14 +141,7 @@ func (o *Options) runYARNJob(ctx context.Context) error {
 		AllocationTimeout: o.AllocationTimeoutDuration,
 		Login:             yarnclient.Login{Principal: o.Principal, Keytab: o.Keytab},
 		OnReport: func(r yarn.ApplicationReport) {
-			line := fmt.Sprintf("%s: application %s %s", progName, r.ID, r.State)
-			if r.State.Terminal() {
-				line += " " + r.FinalStatus.String()
-			}
-			if n := r.CurrentAttempt.Attempt; n > 1 {
-				line += fmt.Sprintf(" (attempt %d of the ApplicationMaster)", n)
-			}
-			fmt.Fprintln(errw, line)
+			fmt.Fprintln(errw, reportLine(r))
 			// The URL is the AM's once it runs; a detached client shows
 			// whatever YARN has.
 			if u := r.TrackingURL; u != "" && !urlShown && (r.State == yarn.AppRunning || o.Detach) {
@@ -186,6 +179,21 @@ func (o *Options) runYARNJob(ctx context.Context) error {
 		return fmt.Errorf("job ended %s", res.State)
 	}
 	return nil
+}
+
+// reportLine is the line ps-submit prints for a report of the
+// application it follows: its state, the final status once it ended
+// ("FINISHED SUCCEEDED", but "FAILED" once), and the attempt of the
+// ApplicationMaster after the first.
+func reportLine(r yarn.ApplicationReport) string {
+	line := fmt.Sprintf("%s: application %s %s", progName, r.ID, r.State)
+	if f := r.FinalStatus.String(); r.State.Terminal() && f != r.State.String() {
+		line += " " + f
+	}
+	if n := r.CurrentAttempt.Attempt; n > 1 {
+		line += fmt.Sprintf(" (attempt %d of the ApplicationMaster)", n)
+	}
+	return line
 }
 
 // runLocalJob runs the job on this machine, showing progress and, at the

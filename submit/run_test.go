@@ -18,6 +18,7 @@ import (
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/job/local"
 	"github.com/spindle-ps/spindle/tracker"
+	"github.com/spindle-ps/spindle/yarn"
 )
 
 // withRunner replaces the local launcher.
@@ -505,5 +506,25 @@ func TestYARNPathsNeedAScheme(t *testing.T) {
 	}
 	if code != 2 || stdout != "" {
 		t.Errorf("exit status %d, stdout %q; want 2 and nothing", code, stdout)
+	}
+}
+
+func TestReportLine(t *testing.T) {
+	t.Parallel()
+	app := yarn.ApplicationID{ClusterTimestamp: 1795850272794, ID: 3}
+	for _, tc := range []struct {
+		r    yarn.ApplicationReport
+		want string
+	}{
+		{yarn.ApplicationReport{ID: app, State: yarn.AppAccepted}, "ps-submit: application application_1795850272794_0003 ACCEPTED"},
+		{yarn.ApplicationReport{ID: app, State: yarn.AppFinished, FinalStatus: yarn.FinalSucceeded}, "ps-submit: application application_1795850272794_0003 FINISHED SUCCEEDED"},
+		{yarn.ApplicationReport{ID: app, State: yarn.AppFinished, FinalStatus: yarn.FinalFailed}, "ps-submit: application application_1795850272794_0003 FINISHED FAILED"},
+		{yarn.ApplicationReport{ID: app, State: yarn.AppFailed, FinalStatus: yarn.FinalFailed}, "ps-submit: application application_1795850272794_0003 FAILED"},
+		{yarn.ApplicationReport{ID: app, State: yarn.AppRunning, CurrentAttempt: yarn.AttemptID{App: app, Attempt: 2}},
+			"ps-submit: application application_1795850272794_0003 RUNNING (attempt 2 of the ApplicationMaster)"},
+	} {
+		if got := reportLine(tc.r); got != tc.want {
+			t.Errorf("reportLine(%v %v) = %q, want %q", tc.r.State, tc.r.FinalStatus, got, tc.want)
+		}
 	}
 }
