@@ -74,7 +74,7 @@ func (c Contract) Env(t Task, attempt int, node string, base []string) []string 
 	if strings.EqualFold(spec.LogLevel, "debug") && !HasKey(env, conf.EnvVerbose) {
 		env = append(env, conf.EnvVerbose+"=1")
 	}
-	if !spec.hasScheduler() {
+	if !spec.HasScheduler() {
 		// No parameter servers: plain workers, without a scheduler.
 		env = append(env,
 			conf.EnvRole+"="+string(conf.RoleWorker),

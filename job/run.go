@@ -412,7 +412,7 @@ func (r *run) begin(ctx context.Context) error {
 	r.contract = Contract{Spec: r.spec, Cluster: r.c.Name(), Secret: r.secret, KeysFile: r.keysFile, TrackerAddr: r.trackerAddr,
 		ResumeFrom: r.files.from.uri, ResumeEpoch: r.files.from.epoch}
 	r.schedulerAlone = false
-	if r.spec.hasScheduler() {
+	if r.spec.HasScheduler() {
 		port, err := r.c.SchedulerPort(ctx)
 		if err != nil {
 			return fmt.Errorf("job: a port for the scheduler: %w", err)
@@ -626,7 +626,7 @@ func (r *run) startAlone(ctx context.Context, t *taskState) error {
 
 // scheduler is the scheduler's task, nil for a job without one.
 func (r *run) scheduler() *taskState {
-	if !r.spec.hasScheduler() {
+	if !r.spec.HasScheduler() {
 		return nil
 	}
 	return r.tasks[0]

@@ -229,9 +229,22 @@ func (s JobSpec) MemoryMB(role conf.Role) int {
 	return mem
 }
 
-// hasScheduler reports whether s's job runs a scheduler: with servers,
+// Cores is the number of cores of role's YARN containers: WorkerCores for
+// workers and ServerCores for the others, DefaultCores when not given.
+func (s JobSpec) Cores(role conf.Role) int {
+	cores := s.ServerCores
+	if role == conf.RoleWorker {
+		cores = s.WorkerCores
+	}
+	if cores <= 0 {
+		return DefaultCores
+	}
+	return cores
+}
+
+// HasScheduler reports whether s's job runs a scheduler: with servers,
 // or without them when Collective.
-func (s JobSpec) hasScheduler() bool { return s.NumServers > 0 || s.Collective }
+func (s JobSpec) HasScheduler() bool { return s.NumServers > 0 || s.Collective }
 
 // checkpointWriters is the number of tasks that write a checkpoint's
 // files, which its manifest records as its servers: the servers, or in a
@@ -273,7 +286,7 @@ func (t Task) String() string { return fmt.Sprintf("%s %d", t.Role, t.Rank) }
 // workers.
 func Tasks(spec JobSpec) []Task {
 	var ts []Task
-	if spec.hasScheduler() {
+	if spec.HasScheduler() {
 		ts = append(ts, Task{Role: conf.RoleScheduler})
 		for r := 0; r < spec.NumServers; r++ {
 			ts = append(ts, Task{Role: conf.RoleServer, Rank: r})

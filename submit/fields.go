@@ -28,6 +28,12 @@ var fieldFlags = map[string]string{
 	"CheckpointDir":      "--checkpoint-dir",
 	"CheckpointInterval": "--checkpoint-interval",
 	"CheckpointKeep":     "--checkpoint-keep",
+	"WorkerMemoryMB":     "--worker-memory",
+	"ServerMemoryMB":     "--server-memory",
+	"WorkerCores":        "--worker-cores",
+	"ServerCores":        "--server-cores",
+	"AMMemoryMB":         "--am-memory",
+	"AMCores":            "--am-cores",
 }
 
 // fieldWords rewrites the field names that library errors use in their

@@ -695,15 +695,11 @@ func (c *Cluster) resource(prio int32) yarn.Resource { return taskResource(c.spe
 
 // taskResource is the size of spec's containers at priority prio.
 func taskResource(spec job.JobSpec, prio int32) yarn.Resource {
-	role, cores := conf.RoleServer, spec.ServerCores
+	role := conf.RoleServer
 	if prio == prioWorker {
-		role, cores = conf.RoleWorker, spec.WorkerCores
+		role = conf.RoleWorker
 	}
-	mem := spec.MemoryMB(role)
-	if cores <= 0 {
-		cores = job.DefaultCores
-	}
-	return yarn.Resource{MemoryMB: int64(mem), VCores: int32(cores)}
+	return yarn.Resource{MemoryMB: int64(spec.MemoryMB(role)), VCores: int32(spec.Cores(role))}
 }
 
 func (c *Cluster) progressLocked() float32 {

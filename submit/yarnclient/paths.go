@@ -2,9 +2,12 @@ package yarnclient
 
 import (
 	"errors"
+	"fmt"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/yarn"
 )
 
 // validate is spec.Validate and CheckPaths.
@@ -37,5 +40,32 @@ func CheckPaths(spec job.JobSpec) error {
 	}
 	check("Output", spec.Output)
 	check("CheckpointDir", spec.CheckpointDir)
+	return errors.Join(errs...)
+}
+
+// checkFits refuses containers larger than the largest the cluster grants
+// (max, as the ResourceManager gave it for a new application): YARN would
+// refuse them only once the ApplicationMaster asks, after everything was
+// staged and the application started. Each is a FieldError naming the
+// field (or the Options field, for the ApplicationMaster's).
+func checkFits(spec job.JobSpec, opts Options, max yarn.Resource) error {
+	if max.MemoryMB <= 0 || max.VCores <= 0 {
+		return nil // not told
+	}
+	var errs []error
+	fits := func(memField, coresField string, mem, cores int64) {
+		limit := fmt.Sprintf("more than the largest container this cluster grants (%d MB, %d vcores)", max.MemoryMB, max.VCores)
+		if mem > max.MemoryMB {
+			errs = append(errs, &job.FieldError{Field: memField, Value: fmt.Sprintf("%d MB", mem), Problem: limit})
+		}
+		if cores > int64(max.VCores) {
+			errs = append(errs, &job.FieldError{Field: coresField, Value: fmt.Sprint(cores), Problem: limit})
+		}
+	}
+	fits("AMMemoryMB", "AMCores", int64(opts.AMMemoryMB), int64(opts.AMCores))
+	if spec.HasScheduler() {
+		fits("ServerMemoryMB", "ServerCores", int64(spec.MemoryMB(conf.RoleServer)), int64(spec.Cores(conf.RoleServer)))
+	}
+	fits("WorkerMemoryMB", "WorkerCores", int64(spec.MemoryMB(conf.RoleWorker)), int64(spec.Cores(conf.RoleWorker)))
 	return errors.Join(errs...)
 }

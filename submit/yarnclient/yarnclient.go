@@ -225,6 +225,9 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	if err != nil {
 		return res, fmt.Errorf("yarnclient: new application: %w", err)
 	}
+	if err := checkFits(spec, opts, app.MaxResource); err != nil {
+		return res, err
+	}
 	log := opts.Log.WithField("application", app.ID.String())
 
 	fsys, dir, err := resolver.Resolve(ctx, stagingURI(user, app.ID))

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -165,4 +167,56 @@ func TestHadoopYARNArchives(t *testing.T) {
 		t.Errorf("no container printed the archives' contents: %q", stdout)
 	}
 	checkStagingGone(t, cl, app)
+}
+
+// TestHadoopSubmitYARNTooLarge: containers larger than the cluster grants
+// are refused at once, each naming its flag and the cluster's largest
+// container, with nothing staged or submitted (YARN itself would refuse
+// them only once the ApplicationMaster runs and asks).
+func TestHadoopSubmitYARNTooLarge(t *testing.T) {
+	cl := hadooptest.Connect(t)
+	bin := buildPSSubmit(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rm := testRM(ctx, t, cl)
+	before, err := rm.NewApplication(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	max := before.MaxResource
+	if max.MemoryMB <= 0 || max.VCores <= 0 {
+		t.Fatalf("the ResourceManager gave no largest container: %+v", max)
+	}
+	cmd := exec.CommandContext(ctx, bin, "--cluster", "yarn", "-n", "1", "-s", "1",
+		"--worker-memory", fmt.Sprint(2*max.MemoryMB), "--am-cores", fmt.Sprint(max.VCores+1), "--", "/bin/true")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Errorf("ps-submit: %v; want exit status 1", err)
+	}
+	limit := fmt.Sprintf(": more than the largest container this cluster grants (%d MB, %d vcores)", max.MemoryMB, max.VCores)
+	for _, want := range []string{fmt.Sprintf("--worker-memory %d MB", 2*max.MemoryMB) + limit, fmt.Sprintf("--am-cores %d", max.VCores+1) + limit} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("ps-submit's output lacks %q:\n%s", want, stderr.String())
+		}
+	}
+	if strings.Contains(stderr.String(), "--server-memory") || strings.Contains(stderr.String(), "application submitted") {
+		t.Errorf("ps-submit refused a container that fits, or submitted:\n%s", stderr.String())
+	}
+	after, err := rm.NewApplication(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staged := stagingDirs(t, cl)
+	for id := before.ID.ID + 1; id < after.ID.ID; id++ {
+		app := yarn.ApplicationID{ClusterTimestamp: before.ID.ClusterTimestamp, ID: id}
+		if staged[app.String()] {
+			t.Errorf("%v was staged", app)
+		}
+		if r, err := rm.ApplicationReport(ctx, app); err == nil && r.Name == "spindle:true" {
+			t.Errorf("%v was submitted: %v", app, r.State)
+		}
+	}
 }
