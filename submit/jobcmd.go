@@ -430,7 +430,11 @@ func writeEvents(w io.Writer, events []web.Event) {
 		if e.TookSeconds > 0 {
 			took = fmt.Sprintf(" after %.3f s", e.TookSeconds)
 		}
-		fmt.Fprintf(w, "    %s  %-12s %s%s: %s\n", e.At.Local().Format("15:04:05.000"), task, e.Kind, took, e.Detail)
+		detail := ""
+		if e.Detail != "" {
+			detail = ": " + e.Detail
+		}
+		fmt.Fprintf(w, "    %s  %-12s %s%s%s\n", e.At.Local().Format("15:04:05.000"), task, e.Kind, took, detail)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/internal/syncbuf"
+	"github.com/spindle-ps/spindle/job/web"
 	"github.com/spindle-ps/spindle/submit/yarnclient"
 )
 
@@ -220,5 +221,18 @@ func TestParseJobCommandLogin(t *testing.T) {
 	}
 	if _, err := parseJobCommand(cmdStatus, []string{"application_1700000000000_0001", "--keytab", "/k/alice.keytab"}); err == nil || !strings.Contains(err.Error(), "status: --principal and --keytab go together") {
 		t.Errorf("status with a keytab alone: %v", err)
+	}
+}
+
+// TestWriteEventsWithoutDetail: an event that carries no detail (a
+// server that joined) ends with its kind, not a dangling colon.
+func TestWriteEventsWithoutDetail(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 28, 7, 23, 2, 192e6, time.Local)
+	var b strings.Builder
+	writeEvents(&b, []web.Event{{At: at, Kind: "joined", Task: "server 2"}, {At: at, Kind: "exited", Task: "worker 1", Detail: "exit code 3"}})
+	want := "  events:\n    07:23:02.192  server 2     joined\n    07:23:02.192  worker 1     exited: exit code 3\n"
+	if b.String() != want {
+		t.Errorf("writeEvents:\n%q\nwant\n%q", b.String(), want)
 	}
 }
