@@ -30,8 +30,8 @@ func isAppCommand(args []string) bool {
 	return len(args) > 0 && (args[0] == cmdStatus || args[0] == cmdKill || args[0] == cmdLogs || args[0] == cmdScale)
 }
 
-// parseAppCommand parses "status|kill APPLICATION_ID [--principal P
-// --keytab F]" (args without the subcommand). help is true for -h or
+// parseAppCommand parses "kill APPLICATION_ID [--principal P --keytab
+// F]" (args without the subcommand), cmd naming it in errors. help is true for -h or
 // --help.
 func parseAppCommand(cmd string, args []string) (id yarn.ApplicationID, login yarnclient.Login, help bool, err error) {
 	var ids []string
@@ -129,11 +129,10 @@ the ticket cache kinit leaves, or from --keytab as --principal. Exit status: 0 o
 unknown or the request failed, 2 on a usage error.
 `
 
-// runAppCommand runs "ps-submit status|kill ..." and returns the exit
-// status.
-func runAppCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
-	cmd := args[0]
-	id, login, help, err := parseAppCommand(cmd, args[1:])
+// runYARNKill runs "ps-submit kill APPLICATION_ID ..." and returns the
+// exit status.
+func runYARNKill(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
+	id, login, help, err := parseAppCommand(args[0], args[1:])
 	if help {
 		fmt.Fprintf(stdout, appCommandUsage, progName, killTimeout)
 		return 0
@@ -141,15 +140,6 @@ func runAppCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 	if err != nil {
 		writeUsageError(stderr, err)
 		return 2
-	}
-	if cmd == cmdStatus {
-		r, err := yarnclient.Application(ctx, id, lookup, login)
-		if err != nil {
-			writeLines(stderr, progName+": ", appError(id, err).Error())
-			return 1
-		}
-		_ = writeAppReport(stdout, r)
-		return 0
 	}
 	kctx, cancel := context.WithTimeout(ctx, killTimeout)
 	defer cancel()
@@ -159,7 +149,7 @@ func runAppCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 		writeLines(stderr, progName+": ", appError(id, err).Error())
 		return 1
 	case already:
-		fmt.Fprintf(stdout, "%s: application %s had already ended: %s %s\n", progName, id, r.State, r.FinalStatus)
+		fmt.Fprintf(stdout, "%s: application %s had already ended: %s\n", progName, id, appState(r))
 	case r.State.Terminal():
 		fmt.Fprintf(stdout, "%s: application %s %s\n", progName, id, r.State)
 	}

@@ -30,14 +30,14 @@ func TestParseAppCommand(t *testing.T) {
 		{args: []string{"application_1700000000000_0001", "--principal=alice@EXAMPLE.COM"}, wantErr: "--principal and --keytab go together"},
 		{args: []string{"application_1700000000000_0001", "--keytab"}, wantErr: "flag --keytab needs a value"},
 	} {
-		id, login, help, err := parseAppCommand("status", tt.args)
+		id, login, help, err := parseAppCommand("kill", tt.args)
 		if err == nil && login != tt.login {
 			t.Errorf("%q: login %+v, want %+v", tt.args, login, tt.login)
 		}
 		switch {
 		case tt.wantErr != "":
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "status: ") {
-				t.Errorf("%q: err %v, want one starting status: and containing %q", tt.args, err, tt.wantErr)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.HasPrefix(err.Error(), "kill: ") {
+				t.Errorf("%q: err %v, want one starting kill: and containing %q", tt.args, err, tt.wantErr)
 			}
 		case err != nil:
 			t.Errorf("%q: %v", tt.args, err)

@@ -18,7 +18,7 @@ const killPoll = 100 * time.Millisecond
 
 // runKillCommand runs "ps-submit kill JOB" and returns the exit status:
 // a YARN application is killed through the ResourceManager
-// (runAppCommand), a local job through its status page.
+// (runYARNKill), a local job through its status page.
 func runKillCommand(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
 	c, err := parseJobCommand(args[0], args[1:])
 	if c.help {
@@ -26,7 +26,7 @@ func runKillCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		return 0
 	}
 	if err == nil && isYARNJob(c.job) {
-		return runAppCommand(ctx, args, stdout, stderr, lookup)
+		return runYARNKill(ctx, args, stdout, stderr, lookup)
 	}
 	if err != nil {
 		writeUsageError(stderr, err)

@@ -186,14 +186,20 @@ func (o *Options) runYARNJob(ctx context.Context) error {
 // ("FINISHED SUCCEEDED", but "FAILED" once), and the attempt of the
 // ApplicationMaster after the first.
 func reportLine(r yarn.ApplicationReport) string {
-	line := fmt.Sprintf("%s: application %s %s", progName, r.ID, r.State)
-	if f := r.FinalStatus.String(); r.State.Terminal() && f != r.State.String() {
-		line += " " + f
-	}
+	line := fmt.Sprintf("%s: application %s %s", progName, r.ID, appState(r))
 	if n := r.CurrentAttempt.Attempt; n > 1 {
 		line += fmt.Sprintf(" (attempt %d of the ApplicationMaster)", n)
 	}
 	return line
+}
+
+// appState is r's state, and its final status once it ended when that
+// says more: "RUNNING", "FINISHED SUCCEEDED", "FINISHED FAILED", "KILLED".
+func appState(r yarn.ApplicationReport) string {
+	if f := r.FinalStatus.String(); r.State.Terminal() && f != r.State.String() {
+		return r.State.String() + " " + f
+	}
+	return r.State.String()
 }
 
 // runLocalJob runs the job on this machine, showing progress and, at the

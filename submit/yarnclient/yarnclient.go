@@ -907,23 +907,6 @@ func yarnClient(ctx context.Context, lookup conf.Lookup, login Login) (*yarn.RMC
 	return rm, hcl, nil
 }
 
-// Application returns the ResourceManager's report of application
-// id; an unknown id gives an error matching yarn.ErrApplicationNotFound.
-// The Hadoop configuration and the user are found through lookup as
-// Submit finds them; login is how to log in to a Kerberos-secured cluster.
-func Application(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login Login) (yarn.ApplicationReport, error) {
-	rm, _, err := yarnClient(ctx, lookup, login)
-	if err != nil {
-		return yarn.ApplicationReport{}, err
-	}
-	defer rm.Close()
-	r, err := rm.ApplicationReport(ctx, id)
-	if err != nil {
-		return r, fmt.Errorf("yarnclient: report of application %s: %w", id, err)
-	}
-	return r, nil
-}
-
 // Kill kills application id and waits, polling every poll (0 means
 // 500 ms) until ctx ends, for YARN to report it ended. It returns the
 // last report and whether the application had already ended before the
