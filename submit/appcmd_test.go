@@ -95,13 +95,13 @@ func TestHelpMentionsSubcommandsAndDetach(t *testing.T) {
 
 func TestDetachFlag(t *testing.T) {
 	t.Parallel()
-	if o := complete(t, nil, "--cluster", "yarn", "--detach", "-n", "1", "./prog"); !o.Detach || o.Validate() != nil {
+	if o := complete(t, nil, "--cluster", "yarn", "--detach", "-n", "1", "prog"); !o.Detach || o.Validate() != nil {
 		t.Errorf("--cluster yarn --detach: Detach %v, Validate %v", o.Detach, o.Validate())
 	}
-	if o := complete(t, nil, "--cluster", "yarn", "-n", "1", "./prog"); o.Detach {
+	if o := complete(t, nil, "--cluster", "yarn", "-n", "1", "prog"); o.Detach {
 		t.Error("Detach set without --detach")
 	}
-	code, _, stderr := runMain(t, nil, []string{"--detach", "-n", "1", "./prog"}, noRun(t))
+	code, _, stderr := runMain(t, nil, []string{"--detach", "-n", "1", "prog"}, noRun(t))
 	if code != 2 || !strings.Contains(stderr, "--detach: only with --cluster yarn") {
 		t.Errorf("--detach with local: exit %d, stderr %q", code, stderr)
 	}

@@ -431,7 +431,7 @@ func (o *Options) Validate() error {
 		}
 	}
 	if o.Cluster == ClusterYARN {
-		if err := yarnclient.CheckPaths(o.JobSpec()); err != nil {
+		if err := yarnclient.CheckSpec(o.JobSpec()); err != nil {
 			errs = append(errs, errors.New(withFlags(err)))
 		}
 	}

@@ -89,7 +89,7 @@ func TestCompleteParsesEveryFlag(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			args := append([]string{"-n", "1"}, tt.args...)
-			args = append(args, "--", "./prog")
+			args = append(args, "--", "prog")
 			o := complete(t, nil, args...)
 			if err := o.Validate(); err != nil {
 				t.Fatalf("Validate: %v", err)
@@ -137,8 +137,8 @@ func TestCommandPosition(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"after --", []string{"-n", "1", "--", "./prog", "-n", "5", "--", "x"}, []string{"./prog", "-n", "5", "--", "x"}},
-		{"at the first non-flag, like dmlc-submit", []string{"-n", "1", "./prog", "--lr", "0.1"}, []string{"./prog", "--lr", "0.1"}},
+		{"after --", []string{"-n", "1", "--", "prog", "-n", "5", "--", "x"}, []string{"prog", "-n", "5", "--", "x"}},
+		{"at the first non-flag, like dmlc-submit", []string{"-n", "1", "prog", "--lr", "0.1"}, []string{"prog", "--lr", "0.1"}},
 		{"flags before, none after", []string{"-s", "1", "-n", "2", "/bin/true"}, []string{"/bin/true"}},
 	}
 	for _, tt := range tests {
@@ -172,7 +172,7 @@ func TestClusterDefaultsFromEnvironment(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			args := append(append([]string{"-n", "1"}, tt.args...), "./prog")
+			args := append(append([]string{"-n", "1"}, tt.args...), "prog")
 			o := complete(t, tt.env, args...)
 			if o.Cluster != tt.want {
 				t.Errorf("cluster %q, want %q", o.Cluster, tt.want)
@@ -201,42 +201,42 @@ func TestUsageErrors(t *testing.T) {
 		env  map[string]string
 		want []string // each on its own line of the standard error
 	}{
-		{"missing -n", []string{"--", "./prog"}, nil, []string{"--num-workers (-n) is required"}},
-		{"zero workers", []string{"-n", "0", "./prog"}, nil, []string{"--num-workers 0: need at least 1"}},
-		{"negative workers", []string{"-n", "-1", "./prog"}, nil, []string{"--num-workers -1: need at least 1"}},
-		{"negative servers", []string{"-n", "1", "-s", "-1", "./prog"}, nil, []string{"--num-servers -1: must not be negative"}},
-		{"workers not a number", []string{"-n", "two", "./prog"}, nil, []string{`--num-workers "two": not a whole number`}},
-		{"bad memory", []string{"-n", "1", "--worker-memory", "3x", "./prog"}, nil, []string{`--worker-memory "3x": want a size such as 512m, 2g or 1024 (MB)`}},
-		{"zero memory", []string{"-n", "1", "--server-memory", "0m", "./prog"}, nil, []string{`--server-memory "0m": need at least 1m`}},
-		{"env without value", []string{"-n", "1", "--env", "novalue", "./prog"}, nil, []string{`--env "novalue": want KEY=VALUE`}},
-		{"worker-env without key", []string{"-n", "1", "--worker-env", "=x", "./prog"}, nil, []string{`--worker-env "=x": want KEY=VALUE`}},
-		{"server-env without value", []string{"-n", "1", "--server-env", "S", "./prog"}, nil, []string{`--server-env "S": want KEY=VALUE`}},
-		{"unknown flag", []string{"-n", "1", "--bogus", "./prog"}, nil, []string{"unknown flag --bogus (put the command's own flags after --)"}},
-		{"unknown short flag", []string{"-x", "-n", "1", "./prog"}, nil, []string{"unknown flag -x"}},
-		{"dmlc-only flag with a hint", []string{"-n", "1", "--local-num-attempt", "2", "./prog"}, nil, []string{"--local-num-attempt: dmlc-submit's flag is not supported by ps-submit; use --max-attempts"}},
-		{"dmlc-only flag", []string{"-n", "1", "--host-file", "hosts", "./prog"}, nil, []string{"--host-file: dmlc-submit's flag is not supported by ps-submit"}},
-		{"flags after the command are the command's", []string{"./prog", "-n", "2"}, nil, []string{"--num-workers (-n) is required"}},
+		{"missing -n", []string{"--", "prog"}, nil, []string{"--num-workers (-n) is required"}},
+		{"zero workers", []string{"-n", "0", "prog"}, nil, []string{"--num-workers 0: need at least 1"}},
+		{"negative workers", []string{"-n", "-1", "prog"}, nil, []string{"--num-workers -1: need at least 1"}},
+		{"negative servers", []string{"-n", "1", "-s", "-1", "prog"}, nil, []string{"--num-servers -1: must not be negative"}},
+		{"workers not a number", []string{"-n", "two", "prog"}, nil, []string{`--num-workers "two": not a whole number`}},
+		{"bad memory", []string{"-n", "1", "--worker-memory", "3x", "prog"}, nil, []string{`--worker-memory "3x": want a size such as 512m, 2g or 1024 (MB)`}},
+		{"zero memory", []string{"-n", "1", "--server-memory", "0m", "prog"}, nil, []string{`--server-memory "0m": need at least 1m`}},
+		{"env without value", []string{"-n", "1", "--env", "novalue", "prog"}, nil, []string{`--env "novalue": want KEY=VALUE`}},
+		{"worker-env without key", []string{"-n", "1", "--worker-env", "=x", "prog"}, nil, []string{`--worker-env "=x": want KEY=VALUE`}},
+		{"server-env without value", []string{"-n", "1", "--server-env", "S", "prog"}, nil, []string{`--server-env "S": want KEY=VALUE`}},
+		{"unknown flag", []string{"-n", "1", "--bogus", "prog"}, nil, []string{"unknown flag --bogus (put the command's own flags after --)"}},
+		{"unknown short flag", []string{"-x", "-n", "1", "prog"}, nil, []string{"unknown flag -x"}},
+		{"dmlc-only flag with a hint", []string{"-n", "1", "--local-num-attempt", "2", "prog"}, nil, []string{"--local-num-attempt: dmlc-submit's flag is not supported by ps-submit; use --max-attempts"}},
+		{"dmlc-only flag", []string{"-n", "1", "--host-file", "hosts", "prog"}, nil, []string{"--host-file: dmlc-submit's flag is not supported by ps-submit"}},
+		{"flags after the command are the command's", []string{"prog", "-n", "2"}, nil, []string{"--num-workers (-n) is required"}},
 		{"last flag without its value", []string{"-s", "1", "-n"}, nil, []string{"--num-workers needs a value"}},
 		{"missing command", []string{"-n", "1"}, nil, []string{"no command to run: give it after --"}},
 		{"missing command after --", []string{"-n", "1", "--"}, nil, []string{"no command to run"}},
-		{"bad checkpoint interval", []string{"-n", "1", "--checkpoint-interval", "5x", "./prog"}, nil, []string{`--checkpoint-interval "5x": want a number of epochs (2) or a duration (10m, 1h)`}},
-		{"zero checkpoint interval", []string{"-n", "1", "--checkpoint-interval", "0", "./prog"}, nil, []string{`--checkpoint-interval "0": need at least 1 epoch`}},
-		{"negative checkpoint interval", []string{"-n", "1", "--checkpoint-interval", "-1m", "./prog"}, nil, []string{`--checkpoint-interval "-1m": must be positive`}},
-		{"checkpoint interval without a directory", []string{"-n", "1", "--checkpoint-interval", "2", "./prog"}, nil, []string{`--checkpoint-interval "2": needs --checkpoint-dir`}},
-		{"missing file", []string{"-n", "1", "--files", missing, "./prog"}, nil, []string{`--files "` + missing + `": no such file`}},
-		{"cluster mesos", []string{"--cluster", "mesos", "-n", "1", "./prog"}, nil, []string{`--cluster "mesos": want local or yarn`}},
-		{"cluster from the environment", []string{"-n", "1", "./prog"}, map[string]string{envSubmitCluster: "slurm"}, []string{`--cluster "slurm" (from $DMLC_SUBMIT_CLUSTER)`}},
-		{"bad log level", []string{"-n", "1", "--log-level", "verbose", "./prog"}, nil, []string{`--log-level "verbose": want debug, info, warn or error`}},
-		{"bad split size", []string{"-n", "1", "--split-size", "0", "./prog"}, nil, []string{`--split-size "0": must be positive`}},
-		{"zero attempts", []string{"-n", "1", "--max-attempts", "0", "./prog"}, nil, []string{"--max-attempts 0: need at least 1"}},
-		{"zero cores", []string{"-n", "1", "--worker-cores", "0", "--server-cores", "-1", "./prog"}, nil, []string{"--worker-cores 0: need at least 1", "--server-cores -1: need at least 1"}},
-		{"empty queue", []string{"-n", "1", "--queue", "", "./prog"}, nil, []string{"--queue: must not be empty"}},
-		{"principal without keytab", []string{"--cluster", "yarn", "-n", "1", "--principal", "alice@EXAMPLE.COM", "./prog"}, nil, []string{"--principal and --keytab go together"}},
-		{"missing keytab", []string{"--cluster", "yarn", "-n", "1", "--principal", "alice@EXAMPLE.COM", "--keytab", missing, "./prog"}, nil, []string{"--keytab " + missing + ": "}},
-		{"unknown --cpu-bind", []string{"-n", "1", "--cpu-bind", "all", "./prog"}, nil, []string{`--cpu-bind "all": want auto, none, cores`}},
-		{"--cpu-bind with YARN", []string{"--cluster", "yarn", "-n", "1", "--cpu-bind", "none", "./prog"}, nil, []string{"--cpu-bind: only with --cluster local"}},
-		{"keytab with a local job", []string{"-n", "1", "--principal", "alice@EXAMPLE.COM", "--keytab", file, "./prog"}, nil, []string{"--principal and --keytab: only with --cluster yarn"}},
-		{"bad boolean", []string{"-n", "1", "--dry-run=maybe", "./prog"}, nil, []string{"dry-run"}},
+		{"bad checkpoint interval", []string{"-n", "1", "--checkpoint-interval", "5x", "prog"}, nil, []string{`--checkpoint-interval "5x": want a number of epochs (2) or a duration (10m, 1h)`}},
+		{"zero checkpoint interval", []string{"-n", "1", "--checkpoint-interval", "0", "prog"}, nil, []string{`--checkpoint-interval "0": need at least 1 epoch`}},
+		{"negative checkpoint interval", []string{"-n", "1", "--checkpoint-interval", "-1m", "prog"}, nil, []string{`--checkpoint-interval "-1m": must be positive`}},
+		{"checkpoint interval without a directory", []string{"-n", "1", "--checkpoint-interval", "2", "prog"}, nil, []string{`--checkpoint-interval "2": needs --checkpoint-dir`}},
+		{"missing file", []string{"-n", "1", "--files", missing, "prog"}, nil, []string{`--files "` + missing + `": no such file`}},
+		{"cluster mesos", []string{"--cluster", "mesos", "-n", "1", "prog"}, nil, []string{`--cluster "mesos": want local or yarn`}},
+		{"cluster from the environment", []string{"-n", "1", "prog"}, map[string]string{envSubmitCluster: "slurm"}, []string{`--cluster "slurm" (from $DMLC_SUBMIT_CLUSTER)`}},
+		{"bad log level", []string{"-n", "1", "--log-level", "verbose", "prog"}, nil, []string{`--log-level "verbose": want debug, info, warn or error`}},
+		{"bad split size", []string{"-n", "1", "--split-size", "0", "prog"}, nil, []string{`--split-size "0": must be positive`}},
+		{"zero attempts", []string{"-n", "1", "--max-attempts", "0", "prog"}, nil, []string{"--max-attempts 0: need at least 1"}},
+		{"zero cores", []string{"-n", "1", "--worker-cores", "0", "--server-cores", "-1", "prog"}, nil, []string{"--worker-cores 0: need at least 1", "--server-cores -1: need at least 1"}},
+		{"empty queue", []string{"-n", "1", "--queue", "", "prog"}, nil, []string{"--queue: must not be empty"}},
+		{"principal without keytab", []string{"--cluster", "yarn", "-n", "1", "--principal", "alice@EXAMPLE.COM", "prog"}, nil, []string{"--principal and --keytab go together"}},
+		{"missing keytab", []string{"--cluster", "yarn", "-n", "1", "--principal", "alice@EXAMPLE.COM", "--keytab", missing, "prog"}, nil, []string{"--keytab " + missing + ": "}},
+		{"unknown --cpu-bind", []string{"-n", "1", "--cpu-bind", "all", "prog"}, nil, []string{`--cpu-bind "all": want auto, none, cores`}},
+		{"--cpu-bind with YARN", []string{"--cluster", "yarn", "-n", "1", "--cpu-bind", "none", "prog"}, nil, []string{"--cpu-bind: only with --cluster local"}},
+		{"keytab with a local job", []string{"-n", "1", "--principal", "alice@EXAMPLE.COM", "--keytab", file, "prog"}, nil, []string{"--principal and --keytab: only with --cluster yarn"}},
+		{"bad boolean", []string{"-n", "1", "--dry-run=maybe", "prog"}, nil, []string{"dry-run"}},
 		{"several problems at once", []string{"-n", "-1", "-s", "-2", "--worker-memory", "3x", "--env", "novalue",
 			"--checkpoint-interval", "5x", "--cluster", "mesos", "--files", missing}, nil, []string{
 			`--cluster "mesos"`, "--num-workers -1", "--num-servers -2", `--worker-memory "3x"`, `--env "novalue"`,

@@ -487,14 +487,16 @@ func TestLocalDryRunShowsCPUsAndIPC(t *testing.T) {
 // TestYARNPathsNeedAScheme checks that a job on YARN refuses an input,
 // output or checkpoint directory that names no file system, each by its
 // flag, before anything is staged or submitted: such a path is this
-// machine's, which the containers do not see.
+// machine's, which the containers do not see. So is a command given as a
+// relative path that is not here to ship.
 func TestYARNPathsNeedAScheme(t *testing.T) {
 	t.Parallel()
 	code, stdout, stderr := runMain(t, nil, []string{"--cluster", "yarn", "--dry-run", "-n", "1", "-s", "1",
 		"--input", "data/train.libsvm", "--input", "hdfs:///data/more.libsvm", "--input", "file:///shared/extra.libsvm",
 		"--output", "/tmp/model", "--checkpoint-dir", "hdfs:///ckpt", "--", "./ps-lr"}, noRun(t))
 	for _, want := range []string{"--input data/train.libsvm: a path without a scheme", "--output /tmp/model: a path without a scheme",
-		"give hdfs:///path for HDFS, or file:///path"} {
+		"give hdfs:///path for HDFS, or file:///path",
+		`command ./ps-lr: no such file here to ship, and no --files or --archives entry named "ps-lr" provides it`} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}

@@ -16,7 +16,7 @@ func TestYARNApplicationFlags(t *testing.T) {
 			o.AMMemoryMB, o.AMCores, o.MaxAppAttempts, o.Priority, o.TagList, o.AllocationTimeoutDuration)
 	}
 	o = complete(t, nil, "--cluster", "yarn", "-n", "1", "--am-memory", "1g", "--am-cores", "2", "--max-app-attempts", "3",
-		"--priority", "5", "--tags", " nightly, ctr ,,", "--allocation-timeout", "90s", "./prog")
+		"--priority", "5", "--tags", " nightly, ctr ,,", "--allocation-timeout", "90s", "prog")
 	if o.AMMemoryMB != 1024 || o.AMCores != 2 || o.MaxAppAttempts != 3 || o.Priority != 5 ||
 		!reflect.DeepEqual(o.TagList, []string{"nightly", "ctr"}) || o.AllocationTimeoutDuration != 90*time.Second {
 		t.Errorf("parsed: am %d MB %d cores, attempts %d, priority %d, tags %q, allocation timeout %v",
@@ -48,7 +48,7 @@ func TestYARNApplicationFlagErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			args := append([]string{"--cluster", "yarn", "-n", "1"}, append(tt.args, "./prog")...)
+			args := append([]string{"--cluster", "yarn", "-n", "1"}, append(tt.args, "prog")...)
 			code, _, stderr := runMain(t, nil, args, noRun(t))
 			if code != 2 || !strings.Contains(stderr, "ps-submit: "+tt.want) {
 				t.Errorf("exit status %d, stderr %q; want 2 and %q", code, stderr, tt.want)
@@ -64,7 +64,7 @@ func TestYARNApplicationFlagErrors(t *testing.T) {
 func TestYARNApplicationFlagsDryRun(t *testing.T) {
 	t.Parallel()
 	_, stdout, _ := runMain(t, nil, []string{"--cluster", "yarn", "--dry-run", "-n", "1", "--am-memory", "768", "--am-cores", "2",
-		"--max-app-attempts", "2", "--priority", "3", "--tags", "a,b", "--allocation-timeout", "2m", "./prog"}, noRun(t))
+		"--max-app-attempts", "2", "--priority", "3", "--tags", "a,b", "--allocation-timeout", "2m", "prog"}, noRun(t))
 	for _, want := range []string{"am-memory            768 MB", "am-cores             2", "max-app-attempts     2",
 		"priority             3", "tags                 a,b", "allocation-timeout   2m0s"} {
 		if !strings.Contains(stdout, want) {

@@ -3,6 +3,10 @@ package yarnclient
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/dfs"
@@ -10,9 +14,51 @@ import (
 	"github.com/spindle-ps/spindle/yarn"
 )
 
-// validate is spec.Validate and CheckPaths.
+// validate is spec.Validate and CheckSpec.
 func validate(spec job.JobSpec) error {
-	return errors.Join(spec.Validate(), CheckPaths(spec))
+	return errors.Join(spec.Validate(), CheckSpec(spec))
+}
+
+// CheckSpec reports what a job on YARN needs beyond spec.Validate, each
+// as a job.FieldError: its paths name their file system (CheckPaths), and
+// a command given as a relative path is there to ship (checkCommand).
+func CheckSpec(spec job.JobSpec) error {
+	return errors.Join(CheckPaths(spec), checkCommand(spec))
+}
+
+// checkCommand refuses a command given as a relative path with a slash
+// ("./train.sh", "bin/ps-lr") that is not a file here, unless an
+// --archives directory or a --files file of the same first element
+// provides it. Such a command is looked for in the container's working
+// directory, where only what ps-submit ships is; each of the job's
+// attempts would fail at once. An absolute path may name a program
+// installed on the nodes, and a bare name one on their PATH: both are
+// left to the nodes.
+func checkCommand(spec job.JobSpec) error {
+	if len(spec.Command) == 0 {
+		return nil
+	}
+	exe := spec.Command[0]
+	if !strings.Contains(exe, "/") || filepath.IsAbs(exe) || isRegularFile(exe) {
+		return nil
+	}
+	first, _, _ := strings.Cut(filepath.Clean(exe), "/")
+	for _, f := range spec.Files {
+		if filepath.Base(f) == first {
+			return nil
+		}
+	}
+	for _, a := range spec.Archives {
+		if _, name, err := job.ArchiveName(a); err == nil && name == first {
+			return nil
+		}
+	}
+	problem := "no such file here to ship, and no --files or --archives entry named " + strconv.Quote(first) +
+		" provides it in the containers' working directory"
+	if _, err := os.Stat(exe); err == nil {
+		problem = "not a regular file, which is what ps-submit ships"
+	}
+	return &job.FieldError{Field: "Command", Value: exe, Problem: problem}
 }
 
 // CheckPaths refuses the inputs, output and checkpoint directory given as
