@@ -219,27 +219,26 @@ func (s JobSpec) Validate() error {
 // others, DefaultMemoryMB when not given. A local job passes it on too
 // (conf.Job.TaskMemoryMB), for a task to size what it keeps in memory.
 func (s JobSpec) MemoryMB(role conf.Role) int {
-	mem := s.ServerMemoryMB
-	if role == conf.RoleWorker {
-		mem = s.WorkerMemoryMB
-	}
-	if mem <= 0 {
-		return DefaultMemoryMB
-	}
-	return mem
+	return byRole(role, s.WorkerMemoryMB, s.ServerMemoryMB, DefaultMemoryMB)
 }
 
 // Cores is the number of cores of role's YARN containers: WorkerCores for
 // workers and ServerCores for the others, DefaultCores when not given.
 func (s JobSpec) Cores(role conf.Role) int {
-	cores := s.ServerCores
+	return byRole(role, s.WorkerCores, s.ServerCores, DefaultCores)
+}
+
+// byRole is worker for a worker, server for the other roles, def when
+// that is not positive (not given).
+func byRole(role conf.Role, worker, server, def int) int {
+	v := server
 	if role == conf.RoleWorker {
-		cores = s.WorkerCores
+		v = worker
 	}
-	if cores <= 0 {
-		return DefaultCores
+	if v <= 0 {
+		return def
 	}
-	return cores
+	return v
 }
 
 // HasScheduler reports whether s's job runs a scheduler: with servers,
