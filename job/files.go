@@ -374,10 +374,10 @@ func planShards(ctx context.Context, spec JobSpec, planner tracker.Planner) ([]t
 	}
 	shards, err := planner(ctx, spec.Inputs, spec.splitSize())
 	if err != nil {
-		return nil, fmt.Errorf("job: plan the input: %w", err)
+		return nil, fmt.Errorf("job: Inputs: %w", err)
 	}
 	if len(shards) == 0 {
-		return nil, fmt.Errorf("job: plan the input: %s: %w", strings.Join(spec.Inputs, ", "), ErrEmptyInput)
+		return nil, fmt.Errorf("job: Inputs: %s: %w", strings.Join(spec.Inputs, ", "), ErrEmptyInput)
 	}
 	return shards, nil
 }
