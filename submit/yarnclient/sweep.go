@@ -10,6 +10,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
@@ -38,7 +39,7 @@ const (
 // the submission: it logs what it removed and what it could not, naming
 // each application by its id alone, since "application <id>" is how
 // ps-submit names the application it submits, which scripts look for.
-func sweepStaging(ctx context.Context, fsys dfs.FileSystem, root string, app yarn.ApplicationID, report func(context.Context, yarn.ApplicationID) (yarn.ApplicationReport, error), log *logrus.Entry) {
+func sweepStaging(ctx context.Context, fsys dfs.FileSystem, root string, app yarn.ApplicationID, report func(context.Context, yarn.ApplicationID) (yarn.ApplicationReport, error), r job.Resolver, log *logrus.Entry) {
 	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
 	defer cancel()
 	infos, err := fsys.ReadDir(ctx, root)
@@ -56,19 +57,22 @@ func sweepStaging(ctx context.Context, fsys dfs.FileSystem, root string, app yar
 		return cmp.Or(cmp.Compare(b.ClusterTimestamp, a.ClusterTimestamp), cmp.Compare(b.ID, a.ID))
 	})
 	for _, id := range ids[:min(len(ids), sweepMax)] {
-		r, err := report(ctx, id)
+		rep, err := report(ctx, id)
 		if err != nil {
 			log.WithError(err).WithField("staging_of", id.String()).Debug("staging directory kept: no report of its application")
 			continue
 		}
-		if !r.State.Terminal() {
+		if !rep.State.Terminal() {
 			continue
 		}
 		dir := path.Join(root, id.String())
+		if !succeeded(rep) {
+			dropEmpty(ctx, r, readMade(ctx, fsys, dir), log)
+		}
 		if err := fsys.RemoveAll(ctx, dir); err != nil {
-			log.WithError(err).Warnf("could not remove the staging directory of %s, which ended %v", id, r.State)
+			log.WithError(err).Warnf("could not remove the staging directory of %s, which ended %v", id, rep.State)
 			continue
 		}
-		log.Infof("removed the staging directory of %s, which ended %v", id, r.State)
+		log.Infof("removed the staging directory of %s, which ended %v", id, rep.State)
 	}
 }

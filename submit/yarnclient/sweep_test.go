@@ -7,14 +7,17 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/dfs"
+	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
 // TestSweepStaging: of the staging directories a submission finds, those
 // of applications that ended go; those of applications still running,
 // unknown to the ResourceManager, or being submitted, and whatever else
-// lies there, stay.
+// lies there, stay. Of the directories an application that ended without
+// succeeding had made, the empty ones go too.
 func TestSweepStaging(t *testing.T) {
 	root := t.TempDir()
 	apps := map[string]yarn.AppState{
@@ -24,11 +27,29 @@ func TestSweepStaging(t *testing.T) {
 		"application_1700000000000_0004": yarn.AppRunning,
 		"application_1700000000000_0005": yarn.AppAccepted,
 	}
+	// The killed application made an output that stayed empty and a
+	// checkpoint directory with a checkpoint; the one that succeeded an
+	// empty checkpoint directory, which is its to keep.
+	out := t.TempDir()
+	made := map[string][]string{
+		"application_1700000000000_0001": {"file://" + filepath.Join(out, "model-1"), "file://" + filepath.Join(out, "ckpt-1")},
+		"application_1700000000000_0002": {"file://" + filepath.Join(out, "ckpt-2")},
+	}
+	for _, d := range []string{"model-1", "ckpt-1/1", "ckpt-2"} {
+		if err := os.MkdirAll(filepath.Join(out, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	unknown := "application_1700000000000_0006"
 	submitting := "application_1700000000000_0007"
 	for _, name := range []string{"application_1700000000000_0001", "application_1700000000000_0002", "application_1700000000000_0003",
 		"application_1700000000000_0004", "application_1700000000000_0005", unknown, submitting, "logs/" + "application_1700000000000_0001"} {
 		if err := os.MkdirAll(filepath.Join(root, name, "lib"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for app, dirs := range made {
+		if err := writeMade(t.Context(), dfs.Local{}, filepath.Join(root, app), dirs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -43,13 +64,22 @@ func TestSweepStaging(t *testing.T) {
 		if !ok {
 			return yarn.ApplicationReport{}, errors.New("ApplicationNotFoundException")
 		}
-		return yarn.ApplicationReport{ID: id, State: st}, nil
+		r := yarn.ApplicationReport{ID: id, State: st}
+		if st == yarn.AppFinished {
+			r.FinalStatus = yarn.FinalSucceeded
+		}
+		return r, nil
 	}
 	app, err := yarn.ParseApplicationID(submitting)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sweepStaging(t.Context(), dfs.Local{}, root, app, report, quiet())
+	sweepStaging(t.Context(), dfs.Local{}, root, app, report, localResolver(), quiet())
+	for d, gone := range map[string]bool{"model-1": true, "ckpt-1/1": false, "ckpt-2": false} {
+		if _, err := os.Stat(filepath.Join(out, d)); gone != errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s, which an application made: Stat = %v, want it gone %v", d, err, gone)
+		}
+	}
 
 	for name, gone := range map[string]bool{
 		"application_1700000000000_0001": true, "application_1700000000000_0002": true, "application_1700000000000_0003": true,
@@ -65,6 +95,8 @@ func TestSweepStaging(t *testing.T) {
 		t.Error("the application being submitted was asked about")
 	}
 }
+
+func localResolver() job.Resolver { return dfs.NewResolver(conf.HadoopConf{}, "") }
 
 // TestSweepStagingBounded: a submission asks about sweepMax applications
 // at most, the newest first.
@@ -83,7 +115,7 @@ func TestSweepStagingBounded(t *testing.T) {
 		asked = append(asked, id)
 		return yarn.ApplicationReport{ID: id, State: yarn.AppRunning}, nil
 	}
-	sweepStaging(t.Context(), dfs.Local{}, root, yarn.ApplicationID{}, report, quiet())
+	sweepStaging(t.Context(), dfs.Local{}, root, yarn.ApplicationID{}, report, localResolver(), quiet())
 	if len(asked) != sweepMax || asked[0] != newest {
 		t.Fatalf("asked about %d applications starting with %v, want %d starting with %v", len(asked), asked[0], sweepMax, newest)
 	}

@@ -206,6 +206,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	if err := job.Check(ctx, spec, resolver, tracker.InputPlanner(resolver)); err != nil {
 		return res, err
 	}
+	made := absentDirs(ctx, resolver, spec.Output, spec.CheckpointDir)
 
 	retry, err := rmRetryOf(hc)
 	if err != nil {
@@ -259,6 +260,9 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	if err != nil {
 		return res, err
 	}
+	if err := writeMade(ctx, fsys, dir, made); err != nil {
+		return res, fmt.Errorf("yarnclient: staging directory: %w", err)
+	}
 	log.WithField("staging", fsys.URI(dir)).Debug("files staged")
 
 	err = rm.Submit(ctx, yarn.Submission{
@@ -282,7 +286,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	if opts.OnSubmitted != nil {
 		opts.OnSubmitted(app.ID)
 	}
-	sweepStaging(ctx, fsys, path.Dir(dir), app.ID, rm.ApplicationReport, log)
+	sweepStaging(ctx, fsys, path.Dir(dir), app.ID, rm.ApplicationReport, resolver, log)
 	if opts.Detach {
 		detached = true
 		res.State = tracker.Running
@@ -296,6 +300,11 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 
 	r, err := follow(ctx, rmc, retry, app.ID, opts, keys)
 	res.Status.Diagnostics = r.Diagnostics
+	if r.State.Terminal() && !succeeded(r) {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		dropEmpty(dctx, resolver, made, log)
+		cancel()
+	}
 	var lost *lostRMError
 	switch {
 	case errors.As(err, &lost):
@@ -312,7 +321,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	case r.State == yarn.AppKilled || r.FinalStatus == yarn.FinalKilled:
 		res.State = tracker.Killed
 		return res, fmt.Errorf("yarnclient: application %s was killed: %s", app.ID, r.Diagnostics)
-	case r.State == yarn.AppFinished && r.FinalStatus == yarn.FinalSucceeded:
+	case succeeded(r):
 		res.State = tracker.Succeeded
 		res.Output = spec.Output
 		if spec.Output != "" {
@@ -330,6 +339,12 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 		return res, nil
 	}
 	return res, fmt.Errorf("yarnclient: application %s ended %v with final status %v: %s", app.ID, r.State, r.FinalStatus, r.Diagnostics)
+}
+
+// succeeded reports whether r is the report of an application that
+// ended and succeeded.
+func succeeded(r yarn.ApplicationReport) bool {
+	return r.State == yarn.AppFinished && r.FinalStatus == yarn.FinalSucceeded
 }
 
 // reportTimeout bounds one application report, so that a
@@ -947,6 +962,9 @@ func Kill(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login 
 	defer resolver.Close()
 	fsys, dir, err := resolver.Resolve(ctx, stagingURI(hcl.user, id))
 	if err == nil {
+		if !succeeded(r) {
+			dropEmpty(ctx, resolver, readMade(ctx, fsys, dir), nil)
+		}
 		err = fsys.RemoveAll(ctx, dir)
 	}
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -365,7 +365,15 @@ func TestHadoopSubmitYARN(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 		defer cancel()
 		marker := "spindle-detach-kill-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		app := submitDetached(t, ctx, "--jobname", "spindle-test-detach-kill", "--", "/bin/sh", "-c", "sleep 600; : "+marker)
+		// The output does not exist: the job makes it, and the kill
+		// removes it, empty. The checkpoint directory was the user's.
+		dir := cl.TempDir(t)
+		output, ckpt := dir+"/model", dir+"/ckpt"
+		if err := cl.FS.MkdirAll(ctx, ckpt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		app := submitDetached(t, ctx, "--jobname", "spindle-test-detach-kill", "--output", cl.FS.URI(output), "--checkpoint-dir", cl.FS.URI(ckpt),
+			"--", "/bin/sh", "-c", "sleep 600; : "+marker)
 		// Killed once the ApplicationMaster runs the tasks.
 		for r, err := rm.ApplicationReport(ctx, app); err != nil || r.State != yarn.AppRunning || r.RPCPort <= 0; r, err = rm.ApplicationReport(ctx, app) {
 			if err == nil && r.State.Terminal() || ctx.Err() != nil {
@@ -386,6 +394,12 @@ func TestHadoopSubmitYARN(t *testing.T) {
 			t.Errorf("application %v is %v %v after ps-submit kill, want KILLED", app, r.State, r.FinalStatus)
 		}
 		checkStagingGone(t, cl, app)
+		if _, err := cl.FS.Stat(ctx, output); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the output the killed job made and left empty: Stat = %v, want it removed", err)
+		}
+		if _, err := cl.FS.Stat(ctx, ckpt); err != nil {
+			t.Errorf("the user's checkpoint directory after the kill: %v, want it kept", err)
+		}
 		if out, code := psSubmit(t, ctx, "kill", app.String()); code != 0 || !strings.Contains(out, "already ended") {
 			t.Errorf("second ps-submit kill: exit %d, want 0 and already ended", code)
 		}
