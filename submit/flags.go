@@ -94,7 +94,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 	fs.Var((*listValue)(&o.Env), "env", "set `KEY=VALUE` in the environment of every task; repeatable")
 	fs.Var((*listValue)(&o.ServerEnv), "server-env", "set `KEY=VALUE` for the servers and the scheduler only; repeatable")
 	fs.Var((*listValue)(&o.WorkerEnv), "worker-env", "set `KEY=VALUE` for the workers only; repeatable")
-	fs.Var((*listValue)(&o.Files), "files", "a local `FILE` the command needs (it must exist); repeatable")
+	fs.Var((*listValue)(&o.Files), "files", "a local `FILE` the command finds by its name in its working directory (shipped on YARN, linked there locally); repeatable")
 	fs.Var((*listValue)(&o.Archives), "archives", "a local `ARCHIVE[#NAME]` (.tar.gz, .tgz or .zip) unpacked into the directory NAME (default: its base name without the extension) of the tasks' working directory; repeatable")
 
 	o.intVar(fs, &o.WorkerCores, "worker-cores", "`N` cores per worker")

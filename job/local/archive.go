@@ -243,3 +243,64 @@ func (u *unpacker) zipSymlink(p string, zf *zip.File) error {
 	}
 	return u.symlink(p, zf.Name, string(b))
 }
+
+// prepareWorkDir readies dir ("" for this process's), the tasks' working
+// directory, as a NodeManager does a container's: spec's archives
+// unpacked (unpackArchives), its files linked by their names (linkFiles).
+// The returned function removes what it put there.
+func prepareWorkDir(ctx context.Context, spec job.JobSpec, dir string) (cleanup func() error, err error) {
+	if dir == "" {
+		dir = "."
+	}
+	unpacked, err := unpackArchives(ctx, spec.Archives, dir)
+	if err != nil {
+		return nil, err
+	}
+	linked, err := linkFiles(spec.Files, dir)
+	if err != nil {
+		return nil, errors.Join(err, unpacked())
+	}
+	return func() error { return errors.Join(linked(), unpacked()) }, nil
+}
+
+// linkFiles makes each of files (JobSpec.Files) reachable by its base
+// name in dir, the tasks' working directory, as a NodeManager localizes a
+// YARN job's files into each container's: a file that is already there
+// is left alone, another gets a symbolic link to it there. A name taken
+// by something else is refused, so that nothing of the user's is hidden
+// or overwritten. The returned function removes the links it made.
+func linkFiles(files []string, dir string) (cleanup func() error, err error) {
+	var made []string
+	cleanup = func() error {
+		var errs []error
+		for _, l := range made {
+			if err := os.Remove(l); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+		made = nil
+		return errors.Join(errs...)
+	}
+	for _, f := range files {
+		src, err := filepath.Abs(f)
+		if err != nil {
+			return nil, errors.Join(err, cleanup())
+		}
+		fi, err := os.Stat(src)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("local: --files %s: %w", f, err), cleanup())
+		}
+		dst := filepath.Join(dir, filepath.Base(src))
+		switch have, err := os.Stat(dst); {
+		case err == nil && os.SameFile(fi, have):
+			continue // already in the working directory
+		case err == nil || !errors.Is(err, fs.ErrNotExist):
+			return nil, errors.Join(fmt.Errorf("local: --files %s: %s is taken in the tasks' working directory; rename one of them", f, dst), cleanup())
+		}
+		if err := os.Symlink(src, dst); err != nil {
+			return nil, errors.Join(fmt.Errorf("local: --files %s: %w", f, err), cleanup())
+		}
+		made = append(made, dst)
+	}
+	return cleanup, nil
+}

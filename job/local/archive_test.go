@@ -274,3 +274,48 @@ func TestRunLocalArchives(t *testing.T) {
 		t.Errorf("cfg unpacked although the job did not start")
 	}
 }
+
+// TestRunLocalFiles: the tasks find each of the job's files by its name in
+// their working directory, as on YARN, whether it lies there already or
+// elsewhere; the links made for them are gone after the job, and a name
+// taken by another file is refused before any task starts.
+func TestRunLocalFiles(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	src, work := t.TempDir(), t.TempDir()
+	far := filepath.Join(src, "vocab.txt")
+	near := filepath.Join(work, "here.txt")
+	for p, body := range map[string]string{far: "from-afar", near: "from-here"} {
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out syncbuf.Buffer
+	spec := job.JobSpec{Command: []string{"/bin/sh", "-c", "cat vocab.txt; echo; cat here.txt; echo"}, NumWorkers: 1, MaxAttempts: 1,
+		Files: []string{far, near}}
+	res, err := Run(ctx, spec, Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), WorkDir: work})
+	if err != nil || res.State != tracker.Succeeded {
+		t.Fatalf("job %v: %v\n%s", res.State, err, out.String())
+	}
+	for _, w := range []string{"[worker 0] from-afar", "[worker 0] from-here"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("output lacks %q:\n%s", w, out.String())
+		}
+	}
+	if ents, _ := os.ReadDir(work); len(ents) != 1 || ents[0].Name() != "here.txt" {
+		t.Errorf("the working directory holds %v after the job; want here.txt alone", ents)
+	}
+	// Another vocab.txt in the working directory: refused, and left as
+	// it was.
+	if err := os.WriteFile(filepath.Join(work, "vocab.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err = Run(ctx, spec, Options{Environ: os.Environ(), Log: quietLog(), WorkDir: work})
+	if err == nil || !strings.Contains(err.Error(), "--files "+far+": "+filepath.Join(work, "vocab.txt")+" is taken") {
+		t.Errorf("a taken name: %v %v; want it refused, naming both", res.State, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(work, "vocab.txt")); string(b) != "mine" {
+		t.Errorf("the user's vocab.txt now reads %q", b)
+	}
+}

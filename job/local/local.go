@@ -53,8 +53,8 @@ type Options struct {
 	// SIGKILL; 0 means job.DefaultStopGrace.
 	StopGrace time.Duration
 	// WorkDir is the children's working directory, where spec's archives are
-	// unpacked (each into a new directory, removed when Run returns); ""
-	// means this process's.
+	// unpacked (each into a new directory) and its files linked by their
+	// names, all removed when Run returns; "" means this process's.
 	WorkDir string
 	// Dir, when set, is the job's directory, created if needed: every
 	// launch's output is kept in Dir/logs (job.LogName), the status page's
@@ -143,21 +143,15 @@ func Run(ctx context.Context, spec job.JobSpec, opts Options) (job.Result, error
 		return failed(err)
 	}
 	defer j.Close()
-	if len(spec.Archives) > 0 {
-		dir := opts.WorkDir
-		if dir == "" {
-			dir = "."
-		}
-		cleanup, err := unpackArchives(ctx, spec.Archives, dir)
-		if err != nil {
-			return failed(err)
-		}
-		defer func() {
-			if err := cleanup(); err != nil && opts.Log != nil {
-				opts.Log.WithError(err).Warn("could not remove the unpacked archives")
-			}
-		}()
+	cleanup, err := prepareWorkDir(ctx, spec, opts.WorkDir)
+	if err != nil {
+		return failed(err)
 	}
+	defer func() {
+		if err := cleanup(); err != nil && opts.Log != nil {
+			opts.Log.WithError(err).Warn("could not remove what the job put in the tasks' working directory")
+		}
+	}()
 	addr := opts.StatusAddr
 	if addr == "" {
 		addr = Node + ":0"

@@ -20,10 +20,18 @@ func validate(spec job.JobSpec) error {
 }
 
 // CheckSpec reports what a job on YARN needs beyond spec.Validate, each
-// as a job.FieldError: its paths name their file system (CheckPaths), and
-// a command given as a relative path is there to ship (checkCommand).
+// as a job.FieldError: its paths name their file system (CheckPaths), a
+// command given as a relative path is there to ship (checkCommand), and
+// its --files are files.
 func CheckSpec(spec job.JobSpec) error {
-	return errors.Join(CheckPaths(spec), checkCommand(spec))
+	errs := []error{CheckPaths(spec), checkCommand(spec)}
+	for _, f := range spec.Files {
+		if fi, err := os.Stat(f); err == nil && fi.IsDir() {
+			errs = append(errs, &job.FieldError{Field: "Files", Value: f,
+				Problem: "a directory, and YARN ships files: pack it into a .tar.gz or .zip and give that with --archives"})
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // checkCommand refuses a command given as a relative path with a slash

@@ -30,6 +30,11 @@ func TestPlanRefusesPlainPaths(t *testing.T) {
 	if err := CheckPaths(job.JobSpec{Inputs: []string{"hdfs:///a", "file:///b"}, Output: "hdfs:///m"}); err != nil {
 		t.Errorf("CheckPaths of URIs: %v", err)
 	}
+	dir := t.TempDir()
+	err = CheckSpec(job.JobSpec{Command: []string{"prog"}, Files: []string{dir}})
+	if want := "job: Files " + dir + ": a directory, and YARN ships files"; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("CheckSpec of a directory in Files: %v; want %q", err, want)
+	}
 }
 
 // TestCheckCommand: a command given as a relative path must be here to
