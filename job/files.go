@@ -293,14 +293,8 @@ func (f *files) prepareDir(ctx context.Context, dir, field string, overwrite boo
 // logged, not returned, and ctx bounds it.
 func (f *files) dropEmpty(ctx context.Context) {
 	for _, d := range f.made {
-		entries, err := d.fsys.ReadDir(ctx, d.name)
-		if err != nil || len(entries) > 0 {
-			continue
-		}
-		// Remove takes only an empty directory, should a file have
-		// appeared since.
-		if err := d.fsys.Remove(ctx, d.name); err != nil {
-			f.log.WithError(err).Warn("could not remove a directory the job created and left empty")
+		if _, err := dfs.RemoveEmptyDir(ctx, d.fsys, d.name); err != nil {
+			f.log.WithError(err).Warnf("could not remove %s, which the job made and left empty", d.fsys.URI(d.name))
 		}
 	}
 }

@@ -81,3 +81,24 @@ func WriteFile(ctx context.Context, fsys FileSystem, name string, data []byte) e
 		return err
 	})
 }
+
+// RemoveEmptyDir removes the directory name if it is empty and reports
+// whether it did; a directory with anything in it is left alone, and
+// not an error, as is one that no longer exists. Remove takes only an
+// empty directory, should an entry appear between the look and the
+// removal.
+func RemoveEmptyDir(ctx context.Context, fsys FileSystem, name string) (bool, error) {
+	entries, err := fsys.ReadDir(ctx, name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case len(entries) > 0:
+		return false, nil
+	}
+	if err := fsys.Remove(ctx, name); err != nil {
+		return false, err
+	}
+	return true, nil
+}

@@ -74,3 +74,27 @@ func checkOnly(t *testing.T, dir, want string) {
 		t.Errorf("f holds %q (%v), want %q", got, err, want)
 	}
 }
+
+func TestRemoveEmptyDir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	empty, full, gone := filepath.Join(dir, "empty"), filepath.Join(dir, "full"), filepath.Join(dir, "gone")
+	for _, d := range []string{empty, full} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(full, "part-00000"), []byte("w"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		removed bool
+	}{{empty, true}, {full, false}, {gone, false}} {
+		removed, err := RemoveEmptyDir(t.Context(), Local{}, tc.name)
+		_, serr := os.Stat(tc.name)
+		if err != nil || removed != tc.removed || errors.Is(serr, os.ErrNotExist) != (tc.removed || tc.name == gone) {
+			t.Errorf("RemoveEmptyDir(%s) = %v, %v (then Stat: %v); want %v", filepath.Base(tc.name), removed, err, serr, tc.removed)
+		}
+	}
+}

@@ -101,16 +101,11 @@ func dropEmpty(ctx context.Context, r job.Resolver, made []string, log *logrus.E
 		if err != nil {
 			continue
 		}
-		entries, err := fsys.ReadDir(ctx, name)
-		if err != nil || len(entries) > 0 {
-			continue
-		}
-		// Remove takes only an empty directory, should a file have
-		// appeared since.
-		if err := fsys.Remove(ctx, name); err != nil {
+		switch removed, err := dfs.RemoveEmptyDir(ctx, fsys, name); {
+		case err != nil:
 			log.WithError(err).Warnf("could not remove %s, which the job made and left empty", d)
-			continue
+		case removed:
+			log.Infof("removed %s, which the job made and left empty", d)
 		}
-		log.Infof("removed %s, which the job made and left empty", d)
 	}
 }
