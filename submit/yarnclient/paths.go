@@ -20,11 +20,11 @@ func validate(spec job.JobSpec) error {
 }
 
 // CheckSpec reports what a job on YARN needs beyond spec.Validate, each
-// as a job.FieldError: its paths name their file system (CheckPaths), a
+// as a job.FieldError: its paths name their file system (checkPaths), a
 // command given as a relative path is there to ship (checkCommand), and
 // its --files are files.
 func CheckSpec(spec job.JobSpec) error {
-	errs := []error{CheckPaths(spec), checkCommand(spec)}
+	errs := []error{checkPaths(spec), checkCommand(spec)}
 	for _, f := range spec.Files {
 		if fi, err := os.Stat(f); err == nil && fi.IsDir() {
 			errs = append(errs, &job.FieldError{Field: "Files", Value: f,
@@ -69,7 +69,7 @@ func checkCommand(spec job.JobSpec) error {
 	return &job.FieldError{Field: "Command", Value: exe, Problem: problem}
 }
 
-// CheckPaths refuses the inputs, output and checkpoint directory given as
+// checkPaths refuses the inputs, output and checkpoint directory given as
 // paths without a scheme. To Spindle such a path is this machine's file
 // system (dfs.ParseURI), which a task in a YARN container on another
 // machine does not see: a relative one is resolved in the container's
@@ -79,7 +79,7 @@ func checkCommand(spec job.JobSpec) error {
 // way the job would fail late or scatter its output; naming the file
 // system explicitly (hdfs://, or file:// for one every node mounts) is
 // asked for before anything is staged.
-func CheckPaths(spec job.JobSpec) error {
+func checkPaths(spec job.JobSpec) error {
 	var errs []error
 	check := func(field, p string) {
 		if p == "" || dfs.HasScheme(p) {

@@ -27,8 +27,8 @@ func TestPlanRefusesPlainPaths(t *testing.T) {
 		!strings.HasPrefix(lines[1], "job: Output /models/m: a path without a scheme") {
 		t.Errorf("Plan: %v; want Inputs in/b and Output /models/m refused, nothing else", err)
 	}
-	if err := CheckPaths(job.JobSpec{Inputs: []string{"hdfs:///a", "file:///b"}, Output: "hdfs:///m"}); err != nil {
-		t.Errorf("CheckPaths of URIs: %v", err)
+	if err := checkPaths(job.JobSpec{Inputs: []string{"hdfs:///a", "file:///b"}, Output: "hdfs:///m"}); err != nil {
+		t.Errorf("checkPaths of URIs: %v", err)
 	}
 	dir := t.TempDir()
 	err = CheckSpec(job.JobSpec{Command: []string{"prog"}, Files: []string{dir}})
