@@ -43,6 +43,9 @@ func StartNode(ctx context.Context, lookup conf.Lookup, environ []string, log *l
 		return nil, err
 	}
 	reportStarted(ctx, tc, n, time.Since(began), log)
+	if n.Role() == transport.RoleScheduler {
+		go reportUnresponsive(tc, n, log)
+	}
 	if cfg.PS.Joining {
 		// The tracker switches to the new count of servers once every
 		// joining one is in the job.
@@ -55,6 +58,34 @@ func StartNode(ctx context.Context, lookup conf.Lookup, environ []string, log *l
 		}
 	}
 	return n, nil
+}
+
+// reportUnresponsive reports to the tracker, until the scheduler n is
+// closed, each server or worker n declared dead after it had not been
+// heard from (psnode.Event.Silent): its process may still run, stopped,
+// hung or cut off, holding up the others, and only the launcher can end
+// it. A report that fails is logged.
+func reportUnresponsive(tc *tracker.Client, n *psnode.Node, log *logrus.Entry) {
+	events, stop := n.Subscribe()
+	defer stop()
+	for {
+		var ev psnode.Event
+		select {
+		case <-n.Done():
+			return
+		case ev = <-events:
+		}
+		if ev.Kind != psnode.NodeDied || ev.Silent <= 0 || (ev.Node.Role != transport.RoleServer && ev.Node.Role != transport.RoleWorker) {
+			continue
+		}
+		task := fmt.Sprintf("%s %d", ev.Node.Role, ev.Node.Rank)
+		ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+		err := tc.ReportEvent(ctx, tracker.Event{Kind: tracker.EventUnresponsive, Task: task, Detail: ev.Reason, Took: ev.Silent})
+		cancel()
+		if err != nil {
+			log.WithError(err).WithField("task", task).Warn("could not report an unresponsive node to the tracker")
+		}
+	}
 }
 
 // reportTimeout bounds StartNode's report to the tracker.

@@ -262,6 +262,10 @@ func (j *Job) removeKeys() {
 //   - The whole job starts again at most MaxAttempts-1 times.
 //   - A task past its attempts fails the job, the error naming the task,
 //     how it ended and its last lines.
+//   - A server or worker the scheduler reports unresponsive
+//     (tracker.EventUnresponsive: declared dead after it was not heard
+//     from) is stopped, when its launch began before the silence did,
+//     and that end is a failure like any other exit.
 //
 // A request for another number of servers or workers
 // (tracker.State.Scale) starts the tasks it adds at once (see package
@@ -309,11 +313,13 @@ func (j *Job) Run(ctx context.Context, c Cluster) (Result, error) {
 type taskState struct {
 	Task
 	attempt int
-	// launch is the current attempt's launch, 0 when none runs.
-	launch int64
-	placed bool
-	done   bool
-	code   int
+	// launch is the current attempt's launch, 0 when none runs, and
+	// started when Run asked for it.
+	launch  int64
+	started time.Time
+	placed  bool
+	done    bool
+	code    int
 	// startFailed is set when the cluster could not start the current
 	// attempt (Cluster.Start failed).
 	startFailed bool
@@ -389,6 +395,11 @@ func (r *run) loop(ctx context.Context) (tracker.JobState, error) {
 		case reason := <-r.state.KillRequests():
 			r.stopAll(ctx)
 			return tracker.Killed, fmt.Errorf("%w: %s", tracker.ErrKillRequested, reason)
+		case e := <-r.state.Unresponsive():
+			if err := r.onUnresponsive(ctx, e); err != nil {
+				return r.fail(ctx, err)
+			}
+			r.report()
 		case target := <-r.state.ScaleRequests():
 			if err := r.onScale(ctx, target); err != nil {
 				return r.fail(ctx, err)
@@ -461,6 +472,7 @@ func (r *run) start(ctx context.Context, t *taskState) error {
 		return err
 	}
 	t.launch, t.placed, t.startFailed = id, false, false
+	t.started = time.Now()
 	t.launches++
 	t.state, t.node, t.container, t.log = "waiting", "", "", ""
 	r.byLaunch[id] = t
@@ -587,6 +599,36 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	}
 	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt - 1, "exit": ex.Code}).Warn("task failed; restarting it")
 	return r.startAlone(ctx, t)
+}
+
+// onUnresponsive handles the scheduler's report that a server or worker
+// had not been heard from for e.Took when it declared it dead
+// (tracker.EventUnresponsive): its process may still run, stopped, hung
+// or cut off, and the others go on without it or wait for its successor,
+// which its exit alone would start. So the process is stopped and its end
+// handled as a failure (onExit): it starts again, within its attempts. A
+// report about an earlier process of the task (the current launch was
+// asked for after the silence began) or about a task not running is
+// ignored.
+func (r *run) onUnresponsive(ctx context.Context, e tracker.Event) error {
+	var t *taskState
+	for _, x := range r.tasks {
+		if x.String() == e.Task {
+			t = x
+		}
+	}
+	if t == nil || t.launch == 0 || t.done || !t.started.Before(e.At.Add(-e.Took)) {
+		return nil
+	}
+	id := t.launch
+	delete(r.byLaunch, id)
+	t.launch, t.placed = 0, false
+	why := fmt.Sprintf("stopped: not heard from for %v, declared dead by the scheduler (%s)", e.Took.Round(100*time.Millisecond), e.Detail)
+	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Warn("stopping a task that stopped answering; it starts again")
+	if err := r.c.Stop(ctx, id); err != nil {
+		r.log.WithError(err).WithField("task", t.String()).Warn("a task that stopped answering could not be stopped")
+	}
+	return r.onExit(ctx, t, Exit{Code: -1, Desc: why})
 }
 
 // restartAllAfter is restartAll for the exit of t, whose attempt was

@@ -495,6 +495,40 @@ func TestRunPolicy(t *testing.T) {
 			},
 		},
 		{
+			name: "a worker that stopped answering is stopped and started again",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 2, Output: e.output} },
+			script: func(e *env) func(f *fake, l Launch) {
+				// Worker 1's first process hangs. The scheduler reports
+				// a silence that began before it started (an earlier
+				// process's: ignored), then its own.
+				return unless(e, first(worker1), func(f *fake, l Launch) {
+					now := time.Now()
+					f.j.State().AddEvent(tracker.Event{At: now, Kind: tracker.EventUnresponsive, Task: "worker 1", Took: time.Hour})
+					f.j.State().AddEvent(tracker.Event{At: now.Add(time.Second), Kind: tracker.EventUnresponsive, Task: "worker 1",
+						Detail: "no heartbeat for 10s", Took: 500 * time.Millisecond})
+				})
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				// (Its second launch may be stopped too, by the rule that
+				// ends a restarted worker once the others are done.)
+				if len(f.stopped) == 0 || f.stopped[0].Task != worker1 || f.stopped[0].Attempt != 0 {
+					t.Errorf("stopped %+v; want worker 1's first launch first", f.stopped)
+				}
+				if n := len(f.launchesOf(worker1)); n != 2 {
+					t.Errorf("worker 1 launched %d times; want 2", n)
+				}
+				found := false
+				for _, ev := range res.Status.Events {
+					found = found || ev.Kind == tracker.EventExited && ev.Task == "worker 1" &&
+						strings.HasPrefix(ev.Detail, "stopped: not heard from for 500ms, declared dead by the scheduler (no heartbeat for 10s)")
+				}
+				if !found {
+					t.Errorf("no event says why worker 1 was stopped: %+v", res.Status.Events)
+				}
+			},
+		},
+		{
 			name: "worker retried, its shards queued again",
 			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, MaxAttempts: 2} },
 			script: func(e *env) func(f *fake, l Launch) {

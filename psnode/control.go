@@ -843,7 +843,7 @@ func (n *Node) tick(now time.Time) {
 				n.loseSchedulerLocked(why)
 				continue
 			}
-			out = append(out, n.markDeadLocked(id, why)...)
+			out = append(out, n.markGoneLocked(id, why, false, now.Sub(n.lastSeen[id]))...)
 		}
 	}
 	out = append(out, n.expireUnclaimedLocked(now)...)
@@ -943,7 +943,7 @@ func (n *Node) markDeadOf(d transport.Node, reason string) {
 // scheduler tells every live node. It returns the messages to send.
 // n.mu must be held.
 func (n *Node) markDeadLocked(id int32, reason string) []*transport.Message {
-	return n.markGoneLocked(id, reason, false)
+	return n.markGoneLocked(id, reason, false, 0)
 }
 
 // markReplacedLocked is markDeadLocked for a process whose id a new
@@ -954,10 +954,13 @@ func (n *Node) markDeadLocked(id int32, reason string) []*transport.Message {
 // them write the model and exit while the new worker still has its
 // share of the data to train on. n.mu must be held.
 func (n *Node) markReplacedLocked(id int32, reason string) []*transport.Message {
-	return n.markGoneLocked(id, reason, true)
+	return n.markGoneLocked(id, reason, true, 0)
 }
 
-func (n *Node) markGoneLocked(id int32, reason string, replaced bool) []*transport.Message {
+// markGoneLocked is markDeadLocked and markReplacedLocked; silent is how
+// long the node had not been heard from, for one declared dead by the
+// heartbeat watch (Event.Silent), else 0.
+func (n *Node) markGoneLocked(id int32, reason string, replaced bool, silent time.Duration) []*transport.Message {
 	if _, d := n.dead[id]; d || id == n.me.ID {
 		return nil
 	}
@@ -973,7 +976,7 @@ func (n *Node) markGoneLocked(id int32, reason string, replaced bool) []*transpo
 	default:
 	}
 	n.log.WithFields(logrus.Fields{"peer": nd.Addr(), "peer_id": id, "peer_role": nd.Role.String(), "peer_rank": nd.Rank, "reason": reason}).Warn("node dead")
-	n.emit(Event{Kind: NodeDied, Node: nd, Reason: reason})
+	n.emit(Event{Kind: NodeDied, Node: nd, Reason: reason, Silent: silent})
 	derr := &DeadError{ID: id, Role: nd.Role, Rank: int(nd.Rank), Reason: reason}
 	for _, c := range n.customers {
 		c.peerDead(id, derr)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spindle-ps/spindle/psnode/transport"
 )
@@ -95,4 +96,10 @@ type Event struct {
 	Kind   EventKind
 	Node   transport.Node
 	Reason string
+	// Silent is, for a NodeDied the scheduler's heartbeat watch
+	// declared, how long the node had not been heard from: its process
+	// may still run, stopped, hung or cut off, and a launcher stops it
+	// (see feed.StartNode). It is 0 for the other causes of death, after
+	// which the process is gone or has a successor.
+	Silent time.Duration
 }

@@ -3,6 +3,7 @@ package psnode_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -115,12 +116,16 @@ func TestSchedulerReplacedWhileTheJobRuns(t *testing.T) {
 		t.Fatalf("barrier with the new scheduler: %v", err)
 	}
 
-	// It watches the nodes: a worker that stops answering is dead.
+	// It watches the nodes: a worker that stops answering is dead, and
+	// the event says how long it had been silent, for a launcher to stop
+	// its process.
 	events, stop := c.sched.Subscribe()
 	defer stop()
 	victim := c.workers[1].ID()
 	c.net.Isolate(victim)
-	waitEvent(t, ctx, events, psnode.NodeDied, victim)
+	if ev := waitEvent(t, ctx, events, psnode.NodeDied, victim); ev.Silent <= 0 || !strings.HasPrefix(ev.Reason, "no heartbeat for") {
+		t.Errorf("the isolated worker's death: %+v; want the heartbeat watch's, with how long it was silent", ev)
+	}
 	c.net.Heal()
 	if err := barrierAll(ctx, transport.AllGroups, c.sched, c.servers[0], c.servers[1], c.workers[0]); err != nil {
 		t.Fatalf("barrier without the dead worker: %v", err)

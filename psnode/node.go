@@ -501,6 +501,11 @@ func (n *Node) Subscribe() (<-chan Event, func()) {
 	}
 }
 
+// Done is closed once the node is closed (Close, Finalize), for the
+// goroutines of a program that live as long as its node. It may be
+// called once Start has returned.
+func (n *Node) Done() <-chan struct{} { return n.ctx.Done() }
+
 // emit delivers ev to subscribers. n.mu must be held.
 func (n *Node) emit(ev Event) {
 	for ch := range n.subs {

@@ -649,13 +649,13 @@ func (c *cluster) replaceWorker(t *testing.T, ctx context.Context, watcher *psno
 	return repl
 }
 
-func waitEvent(t *testing.T, ctx context.Context, ch <-chan psnode.Event, kind psnode.EventKind, id int32) {
+func waitEvent(t *testing.T, ctx context.Context, ch <-chan psnode.Event, kind psnode.EventKind, id int32) psnode.Event {
 	t.Helper()
 	for {
 		select {
 		case ev := <-ch:
 			if ev.Kind == kind && ev.Node.ID == id {
-				return
+				return ev
 			}
 		case <-ctx.Done():
 			t.Fatalf("no %v event for node %d", kind, id)

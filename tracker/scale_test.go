@@ -252,13 +252,11 @@ func TestRewindForgetsTheViews(t *testing.T) {
 	}
 }
 
-// TestScaleOverTCP: workers ask for views, a server reports it joined
-// and ps-submit asks for more servers over the tracker RPC, on TLS; a
-// refusal says why, and a wrong secret neither scales nor learns a view.
-func TestScaleOverTCP(t *testing.T) {
-	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+// serveOverTLS serves a job of one server and one worker over TLS with
+// the secret "s3cret" until t ends, and returns its state and a maker of
+// clients that know secret.
+func serveOverTLS(t *testing.T, ctx context.Context) (*State, func(secret string) *Client) {
+	t.Helper()
 	keys, err := conf.NewJobKeys("s3cret", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -278,9 +276,52 @@ func TestScaleOverTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer svc.Close()
-	c := NewClient(svc.Addr(), "s3cret", WithTLS(ctls))
-	defer c.Close()
+	t.Cleanup(func() { svc.Close() })
+	return st, func(secret string) *Client {
+		c := NewClient(svc.Addr(), secret, WithTLS(ctls))
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+}
+
+// TestUnresponsiveReport: the scheduler's report that a server or worker
+// went silent reaches the launcher (State.Unresponsive) and the job's
+// events; a report of another task is refused.
+func TestUnresponsiveReport(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, client := serveOverTLS(t, ctx)
+	c := client("s3cret")
+	var re *RemoteError
+	if err := c.ReportEvent(ctx, Event{Kind: EventUnresponsive, Task: "scheduler 0"}); !errors.As(err, &re) {
+		t.Fatalf("the scheduler reported unresponsive: %v, want a RemoteError", err)
+	}
+	if err := c.ReportEvent(ctx, Event{Kind: EventUnresponsive, Task: "worker 0", Detail: "no heartbeat for 10s", Took: 10200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-st.Unresponsive():
+		if e.Task != "worker 0" || e.Took != 10200*time.Millisecond || e.Detail != "no heartbeat for 10s" || e.At.IsZero() {
+			t.Errorf("the launcher got %+v", e)
+		}
+	default:
+		t.Fatal("the report did not reach the launcher")
+	}
+	if evs := st.Status().Events; len(evs) != 1 || evs[0].Kind != EventUnresponsive {
+		t.Errorf("the job's events: %+v; want the report", evs)
+	}
+}
+
+// TestScaleOverTCP: workers ask for views, a server reports it joined
+// and ps-submit asks for more servers over the tracker RPC, on TLS; a
+// refusal says why, and a wrong secret neither scales nor learns a view.
+func TestScaleOverTCP(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, client := serveOverTLS(t, ctx)
+	c := client("s3cret")
 
 	var re *RemoteError
 	if err := c.Scale(ctx, 2, 0); !errors.As(err, &re) || !strings.Contains(err.Error(), "not started training yet") {
@@ -338,8 +379,7 @@ func TestScaleOverTCP(t *testing.T) {
 		t.Errorf("events %q, want %q", kinds, want)
 	}
 
-	bad := NewClient(svc.Addr(), "guess", WithTLS(ctls))
-	defer bad.Close()
+	bad := client("guess")
 	if err := bad.Scale(ctx, 1, 1); !errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("scale with a wrong secret: %v, want ErrUnauthorized", err)
 	}

@@ -430,7 +430,7 @@ const (
 
 // taskEventKinds are the kinds of event a task may report (ReportEvent);
 // the others are the launcher's.
-var taskEventKinds = []string{EventRejoined, EventRestored, EventReplicated, EventFollows, EventRebuilt, EventJoined, EventScaled}
+var taskEventKinds = []string{EventRejoined, EventRestored, EventReplicated, EventFollows, EventRebuilt, EventJoined, EventScaled, EventUnresponsive}
 
 // quoteAll is ss quoted and joined with commas.
 func quoteAll(ss []string) string {
@@ -456,6 +456,8 @@ func (h *handler) ReportEvent(ctx context.Context, secret, kind, task, detail st
 		return badRequest(fmt.Errorf("tracker: event took %d µs", tookMicros))
 	case kind == EventJoined && !isElasticTask(task):
 		return badRequest(fmt.Errorf("tracker: event %q of task %q: only a server (\"server R\") or a worker (\"worker R\") joins", kind, task))
+	case kind == EventUnresponsive && !isElasticTask(task):
+		return badRequest(fmt.Errorf("tracker: event %q of task %q: only a server (\"server R\") or a worker (\"worker R\") is reported unresponsive", kind, task))
 	}
 	h.s.state.AddEvent(Event{At: time.Now(), Kind: kind, Task: task, Detail: detail, Took: time.Duration(tookMicros) * time.Microsecond})
 	return nil

@@ -167,6 +167,13 @@ const (
 	// "worker R"); the job switches to more servers or workers only once
 	// every new one joined.
 	EventJoined = "joined"
+	// EventUnresponsive: the scheduler declared a server or a worker dead
+	// after it had not been heard from for Took (its heartbeats stopped),
+	// while its process may still run, stopped, hung or cut off (reported
+	// by the scheduler, Task "server R" or "worker R"). The launcher
+	// stops that process, if it started before the silence began, and
+	// handles it as a failure: it starts again (Unresponsive).
+	EventUnresponsive = "unresponsive"
 	// EventScaled: the keys moved to the servers of a new view, or the
 	// steps count a new number of workers (reported by worker 0); Took
 	// is how long the move took.
@@ -279,6 +286,7 @@ type State struct {
 	hosts          map[int]string
 	located, local int
 	killReq        chan string
+	unresponsive   chan Event
 	commit         func(context.Context, CheckpointInfo) error
 	// scale is the job's elastic servers and workers (scale.go).
 	scale scaling
@@ -358,6 +366,7 @@ func NewState(shards []Shard, now time.Time) *State {
 		state:         Running,
 		started:       now,
 		killReq:       make(chan string, 1),
+		unresponsive:  make(chan Event, maxUnresponsive),
 		hosts:         make(map[int]string),
 		scale:         newScaling(),
 		shardsMoved:   make(chan struct{}),
@@ -693,6 +702,11 @@ func (s *State) addEventLocked(e Event) {
 		return
 	case EventJoined:
 		s.noteJoinedLocked(e.Task)
+	case EventUnresponsive:
+		select {
+		case s.unresponsive <- e:
+		default: // the launcher is that far behind: the next report comes
+		}
 	case EventRestored, EventRebuilt:
 		// The failover's whole duration: from the task's exit; the
 		// detail keeps what the task measured itself.
@@ -793,6 +807,14 @@ func (s *State) Kill(reason string) {
 
 // KillRequests delivers Kill's reasons to the launcher.
 func (s *State) KillRequests() <-chan string { return s.killReq }
+
+// Unresponsive delivers the EventUnresponsive reports to the launcher,
+// at most maxUnresponsive not yet taken.
+func (s *State) Unresponsive() <-chan Event { return s.unresponsive }
+
+// maxUnresponsive bounds the EventUnresponsive reports waiting for the
+// launcher.
+const maxUnresponsive = 64
 
 // Status returns a snapshot.
 func (s *State) Status() Status {

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -398,6 +399,12 @@ func killedJobWith(t testing.TB, bin, name, ckDir string, kills ...taskKill) (jo
 // or a server's restore, among the job's events).
 func killedJobSpec(t testing.TB, bin, name, ckDir string, mod func(*job.JobSpec), at *[]time.Time, kills ...taskKill) (job.Result, error, string) {
 	t.Helper()
+	return signalledJob(t, bin, name, ckDir, syscall.SIGKILL, mod, at, kills...)
+}
+
+// signalledJob is killedJobSpec sending sig rather than SIGKILL.
+func signalledJob(t testing.TB, bin, name, ckDir string, sig syscall.Signal, mod func(*job.JobSpec), at *[]time.Time, kills ...taskKill) (job.Result, error, string) {
+	t.Helper()
 	name = hadooptest.JobName(name)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -438,7 +445,7 @@ func killedJobSpec(t testing.TB, bin, name, ckDir string, mod func(*job.JobSpec)
 				return
 			}
 			if st.Epoch >= k.epoch && st.ShardsDone >= 1 && (st.Epoch < 3 || st.ShardsDone < st.ShardsTotal-2) {
-				if len(hadooptest.KillTask(t, "SPINDLE_JOB_NAME="+name, string(k.role), k.rank)) > 0 {
+				if len(hadooptest.SignalTask(t, "SPINDLE_JOB_NAME="+name, string(k.role), k.rank, sig)) > 0 {
 					next++
 					if at != nil {
 						*at = append(*at, time.Now())
@@ -719,6 +726,27 @@ func jobProcesses(t testing.TB, job string) []int {
 func TestSyncWorkerKilled(t *testing.T) {
 	res, err, out := killedJob(t, "lr-sync-worker-killed", "", conf.RoleWorker)
 	checkRejoined(t, res, err, out, map[int]int{1: 2})
+}
+
+// TestSyncWorkerStopped stops worker 1 with SIGSTOP during a synchronous
+// job: a process that hangs rather than dies, and that its launcher sees
+// running. The scheduler declares it dead once it has not been heard
+// from for the heartbeat timeout (3 s here) and reports it; the launcher
+// stops it and starts it again, and the new process rejoins the steps:
+// the job ends as TestSyncWorkerKilled's does, where before it waited
+// for the stopped worker for good.
+func TestSyncWorkerStopped(t *testing.T) {
+	res, err, out := signalledJob(t, psLR, "lr-sync-worker-stopped", "", syscall.SIGSTOP, func(s *job.JobSpec) {
+		s.Env = append(s.Env, "PS_HEARTBEAT_INTERVAL=0.25", "PS_HEARTBEAT_TIMEOUT=3")
+	}, nil, taskKill{conf.RoleWorker, 1, 1})
+	checkRejoined(t, res, err, out, map[int]int{1: 2})
+	found := false
+	for _, e := range res.Status.Events {
+		found = found || e.Kind == tracker.EventUnresponsive && e.Task == "worker 1"
+	}
+	if !found {
+		t.Errorf("no event says the scheduler found worker 1 unresponsive: %+v", res.Status.Events)
+	}
 }
 
 // TestSyncWorkersKilledRepeatedly kills a worker in each of three epochs,
