@@ -803,6 +803,7 @@ func (n *Node) connsLost(ids []int32) []*transport.Message {
 func (n *Node) tick(now time.Time) {
 	var out []*transport.Message
 	n.mu.Lock()
+	n.sinceTickLocked(now)
 	ready := n.ready && n.refused == nil
 	if ready && n.cfg.HeartbeatInterval > 0 && n.role != transport.RoleScheduler && now.Sub(n.lastBeat) >= n.cfg.HeartbeatInterval {
 		n.lastBeat = now
@@ -879,6 +880,27 @@ func (n *Node) tick(now time.Time) {
 		n.mu.Unlock()
 	}
 	n.sendAll(out)
+}
+
+// sinceTickLocked notes the tick at now. After a gap of more than half
+// the heartbeat timeout since the last one, this node did not run for a
+// while (its process stopped, its machine paused, starved of CPU): it
+// heard nothing meanwhile through no fault of its peers, whose messages
+// wait unread, so their silence counts from now. Otherwise a scheduler
+// that comes back from a pause would declare every node dead (and a
+// launcher would stop them all), and a node would give up its scheduler.
+// n.mu must be held.
+func (n *Node) sinceTickLocked(now time.Time) {
+	gap := now.Sub(n.lastTick)
+	if !n.lastTick.IsZero() && n.cfg.HeartbeatTimeout > 0 && gap > n.cfg.HeartbeatTimeout/2 {
+		for id, seen := range n.lastSeen {
+			if seen.Before(now) {
+				n.lastSeen[id] = now
+			}
+		}
+		n.log.WithField("gap", gap.Round(time.Millisecond)).Warn("this node did not run for a while; its peers' silence counts from now")
+	}
+	n.lastTick = now
 }
 
 // schedLostGrace is how long a node's connection to the scheduler may

@@ -174,3 +174,46 @@ func wantRound(t *testing.T, n *Node, group, want int32, what string) {
 		t.Fatalf("round %d %s; want %d", r, what, want)
 	}
 }
+
+// TestPausedSchedulerDeclaresNoneDead: a scheduler that did not run for
+// longer than the heartbeat timeout (its process stopped, its machine
+// paused) does not take its own pause for its nodes' silence, whose
+// messages wait unread; a node still silent a timeout after its return
+// is declared dead then, with how long it had been silent.
+func TestPausedSchedulerDeclaresNoneDead(t *testing.T) {
+	n := fuzzNode(t, fuzzSchedRunning, "job-secret", false)
+	defer n.Close()
+	events, stop := n.Subscribe()
+	defer stop()
+	timeout, step := n.cfg.HeartbeatTimeout, n.cfg.HeartbeatTimeout/4
+	start := n.now()
+	n.tick(start)
+	back := start.Add(3 * timeout)
+	n.tick(back)
+	if dead := n.DeadNodes(); len(dead) != 0 {
+		t.Fatalf("dead nodes %v right after the scheduler's own pause", dead)
+	}
+	// Regular ticks from then on: the nodes, silent, die one timeout
+	// after the scheduler's return.
+	at := back
+	for ; at.Sub(back) <= timeout; at = at.Add(step) {
+		n.tick(at)
+		if dead := n.DeadNodes(); len(dead) != 0 {
+			t.Fatalf("dead nodes %v %v after the scheduler's return, before a timeout (%v)", dead, at.Sub(back), timeout)
+		}
+	}
+	n.tick(at)
+	if dead := n.DeadNodes(); len(dead) != 4 {
+		t.Fatalf("dead nodes %v a timeout after the scheduler's return; want the 4 silent ones", dead)
+	}
+	for range 4 {
+		select {
+		case ev := <-events:
+			if ev.Kind != NodeDied || ev.Silent <= timeout || ev.Silent > timeout+step {
+				t.Errorf("event %+v; want a death after a silence of %v to %v", ev, timeout, timeout+step)
+			}
+		default:
+			t.Fatal("fewer than 4 deaths reported")
+		}
+	}
+}

@@ -46,15 +46,17 @@ type Node struct {
 
 	dropRand *rand.Rand // owned by the receive goroutine
 
-	mu         sync.Mutex
-	me         transport.Node
-	started    bool
-	ready      bool
-	readyCh    chan struct{}
-	refused    error
-	table      map[int32]transport.Node
-	dead       map[int32]string
-	lastSeen   map[int32]time.Time
+	mu       sync.Mutex
+	me       transport.Node
+	started  bool
+	ready    bool
+	readyCh  chan struct{}
+	refused  error
+	table    map[int32]transport.Node
+	dead     map[int32]string
+	lastSeen map[int32]time.Time
+	// lastTick is when tick last ran (sinceTickLocked).
+	lastTick   time.Time
 	lastBeat   time.Time
 	regs       map[int64]transport.Node
 	tempRoutes map[string]int32
