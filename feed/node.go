@@ -43,9 +43,7 @@ func StartNode(ctx context.Context, lookup conf.Lookup, environ []string, log *l
 		return nil, err
 	}
 	reportStarted(ctx, tc, n, time.Since(began), log)
-	if n.Role() == transport.RoleScheduler {
-		go reportUnresponsive(tc, n, log)
-	}
+	go reportUnresponsive(tc, n, log)
 	if cfg.PS.Joining {
 		// The tracker switches to the new count of servers once every
 		// joining one is in the job.
@@ -60,11 +58,12 @@ func StartNode(ctx context.Context, lookup conf.Lookup, environ []string, log *l
 	return n, nil
 }
 
-// reportUnresponsive reports to the tracker, until the scheduler n is
-// closed, each server or worker n declared dead after it had not been
-// heard from (psnode.Event.Silent): its process may still run, stopped,
-// hung or cut off, holding up the others, and only the launcher can end
-// it. A report that fails is logged.
+// reportUnresponsive reports to the tracker, until n is closed, each
+// node n lost after it had not been heard from (psnode.Event.Silent): a
+// server or worker the scheduler n declared dead, or the scheduler a
+// server or worker n lost. Its process may still run, stopped, hung or
+// cut off, holding up the others, and only the launcher can end it. A
+// report that fails is logged.
 func reportUnresponsive(tc *tracker.Client, n *psnode.Node, log *logrus.Entry) {
 	events, stop := n.Subscribe()
 	defer stop()
@@ -75,10 +74,17 @@ func reportUnresponsive(tc *tracker.Client, n *psnode.Node, log *logrus.Entry) {
 			return
 		case ev = <-events:
 		}
-		if ev.Kind != psnode.NodeDied || ev.Silent <= 0 || (ev.Node.Role != transport.RoleServer && ev.Node.Role != transport.RoleWorker) {
+		task := fmt.Sprintf("%s %d", ev.Node.Role, ev.Node.Rank)
+		switch {
+		case ev.Silent <= 0:
+			continue
+		case ev.Kind == psnode.NodeDied && n.Role() == transport.RoleScheduler &&
+			(ev.Node.Role == transport.RoleServer || ev.Node.Role == transport.RoleWorker):
+		case ev.Kind == psnode.SchedulerLost:
+			task = "scheduler 0"
+		default:
 			continue
 		}
-		task := fmt.Sprintf("%s %d", ev.Node.Role, ev.Node.Rank)
 		ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
 		err := tc.ReportEvent(ctx, tracker.Event{Kind: tracker.EventUnresponsive, Task: task, Detail: ev.Reason, Took: ev.Silent})
 		cancel()

@@ -262,10 +262,11 @@ func (j *Job) removeKeys() {
 //   - The whole job starts again at most MaxAttempts-1 times.
 //   - A task past its attempts fails the job, the error naming the task,
 //     how it ended and its last lines.
-//   - A server or worker the scheduler reports unresponsive
-//     (tracker.EventUnresponsive: declared dead after it was not heard
-//     from) is stopped, when its launch began before the silence did,
-//     and that end is a failure like any other exit.
+//   - A task reported unresponsive (tracker.EventUnresponsive: a server
+//     or worker the scheduler declared dead, or the scheduler a node lost,
+//     after it was not heard from) is stopped, when its launch began
+//     before the silence did, and that end is a failure like any other
+//     exit.
 //
 // A request for another number of servers or workers
 // (tracker.State.Scale) starts the tasks it adds at once (see package
@@ -601,11 +602,11 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	return r.startAlone(ctx, t)
 }
 
-// onUnresponsive handles the scheduler's report that a server or worker
-// had not been heard from for e.Took when it declared it dead
-// (tracker.EventUnresponsive): its process may still run, stopped, hung
-// or cut off, and the others go on without it or wait for its successor,
-// which its exit alone would start. So the process is stopped and its end
+// onUnresponsive handles a report that a task had not been heard from for
+// e.Took when it was declared dead or lost (tracker.EventUnresponsive):
+// its process may still run, stopped, hung or cut off, and the others go
+// on without it or wait for its successor, which its exit alone would
+// start. So the process is stopped and its end
 // handled as a failure (onExit): it starts again, within its attempts. A
 // report about an earlier process of the task (the current launch was
 // asked for after the silence began) or about a task not running is
@@ -623,7 +624,7 @@ func (r *run) onUnresponsive(ctx context.Context, e tracker.Event) error {
 	id := t.launch
 	delete(r.byLaunch, id)
 	t.launch, t.placed = 0, false
-	why := fmt.Sprintf("stopped: not heard from for %v, declared dead by the scheduler (%s)", e.Took.Round(100*time.Millisecond), e.Detail)
+	why := fmt.Sprintf("stopped: not heard from for %v (%s)", e.Took.Round(100*time.Millisecond), e.Detail)
 	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Warn("stopping a task that stopped answering; it starts again")
 	if err := r.c.Stop(ctx, id); err != nil {
 		r.log.WithError(err).WithField("task", t.String()).Warn("a task that stopped answering could not be stopped")

@@ -841,7 +841,7 @@ func (n *Node) tick(now time.Time) {
 		for _, id := range late {
 			why := fmt.Sprintf("no heartbeat for %v", n.cfg.HeartbeatTimeout)
 			if id == transport.SchedulerID && n.followsLocked() {
-				n.loseSchedulerLocked(why)
+				n.loseSchedulerLocked(why, now.Sub(n.lastSeen[id]))
 				continue
 			}
 			out = append(out, n.markGoneLocked(id, why, false, now.Sub(n.lastSeen[id]))...)
@@ -872,7 +872,7 @@ func (n *Node) tick(now time.Time) {
 		for _, id := range uniq(exhausted) {
 			why := fmt.Sprintf("no acknowledgement after %d retransmissions", n.cfg.ResendRetries)
 			if id == transport.SchedulerID && n.followsLocked() {
-				n.loseSchedulerLocked(why)
+				n.loseSchedulerLocked(why, 0)
 				continue
 			}
 			out = append(out, n.markDeadLocked(id, why)...)
@@ -921,7 +921,7 @@ func (n *Node) schedulerConnLost() {
 		return
 	}
 	n.mu.Lock()
-	n.loseSchedulerLocked(fmt.Sprintf("its connection was lost and not made again within %v", schedLostGrace))
+	n.loseSchedulerLocked(fmt.Sprintf("its connection was lost and not made again within %v", schedLostGrace), 0)
 	n.mu.Unlock()
 }
 

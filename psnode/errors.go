@@ -79,6 +79,10 @@ const (
 	NodeDied EventKind = iota + 1
 	// NodeRecovered: a new process took over a dead node's id.
 	NodeRecovered
+	// SchedulerLost: a node that follows the scheduler lost it and looks
+	// for its replacement (WithSchedulerLocator); Node is the scheduler
+	// as it was.
+	SchedulerLost
 )
 
 func (k EventKind) String() string {
@@ -87,6 +91,8 @@ func (k EventKind) String() string {
 		return "died"
 	case NodeRecovered:
 		return "recovered"
+	case SchedulerLost:
+		return "scheduler lost"
 	}
 	return "unknown"
 }
@@ -97,9 +103,10 @@ type Event struct {
 	Node   transport.Node
 	Reason string
 	// Silent is, for a NodeDied the scheduler's heartbeat watch
-	// declared, how long the node had not been heard from: its process
-	// may still run, stopped, hung or cut off, and a launcher stops it
-	// (see feed.StartNode). It is 0 for the other causes of death, after
-	// which the process is gone or has a successor.
+	// declared, or a SchedulerLost a node's heartbeat watch found, how
+	// long the node had not been heard from: its process may still run,
+	// stopped, hung or cut off, and a launcher stops it (see
+	// feed.StartNode). It is 0 for the other causes, after which the
+	// process is gone or has a successor.
 	Silent time.Duration
 }

@@ -83,13 +83,16 @@ func (n *Node) followsLocked() bool {
 }
 
 // loseSchedulerLocked starts the search for a replacement of a lost
-// scheduler, unless one runs. n.mu must be held.
-func (n *Node) loseSchedulerLocked(why string) {
+// scheduler, unless one runs, and says so to the subscribers
+// (SchedulerLost); silent is how long the scheduler had not been heard
+// from when the heartbeat watch lost it, else 0. n.mu must be held.
+func (n *Node) loseSchedulerLocked(why string, silent time.Duration) {
 	if !n.schedLost.IsZero() || !n.ready {
 		return
 	}
 	n.schedLost = n.now()
 	n.log.WithField("reason", why).Warn("scheduler lost; going on, and looking for its replacement")
+	n.emit(Event{Kind: SchedulerLost, Node: n.table[transport.SchedulerID], Reason: why, Silent: silent})
 	if n.resend != nil {
 		// What it was sent is moot; the barriers are asked for again.
 		n.resendMu.Lock()

@@ -284,9 +284,10 @@ func serveOverTLS(t *testing.T, ctx context.Context) (*State, func(secret string
 	}
 }
 
-// TestUnresponsiveReport: the scheduler's report that a server or worker
-// went silent reaches the launcher (State.Unresponsive) and the job's
-// events; a report of another task is refused.
+// TestUnresponsiveReport: the report that a server or worker (or the
+// scheduler) went silent reaches the launcher (State.Unresponsive) and
+// the job's events; a report of a task the job has no such name for is
+// refused.
 func TestUnresponsiveReport(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -294,8 +295,8 @@ func TestUnresponsiveReport(t *testing.T) {
 	st, client := serveOverTLS(t, ctx)
 	c := client("s3cret")
 	var re *RemoteError
-	if err := c.ReportEvent(ctx, Event{Kind: EventUnresponsive, Task: "scheduler 0"}); !errors.As(err, &re) {
-		t.Fatalf("the scheduler reported unresponsive: %v, want a RemoteError", err)
+	if err := c.ReportEvent(ctx, Event{Kind: EventUnresponsive, Task: "scheduler 1"}); !errors.As(err, &re) {
+		t.Fatalf("a second scheduler reported unresponsive: %v, want a RemoteError", err)
 	}
 	if err := c.ReportEvent(ctx, Event{Kind: EventUnresponsive, Task: "worker 0", Detail: "no heartbeat for 10s", Took: 10200 * time.Millisecond}); err != nil {
 		t.Fatal(err)
@@ -308,8 +309,24 @@ func TestUnresponsiveReport(t *testing.T) {
 	default:
 		t.Fatal("the report did not reach the launcher")
 	}
-	if evs := st.Status().Events; len(evs) != 1 || evs[0].Kind != EventUnresponsive {
-		t.Errorf("the job's events: %+v; want the report", evs)
+	// The same silence reported by another node is listed and delivered
+	// once; a later one again.
+	if err := c.ReportEvent(ctx, Event{Kind: EventUnresponsive, Task: "worker 0", Detail: "no heartbeat for 10s", Took: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-st.Unresponsive():
+		t.Errorf("the same silence delivered twice: %+v", e)
+	default:
+	}
+	st.AddEvent(Event{At: time.Now().Add(time.Minute), Kind: EventUnresponsive, Task: "worker 0", Took: 10 * time.Second})
+	select {
+	case <-st.Unresponsive():
+	default:
+		t.Error("a later silence of the same task was not delivered")
+	}
+	if evs := st.Status().Events; len(evs) != 2 || evs[0].Kind != EventUnresponsive || evs[1].Kind != EventUnresponsive {
+		t.Errorf("the job's events: %+v; want the two silences", evs)
 	}
 }
 

@@ -456,8 +456,8 @@ func (h *handler) ReportEvent(ctx context.Context, secret, kind, task, detail st
 		return badRequest(fmt.Errorf("tracker: event took %d µs", tookMicros))
 	case kind == EventJoined && !isElasticTask(task):
 		return badRequest(fmt.Errorf("tracker: event %q of task %q: only a server (\"server R\") or a worker (\"worker R\") joins", kind, task))
-	case kind == EventUnresponsive && !isElasticTask(task):
-		return badRequest(fmt.Errorf("tracker: event %q of task %q: only a server (\"server R\") or a worker (\"worker R\") is reported unresponsive", kind, task))
+	case kind == EventUnresponsive && !isElasticTask(task) && task != "scheduler 0":
+		return badRequest(fmt.Errorf("tracker: event %q of task %q: only the scheduler (\"scheduler 0\"), a server (\"server R\") or a worker (\"worker R\") is reported unresponsive", kind, task))
 	}
 	h.s.state.AddEvent(Event{At: time.Now(), Kind: kind, Task: task, Detail: detail, Took: time.Duration(tookMicros) * time.Microsecond})
 	return nil

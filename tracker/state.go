@@ -167,12 +167,13 @@ const (
 	// "worker R"); the job switches to more servers or workers only once
 	// every new one joined.
 	EventJoined = "joined"
-	// EventUnresponsive: the scheduler declared a server or a worker dead
-	// after it had not been heard from for Took (its heartbeats stopped),
-	// while its process may still run, stopped, hung or cut off (reported
-	// by the scheduler, Task "server R" or "worker R"). The launcher
-	// stops that process, if it started before the silence began, and
-	// handles it as a failure: it starts again (Unresponsive).
+	// EventUnresponsive: the scheduler declared a server or a worker dead,
+	// or a server or worker lost the scheduler, after it had not been
+	// heard from for Took (its heartbeats stopped), while its process may
+	// still run, stopped, hung or cut off (reported by the scheduler, Task
+	// "server R" or "worker R", or by a node, Task "scheduler 0"). The
+	// launcher stops that process, if it started before the silence
+	// began, and handles it as a failure: it starts again (Unresponsive).
 	EventUnresponsive = "unresponsive"
 	// EventScaled: the keys moved to the servers of a new view, or the
 	// steps count a new number of workers (reported by worker 0); Took
@@ -703,6 +704,9 @@ func (s *State) addEventLocked(e Event) {
 	case EventJoined:
 		s.noteJoinedLocked(e.Task)
 	case EventUnresponsive:
+		if s.sameSilenceLocked(e) {
+			return // another node's report of it
+		}
 		select {
 		case s.unresponsive <- e:
 		default: // the launcher is that far behind: the next report comes
@@ -722,6 +726,22 @@ func (s *State) addEventLocked(e Event) {
 		s.events = append(s.events[:0], s.events[1:]...)
 	}
 	s.events = append(s.events, e)
+}
+
+// sameSilenceLocked reports whether e, an EventUnresponsive, tells of a
+// silence already reported: one of the same task that began within a
+// second of e's, as every server and worker report the scheduler's.
+// s.mu must be held.
+func (s *State) sameSilenceLocked(e Event) bool {
+	began := e.At.Add(-e.Took)
+	for i := len(s.events) - 1; i >= 0; i-- {
+		x := s.events[i]
+		if x.Kind == EventUnresponsive && x.Task == e.Task {
+			d := x.At.Add(-x.Took).Sub(began)
+			return d > -time.Second && d < time.Second
+		}
+	}
+	return false
 }
 
 // ownPart names, for the events whose Took AddEvent takes from the

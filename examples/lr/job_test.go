@@ -577,6 +577,29 @@ func TestSchedulerKilled(t *testing.T) {
 	checkSameModel(t, res.Output, straightJob(t), "the scheduler was killed")
 }
 
+// TestSchedulerStopped is TestSchedulerKilled with SIGSTOP: a scheduler
+// that hangs rather than dies. The servers and workers lose it once it
+// has not been heard from for the heartbeat timeout (3 s here) and report
+// it; the launcher stops it and starts a new one alone, which rebuilds
+// its table from the nodes, and the job writes the model of a job never
+// interrupted. Before, the nodes looked for a replacement the launcher
+// never started, and the job's last barrier waited for it.
+func TestSchedulerStopped(t *testing.T) {
+	res, err, out := signalledJob(t, psLR, "lr-scheduler-stopped", "", syscall.SIGSTOP, withFastHeartbeats, nil,
+		taskKill{conf.RoleScheduler, 0, 1})
+	checkFailedOver(t, res, err, out, map[taskKill]int{{conf.RoleScheduler, 0, 0}: 2})
+	theEvent(t, res.Status, tracker.EventUnresponsive, "scheduler 0")
+	theEvent(t, res.Status, tracker.EventRebuilt, "scheduler 0")
+	checkSameModel(t, res.Output, straightJob(t), "the scheduler was stopped")
+}
+
+// withFastHeartbeats has a job's nodes send heartbeats every 250 ms and
+// lose a node not heard from for 3 s (PS_HEARTBEAT_INTERVAL,
+// PS_HEARTBEAT_TIMEOUT; 10 s by default), for the tests of hung tasks.
+func withFastHeartbeats(s *job.JobSpec) {
+	s.Env = append(s.Env, "PS_HEARTBEAT_INTERVAL=0.25", "PS_HEARTBEAT_TIMEOUT=3")
+}
+
 // TestChaos kills five random tasks of a synchronous job of 2 workers and
 // 3 servers that keep one replica each, without a checkpoint directory,
 // one after another, each once the job recovered from the kill before
@@ -736,9 +759,7 @@ func TestSyncWorkerKilled(t *testing.T) {
 // the job ends as TestSyncWorkerKilled's does, where before it waited
 // for the stopped worker for good.
 func TestSyncWorkerStopped(t *testing.T) {
-	res, err, out := signalledJob(t, psLR, "lr-sync-worker-stopped", "", syscall.SIGSTOP, func(s *job.JobSpec) {
-		s.Env = append(s.Env, "PS_HEARTBEAT_INTERVAL=0.25", "PS_HEARTBEAT_TIMEOUT=3")
-	}, nil, taskKill{conf.RoleWorker, 1, 1})
+	res, err, out := signalledJob(t, psLR, "lr-sync-worker-stopped", "", syscall.SIGSTOP, withFastHeartbeats, nil, taskKill{conf.RoleWorker, 1, 1})
 	checkRejoined(t, res, err, out, map[int]int{1: 2})
 	found := false
 	for _, e := range res.Status.Events {
