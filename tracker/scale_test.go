@@ -253,10 +253,13 @@ func TestRewindForgetsTheViews(t *testing.T) {
 }
 
 // serveOverTLS serves a job of one server and one worker over TLS with
-// the secret "s3cret" until t ends, and returns its state and a maker of
-// clients that know secret.
-func serveOverTLS(t *testing.T, ctx context.Context) (*State, func(secret string) *Client) {
+// the secret "s3cret" until t ends, and returns a context bounded for the
+// test, the job's state, a client that knows the secret and a maker of
+// clients that know another.
+func serveOverTLS(t *testing.T) (context.Context, *State, *Client, func(secret string) *Client) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
 	keys, err := conf.NewJobKeys("s3cret", time.Hour)
 	if err != nil {
 		t.Fatal(err)
@@ -277,11 +280,12 @@ func serveOverTLS(t *testing.T, ctx context.Context) (*State, func(secret string
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { svc.Close() })
-	return st, func(secret string) *Client {
+	client := func(secret string) *Client {
 		c := NewClient(svc.Addr(), secret, WithTLS(ctls))
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
+	return ctx, st, client("s3cret"), client
 }
 
 // TestUnresponsiveReport: the report that a server or worker (or the
@@ -290,10 +294,7 @@ func serveOverTLS(t *testing.T, ctx context.Context) (*State, func(secret string
 // refused.
 func TestUnresponsiveReport(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, client := serveOverTLS(t, ctx)
-	c := client("s3cret")
+	ctx, st, c, _ := serveOverTLS(t)
 	var re *RemoteError
 	if err := c.ReportEvent(ctx, Event{Kind: EventUnresponsive, Task: "scheduler 1"}); !errors.As(err, &re) {
 		t.Fatalf("a second scheduler reported unresponsive: %v, want a RemoteError", err)
@@ -335,10 +336,7 @@ func TestUnresponsiveReport(t *testing.T) {
 // refusal says why, and a wrong secret neither scales nor learns a view.
 func TestScaleOverTCP(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	st, client := serveOverTLS(t, ctx)
-	c := client("s3cret")
+	ctx, st, c, client := serveOverTLS(t)
 
 	var re *RemoteError
 	if err := c.Scale(ctx, 2, 0); !errors.As(err, &re) || !strings.Contains(err.Error(), "not started training yet") {
