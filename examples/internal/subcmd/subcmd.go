@@ -43,8 +43,9 @@ const Default = "train"
 // Run runs the subcommand of prog that args[0] names among cmds (Default
 // when it names none; args then all go to Default) with the remaining
 // arguments, prints its error as "PROG CMD: ERR" on stderr and returns
-// the exit status: 0 for flag.ErrHelp, 2 for ErrUsage, else feed.ExitStatus (75 when a
-// synchronous worker died, for the launcher to restart the job).
+// the exit status: 0 for flag.ErrHelp, 2 for ErrUsage, else
+// feed.ExitStatus (75 when a synchronous worker died, for the launcher
+// to restart the job).
 func Run(prog string, args []string, stderr io.Writer, cmds map[string]func(args []string) error) int {
 	cmd := Default
 	if len(args) > 0 {
