@@ -606,29 +606,22 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 // e.Took when it was declared dead or lost (tracker.EventUnresponsive):
 // its process may still run, stopped, hung or cut off, and the others go
 // on without it or wait for its successor, which its exit alone would
-// start. So the process is stopped and its end
-// handled as a failure (onExit): it starts again, within its attempts. A
-// report about an earlier process of the task (the current launch was
-// asked for after the silence began) or about a task not running is
-// ignored.
+// start. So the process is stopped (stopLaunch) and its end handled as a
+// failure (onExit): it starts again, within its attempts. A report about
+// an earlier process of the task (the current launch was asked for after
+// the silence began) or about a task not running is ignored.
 func (r *run) onUnresponsive(ctx context.Context, e tracker.Event) error {
-	var t *taskState
-	for _, x := range r.tasks {
-		if x.String() == e.Task {
-			t = x
-		}
-	}
-	if t == nil || t.launch == 0 || t.done || !t.started.Before(e.At.Add(-e.Took)) {
+	i := slices.IndexFunc(r.tasks, func(t *taskState) bool { return t.String() == e.Task })
+	if i < 0 {
 		return nil
 	}
-	id := t.launch
-	delete(r.byLaunch, id)
-	t.launch, t.placed = 0, false
-	why := fmt.Sprintf("stopped: not heard from for %v (%s)", e.Took.Round(100*time.Millisecond), e.Detail)
-	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Warn("stopping a task that stopped answering; it starts again")
-	if err := r.c.Stop(ctx, id); err != nil {
-		r.log.WithError(err).WithField("task", t.String()).Warn("a task that stopped answering could not be stopped")
+	t := r.tasks[i]
+	if t.launch == 0 || t.done || !t.started.Before(e.At.Add(-e.Took)) {
+		return nil
 	}
+	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Warn("stopping a task that stopped answering; it starts again")
+	r.stopLaunch(ctx, t)
+	why := fmt.Sprintf("stopped: not heard from for %v (%s)", e.Took.Round(100*time.Millisecond), e.Detail)
 	return r.onExit(ctx, t, Exit{Code: -1, Desc: why})
 }
 

@@ -102,7 +102,8 @@ func (r *run) dropJoiner(ctx context.Context, t *taskState, why string) {
 }
 
 // stopLaunch stops t's launch, running or waiting to be placed, if it
-// has one (Cluster.Stop): t is no longer needed.
+// has one (Cluster.Stop), and forgets it: t is no longer needed, or no
+// longer answers.
 func (r *run) stopLaunch(ctx context.Context, t *taskState) {
 	id := t.launch
 	if id == 0 {
@@ -111,7 +112,7 @@ func (r *run) stopLaunch(ctx context.Context, t *taskState) {
 	delete(r.byLaunch, id)
 	t.launch, t.placed, t.code = 0, false, -1
 	if err := r.c.Stop(ctx, id); err != nil {
-		r.log.WithError(err).WithField("task", t.String()).Warn("task not needed, but not stopped")
+		r.log.WithError(err).WithField("task", t.String()).Warn("task not stopped")
 	}
 }
 
