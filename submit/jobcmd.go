@@ -182,9 +182,6 @@ func parseJobCommand(cmd string, args []string) (jobCommand, error) {
 	if (c.login.Principal == "") != (c.login.Keytab == "") {
 		return c, fmt.Errorf("%s: --principal and --keytab go together", cmd)
 	}
-	if cmd == cmdScale && c.servers < 0 && c.workers < 0 {
-		return c, fmt.Errorf("%s: missing --servers N or --workers N, the number of servers or workers the job is to run with", cmd)
-	}
 	switch len(pos) {
 	case 0:
 		return c, fmt.Errorf("%s: missing the job: a YARN application id (application_<cluster timestamp>_<number>) or a local job's id or directory", cmd)
@@ -192,6 +189,9 @@ func parseJobCommand(cmd string, args []string) (jobCommand, error) {
 		c.job = strings.TrimSpace(pos[0])
 	default:
 		return c, fmt.Errorf("%s: want one job, got %d: %s", cmd, len(pos), strings.Join(pos, " "))
+	}
+	if cmd == cmdScale && c.servers < 0 && c.workers < 0 {
+		return c, fmt.Errorf("%s: missing --servers N or --workers N, the number of servers or workers the job is to run with", cmd)
 	}
 	return c, nil
 }

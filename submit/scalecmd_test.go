@@ -42,6 +42,7 @@ func TestParseScaleCommand(t *testing.T) {
 		{[]string{"local-20260101-000000-0001", "--servers", "four"}, `scale: --servers "four": want a number of servers`},
 		{[]string{"local-20260101-000000-0001", "--servers", "4", "--workers", "x"}, `scale: --workers "x": want a number of workers`},
 		{[]string{"--servers", "4"}, "scale: missing the job"},
+		{nil, "scale: missing the job"},
 		{[]string{"a", "b", "--servers", "4"}, "scale: want one job, got 2: a b"},
 		{[]string{"a", "--servers", "4", "--task", "worker:0"}, "scale: unknown flag --task"},
 	} {
@@ -264,8 +265,11 @@ func TestScaleALocalJob(t *testing.T) {
 	if strings.Contains(summary, "  workers     ") {
 		t.Errorf("the job's summary has a line of workers, which did not change:\n%s", summary)
 	}
-	if code, _, errOut := j.cmd("scale", id, "--jobs-dir", jobs, "--servers", "2"); code != 1 || !strings.Contains(errOut, "ps-submit: scale: the job's status page does not answer (is the job over?") {
+	if code, _, errOut := j.cmd("scale", id, "--jobs-dir", jobs, "--servers", "2"); code != 1 || errOut != "ps-submit: scale: job "+id+" has ended (SUCCEEDED): only a running job scales\n" {
 		t.Errorf("scale of a job that is over: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := j.cmd("scale", j.page, "--servers", "2"); code != 1 || !strings.Contains(errOut, "ps-submit: scale: the job's status page does not answer (is the job over?") {
+		t.Errorf("scale by the address of a job that is over: exit %d, stderr %q", code, errOut)
 	}
 }
 
