@@ -114,6 +114,9 @@ func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) 
 			return false, err
 		}
 	}
+	if parts := partsFor(len(keys)); parts > 1 && t.init == nil && pure(upd) {
+		return t.updateParallel(keys, g, upd, slots, parts), nil
+	}
 	gen := t.gen
 	record := slots != nil && t.Cap() < math.MaxUint32
 	_, sum := upd.(Sum[V])
@@ -258,6 +261,16 @@ func (t *Table[V]) Gather(keys []uint64, out []V, missing func(i int)) (int, err
 	if t.dense {
 		return t.gatherDense(keys, out, missing), nil
 	}
+	if parts := partsFor(len(keys)); parts > 1 && missing == nil {
+		return t.gatherParallel(keys, out, parts), nil
+	}
+	return t.gatherSpan(keys, out, 0, missing), nil
+}
+
+// gatherSpan is Gather on a hash table for keys, which lie at base in the
+// keys of the call: missing is given indices from base.
+func (t *Table[V]) gatherSpan(keys []uint64, out []V, base int, missing func(i int)) int {
+	d := t.dim
 	var h [group]uint64
 	var slots [group]int64
 	found := 0
@@ -281,9 +294,9 @@ func (t *Table[V]) Gather(keys []uint64, out []V, missing func(i int)) (int, err
 			}
 		}
 		keepV(s)
-		found += t.readSlots(slots[:len(ks)], out[lo*d:], lo, missing)
+		found += t.readSlots(slots[:len(ks)], out[lo*d:], base+lo, missing)
 	}
-	return found, nil
+	return found
 }
 
 // readSlots copies the values of slots into out, Dim() values per slot;

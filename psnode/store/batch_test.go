@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -143,6 +144,105 @@ func TestTableUpdateMatchesInsertApply(t *testing.T) {
 					t.Fatalf("Gather found %d, missing %v; want %d, %v", found, missed, len(probe)-len(wantMissed), wantMissed)
 				}
 			})
+		}
+	}
+}
+
+// TestTableUpdateParallel applies pushes large enough for Update to split
+// them between goroutines (four, whatever the machine's processors) with
+// every updater, and requires the values and state of Insert plus Apply
+// per key, bit for bit: into an empty table; then half stored keys and
+// more new keys than the table takes before it grows, so that the
+// goroutines run out of room part-way; then unsorted keys, each several
+// times, key 0 among them. Slots Update says are valid must read the
+// keys' values, and a large Gather must find what Lookup finds.
+func TestTableUpdateParallel(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	const n = 190_000 // above parallelMin, and the table of n keys is near its load
+	a, b := batchKeys(21, n)
+	rng := rand.New(rand.NewPCG(8, 9))
+	c := make([]uint64, 0, 3*n/2)
+	for range cap(c) {
+		c = append(c, a[rng.IntN(len(a)/2)]) // each about three times
+	}
+	c = append(c, 0, 0)
+	for _, name := range store.UpdaterNames() {
+		for _, dim := range []int{1, 3} {
+			upd, err := store.NewUpdater[float32](name, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch, _ := store.NewTable[float32](dim, upd.StateWidth(), 0)
+			ref, _ := store.NewTable[float32](dim, upd.StateWidth(), 0)
+			grew := 0
+			for round, keys := range [][]uint64{a, b, c} {
+				g := make([]float32, len(keys)*dim)
+				for i := range g {
+					g[i] = float32(rng.NormFloat64())
+				}
+				slots := make([]uint32, len(keys))
+				ok, err := batch.Update(keys, g, upd, slots)
+				if err != nil {
+					t.Fatalf("%s/dim=%d round %d: Update: %v", name, dim, round, err)
+				}
+				for i, k := range keys {
+					s, _ := ref.Insert(k)
+					upd.Apply(ref.Vals(s), ref.State(s), g[i*dim:(i+1)*dim])
+				}
+				if !ok {
+					grew++
+					continue
+				}
+				vals := make([]float32, len(keys)*dim)
+				if err := batch.ValsAt(slots, vals); err != nil {
+					t.Fatal(err)
+				}
+				for i, k := range keys {
+					s, _ := batch.Lookup(k)
+					if !bitsEqual(vals[i*dim:(i+1)*dim], batch.Vals(s)) {
+						t.Fatalf("%s/dim=%d round %d: ValsAt for key %d = %v, want %v", name, dim, round, k, vals[i*dim:(i+1)*dim], batch.Vals(s))
+					}
+				}
+			}
+			if grew != 1 {
+				t.Errorf("%s/dim=%d: Update reported moved slots in %d of 3 rounds, want 1 (the second grows the table)", name, dim, grew)
+			}
+			if batch.Len() != ref.Len() {
+				t.Fatalf("%s/dim=%d: Update stored %d keys, Insert %d", name, dim, batch.Len(), ref.Len())
+			}
+			ref.Range(func(k uint64, vals, state []float32) bool {
+				s, ok := batch.Lookup(k)
+				if !ok {
+					t.Fatalf("%s/dim=%d: key %d missing after Update", name, dim, k)
+				}
+				if !bitsEqual(batch.Vals(s), vals) || !bitsEqual(batch.State(s), state) {
+					t.Fatalf("%s/dim=%d: key %d: Update gave %v %v, Insert+Apply %v %v", name, dim, k, batch.Vals(s), batch.State(s), vals, state)
+				}
+				return true
+			})
+			probe := append(append([]uint64(nil), b...), 12345678901, 1<<63+5)
+			out := make([]float32, len(probe)*dim)
+			for i := range out {
+				out[i] = -1 // Gather must overwrite everything
+			}
+			found, err := batch.Gather(probe, out, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := 0
+			for i, k := range probe {
+				v := make([]float32, dim)
+				if s, ok := batch.Lookup(k); ok {
+					v = batch.Vals(s)
+					want++
+				}
+				if !bitsEqual(out[i*dim:(i+1)*dim], v) {
+					t.Fatalf("%s/dim=%d: Gather key %d = %v, want %v", name, dim, k, out[i*dim:(i+1)*dim], v)
+				}
+			}
+			if found != want {
+				t.Errorf("%s/dim=%d: Gather found %d keys, want %d", name, dim, found, want)
+			}
 		}
 	}
 }
