@@ -35,7 +35,12 @@
 // so that the cache misses overlap, and apply the sum updater without a
 // call per key. Update can record each key's slot, and [Table.ValsAt]
 // reads values by those slots while [Table.Generation] is unchanged.
-// Tables of 8 MiB and more ask Linux for transparent huge pages.
+// An Update or Gather of 65,536 keys or more on a hash table runs on
+// GOMAXPROCS goroutines (at most 8), Update only with this package's
+// updaters and no init function: each key's updates still come from one
+// goroutine, in order, so the values are still the loops', bit for bit,
+// though a key may land in another slot. Tables of 8 MiB and more ask
+// Linux for transparent huge pages.
 //
 // A table whose keys lie in a known range [base, base+n) can address them
 // directly instead ([Table.UseDenseRange]): key k in slot k-base, no hash
@@ -49,7 +54,8 @@
 // receive per-key lengths. It is a Go map of slices, the slower path.
 //
 // Tables are not safe for concurrent use: a server applies the requests of
-// its key range from one goroutine.
+// its key range from one goroutine (which Update and Gather may split
+// within a call).
 //
 // # Updaters
 //
