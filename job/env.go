@@ -1,6 +1,7 @@
 package job
 
 import (
+	"cmp"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,10 @@ type Contract struct {
 	// which is told its own node.
 	RootHost string
 	RootPort int
+	// Output is the directory the tasks write the model to
+	// (SPINDLE_OUTPUT): Spec.Output, or beside it the directory of a
+	// model that is to replace a complete one; empty means Spec.Output.
+	Output string
 	// ResumeFrom and ResumeEpoch say where the run starts (a committed
 	// checkpoint; empty and 0 from scratch).
 	ResumeFrom  string
@@ -119,7 +124,7 @@ func (c Contract) Env(t Task, attempt int, node string, base []string) []string 
 	job := conf.Job{
 		Name:               spec.Name,
 		TrackerAddr:        c.TrackerAddr,
-		Output:             spec.Output,
+		Output:             cmp.Or(c.Output, spec.Output),
 		CheckpointDir:      spec.CheckpointDir,
 		CheckpointInterval: spec.CheckpointInterval,
 		ResumeFrom:         c.ResumeFrom,

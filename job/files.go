@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"strings"
 	"time"
 
@@ -56,9 +57,22 @@ type files struct {
 	from resumePoint
 	// restarts counts the runs started again after a lost server.
 	restarts int
+	// stage is set when the job replaces a complete model: the tasks
+	// write the new one there, beside Output, and commitModel puts it in
+	// Output's place (see prepareOutput).
+	stage *stagedOutput
 	// made lists the directories prepare created, which dropEmpty
 	// removes again if a job that did not succeed left them empty.
 	made []madeDir
+}
+
+// stagedOutput is where a job that replaces a complete model writes the
+// new one: dir, beside out, the output, on the same file system.
+type stagedOutput struct {
+	fsys     dfs.FileSystem
+	out, dir string
+	// uri is dir as the tasks are told it, in the form of Output.
+	uri string
 }
 
 // madeDir is a directory a job created: its file system, its name there.
@@ -85,7 +99,7 @@ type resumePoint struct {
 func (f *files) prepare(ctx context.Context, state *tracker.State, rerun bool) error {
 	spec := f.spec
 	if spec.Output != "" {
-		if err := f.prepareDir(ctx, spec.Output, "Output", spec.Overwrite || rerun); err != nil {
+		if err := f.prepareOutput(ctx, spec.Overwrite || rerun); err != nil {
 			return err
 		}
 	}
@@ -121,6 +135,112 @@ func (f *files) prepare(ctx context.Context, state *tracker.State, rerun bool) e
 		state.SetServers(f.from.servers)
 	}
 	return nil
+}
+
+// stageSuffix ends the name of the directory beside the output where a
+// job writes the model that replaces a complete one, and oldSuffix the
+// name the old model takes for the moment of the swap. Both names start
+// with a dot, which Hadoop's input formats and globs skip.
+const (
+	stageSuffix = ".spindle-new"
+	oldSuffix   = ".spindle-old"
+)
+
+// prepareOutput readies the model's directory. An output that holds a
+// complete model (its _SUCCESS) and may be replaced stays as it is until
+// the new model is complete: the tasks write it into a directory beside
+// the output, ".<name>.spindle-new" (emptied first: a job that was
+// killed may have left it), and commitModel puts it in the output's
+// place. So a job with Overwrite that fails, or is killed, leaves the
+// model it was to replace as it was. Where that directory cannot be made
+// (the output's parent is not the user's to write), or for any other
+// output, the output is checked and cleared as prepareDir does.
+func (f *files) prepareOutput(ctx context.Context, overwrite bool) error {
+	out := f.spec.Output
+	if overwrite {
+		fsys, name, err := f.r.Resolve(ctx, out)
+		if err != nil {
+			return dirError("Output", out, err)
+		}
+		_, err = fsys.Stat(ctx, path.Join(name, model.SuccessFile))
+		if stage, ok := besideDir(out, stageSuffix); err == nil && ok {
+			made := len(f.made)
+			err := f.prepareDir(ctx, stage, "Output", true)
+			if err == nil {
+				_, dir, err := f.r.Resolve(ctx, stage)
+				if err != nil {
+					return dirError("Output", stage, err)
+				}
+				f.stage = &stagedOutput{fsys: fsys, out: name, dir: dir, uri: stage}
+				f.log.WithFields(logrus.Fields{"output": out, "new model": stage}).
+					Info("the model in the output stays until the new one is complete")
+				return nil
+			}
+			f.made = f.made[:made]
+			f.log.WithError(err).Warnf("the new model cannot be written beside %s: the old one goes now", out)
+		}
+	}
+	return f.prepareDir(ctx, out, "Output", overwrite)
+}
+
+// besideDir names the directory beside dir (a path or URI) whose name is
+// dir's with a dot before it and suffix after: "/m/lr" gives
+// "/m/.lr.spindle-new". ok is false for a root or an empty name.
+func besideDir(dir, suffix string) (string, bool) {
+	dir = strings.TrimRight(dir, "/")
+	i := strings.LastIndexByte(dir, '/')
+	parent, base := dir[:i+1], dir[i+1:]
+	if base == "" || base == "." || base == ".." || strings.HasSuffix(parent, "://") || strings.HasSuffix(base, ":") {
+		return "", false
+	}
+	return parent + "." + base + suffix, true
+}
+
+// modelDir is the directory the tasks write the model to: the output, or
+// the staging directory beside it.
+func (f *files) modelDir() string {
+	if f.stage != nil {
+		return f.stage.uri
+	}
+	return f.spec.Output
+}
+
+// swapIn puts the new model, complete in the staging directory, in the
+// output's place. The old model moves aside first (a directory is not
+// renamed over another on HDFS), then the new one takes the output's
+// name, then the old one goes: wherever this stops, each model is whole
+// under one of the three names.
+func (f *files) swapIn(ctx context.Context) error {
+	s := f.stage
+	old := path.Join(path.Dir(s.out), "."+path.Base(s.out)+oldSuffix)
+	failed := func(what string, err error) error {
+		return fmt.Errorf("job: the new model is complete in %s, but %s: %w", s.uri, what, err)
+	}
+	if err := s.fsys.RemoveAll(ctx, old); err != nil {
+		return failed("what an earlier job left in "+s.fsys.URI(old)+" could not be removed", err)
+	}
+	if err := s.fsys.Rename(ctx, s.out, old); err != nil {
+		return failed("the model it replaces could not be moved aside from "+f.spec.Output, err)
+	}
+	if err := s.fsys.Rename(ctx, s.dir, s.out); err != nil {
+		return failed(fmt.Sprintf("it could not be moved to %s (the model it replaces is in %s)", f.spec.Output, s.fsys.URI(old)), err)
+	}
+	f.stage = nil
+	if err := s.fsys.RemoveAll(ctx, old); err != nil {
+		f.log.WithError(err).Warnf("the model replaced, moved to %s, could not be removed", s.fsys.URI(old))
+	}
+	return nil
+}
+
+// dropStage removes the staging directory and the new model's parts in
+// it, after a job that did not succeed: the output keeps the model the
+// job was to replace. It is best effort, as dropEmpty.
+func (f *files) dropStage(ctx context.Context) {
+	if s := f.stage; s != nil {
+		if err := s.fsys.RemoveAll(ctx, s.dir); err != nil {
+			f.log.WithError(err).Warnf("could not remove %s, where the job wrote a model it did not complete", s.uri)
+		}
+	}
 }
 
 // latest returns where to resume: the newest committed checkpoint whose
@@ -257,7 +377,13 @@ func (f *files) commitModel(ctx context.Context, st tracker.Status) error {
 	tr := &model.Training{EpochRecords: st.EpochRecords, Metrics: st.Metrics, MetricsEpoch: st.MetricsEpoch,
 		ResumedFrom: f.from.uri, Restarts: f.restarts, Started: st.Started, FirstData: st.FirstData,
 		LocatedShards: st.LocatedGiven, NodeLocalShards: st.LocalGiven}
-	return model.Commit(ctx, model.ResolverFS{R: f.r}, f.spec.Output, st.Servers, model.Manifest{Job: f.spec.Name, Training: tr})
+	if err := model.Commit(ctx, model.ResolverFS{R: f.r}, f.modelDir(), st.Servers, model.Manifest{Job: f.spec.Name, Training: tr}); err != nil {
+		return err
+	}
+	if f.stage != nil {
+		return f.swapIn(ctx)
+	}
+	return nil
 }
 
 // prepareDir makes sure a job can write into dir (a path or URI, the

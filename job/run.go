@@ -288,6 +288,7 @@ func (j *Job) Run(ctx context.Context, c Cluster) (Result, error) {
 	st, err := r.loop(ctx)
 	if st != tracker.Succeeded {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropEmptyTimeout)
+		j.files.dropStage(dctx)
 		j.files.dropEmpty(dctx)
 		cancel()
 	}
@@ -422,7 +423,7 @@ func (r *run) fail(ctx context.Context, err error) (tracker.JobState, error) {
 // job without a scheduler, every worker.
 func (r *run) begin(ctx context.Context) error {
 	r.contract = Contract{Spec: r.spec, Cluster: r.c.Name(), Secret: r.secret, KeysFile: r.keysFile, TrackerAddr: r.trackerAddr,
-		ResumeFrom: r.files.from.uri, ResumeEpoch: r.files.from.epoch}
+		ResumeFrom: r.files.from.uri, ResumeEpoch: r.files.from.epoch, Output: r.files.modelDir()}
 	r.schedulerAlone = false
 	if r.spec.HasScheduler() {
 		port, err := r.c.SchedulerPort(ctx)

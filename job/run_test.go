@@ -188,6 +188,48 @@ var (
 	worker1   = Task{Role: conf.RoleWorker, Rank: 1}
 )
 
+// oldModel writes a complete model of one part, "old", into dir.
+func oldModel(dir string) {
+	for name, data := range map[string]string{"part-00000": "old", "_manifest.json": "{}", "_SUCCESS": ""} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			panic(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// writeStaged writes the part of server l into the directory it was told
+// (SPINDLE_OUTPUT), which must not be output, which still holds the
+// model the job replaces, unchanged.
+func writeStaged(f *fake, output string, l Launch) {
+	out := envOf(l, conf.EnvOutput)
+	if out == output || out == "" {
+		f.t.Errorf("%s told to write the model into %q, while %s holds the model it replaces", l.Task, out, output)
+	}
+	if b, err := os.ReadFile(filepath.Join(output, "part-00000")); err != nil || string(b) != "old" {
+		f.t.Errorf("the output's part while the job runs: %q, %v; want the old model's", b, err)
+	}
+	writeFile(f.t, filepath.Join(out, fmt.Sprintf("part-%05d", l.Task.Rank)), []byte("model"))
+}
+
+// onlyEntries checks that dir holds exactly the entries names.
+func onlyEntries(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	if !slices.Equal(got, names) {
+		t.Errorf("%s holds %q, want %q", dir, got, names)
+	}
+}
+
 // writeFile writes data to path, creating its directory.
 func writeFile(t *testing.T, path string, data []byte) {
 	t.Helper()
@@ -468,6 +510,64 @@ func TestRunPolicy(t *testing.T) {
 						t.Errorf("%s after a failed job that wrote nothing: %v; want it removed", d, err)
 					}
 				}
+			},
+		},
+		{
+			name: "overwrite keeps a complete model until the new one is",
+			spec: func(e *env) JobSpec {
+				oldModel(e.output)
+				return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 1, Output: e.output, Overwrite: true}
+			},
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					if l.Task.Role == conf.RoleServer {
+						writeStaged(f, e.output, l)
+					}
+					f.exit(l, 0)
+				}
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if b, err := os.ReadFile(filepath.Join(e.output, "part-00000")); err != nil || string(b) != "model" {
+					t.Errorf("the output's part after the job: %q, %v; want the new model's", b, err)
+				}
+				if _, err := os.Stat(filepath.Join(e.output, "_SUCCESS")); err != nil {
+					t.Errorf("no _SUCCESS: %v", err)
+				}
+				if res.Output != e.output {
+					t.Errorf("result's output %q, want %q", res.Output, e.output)
+				}
+				onlyEntries(t, e.dir, "model")
+			},
+		},
+		{
+			name: "overwrite that fails leaves the complete model as it was",
+			spec: func(e *env) JobSpec {
+				oldModel(e.output)
+				return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 1, Output: e.output, Overwrite: true}
+			},
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					switch l.Task.Role {
+					case conf.RoleServer:
+						writeStaged(f, e.output, l)
+						f.exit(l, 0)
+					case conf.RoleWorker:
+						f.exit(l, 3)
+					default:
+						f.exit(l, 0)
+					}
+				}
+			},
+			want:    tracker.Failed,
+			wantErr: []string{"worker 0 failed: exit code 3"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				for name, want := range map[string]string{"part-00000": "old", "_SUCCESS": ""} {
+					if b, err := os.ReadFile(filepath.Join(e.output, name)); err != nil || string(b) != want {
+						t.Errorf("the output's %s after the failed job: %q, %v; want %q, as before it", name, b, err, want)
+					}
+				}
+				onlyEntries(t, e.dir, "model")
 			},
 		},
 		{

@@ -102,7 +102,9 @@ type JobSpec struct {
 	// Output is where servers write the model; empty means no model.
 	Output string
 	// Overwrite lets an existing non-empty Output be replaced, and an
-	// existing CheckpointDir be cleared; without it they are errors.
+	// existing CheckpointDir be cleared; without it they are errors. A
+	// complete model (_SUCCESS) in Output stays until the new one is
+	// complete, written beside it; other contents go at the start.
 	Overwrite bool
 	// Resume continues from the newest committed checkpoint in
 	// CheckpointDir.

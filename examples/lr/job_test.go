@@ -843,7 +843,9 @@ func countLines(t *testing.T, path string) int {
 // TestHadoopTrainFromHDFS runs the synchronous 2×2 job with its input,
 // test set and model in HDFS: the model must be the very same bytes as
 // the local run's, and Hadoop's own `hdfs dfs -cat` must show the lines
-// the Go reader returns.
+// the Go reader returns. Then over it with Overwrite: a job that fails
+// leaves the model as it was, one that succeeds replaces it, and neither
+// leaves a directory beside it.
 func TestHadoopTrainFromHDFS(t *testing.T) {
 	c := hadooptest.Connect(t)
 	run := syncJob(t)
@@ -876,12 +878,12 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The same bytes as the local synchronous run's parts.
-	var local []string
+	var runLines []string
 	for _, name := range []string{"part-00000", "part-00001"} {
-		local = append(local, strings.Split(strings.TrimSuffix(string(run.parts[name]), "\n"), "\n")...)
+		runLines = append(runLines, strings.Split(strings.TrimSuffix(string(run.parts[name]), "\n"), "\n")...)
 	}
-	if strings.Join(goLines, "\n") != strings.Join(local, "\n") {
-		t.Errorf("the model trained from HDFS differs from the local run's (%d and %d lines)", len(goLines), len(local))
+	if strings.Join(goLines, "\n") != strings.Join(runLines, "\n") {
+		t.Errorf("the model trained from HDFS differs from the local run's (%d and %d lines)", len(goLines), len(runLines))
 	}
 	// Hadoop's own reader.
 	cat, ok := hadooptest.HadoopShell(t, "-cat", dir+"/model/part-*")
@@ -893,6 +895,67 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 	if !strings.Contains(out.String(), "test AUC") {
 		t.Errorf("no test AUC reported:\n%s", out.String())
 	}
+
+	readModel := func() []string {
+		t.Helper()
+		var lines []string
+		err := model.Read(ctx, c.Resolver, modelURI, func(key uint64, vals []float32) error {
+			lines = append(lines, fmt.Sprintf("%d\t%s", key, strconv.FormatFloat(float64(vals[0]), 'g', -1, 32)))
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("the model after a job with Overwrite: %v", err)
+		}
+		return lines
+	}
+	beside := func() {
+		t.Helper()
+		fsys, name, err := c.Resolver.Resolve(ctx, "hdfs://"+dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ents, err := fsys.ReadDir(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), ".") {
+				t.Errorf("%s left beside the model", e.Name())
+			}
+		}
+	}
+	overwrite := func(args ...string) job.Result {
+		t.Helper()
+		res, err := local.Run(ctx, job.JobSpec{
+			Name:        "lr-hdfs-again",
+			Command:     append([]string{psLR, "--test", test}, args...),
+			NumWorkers:  2,
+			NumServers:  2,
+			MaxAttempts: 1,
+			Inputs:      []string{input},
+			SplitSize:   2 << 20,
+			Output:      modelURI,
+			Overwrite:   true,
+		}, local.Options{Environ: os.Environ(), Stdout: io.Discard, Log: quietLog(), Planner: tracker.InputPlanner(c.Resolver), Resolver: c.Resolver})
+		if err != nil && res.State == tracker.Succeeded {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := overwrite("--epochs", "1", "--bogus"); res.State != tracker.Failed {
+		t.Fatalf("a job with a bad flag over the model: %v", res.State)
+	}
+	if got := readModel(); strings.Join(got, "\n") != strings.Join(goLines, "\n") {
+		t.Errorf("a job with Overwrite that failed changed the model (%d lines, had %d)", len(got), len(goLines))
+	}
+	beside()
+	if res := overwrite("--epochs", "1"); res.State != tracker.Succeeded {
+		t.Fatalf("a 1-epoch job over the model: %v", res.State)
+	}
+	if got := readModel(); len(got) == 0 || strings.Join(got, "\n") == strings.Join(goLines, "\n") {
+		t.Errorf("the 1-epoch job with Overwrite left the 2-epoch model in place (%d lines)", len(got))
+	}
+	beside()
 }
 
 // TestResumeReachesTheSameModel stops a synchronous job after its
