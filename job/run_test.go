@@ -440,6 +440,11 @@ func TestRunPolicy(t *testing.T) {
 		return func(f *fake, l Launch) bool { return l.Task == task }
 	}
 	exitWith := func(code int) func(f *fake, l Launch) { return func(f *fake, l Launch) { f.exit(l, code) } }
+	// overOldModel is a job with Overwrite over a complete model.
+	overOldModel := func(e *env) JobSpec {
+		oldModel(e.output)
+		return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 1, Output: e.output, Overwrite: true}
+	}
 
 	tests := []struct {
 		name string
@@ -514,10 +519,7 @@ func TestRunPolicy(t *testing.T) {
 		},
 		{
 			name: "overwrite keeps a complete model until the new one is",
-			spec: func(e *env) JobSpec {
-				oldModel(e.output)
-				return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 1, Output: e.output, Overwrite: true}
-			},
+			spec: overOldModel,
 			script: func(e *env) func(f *fake, l Launch) {
 				return func(f *fake, l Launch) {
 					if l.Task.Role == conf.RoleServer {
@@ -542,10 +544,7 @@ func TestRunPolicy(t *testing.T) {
 		},
 		{
 			name: "overwrite that fails leaves the complete model as it was",
-			spec: func(e *env) JobSpec {
-				oldModel(e.output)
-				return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 1, Output: e.output, Overwrite: true}
-			},
+			spec: overOldModel,
 			script: func(e *env) func(f *fake, l Launch) {
 				return func(f *fake, l Launch) {
 					switch l.Task.Role {

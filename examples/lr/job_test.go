@@ -854,29 +854,38 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 	dir := uploadData(t, c)
 	// hdfs:/// takes the NameNode from fs.defaultFS; the input is a glob.
 	input, test, modelURI := "hdfs://"+dir+"/train*.libsvm", "hdfs://"+dir+"/test.libsvm", "hdfs://"+dir+"/model"
+	runHDFS := func(overwrite bool, stdout io.Writer, args ...string) (job.Result, error) {
+		return local.Run(ctx, job.JobSpec{
+			Name:        "lr-hdfs",
+			Command:     append([]string{psLR, "--test", test}, args...),
+			NumWorkers:  2,
+			NumServers:  2,
+			MaxAttempts: 1,
+			Inputs:      []string{input},
+			SplitSize:   2 << 20,
+			Output:      modelURI,
+			Overwrite:   overwrite,
+		}, local.Options{Environ: os.Environ(), Stdout: stdout, Log: quietLog(), Planner: tracker.InputPlanner(c.Resolver), Resolver: c.Resolver})
+	}
 	var out syncbuf.Buffer
-	res, err := local.Run(ctx, job.JobSpec{
-		Name:        "lr-hdfs",
-		Command:     []string{psLR, "--epochs", "2", "--test", test},
-		NumWorkers:  2,
-		NumServers:  2,
-		MaxAttempts: 1,
-		Inputs:      []string{input},
-		SplitSize:   2 << 20,
-		Output:      modelURI,
-	}, local.Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(c.Resolver), Resolver: c.Resolver})
+	res, err := runHDFS(false, &out, "--epochs", "2")
 	if err != nil || res.State != tracker.Succeeded {
 		t.Fatalf("job from HDFS: %v %v\n%s", res.State, err, out.String())
 	}
 	// The Go reader.
-	var goLines []string
-	err = model.Read(ctx, c.Resolver, modelURI, func(key uint64, vals []float32) error {
-		goLines = append(goLines, fmt.Sprintf("%d\t%s", key, strconv.FormatFloat(float64(vals[0]), 'g', -1, 32)))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+	readModel := func() []string {
+		t.Helper()
+		var lines []string
+		err := model.Read(ctx, c.Resolver, modelURI, func(key uint64, vals []float32) error {
+			lines = append(lines, fmt.Sprintf("%d\t%s", key, strconv.FormatFloat(float64(vals[0]), 'g', -1, 32)))
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("read the model: %v", err)
+		}
+		return lines
 	}
+	goLines := readModel()
 	// The same bytes as the local synchronous run's parts.
 	var runLines []string
 	for _, name := range []string{"part-00000", "part-00001"} {
@@ -896,18 +905,6 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 		t.Errorf("no test AUC reported:\n%s", out.String())
 	}
 
-	readModel := func() []string {
-		t.Helper()
-		var lines []string
-		err := model.Read(ctx, c.Resolver, modelURI, func(key uint64, vals []float32) error {
-			lines = append(lines, fmt.Sprintf("%d\t%s", key, strconv.FormatFloat(float64(vals[0]), 'g', -1, 32)))
-			return nil
-		})
-		if err != nil {
-			t.Fatalf("the model after a job with Overwrite: %v", err)
-		}
-		return lines
-	}
 	beside := func() {
 		t.Helper()
 		fsys, name, err := c.Resolver.Resolve(ctx, "hdfs://"+dir)
@@ -926,17 +923,7 @@ func TestHadoopTrainFromHDFS(t *testing.T) {
 	}
 	overwrite := func(args ...string) job.Result {
 		t.Helper()
-		res, err := local.Run(ctx, job.JobSpec{
-			Name:        "lr-hdfs-again",
-			Command:     append([]string{psLR, "--test", test}, args...),
-			NumWorkers:  2,
-			NumServers:  2,
-			MaxAttempts: 1,
-			Inputs:      []string{input},
-			SplitSize:   2 << 20,
-			Output:      modelURI,
-			Overwrite:   true,
-		}, local.Options{Environ: os.Environ(), Stdout: io.Discard, Log: quietLog(), Planner: tracker.InputPlanner(c.Resolver), Resolver: c.Resolver})
+		res, err := runHDFS(true, io.Discard, args...)
 		if err != nil && res.State == tracker.Succeeded {
 			t.Fatal(err)
 		}

@@ -71,51 +71,15 @@ func TestTableUpdateMatchesInsertApply(t *testing.T) {
 				rng := rand.New(rand.NewPCG(3, 4))
 				grew := 0
 				a, b := batchKeys(11, 5000)
-				for round, keys := range [][]uint64{a, b, a, b[:37], nil} {
-					g := make([]float32, len(keys)*dim)
-					for i := range g {
-						g[i] = float32(rng.NormFloat64())
-					}
-					slots := make([]uint32, len(keys))
-					ok, err := batch.Update(keys, g, upd, slots)
-					if err != nil {
-						t.Fatalf("round %d: Update: %v", round, err)
-					}
-					if ok {
-						vals := make([]float32, len(keys)*dim)
-						if err := batch.ValsAt(slots, vals); err != nil {
-							t.Fatal(err)
-						}
-						for i, k := range keys {
-							s, _ := batch.Lookup(k)
-							if !bitsEqual(vals[i*dim:(i+1)*dim], batch.Vals(s)) {
-								t.Fatalf("round %d: ValsAt for key %d = %v, want %v", round, k, vals[i*dim:(i+1)*dim], batch.Vals(s))
-							}
-						}
-					} else {
+				for _, keys := range [][]uint64{a, b, a, b[:37], nil} {
+					if pushBoth(t, rng, batch, ref, upd, keys) {
 						grew++
-					}
-					for i, k := range keys {
-						s, _ := ref.Insert(k)
-						upd.Apply(ref.Vals(s), ref.State(s), g[i*dim:(i+1)*dim])
 					}
 				}
 				if grew == 0 || grew == 5 {
 					t.Errorf("Update reported moved slots in %d of 5 rounds; the table grows in some, not all", grew)
 				}
-				if batch.Len() != ref.Len() {
-					t.Fatalf("Update stored %d keys, Insert %d", batch.Len(), ref.Len())
-				}
-				ref.Range(func(k uint64, vals, state []float32) bool {
-					s, ok := batch.Lookup(k)
-					if !ok {
-						t.Fatalf("key %d missing after Update", k)
-					}
-					if !bitsEqual(batch.Vals(s), vals) || !bitsEqual(batch.State(s), state) {
-						t.Fatalf("key %d: Update gave %v %v, Insert+Apply %v %v", k, batch.Vals(s), batch.State(s), vals, state)
-					}
-					return true
-				})
+				sameTables(t, batch, ref)
 				// Gather over stored and absent keys.
 				probe := append(append([]uint64(nil), a...), 12345678901, 1<<63+5)
 				out := make([]float32, len(probe)*dim)
@@ -168,83 +132,104 @@ func TestTableUpdateParallel(t *testing.T) {
 	c = append(c, 0, 0)
 	for _, name := range store.UpdaterNames() {
 		for _, dim := range []int{1, 3} {
-			upd, err := store.NewUpdater[float32](name, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			batch, _ := store.NewTable[float32](dim, upd.StateWidth(), 0)
-			ref, _ := store.NewTable[float32](dim, upd.StateWidth(), 0)
-			grew := 0
-			for round, keys := range [][]uint64{a, b, c} {
-				g := make([]float32, len(keys)*dim)
-				for i := range g {
-					g[i] = float32(rng.NormFloat64())
-				}
-				slots := make([]uint32, len(keys))
-				ok, err := batch.Update(keys, g, upd, slots)
+			t.Run(fmt.Sprintf("%s/dim=%d", name, dim), func(t *testing.T) {
+				upd, err := store.NewUpdater[float32](name, nil)
 				if err != nil {
-					t.Fatalf("%s/dim=%d round %d: Update: %v", name, dim, round, err)
-				}
-				for i, k := range keys {
-					s, _ := ref.Insert(k)
-					upd.Apply(ref.Vals(s), ref.State(s), g[i*dim:(i+1)*dim])
-				}
-				if !ok {
-					grew++
-					continue
-				}
-				vals := make([]float32, len(keys)*dim)
-				if err := batch.ValsAt(slots, vals); err != nil {
 					t.Fatal(err)
 				}
-				for i, k := range keys {
-					s, _ := batch.Lookup(k)
-					if !bitsEqual(vals[i*dim:(i+1)*dim], batch.Vals(s)) {
-						t.Fatalf("%s/dim=%d round %d: ValsAt for key %d = %v, want %v", name, dim, round, k, vals[i*dim:(i+1)*dim], batch.Vals(s))
+				batch, _ := store.NewTable[float32](dim, upd.StateWidth(), 0)
+				ref, _ := store.NewTable[float32](dim, upd.StateWidth(), 0)
+				grew := 0
+				for _, keys := range [][]uint64{a, b, c} {
+					if pushBoth(t, rng, batch, ref, upd, keys) {
+						grew++
 					}
 				}
-			}
-			if grew != 1 {
-				t.Errorf("%s/dim=%d: Update reported moved slots in %d of 3 rounds, want 1 (the second grows the table)", name, dim, grew)
-			}
-			if batch.Len() != ref.Len() {
-				t.Fatalf("%s/dim=%d: Update stored %d keys, Insert %d", name, dim, batch.Len(), ref.Len())
-			}
-			ref.Range(func(k uint64, vals, state []float32) bool {
-				s, ok := batch.Lookup(k)
-				if !ok {
-					t.Fatalf("%s/dim=%d: key %d missing after Update", name, dim, k)
+				if grew != 1 {
+					t.Errorf("Update reported moved slots in %d of 3 rounds, want 1 (the second grows the table)", grew)
 				}
-				if !bitsEqual(batch.Vals(s), vals) || !bitsEqual(batch.State(s), state) {
-					t.Fatalf("%s/dim=%d: key %d: Update gave %v %v, Insert+Apply %v %v", name, dim, k, batch.Vals(s), batch.State(s), vals, state)
+				sameTables(t, batch, ref)
+				probe := append(append([]uint64(nil), b...), 12345678901, 1<<63+5)
+				out := make([]float32, len(probe)*dim)
+				for i := range out {
+					out[i] = -1 // Gather must overwrite everything
 				}
-				return true
+				found, err := batch.Gather(probe, out, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := 0
+				for i, k := range probe {
+					v := make([]float32, dim)
+					if s, ok := batch.Lookup(k); ok {
+						v = batch.Vals(s)
+						want++
+					}
+					if !bitsEqual(out[i*dim:(i+1)*dim], v) {
+						t.Fatalf("Gather key %d = %v, want %v", k, out[i*dim:(i+1)*dim], v)
+					}
+				}
+				if found != want {
+					t.Errorf("Gather found %d keys, want %d", found, want)
+				}
 			})
-			probe := append(append([]uint64(nil), b...), 12345678901, 1<<63+5)
-			out := make([]float32, len(probe)*dim)
-			for i := range out {
-				out[i] = -1 // Gather must overwrite everything
-			}
-			found, err := batch.Gather(probe, out, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := 0
-			for i, k := range probe {
-				v := make([]float32, dim)
-				if s, ok := batch.Lookup(k); ok {
-					v = batch.Vals(s)
-					want++
-				}
-				if !bitsEqual(out[i*dim:(i+1)*dim], v) {
-					t.Fatalf("%s/dim=%d: Gather key %d = %v, want %v", name, dim, k, out[i*dim:(i+1)*dim], v)
-				}
-			}
-			if found != want {
-				t.Errorf("%s/dim=%d: Gather found %d keys, want %d", name, dim, found, want)
-			}
 		}
 	}
+}
+
+// pushBoth pushes random gradients for keys into batch through Update and
+// into ref through Insert and Apply per key, and checks the values read
+// by the slots Update recorded when it says they are valid. It reports
+// whether Update said they were not (the table grew).
+func pushBoth(t *testing.T, rng *rand.Rand, batch, ref *store.Table[float32], upd store.Updater[float32], keys []uint64) bool {
+	t.Helper()
+	dim := batch.Dim()
+	g := make([]float32, len(keys)*dim)
+	for i := range g {
+		g[i] = float32(rng.NormFloat64())
+	}
+	slots := make([]uint32, len(keys))
+	ok, err := batch.Update(keys, g, upd, slots)
+	if err != nil {
+		t.Fatalf("Update: %v", err)
+	}
+	for i, k := range keys {
+		s, _ := ref.Insert(k)
+		upd.Apply(ref.Vals(s), ref.State(s), g[i*dim:(i+1)*dim])
+	}
+	if !ok {
+		return true
+	}
+	vals := make([]float32, len(keys)*dim)
+	if err := batch.ValsAt(slots, vals); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range keys {
+		s, _ := batch.Lookup(k)
+		if !bitsEqual(vals[i*dim:(i+1)*dim], batch.Vals(s)) {
+			t.Fatalf("ValsAt for key %d = %v, want %v", k, vals[i*dim:(i+1)*dim], batch.Vals(s))
+		}
+	}
+	return false
+}
+
+// sameTables checks that batch holds the keys of ref, with the same
+// values and state, bit for bit.
+func sameTables(t *testing.T, batch, ref *store.Table[float32]) {
+	t.Helper()
+	if batch.Len() != ref.Len() {
+		t.Fatalf("Update stored %d keys, Insert %d", batch.Len(), ref.Len())
+	}
+	ref.Range(func(k uint64, vals, state []float32) bool {
+		s, ok := batch.Lookup(k)
+		if !ok {
+			t.Fatalf("key %d missing after Update", k)
+		}
+		if !bitsEqual(batch.Vals(s), vals) || !bitsEqual(batch.State(s), state) {
+			t.Fatalf("key %d: Update gave %v %v, Insert+Apply %v %v", k, batch.Vals(s), batch.State(s), vals, state)
+		}
+		return true
+	})
 }
 
 func bitsEqual(a, b []float32) bool {
