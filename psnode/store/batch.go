@@ -114,7 +114,7 @@ func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) 
 			return false, err
 		}
 	}
-	if parts := partsFor(len(keys)); parts > 1 && t.init == nil && pure(upd) {
+	if parts := partsFor(len(keys)); parts > 1 && t.init == nil && pure(upd) && ascending(keys) {
 		return t.updateParallel(keys, g, upd, slots, parts), nil
 	}
 	gen := t.gen

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -113,15 +112,16 @@ func TestTableUpdateMatchesInsertApply(t *testing.T) {
 }
 
 // TestTableUpdateParallel applies pushes large enough for Update to split
-// them between goroutines (four, whatever the machine's processors) with
-// every updater, and requires the values and state of Insert plus Apply
-// per key, bit for bit: into an empty table; then half stored keys and
-// more new keys than the table takes before it grows, so that the
-// goroutines run out of room part-way; then unsorted keys, each several
-// times, key 0 among them. Slots Update says are valid must read the
+// them between goroutines (three, whatever the machine's processors)
+// with every updater, and requires the values and state of Insert plus
+// Apply per key, bit for bit: sorted keys with key 0 into an empty
+// table; then sorted keys, half of them stored, with more new keys than
+// the table takes before it grows, so that the goroutines run out of
+// room part-way; then unsorted keys, each several times, which Update
+// applies in one goroutine. Slots Update says are valid must read the
 // keys' values, and a large Gather must find what Lookup finds.
 func TestTableUpdateParallel(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	defer store.SetTestParts(3)()
 	const n = 190_000 // above parallelMin, and the table of n keys is near its load
 	a, b := batchKeys(21, n)
 	rng := rand.New(rand.NewPCG(8, 9))

@@ -35,11 +35,12 @@
 // so that the cache misses overlap, and apply the sum updater without a
 // call per key. Update can record each key's slot, and [Table.ValsAt]
 // reads values by those slots while [Table.Generation] is unchanged.
-// An Update or Gather of 65,536 keys or more on a hash table runs on
-// GOMAXPROCS goroutines (at most 8), Update only with this package's
-// updaters and no init function: each key's updates still come from one
-// goroutine, in order, so the values are still the loops', bit for bit,
-// though a key may land in another slot. Tables of 8 MiB and more ask
+// An Update or Gather of 65,536 keys or more on a hash table runs on as
+// many goroutines as the processors the process may use (at most 8),
+// each on a run of the keys; Update only for keys in strictly ascending
+// order (as a request's are), with this package's updaters and no init
+// function. No key is in two runs, so the values are still the loops',
+// bit for bit, though a key may land in another slot. Tables of 8 MiB and more ask
 // Linux for transparent huge pages.
 //
 // A table whose keys lie in a known range [base, base+n) can address them

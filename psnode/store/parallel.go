@@ -2,9 +2,7 @@ package store
 
 import (
 	"math"
-	"math/bits"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -23,14 +21,21 @@ const (
 )
 
 // partsFor is the number of goroutines for an Update or Gather of n keys:
-// a power of two, at most GOMAXPROCS and maxParts; 1 below parallelMin.
+// as many as the processors this process may use (GOMAXPROCS, and the
+// CPUs it is bound to), at most maxParts; 1 below parallelMin.
 func partsFor(n int) int {
 	if n < parallelMin {
 		return 1
 	}
-	p := min(runtime.GOMAXPROCS(0), maxParts)
-	return 1 << (bits.Len(uint(p)) - 1)
+	if testParts > 0 {
+		return testParts
+	}
+	return min(runtime.GOMAXPROCS(0), runtime.NumCPU(), maxParts)
 }
+
+// testParts, when a test sets it, is partsFor's answer from parallelMin
+// keys on, whatever the processors.
+var testParts int
 
 // pure reports whether upd is one of this package's updaters, whose
 // Apply reads only its arguments and writes only w and s: it may run for
@@ -43,30 +48,54 @@ func pure[V Number](upd Updater[V]) bool {
 	return false
 }
 
-// updateParallel is Update's loop on parts goroutines (a power of two,
-// 2 or more) for a hash table without an init function and a pure
-// updater. Goroutine p takes the keys whose hashes' top bits are p, in
-// their order in keys: every update of a key comes from one goroutine,
-// in turn, and no two goroutines write one slot, so every key ends with
-// the values and state of the serial loop, bit for bit (its slot may
-// differ, as the order of insertion does). A probe may run into another
-// goroutine's keys, so the key slots are read atomically and a free one
-// is taken with a compare-and-swap. Each goroutine may insert its share
-// of the keys the table takes before it must grow; one that runs out
-// stops there, and the keys of its share from there on are done after
-// the others, in their order, through Insert, which grows the table. It
-// returns whether slots (when not nil) are all valid.
+// ascending reports whether keys are in strictly ascending order, each
+// key once, as the keys of a request are.
+func ascending(keys []uint64) bool {
+	for i := 1; i < len(keys); i++ {
+		if keys[i] <= keys[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// run is the share of a call's keys one goroutine takes: keys[lo:hi].
+type run struct{ lo, hi int }
+
+// runsOf cuts n keys into parts runs, each of whole groups but the last.
+func runsOf(n, parts int) []run {
+	step := (n/parts + group - 1) / group * group
+	runs := make([]run, parts)
+	for p := range runs {
+		runs[p] = run{min(p*step, n), min((p+1)*step, n)}
+	}
+	runs[parts-1].hi = n
+	return runs
+}
+
+// updateParallel is Update's loop on parts goroutines, for a hash table
+// without an init function, a pure updater and keys in strictly
+// ascending order: goroutine p takes the p-th run of keys. No key is in
+// two runs, so no two goroutines write one slot's values, and each key
+// ends with the values and state of the serial loop, bit for bit (its
+// slot may differ, as the order of insertion does). A probe may run into
+// another goroutine's keys, so the key slots are read atomically and a
+// free one is taken with a compare-and-swap. Each goroutine may insert
+// its share of the keys the table takes before it must grow; one that
+// runs out stops there, and the rest of its run is done after the
+// others, through Insert, which grows the table. It returns whether
+// slots (when not nil) are all valid.
 func (t *Table[V]) updateParallel(keys []uint64, g []V, upd Updater[V], slots []uint32, parts int) bool {
 	gen := t.gen
 	record := slots != nil && t.Cap() < math.MaxUint32
 	_, sum := upd.(Sum[V])
-	top := uint(64 - bits.TrailingZeros(uint(parts)))
 	budget := (t.growAt - t.used) / parts
+	runs := runsOf(len(keys), parts)
 	inserted, stop := make([]int, parts), make([]int, parts)
 	var wg sync.WaitGroup
-	for p := range parts {
+	for p, r := range runs {
 		wg.Go(func() {
-			inserted[p], stop[p] = t.updatePart(keys, g, upd, slots, record, sum, uint64(p), top, budget)
+			inserted[p], stop[p] = t.updateRun(keys, g, upd, slots, r, record, sum, budget)
 		})
 	}
 	wg.Wait()
@@ -74,47 +103,37 @@ func (t *Table[V]) updateParallel(keys []uint64, g []V, upd Updater[V], slots []
 		t.used += n
 	}
 	d := t.dim
-	for i := slices.Min(stop); i < len(keys); i++ {
-		k := keys[i]
-		if i < stop[hash(k)>>top] {
-			continue
-		}
-		s, _ := t.Insert(k)
-		t.applyOne(uint64(s), g[i*d:(i+1)*d], upd, sum)
-		record = record && t.Cap() < math.MaxUint32
-		if record {
-			slots[i] = uint32(s)
+	for p, r := range runs {
+		for i := stop[p]; i < r.hi; i++ {
+			s, _ := t.Insert(keys[i])
+			one := [1]uint64{uint64(s)}
+			t.applyAt(one[:], g[i*d:(i+1)*d], upd, sum)
+			record = record && t.Cap() < math.MaxUint32
+			if record {
+				slots[i] = uint32(s)
+			}
 		}
 	}
 	return record && t.gen == gen
 }
 
-// updatePart applies the keys of one goroutine of updateParallel, those
-// whose hashes' top bits (hash >> top) are part, inserting at most budget
-// of them. It returns the number it inserted and the index in keys of
-// the first it had no room for, len(keys) when none.
-func (t *Table[V]) updatePart(keys []uint64, g []V, upd Updater[V], slots []uint32, record, sum bool, part uint64, top uint, budget int) (inserted, stop int) {
+// updateRun applies the keys of run r, as Update's loop does, inserting
+// at most budget of them. It returns the number it inserted and the
+// index in keys of the first it had no room for, r.hi when none.
+func (t *Table[V]) updateRun(keys []uint64, g []V, upd Updater[V], slots []uint32, r run, record, sum bool, budget int) (inserted, stop int) {
 	d, tk := t.dim, t.keys
-	var (
-		idx   [group]int
-		h, sl [group]uint64
-	)
-	for i := 0; i < len(keys); {
-		n := 0
-		for ; i < len(keys) && n < group; i++ {
-			if hk := hash(keys[i]); hk>>top == part {
-				idx[n], h[n] = i, hk>>t.shift
-				n++
-			}
-		}
+	var h, sl [group]uint64
+	for lo := r.lo; lo < r.hi; lo += group {
+		ks := keys[lo:min(lo+group, r.hi)]
 		var sk uint64
-		for _, at := range h[:n] {
-			sk += atomic.LoadUint64(&tk[at])
+		for j, k := range ks {
+			h[j] = hash(k) >> t.shift
+			sk += atomic.LoadUint64(&tk[h[j]])
 		}
 		keep(sk)
-		done := n
-		for j := range n {
-			s, isNew, ok := t.claim(keys[idx[j]], h[j], inserted < budget)
+		done := len(ks)
+		for j, k := range ks {
+			s, isNew, ok := t.claim(k, h[j], inserted < budget)
 			if !ok {
 				done = j
 				break
@@ -124,28 +143,28 @@ func (t *Table[V]) updatePart(keys []uint64, g []V, upd Updater[V], slots []uint
 			}
 			sl[j] = s
 		}
-		t.touchVals(sl[:done])
-		for j, s := range sl[:done] {
-			k := idx[j]
-			if record {
-				slots[k] = uint32(s)
+		ss := sl[:done]
+		t.touchVals(ss)
+		if record {
+			for j, s := range ss {
+				slots[lo+j] = uint32(s)
 			}
-			t.applyOne(s, g[k*d:(k+1)*d], upd, sum)
 		}
-		if done < n {
-			return inserted, idx[done]
+		t.applyAt(ss, g[lo*d:], upd, sum)
+		if done < len(ks) {
+			return inserted, lo + done
 		}
 	}
-	return inserted, len(keys)
+	return inserted, r.hi
 }
 
-// claim returns the slot of key, whose hash slot is i, for updatePart: the
+// claim returns the slot of key, whose hash slot is i, for updateRun: the
 // slot that holds it or, when room, a free one it takes (isNew); without
 // room a key that is absent is not taken (ok false). Key 0 has its own
 // slot, which takes no room.
 func (t *Table[V]) claim(key, i uint64, room bool) (slot uint64, isNew, ok bool) {
 	if key == 0 {
-		t.hasZero = true // only the goroutine of part 0 sees key 0
+		t.hasZero = true // only the first run can hold key 0
 		return uint64(t.Cap()), false, true
 	}
 	tk := t.keys
@@ -165,29 +184,14 @@ func (t *Table[V]) claim(key, i uint64, room bool) (slot uint64, isNew, ok bool)
 	}
 }
 
-// applyOne applies upd to slot s with gradient gs (Dim() values); sum
-// says that upd is the sum updater.
-func (t *Table[V]) applyOne(s uint64, gs []V, upd Updater[V], sum bool) {
-	if sum && t.dim == 1 {
-		t.vals[s] += gs[0]
-		return
-	}
-	upd.Apply(t.Vals(int(s)), t.State(int(s)), gs)
-}
-
-// gatherParallel is Gather's loop on parts goroutines, each on a
-// contiguous share of keys, for a hash table and no missing function.
+// gatherParallel is Gather's loop on parts goroutines, each on a run of
+// keys, for a hash table and no missing function.
 func (t *Table[V]) gatherParallel(keys []uint64, out []V, parts int) int {
 	d := t.dim
-	step := (len(keys)/parts + group - 1) / group * group
 	found := make([]int, parts)
 	var wg sync.WaitGroup
-	for p := range parts {
-		lo, hi := min(p*step, len(keys)), len(keys)
-		if p < parts-1 {
-			hi = min((p+1)*step, len(keys))
-		}
-		wg.Go(func() { found[p] = t.gatherSpan(keys[lo:hi], out[lo*d:hi*d], lo, nil) })
+	for p, r := range runsOf(len(keys), parts) {
+		wg.Go(func() { found[p] = t.gatherSpan(keys[r.lo:r.hi], out[r.lo*d:r.hi*d], r.lo, nil) })
 	}
 	wg.Wait()
 	n := 0
