@@ -3,6 +3,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -68,6 +69,77 @@ func TestClusterStopAll(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestClusterStopsStoppedProcesses starts processes that stop themselves
+// (SIGSTOP, as a task found silent often is) and stops them with a grace
+// period longer than the test's bound: Stop and StopAll must end them
+// with SIGTERM, not wait for the grace period's SIGKILL.
+func TestClusterStopsStoppedProcesses(t *testing.T) {
+	t.Parallel()
+	marker := fmt.Sprintf("spindle-test-marker-%d", time.Now().UnixNano())
+	c := New(Config{Environ: os.Environ(), Stdout: io.Discard, Log: quietLog(), StopGrace: time.Hour})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for rank := range 2 {
+		l := job.Launch{ID: int64(rank + 1), Task: job.Task{Role: conf.RoleWorker, Rank: rank},
+			Command: []string{"/bin/sh", "-c", `kill -STOP $$; sleep 600 & wait`},
+			Env:     func(node string, base []string) []string { return append(base, "SPINDLE_TEST_MARKER="+marker) }}
+		if err := c.Start(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both stopped.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for id := int64(1); id <= 2; id++ {
+		c.mu.Lock()
+		pid := c.procs[id].cmd.Process.Pid
+		c.mu.Unlock()
+		for !stopped(pid) {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				t.Fatalf("launch %d never stopped itself", id)
+			}
+		}
+	}
+	if err := c.Stop(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case ev := <-c.Events():
+			if ev.Kind != job.Exited {
+				continue
+			}
+			if ev.ID != 1 || !strings.Contains(ev.Exit.Desc, "terminated") {
+				t.Errorf("exit %+v; want launch 1 ended by SIGTERM", ev)
+			}
+		case <-ctx.Done():
+			t.Fatal("the stopped process Stop asked to end is still there")
+		}
+		break
+	}
+	if err := c.StopAll(ctx); err != nil {
+		t.Fatalf("StopAll: %v", err)
+	}
+	if left := survivors(t, marker); len(left) > 0 {
+		t.Fatalf("processes left behind:\n%s", strings.Join(left, "\n"))
+	}
+}
+
+// stopped says whether process pid is stopped by a signal.
+func stopped(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'T'
 }
 
 // upWriter closes up once its output holds every line of want.

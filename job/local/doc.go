@@ -8,8 +8,8 @@
 // (PR_SET_PDEATHSIG). Its output goes to Options.Stdout, each line
 // prefixed with its role and rank ("[worker 1] ", "[worker 1#1] " for its
 // second attempt), and its last lines are kept for the error of a task
-// that fails. Stopping sends SIGTERM to every group, then SIGKILL after
-// StopGrace.
+// that fails. Stopping sends SIGTERM to every group (and SIGCONT, so
+// that a stopped process gets it), then SIGKILL after StopGrace.
 //
 // When a psnode job's servers and workers divide evenly among the CPUs
 // the launcher may use, each server and worker is bound to one CPU,

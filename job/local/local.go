@@ -379,8 +379,8 @@ func (c *Cluster) Start(ctx context.Context, l job.Launch) error {
 }
 
 // Stop stops launch id's process, if it runs: SIGTERM to its process
-// group, then SIGKILL after the grace period, without waiting. Its exit
-// is still reported.
+// group (terminate), then SIGKILL after the grace period, without
+// waiting. Its exit is still reported.
 func (c *Cluster) Stop(_ context.Context, id int64) error {
 	c.mu.Lock()
 	p := c.procs[id]
@@ -388,7 +388,7 @@ func (c *Cluster) Stop(_ context.Context, id int64) error {
 	if p == nil {
 		return nil // ended already
 	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	terminate(p)
 	go func() {
 		grace := time.NewTimer(c.cfg.StopGrace)
 		defer grace.Stop()
@@ -399,6 +399,16 @@ func (c *Cluster) Stop(_ context.Context, id int64) error {
 		}
 	}()
 	return nil
+}
+
+// terminate asks p's process group to end: SIGTERM, then SIGCONT, as a
+// shell does for a stopped job it kills. A stopped process (SIGSTOP,
+// which is how a task that stopped answering is often found) gets
+// SIGTERM only once it runs again; without SIGCONT it would wait for the
+// grace period's SIGKILL.
+func terminate(p *proc) {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGCONT)
 }
 
 // StopAll stops every running process: SIGTERM to its process group,
@@ -412,7 +422,7 @@ func (c *Cluster) StopAll(ctx context.Context) error {
 	}
 	c.mu.Unlock()
 	for _, p := range procs {
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		terminate(p)
 	}
 	grace := time.NewTimer(c.cfg.StopGrace)
 	defer grace.Stop()
