@@ -162,8 +162,7 @@ func (f *files) prepareOutput(ctx context.Context, overwrite bool) error {
 		if err != nil {
 			return dirError("Output", out, err)
 		}
-		_, err = fsys.Stat(ctx, path.Join(name, model.SuccessFile))
-		if stage, ok := besideDir(out, stageSuffix); err == nil && ok {
+		if stage := stageFor(ctx, fsys, name, out); stage != "" {
 			made := len(f.made)
 			err := f.prepareDir(ctx, stage, "Output", true)
 			if err == nil {
@@ -181,6 +180,33 @@ func (f *files) prepareOutput(ctx context.Context, overwrite bool) error {
 		}
 	}
 	return f.prepareDir(ctx, out, "Output", overwrite)
+}
+
+// stageFor is the directory beside out (a path or URI; name on fsys)
+// where a job replacing the complete model in out writes the new one,
+// "" when out holds no complete model or has no such directory.
+func stageFor(ctx context.Context, fsys dfs.FileSystem, name, out string) string {
+	if _, err := fsys.Stat(ctx, path.Join(name, model.SuccessFile)); err != nil {
+		return ""
+	}
+	stage, _ := besideDir(out, stageSuffix)
+	return stage
+}
+
+// StagedOutput returns the directory beside spec's Output where the job
+// would write its model, replacing a complete one there (Overwrite, and
+// Output holds _SUCCESS); "" when it would write into Output itself. A
+// YARN client records it, so that a job killed before it could remove
+// that directory does not leave it behind empty.
+func StagedOutput(ctx context.Context, r Resolver, spec JobSpec) string {
+	if spec.Output == "" || !spec.Overwrite {
+		return ""
+	}
+	fsys, name, err := r.Resolve(ctx, spec.Output)
+	if err != nil {
+		return ""
+	}
+	return stageFor(ctx, fsys, name, spec.Output)
 }
 
 // besideDir names the directory beside dir (a path or URI) whose name is

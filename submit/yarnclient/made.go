@@ -16,8 +16,10 @@ import (
 )
 
 // The directories a job makes: its output and checkpoint directory, when
-// they did not exist at submission, are created by the ApplicationMaster
-// before any task starts. A job that does not succeed removes them again
+// they did not exist at submission, and the directory beside the output
+// where it writes a model that replaces a complete one
+// (job.StagedOutput), are created by the ApplicationMaster before any
+// task starts. A job that does not succeed removes them again
 // when still empty (job.Job.Run); a killed ApplicationMaster cannot, as
 // YARN kills its process a moment after asking it to end. So the client
 // writes them into the staging directory (madeFile), and whoever removes

@@ -206,7 +206,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	if err := job.Check(ctx, spec, resolver, tracker.InputPlanner(resolver)); err != nil {
 		return res, err
 	}
-	made := absentDirs(ctx, resolver, spec.Output, spec.CheckpointDir)
+	made := absentDirs(ctx, resolver, spec.Output, spec.CheckpointDir, job.StagedOutput(ctx, resolver, spec))
 
 	retry, err := rmRetryOf(hc)
 	if err != nil {

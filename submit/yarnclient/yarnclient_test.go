@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
+	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/yarn"
 )
 
@@ -103,6 +105,16 @@ func waitAppState(t *testing.T, ctx context.Context, rm *yarn.RMClient, app yarn
 		case <-tick.C:
 		}
 	}
+}
+
+// readAll reads the file name of fsys.
+func readAll(ctx context.Context, fsys dfs.FileSystem, name string) ([]byte, error) {
+	f, err := fsys.Open(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }
 
 // yarnAppList runs Hadoop's "yarn application -list -appStates ALL".
@@ -409,6 +421,61 @@ func TestHadoopSubmitYARN(t *testing.T) {
 				t.Fatalf("%d task processes still running 30s after ps-submit kill", markedProcesses(marker))
 			}
 			time.Sleep(200 * time.Millisecond)
+		}
+	})
+
+	// A job with --overwrite over a complete model writes the new one
+	// beside it. Its ApplicationMaster killed outright, before it could
+	// clean up (as YARN does when it stops taking its time), the job
+	// leaves the old model as it was and, once ps-submit kill has
+	// removed what the job left, nothing beside it.
+	t.Run("kill_over_a_model", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		dir := cl.TempDir(t)
+		output, stage := dir+"/model", dir+"/.model.spindle-new"
+		if err := cl.FS.MkdirAll(ctx, output, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cl.WriteFile(t, output+"/part-00000", []byte("old"), dfs.CreateOptions{})
+		cl.WriteFile(t, output+"/_SUCCESS", nil, dfs.CreateOptions{})
+		app := submitDetached(t, ctx, "--jobname", "spindle-test-kill-overwrite", "--output", cl.FS.URI(output), "--overwrite",
+			"--max-app-attempts", "1", "--", "/bin/sh", "-c", "sleep 600")
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		wait := func(what string, done func() bool) {
+			t.Helper()
+			for !done() {
+				select {
+				case <-tick.C:
+				case <-ctx.Done():
+					t.Fatalf("%s: %v", what, ctx.Err())
+				}
+			}
+		}
+		wait("the ApplicationMaster never made "+stage, func() bool {
+			_, err := cl.FS.Stat(ctx, stage)
+			return err == nil
+		})
+		am := hadooptest.ContainerOf(app.String()) + "01_000001"
+		if len(hadooptest.KillTask(t, am, "", 0)) == 0 {
+			t.Fatalf("no process of %s to kill", am)
+		}
+		wait("the application did not end once its ApplicationMaster was killed", func() bool {
+			r, err := rm.ApplicationReport(ctx, app)
+			return err == nil && r.State.Terminal()
+		})
+		if out, code := psSubmit(t, ctx, "kill", app.String()); code != 0 || !strings.Contains(out, "already ended") {
+			t.Errorf("ps-submit kill: exit %d, want 0 and already ended:\n%s", code, out)
+		}
+		checkStagingGone(t, cl, app)
+		if _, err := cl.FS.Stat(ctx, stage); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s after the kill: Stat = %v, want it removed", stage, err)
+		}
+		for name, want := range map[string]string{"part-00000": "old", "_SUCCESS": ""} {
+			if b, err := readAll(ctx, cl.FS, output+"/"+name); err != nil || string(b) != want {
+				t.Errorf("the model's %s after the kill: %q, %v; want %q, as before", name, b, err, want)
+			}
 		}
 	})
 
