@@ -235,9 +235,12 @@ func (f *files) modelDir() string {
 // output's place. The old model moves aside first (a directory is not
 // renamed over another on HDFS), then the new one takes the output's
 // name, then the old one goes: wherever this stops, each model is whole
-// under one of the three names.
+// under one of the three names. When it fails, the new model stays where
+// it is, complete (dropStage leaves it), and the old one goes back to
+// the output if it had left it; the error says where each is.
 func (f *files) swapIn(ctx context.Context) error {
 	s := f.stage
+	f.stage = nil
 	old := path.Join(path.Dir(s.out), "."+path.Base(s.out)+oldSuffix)
 	failed := func(what string, err error) error {
 		return fmt.Errorf("job: the new model is complete in %s, but %s: %w", s.uri, what, err)
@@ -249,9 +252,12 @@ func (f *files) swapIn(ctx context.Context) error {
 		return failed("the model it replaces could not be moved aside from "+f.spec.Output, err)
 	}
 	if err := s.fsys.Rename(ctx, s.dir, s.out); err != nil {
-		return failed(fmt.Sprintf("it could not be moved to %s (the model it replaces is in %s)", f.spec.Output, s.fsys.URI(old)), err)
+		where := "back in " + f.spec.Output
+		if rerr := s.fsys.Rename(ctx, old, s.out); rerr != nil {
+			where = "in " + s.fsys.URI(old)
+		}
+		return failed(fmt.Sprintf("it could not be moved to %s (the model it was to replace is %s)", f.spec.Output, where), err)
 	}
-	f.stage = nil
 	if err := s.fsys.RemoveAll(ctx, old); err != nil {
 		f.log.WithError(err).Warnf("the model replaced, moved to %s, could not be removed", s.fsys.URI(old))
 	}

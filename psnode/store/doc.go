@@ -40,8 +40,8 @@
 // each on a run of the keys; Update only for keys in strictly ascending
 // order (as a request's are), with this package's updaters and no init
 // function. No key is in two runs, so the values are still the loops',
-// bit for bit, though a key may land in another slot. Tables of 8 MiB and more ask
-// Linux for transparent huge pages.
+// bit for bit, though a key may land in another slot. Tables of 8 MiB
+// and more ask Linux for transparent huge pages.
 //
 // A table whose keys lie in a known range [base, base+n) can address them
 // directly instead ([Table.UseDenseRange]): key k in slot k-base, no hash
