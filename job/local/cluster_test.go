@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,7 +80,16 @@ func TestClusterStopsStoppedProcesses(t *testing.T) {
 	t.Parallel()
 	marker := fmt.Sprintf("spindle-test-marker-%d", time.Now().UnixNano())
 	c := New(Config{Environ: os.Environ(), Stdout: io.Discard, Log: quietLog(), StopGrace: time.Hour})
-	defer c.Close()
+	defer func() {
+		// After a failure, what still runs would wait for the hour's
+		// SIGKILL in Close.
+		c.mu.Lock()
+		for _, p := range c.procs {
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		}
+		c.mu.Unlock()
+		c.Close()
+	}()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	for rank := range 2 {
