@@ -74,12 +74,13 @@ func reportUnresponsive(tc *tracker.Client, n *psnode.Node, log *logrus.Entry) {
 			return
 		case ev = <-events:
 		}
-		task := fmt.Sprintf("%s %d", ev.Node.Role, ev.Node.Rank)
+		var task string
 		switch {
 		case ev.Silent <= 0:
 			continue
 		case ev.Kind == psnode.NodeDied && n.Role() == transport.RoleScheduler &&
 			(ev.Node.Role == transport.RoleServer || ev.Node.Role == transport.RoleWorker):
+			task = fmt.Sprintf("%s %d", ev.Node.Role, ev.Node.Rank)
 		case ev.Kind == psnode.SchedulerLost:
 			task = "scheduler 0"
 		default:

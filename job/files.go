@@ -166,10 +166,7 @@ func (f *files) prepareOutput(ctx context.Context, overwrite bool) error {
 			made := len(f.made)
 			err := f.prepareDir(ctx, stage, "Output", true)
 			if err == nil {
-				_, dir, err := f.r.Resolve(ctx, stage)
-				if err != nil {
-					return dirError("Output", stage, err)
-				}
+				dir, _ := besideDir(name, stageSuffix)
 				f.stage = &stagedOutput{fsys: fsys, out: name, dir: dir, uri: stage}
 				f.log.WithFields(logrus.Fields{"output": out, "new model": stage}).
 					Info("the model in the output stays until the new one is complete")
@@ -241,7 +238,7 @@ func (f *files) modelDir() string {
 func (f *files) swapIn(ctx context.Context) error {
 	s := f.stage
 	f.stage = nil
-	old := path.Join(path.Dir(s.out), "."+path.Base(s.out)+oldSuffix)
+	old, _ := besideDir(s.out, oldSuffix)
 	failed := func(what string, err error) error {
 		return fmt.Errorf("job: the new model is complete in %s, but %s: %w", s.uri, what, err)
 	}

@@ -52,16 +52,8 @@ func runKillCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 // up to killTimeout until it has: it returns the state the job ended in,
 // and whether it had ended before it was asked.
 func killLocal(ctx context.Context, c jobCommand) (st tracker.JobState, already bool, err error) {
-	if !isPageAddress(c.job) {
-		// A job whose page no longer answers is over: how, its
-		// directory says.
-		dir, err := localJobDir(c.jobsDir, c.job)
-		if err != nil {
-			return "", false, fmt.Errorf("%s: %w", c.cmd, err)
-		}
-		if _, st, live, err := localJobStatus(ctx, dir); err == nil && !live && st != nil {
-			return st.State, true, nil
-		}
+	if st, over, err := localEnd(ctx, c); err != nil || over {
+		return st, over, err
 	}
 	page, token, err := localPage(c)
 	if err != nil {
@@ -129,16 +121,30 @@ func pageStatus(ctx context.Context, page, token string) (*web.Status, error) {
 	return &s, nil
 }
 
+// localEnd reports whether c's local job is over, its page no longer
+// answering, and how it ended, as its directory records it; a job named
+// by its page's address has no directory to tell (over is false). The
+// error is that of a job c cannot find.
+func localEnd(ctx context.Context, c jobCommand) (st tracker.JobState, over bool, err error) {
+	if isPageAddress(c.job) {
+		return "", false, nil
+	}
+	dir, err := localJobDir(c.jobsDir, c.job)
+	if err != nil {
+		return "", false, fmt.Errorf("%s: %w", c.cmd, err)
+	}
+	if _, s, live, err := localJobStatus(ctx, dir); err == nil && !live && s != nil {
+		return s.State, true, nil
+	}
+	return "", false, nil
+}
+
 // endedState is how c's local job ended, as its directory records it;
 // "ENDED" when c names the job by its page's address, or the record
 // is missing.
 func endedState(ctx context.Context, c jobCommand) tracker.JobState {
-	if !isPageAddress(c.job) {
-		if dir, err := localJobDir(c.jobsDir, c.job); err == nil {
-			if _, st, _, err := localJobStatus(ctx, dir); err == nil && st != nil {
-				return st.State
-			}
-		}
+	if st, over, _ := localEnd(ctx, c); over {
+		return st
 	}
 	return "ENDED"
 }

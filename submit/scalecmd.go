@@ -99,16 +99,11 @@ func scaleJob(ctx context.Context, c jobCommand, lookup func(string) (string, bo
 		return web.ScaleReply{Servers: st.Servers, Target: orCount(servers, st.ServersTarget),
 			Workers: st.Workers, WorkersTarget: orCount(workers, st.WorkersTarget)}, nil
 	}
-	if !isPageAddress(c.job) {
-		// A job whose page no longer answers is over: how, its
-		// directory says.
-		dir, err := localJobDir(c.jobsDir, c.job)
-		if err != nil {
-			return web.ScaleReply{}, fmt.Errorf("%s: %w", c.cmd, err)
-		}
-		if _, st, live, err := localJobStatus(ctx, dir); err == nil && !live && st != nil && ended(st.State) {
-			return web.ScaleReply{}, fmt.Errorf("%s: job %s has ended (%s): only a running job scales", c.cmd, c.job, st.State)
-		}
+	switch st, over, err := localEnd(ctx, c); {
+	case err != nil:
+		return web.ScaleReply{}, err
+	case over && ended(st):
+		return web.ScaleReply{}, fmt.Errorf("%s: job %s has ended (%s): only a running job scales", c.cmd, c.job, st)
 	}
 	page, token, err := localPage(c)
 	if err != nil {
