@@ -54,7 +54,12 @@ type callOpts struct {
 	callback   func(error)
 	allServers bool
 	pulled     func() // after a pull's values are in place, before Wait returns
+	width      int    // a table's values per key, which every answer must carry
 }
+
+// wantWidth makes a pull fail when a server answers with other than
+// width values per key: a server that declares the table otherwise.
+func wantWidth(width int) CallOption { return func(o *callOpts) { o.width = width } }
 
 // afterPull sets a function called once a pull's values are in place,
 // on the app's receive goroutine, before Wait returns.
@@ -351,9 +356,13 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 			if _, err := decompressFrames(m); err != nil {
 				return fmt.Errorf("psnode: reply from server %d: %w", peer, err)
 			}
-			r, err := decodeReply[V](m, segLen(segs[p]))
+			k := segLen(segs[p])
+			r, err := decodeReply[V](m, k)
 			if err != nil {
 				return fmt.Errorf("psnode: reply from server %d: %w", peer, err)
+			}
+			if o.width > 0 && k > 0 && (r.lens != nil || len(r.vals) != k*o.width) {
+				return fmt.Errorf("psnode: reply from server %d: %d values for %d keys, where the table has %d per key: every role must declare the table alike", transport.IDRank(peer), len(r.vals), k, o.width)
 			}
 			replies[p] = r
 			return nil

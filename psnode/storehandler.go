@@ -158,8 +158,8 @@ func (h *StoreHandler[V]) apply(req *KVRequest[V]) error {
 		}
 		return nil
 	}
-	if len(req.Vals) != len(req.Keys)*h.dim {
-		return fmt.Errorf("push of %d values for %d keys: the server keeps %d per key", len(req.Vals), len(req.Keys), h.dim)
+	if err := h.checkWidth(req); err != nil {
+		return err
 	}
 	l := &h.last
 	l.ok = false
@@ -263,6 +263,14 @@ func (h *StoreHandler[V]) RestoreAll(keys []uint64, vals, state []V) error {
 		slot, _ := h.table.Insert(k)
 		copy(h.table.Vals(slot), vals[i*d:(i+1)*d])
 		copy(h.table.State(slot), state[i*sw:(i+1)*sw])
+	}
+	return nil
+}
+
+// checkWidth refuses a push that does not carry dim values per key.
+func (h *StoreHandler[V]) checkWidth(req *KVRequest[V]) error {
+	if len(req.Vals) != len(req.Keys)*h.dim {
+		return fmt.Errorf("push of %d values for %d keys: the server keeps %d per key", len(req.Vals), len(req.Keys), h.dim)
 	}
 	return nil
 }

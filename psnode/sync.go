@@ -104,6 +104,7 @@ type SyncHandler[V Number] struct {
 type syncOut[V Number] struct {
 	fwd  func(done func())
 	reqs []*KVRequest[V]
+	err  error // the step could not be applied: its requests get this
 }
 
 // syncAt is what a held pull waits for: every step of epoch before step
@@ -151,6 +152,11 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 	}
 	if req.Cmd < 0 {
 		_ = srv.RespondError(srv.n.ctx, req, fmt.Errorf("synchronous push with command %d", req.Cmd))
+		return
+	}
+	if err := h.store.checkWidth(req); err != nil {
+		// Refused at once: the step it would join could never be applied.
+		_ = srv.RespondError(srv.n.ctx, req, err)
 		return
 	}
 	epoch, step := int(req.Cmd>>syncStepBits), int(req.Cmd&MaxSyncSteps)
@@ -207,10 +213,10 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 		st.parts[req.Sender] = syncPart[V]{kv: KVPairs[V]{Keys: slices.Clone(req.Keys), Vals: slices.Clone(req.Vals)}, at: time.Now()}
 		h.receivedLocked(req.Sender, epoch, step)
 	}
-	answers, err := h.completeLocked(epoch)
+	answers := h.completeLocked(epoch)
 	pulls := h.duePullsLocked()
 	h.mu.Unlock()
-	h.answer(srv, answers, err, pulls)
+	h.answer(srv, answers, pulls)
 }
 
 // memberLocked says why worker may not push step of epoch, if it may
@@ -232,9 +238,9 @@ func (h *SyncHandler[V]) memberLocked(worker int32, epoch, step int) error {
 // applied steps (or err, if applying failed), once their replicas have
 // them, and the pulls now due, at once: a pull reads the primary, whose
 // state the replicas will have.
-func (h *SyncHandler[V]) answer(srv *KVServer[V], outs []syncOut[V], err error, pulls []*KVRequest[V]) {
+func (h *SyncHandler[V]) answer(srv *KVServer[V], outs []syncOut[V], pulls []*KVRequest[V]) {
 	for _, o := range outs {
-		reqs := o.reqs
+		reqs, err := o.reqs, o.err
 		respond := func() {
 			for _, a := range reqs {
 				if err != nil {
@@ -244,7 +250,7 @@ func (h *SyncHandler[V]) answer(srv *KVServer[V], outs []syncOut[V], err error, 
 				}
 			}
 		}
-		if o.fwd != nil && err == nil {
+		if o.fwd != nil {
 			o.fwd(respond)
 		} else {
 			respond()
@@ -320,7 +326,7 @@ func (h *SyncHandler[V]) stepReadyLocked(epoch, step int, st *syncStep[V], done 
 // completeLocked applies every step of epoch that has all its parts, in
 // step order, and returns the requests to answer; then, if every worker
 // is done with the epoch, their SyncDone requests too. h.mu must be held.
-func (h *SyncHandler[V]) completeLocked(epoch int) ([]syncOut[V], error) {
+func (h *SyncHandler[V]) completeLocked(epoch int) []syncOut[V] {
 	var answers []syncOut[V]
 	done := h.done[epoch]
 	var cmds []int32
@@ -337,13 +343,14 @@ func (h *SyncHandler[V]) completeLocked(epoch int) ([]syncOut[V], error) {
 			break // steps complete in order: a later one cannot be ready
 		}
 		sum, err := h.applyStep(st)
-		if err != nil {
-			return answers, err
-		}
 		h.applied[epoch] = step + 1
 		delete(h.steps, cmd)
 		var o syncOut[V]
-		if h.repl != nil {
+		if err != nil {
+			// Its pushers learn why; the steps after it do not wait on
+			// a step that can never be applied.
+			o.err = fmt.Errorf("step %d of epoch %d: %w", step, epoch, err)
+		} else if h.repl != nil {
 			o.fwd = h.repl(replApply, epoch, step+1, sum)
 		}
 		for _, r := range st.reqs {
@@ -377,7 +384,7 @@ func (h *SyncHandler[V]) completeLocked(epoch int) ([]syncOut[V], error) {
 			}
 		}
 	}
-	return answers, nil
+	return answers
 }
 
 func (h *SyncHandler[V]) pendingIn(epoch int) bool {
@@ -458,7 +465,7 @@ func (h *SyncHandler[V]) stalledLocked() time.Duration {
 
 // completeAllLocked completes every running epoch after a change of
 // who takes part in the steps. h.mu must be held.
-func (h *SyncHandler[V]) completeAllLocked() ([]syncOut[V], error) {
+func (h *SyncHandler[V]) completeAllLocked() []syncOut[V] {
 	epochs := map[int]bool{}
 	for cmd := range h.steps {
 		epochs[int(cmd>>syncStepBits)] = true
@@ -468,13 +475,9 @@ func (h *SyncHandler[V]) completeAllLocked() ([]syncOut[V], error) {
 	}
 	var answers []syncOut[V]
 	for _, e := range slices.Sorted(maps.Keys(epochs)) {
-		a, err := h.completeLocked(e)
-		answers = append(answers, a...)
-		if err != nil {
-			return answers, err
-		}
+		answers = append(answers, h.completeLocked(e)...)
 	}
-	return answers, nil
+	return answers
 }
 
 // applyStep adds up the workers' parts in rank (id) order, applies the
@@ -489,10 +492,7 @@ func (h *SyncHandler[V]) applyStep(st *syncStep[V]) (KVPairs[V], error) {
 	parts := make([]KVPairs[V], len(senders))
 	sorted := true
 	for i, id := range senders {
-		p := st.parts[id].kv
-		if len(p.Vals) != len(p.Keys)*dim {
-			return KVPairs[V]{}, fmt.Errorf("worker %d pushed %d values for %d keys; the server keeps %d per key", id, len(p.Vals), len(p.Keys), dim)
-		}
+		p := st.parts[id].kv // its width checked on arrival (Handle)
 		parts[i] = p
 		sorted = sorted && isStrictlySorted(p.Keys)
 	}
@@ -669,11 +669,11 @@ func (h *SyncHandler[V]) WatchDeaths(n *Node, srv *KVServer[V]) {
 		}
 		h.leftLocked(ev.Node.ID)
 		stalled := h.stalledLocked()
-		answers, err := h.completeAllLocked()
+		answers := h.completeAllLocked()
 		pulls := h.duePullsLocked()
 		h.mu.Unlock()
 		n.log.WithFields(logrus.Fields{"worker": ev.Node.Rank, "reason": ev.Reason, "stalled": stalled.String()}).Warn("synchronous steps go on without a dead worker until its replacement rejoins")
-		h.answer(srv, answers, err, pulls)
+		h.answer(srv, answers, pulls)
 	})
 }
 
@@ -730,11 +730,11 @@ func (h *SyncHandler[V]) rejoin(worker int32, inc int64, r syncRejoin, srv *KVSe
 			p.Accepted = true
 		}
 	}
-	answers, err := h.completeAllLocked()
+	answers := h.completeAllLocked()
 	pulls := h.duePullsLocked()
 	p.Ended, p.Next = h.ended, h.nextLocked(worker, h.ended)
 	p.Batches, p.Done = h.pos[h.ended][worker], h.done[h.ended][worker] != nil
 	h.mu.Unlock()
-	h.answer(srv, answers, err, pulls)
+	h.answer(srv, answers, pulls)
 	return p, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spindle-ps/spindle/psnode"
 	"github.com/spindle-ps/spindle/psnode/store"
+	"github.com/spindle-ps/spindle/psnode/transport"
 )
 
 // memStore keeps checkpoints and models in memory: a CheckpointStore, a
@@ -474,5 +475,39 @@ func TestTablesInit(t *testing.T) {
 	}
 	if got := pull(5, 9); got != "[6 2 9 1]" {
 		t.Errorf("pull after a push to key 5: %s, want [6 2 9 1]", got)
+	}
+}
+
+// TestTablesDeclaredOtherwise: a worker that declares a table with
+// another width than the servers' gets an error naming the difference
+// from its pulls and its synchronous pushes, rather than values of the
+// wrong shape or a step that never completes.
+func TestTablesDeclaredOtherwise(t *testing.T) {
+	ctx := ctxT(t, 30*time.Second)
+	c := startCluster(t, 2, 1, 305, nil)
+	tables := map[*psnode.Node]*psnode.Table[float32]{}
+	for _, n := range c.all() {
+		ts, err := psnode.NewTables(n, psnode.TablesOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		width := 1
+		if n.Role() == transport.RoleWorker {
+			width = 2
+		}
+		if tables[n], err = psnode.NewTable(ts, psnode.TableSpec[float32]{Name: "w", Width: width, Partitioner: "hash", Sync: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := tables[c.workers[0]]
+	keys := []uint64{1, 2, 3, 4, 5, 6}
+	var vals []float32
+	ts, err := w.Pull(ctx, keys, &vals)
+	if err = wait(ctx, ts, err, w.Wait); err == nil || !strings.Contains(err.Error(), "where the table has 2 per key: every role must declare the table alike") {
+		t.Errorf("pull from servers of another width: %v (%d values for %d keys)", err, len(vals), len(keys))
+	}
+	ts, err = w.PushStep(ctx, 0, 0, keys, make([]float32, 2*len(keys)))
+	if err = wait(ctx, ts, err, w.Wait); err == nil || !strings.Contains(err.Error(), ": the server keeps 1 per key") {
+		t.Errorf("synchronous push to servers of another width: %v", err)
 	}
 }
