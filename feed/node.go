@@ -3,6 +3,7 @@ package feed
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -43,7 +44,7 @@ func StartNode(ctx context.Context, lookup conf.Lookup, environ []string, log *l
 		return nil, err
 	}
 	reportStarted(ctx, tc, n, time.Since(began), log)
-	go reportUnresponsive(tc, n, log)
+	go reportLost(tc, n, log)
 	if cfg.PS.Joining {
 		// The tracker switches to the new count of servers once every
 		// joining one is in the job.
@@ -58,13 +59,16 @@ func StartNode(ctx context.Context, lookup conf.Lookup, environ []string, log *l
 	return n, nil
 }
 
-// reportUnresponsive reports to the tracker, until n is closed, each
-// node n lost after it had not been heard from (psnode.Event.Silent): a
-// server or worker the scheduler n declared dead, or the scheduler a
-// server or worker n lost. Its process may still run, stopped, hung or
-// cut off, holding up the others, and only the launcher can end it. A
+// reportLost reports to the tracker, until n is closed, each node n
+// lost after it had not been heard from (psnode.Event.Silent;
+// tracker.EventUnresponsive): a server or worker the scheduler n
+// declared dead, or the scheduler a server or worker n lost. Its process
+// may still run, stopped, hung or cut off, holding up the others, and
+// only the launcher can end it. On the scheduler it also reports the
+// servers and workers declared dead for another cause
+// (tracker.EventDied): a process that exited 0 so never left the job. A
 // report that fails is logged.
-func reportUnresponsive(tc *tracker.Client, n *psnode.Node, log *logrus.Entry) {
+func reportLost(tc *tracker.Client, n *psnode.Node, log *logrus.Entry) {
 	events, stop := n.Subscribe()
 	defer stop()
 	for {
@@ -74,23 +78,26 @@ func reportUnresponsive(tc *tracker.Client, n *psnode.Node, log *logrus.Entry) {
 			return
 		case ev = <-events:
 		}
-		var task string
+		var report tracker.Event
 		switch {
-		case ev.Silent <= 0:
-			continue
 		case ev.Kind == psnode.NodeDied && n.Role() == transport.RoleScheduler &&
 			(ev.Node.Role == transport.RoleServer || ev.Node.Role == transport.RoleWorker):
-			task = fmt.Sprintf("%s %d", ev.Node.Role, ev.Node.Rank)
-		case ev.Kind == psnode.SchedulerLost:
-			task = "scheduler 0"
+			report = tracker.Event{Kind: tracker.EventUnresponsive, Task: fmt.Sprintf("%s %d", ev.Node.Role, ev.Node.Rank), Detail: ev.Reason, Took: ev.Silent}
+			if ev.Silent <= 0 {
+				// Its process ended, or has a successor: if it exited
+				// 0, it did so without leaving the job.
+				report.Kind, report.Detail = tracker.EventDied, strconv.FormatInt(ev.Node.Incarnation, 10)
+			}
+		case ev.Kind == psnode.SchedulerLost && ev.Silent > 0:
+			report = tracker.Event{Kind: tracker.EventUnresponsive, Task: "scheduler 0", Detail: ev.Reason, Took: ev.Silent}
 		default:
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
-		err := tc.ReportEvent(ctx, tracker.Event{Kind: tracker.EventUnresponsive, Task: task, Detail: ev.Reason, Took: ev.Silent})
+		err := tc.ReportEvent(ctx, report)
 		cancel()
 		if err != nil {
-			log.WithError(err).WithField("task", task).Warn("could not report an unresponsive node to the tracker")
+			log.WithError(err).WithFields(logrus.Fields{"task": report.Task, "event": report.Kind}).Warn("could not report a node's end to the tracker")
 		}
 	}
 }
@@ -103,7 +110,7 @@ const reportTimeout = 10 * time.Second
 // that fails is logged: the launcher then takes the whole job back when
 // the scheduler dies, as it would without the report.
 func reportStarted(ctx context.Context, tc *tracker.Client, n *psnode.Node, took time.Duration, log *logrus.Entry) {
-	ev := tracker.Event{Kind: tracker.EventFollows, Task: fmt.Sprintf("%s %d", n.Role(), n.Rank())}
+	ev := tracker.Event{Kind: tracker.EventFollows, Task: fmt.Sprintf("%s %d", n.Role(), n.Rank()), Detail: strconv.FormatInt(n.Self().Incarnation, 10)}
 	if n.Role() == transport.RoleScheduler {
 		if !n.Replaced() {
 			return

@@ -267,6 +267,9 @@ func (j *Job) removeKeys() {
 //     after it was not heard from) is stopped, when its launch began
 //     before the silence did, and that end is a failure like any other
 //     exit.
+//   - A server or worker that exits 0 without leaving the job (the
+//     scheduler declared its process dead: tracker.EventDied), before
+//     or after the exit is seen, failed: the others wait for it.
 //
 // A request for another number of servers or workers
 // (tracker.State.Scale) starts the tasks it adds at once (see package
@@ -398,7 +401,11 @@ func (r *run) loop(ctx context.Context) (tracker.JobState, error) {
 			r.stopAll(ctx)
 			return tracker.Killed, fmt.Errorf("%w: %s", tracker.ErrKillRequested, reason)
 		case e := <-r.state.Unresponsive():
-			if err := r.onUnresponsive(ctx, e); err != nil {
+			handle := r.onUnresponsive
+			if e.Kind == tracker.EventDied {
+				handle = r.onDied
+			}
+			if err := handle(ctx, e); err != nil {
 				return r.fail(ctx, err)
 			}
 			r.report()
@@ -532,7 +539,12 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 			return err
 		}
 	}
-	if ex.Code == 0 {
+	unfinished := ex.Code == 0 && t.Role != conf.RoleScheduler && r.state.DiedUnfinished(t.String())
+	if unfinished {
+		ex.Desc += " without leaving the job (its node was not finalized; the others wait for it)"
+		t.exit = ex.Desc
+	}
+	if ex.Code == 0 && !unfinished {
 		t.state = "succeeded"
 		t.done = true
 		r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Debug("task done")
@@ -624,6 +636,26 @@ func (r *run) onUnresponsive(ctx context.Context, e tracker.Event) error {
 	r.stopLaunch(ctx, t)
 	why := fmt.Sprintf("stopped: not heard from for %v (%s)", e.Took.Round(100*time.Millisecond), e.Detail)
 	return r.onExit(ctx, t, Exit{Code: -1, Desc: why})
+}
+
+// onDied handles a report that the process of a server or worker that
+// last said it follows the scheduler was declared dead rather than
+// leaving the job (tracker.EventDied). Had it exited 0 already, that
+// exit is a failure after all (onExit): its node never left, and the
+// others wait for it or its successor. An exit still to come is judged
+// when it comes.
+func (r *run) onDied(ctx context.Context, e tracker.Event) error {
+	i := slices.IndexFunc(r.tasks, func(t *taskState) bool { return t.String() == e.Task })
+	if i < 0 {
+		return nil
+	}
+	t := r.tasks[i]
+	if t.launch != 0 || !t.done || t.gone || t.code != 0 {
+		return nil
+	}
+	t.done = false
+	r.log.WithField("task", t.String()).Warn("a task exited 0 without leaving the job; it starts again")
+	return r.onExit(ctx, t, Exit{Desc: t.exit})
 }
 
 // restartAllAfter is restartAll for the exit of t, whose attempt was

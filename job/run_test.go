@@ -628,6 +628,60 @@ func TestRunPolicy(t *testing.T) {
 			},
 		},
 		{
+			name: "a worker that exits 0 without leaving the job is started again",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 2, Output: e.output} },
+			script: func(e *env) func(f *fake, l Launch) {
+				// Worker 1's first process says it follows the scheduler,
+				// then exits 0 without leaving: the scheduler declares it
+				// dead. The loop sees the exit and the death in either
+				// order. Its second process leaves as it should.
+				return unless(e, every(worker1), func(f *fake, l Launch) {
+					st := f.j.State()
+					inc := fmt.Sprint(l.Attempt + 1)
+					st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventFollows, Task: "worker 1", Detail: inc})
+					if l.Attempt == 0 {
+						// An earlier process's death, then its own.
+						st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventDied, Task: "worker 1", Detail: "7"})
+						f.exit(l, 0)
+						st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventDied, Task: "worker 1", Detail: inc})
+						return
+					}
+					f.exit(l, 0)
+				})
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if n := len(f.launchesOf(worker1)); n != 2 {
+					t.Errorf("worker 1 launched %d times; want 2", n)
+				}
+				if n := len(f.launchesOf(worker0)); n != 1 {
+					t.Errorf("worker 0 launched %d times; want 1", n)
+				}
+				found := false
+				for _, ev := range res.Status.Events {
+					found = found || ev.Kind == tracker.EventExited && ev.Task == "worker 1" &&
+						ev.Detail == "exit code 0 without leaving the job (its node was not finalized; the others wait for it)"
+				}
+				if !found {
+					t.Errorf("no event says why worker 1 started again: %+v", res.Status.Events)
+				}
+			},
+		},
+		{
+			name: "a worker that keeps exiting 0 without leaving the job fails it",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2, Output: e.output} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return unless(e, every(worker0), func(f *fake, l Launch) {
+					st := f.j.State()
+					st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventFollows, Task: "worker 0", Detail: "1"})
+					st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventDied, Task: "worker 0", Detail: "1"})
+					f.exit(l, 0)
+				})
+			},
+			want:    tracker.Failed,
+			wantErr: []string{"worker 0 failed: exit code 0 without leaving the job (its node was not finalized; the others wait for it) on attempt 2 of 2"},
+		},
+		{
 			name: "worker retried, its shards queued again",
 			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, MaxAttempts: 2} },
 			script: func(e *env) func(f *fake, l Launch) {

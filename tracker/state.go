@@ -147,7 +147,7 @@ const (
 	// replacement (reported by every server and worker once started);
 	// not listed in Status.Events, but once every server and worker
 	// said so, the launcher starts a failed scheduler again alone
-	// (Following).
+	// (Following). Detail is the node's incarnation (EventDied).
 	EventFollows = "follows-scheduler"
 	// EventRebuilt: a scheduler that replaces a dead one rebuilt the
 	// node table from the running nodes (reported by the scheduler,
@@ -175,6 +175,16 @@ const (
 	// launcher stops that process, if it started before the silence
 	// began, and handles it as a failure: it starts again (Unresponsive).
 	EventUnresponsive = "unresponsive"
+	// EventDied: the scheduler declared a server or a worker dead for
+	// another cause than silence: its connection was lost and not made
+	// again, or a new process took its place (reported by the scheduler,
+	// Task "server R" or "worker R", Detail the dead process's
+	// incarnation). Not listed in Status.Events. When that process is
+	// the one whose EventFollows came last, and it exited 0, it ended
+	// without leaving the job (it never finalized its node) while the
+	// others wait for it or its successor: the launcher handles that
+	// exit as a failure (DiedUnfinished).
+	EventDied = "died"
 	// EventScaled: the keys moved to the servers of a new view, or the
 	// steps count a new number of workers (reported by worker 0); Took
 	// is how long the move took.
@@ -279,6 +289,9 @@ type State struct {
 	// EventFollows.
 	replicated map[string]bool
 	following  map[string]bool
+	// incarnation is, per task that reported EventFollows, its last
+	// report's incarnation; died the incarnation of its last EventDied.
+	incarnation, died map[string]string
 	// scheduler is the host:port of the scheduler's current launch
 	// (SetScheduler); "" while none is placed.
 	scheduler string
@@ -700,6 +713,16 @@ func (s *State) addEventLocked(e Event) {
 		return
 	case EventFollows:
 		s.following = addTask(s.following, e.Task)
+		s.incarnation = setTask(s.incarnation, e.Task, e.Detail)
+		return
+	case EventDied:
+		s.died = setTask(s.died, e.Task, e.Detail)
+		if s.diedUnfinishedLocked(e.Task) {
+			select {
+			case s.unresponsive <- e:
+			default: // the launcher is that far behind: its exit will tell
+			}
+		}
 		return
 	case EventJoined:
 		s.noteJoinedLocked(e.Task)
@@ -758,6 +781,29 @@ func addTask(set map[string]bool, task string) map[string]bool {
 	}
 	set[task] = true
 	return set
+}
+
+// setTask sets task's value in m, making m when nil, and returns it.
+func setTask(m map[string]string, task, v string) map[string]string {
+	if m == nil {
+		m = make(map[string]string)
+	}
+	m[task] = v
+	return m
+}
+
+// DiedUnfinished reports whether the process of task whose
+// EventFollows came last was declared dead (EventDied) rather than
+// leaving the job: if it exited 0, it ended without finalizing its node.
+func (s *State) DiedUnfinished(task string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.diedUnfinishedLocked(task)
+}
+
+func (s *State) diedUnfinishedLocked(task string) bool {
+	inc, ok := s.incarnation[task]
+	return ok && inc != "" && s.died[task] == inc
 }
 
 // Replicated returns how many servers reported that other servers keep
@@ -829,7 +875,8 @@ func (s *State) Kill(reason string) {
 func (s *State) KillRequests() <-chan string { return s.killReq }
 
 // Unresponsive delivers the EventUnresponsive reports to the launcher,
-// at most maxUnresponsive not yet taken.
+// and the EventDied reports of the processes that last reported
+// EventFollows, at most maxUnresponsive not yet taken.
 func (s *State) Unresponsive() <-chan Event { return s.unresponsive }
 
 // maxUnresponsive bounds the EventUnresponsive reports waiting for the

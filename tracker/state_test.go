@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -188,6 +189,52 @@ func TestFollowing(t *testing.T) {
 	}
 	if ev := s.Status().Events; len(ev) != 0 {
 		t.Fatalf("events %+v, want none listed", ev)
+	}
+}
+
+// TestDiedUnfinished: a task's process died without leaving when the
+// scheduler's EventDied names the incarnation of the task's last
+// EventFollows, whichever came first; the death of an earlier process
+// does not count against the next, and only deaths that count reach the
+// launcher. Neither kind is listed among the events.
+func TestDiedUnfinished(t *testing.T) {
+	t.Parallel()
+	s := NewState(nil, time.Now())
+	add := func(kind, task, inc string) { s.AddEvent(Event{At: time.Now(), Kind: kind, Task: task, Detail: inc}) }
+	delivered := func() []string {
+		var out []string
+		for {
+			select {
+			case e := <-s.Unresponsive():
+				out = append(out, e.Kind+" "+e.Task+" "+e.Detail)
+			default:
+				return out
+			}
+		}
+	}
+	add(EventDied, "worker 1", "5") // before any EventFollows: nothing to judge
+	if s.DiedUnfinished("worker 1") {
+		t.Error("a death before the task followed the scheduler counts")
+	}
+	add(EventFollows, "worker 1", "5")
+	if !s.DiedUnfinished("worker 1") {
+		t.Error("the death of the process that followed last does not count when it came first")
+	}
+	add(EventFollows, "worker 1", "6") // its successor
+	add(EventDied, "worker 1", "5")    // the first process's death, told again late
+	if s.DiedUnfinished("worker 1") {
+		t.Error("an earlier process's death counts against its successor")
+	}
+	add(EventFollows, "worker 0", "7")
+	add(EventDied, "worker 0", "7")
+	if !s.DiedUnfinished("worker 0") || s.DiedUnfinished("server 0") {
+		t.Error("worker 0's death not counted, or server 0's counted without one")
+	}
+	if got, want := delivered(), []string{"died worker 0 7"}; !slices.Equal(got, want) {
+		t.Errorf("delivered to the launcher %q, want %q", got, want)
+	}
+	if ev := s.Status().Events; len(ev) != 0 {
+		t.Errorf("events %+v, want none listed", ev)
 	}
 }
 

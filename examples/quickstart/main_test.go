@@ -14,6 +14,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/job"
@@ -45,28 +46,73 @@ func TestReadmeHoldsTheProgram(t *testing.T) {
 // weights near their targets k/10.
 func TestQuickstartJob(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "quickstart")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	l := logrus.New()
-	l.Out = io.Discard
-	out, ck := filepath.Join(dir, "model"), filepath.Join(dir, "ckpt")
-	var stdout bytes.Buffer
-	res, err := local.Run(ctx, job.JobSpec{
-		Name: "quickstart", Command: []string{bin}, NumWorkers: 2, NumServers: 2, MaxAttempts: 1,
-		Output: out, CheckpointDir: ck, CheckpointInterval: "1",
-	}, local.Options{Environ: os.Environ(), Stdout: &stdout, Log: logrus.NewEntry(l)})
-	if err != nil || res.State != tracker.Succeeded {
-		t.Fatalf("job: %v %v\n%s", res.State, err, stdout.String())
+	ck := filepath.Join(dir, "ckpt")
+	res, out := runJob(t, ".", dir, job.JobSpec{MaxAttempts: 1, CheckpointDir: ck, CheckpointInterval: "1"})
+	if res.State != tracker.Succeeded {
+		t.Fatalf("job: %v\n%s", res.State, out)
 	}
 	for _, n := range []string{"1", "2", "3"} {
 		if _, err := os.Stat(filepath.Join(ck, n, "_manifest.json")); err != nil {
 			t.Errorf("checkpoint %s not committed: %v", n, err)
 		}
 	}
+	checkModel(t, res.Output)
+}
+
+// TestWorkerExitsWithoutFinalizing: a worker whose process exits 0 in
+// the middle of training, without finalizing its node (testdata/early),
+// has not finished: the launcher starts it again, its successor rejoins
+// the synchronous steps, and the job ends with the whole model rather
+// than waiting for the worker forever.
+func TestWorkerExitsWithoutFinalizing(t *testing.T) {
+	res, out := runJob(t, "./testdata/early", t.TempDir(), job.JobSpec{MaxAttempts: 2})
+	if res.State != tracker.Succeeded {
+		t.Fatalf("job: %v\n%s", res.State, out)
+	}
+	for _, tr := range res.Tasks {
+		if want := map[bool]int{true: 2, false: 1}[tr.Role == conf.RoleWorker && tr.Rank == 1]; tr.Attempts != want {
+			t.Errorf("%s %d ran %d times, want %d", tr.Role, tr.Rank, tr.Attempts, want)
+		}
+	}
+	found := false
+	for _, ev := range res.Status.Events {
+		found = found || ev.Kind == tracker.EventExited && ev.Task == "worker 1" && strings.Contains(ev.Detail, "without leaving the job")
+	}
+	if !found {
+		t.Errorf("no event says worker 1 exited without leaving the job: %+v", res.Status.Events)
+	}
+	checkModel(t, res.Output)
+}
+
+// runJob builds the program in pkg and runs it as a 2×2 job of spec
+// under the local launcher, its model in dir, within three minutes. It
+// returns the result and the tasks' output.
+func runJob(t *testing.T, pkg, dir string, spec job.JobSpec) (job.Result, string) {
+	t.Helper()
+	bin := filepath.Join(dir, "program")
+	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	l := logrus.New()
+	l.Out = io.Discard
+	spec.Name, spec.Command, spec.NumWorkers, spec.NumServers = "quickstart", []string{bin}, 2, 2
+	spec.Output = filepath.Join(dir, "model")
+	var stdout bytes.Buffer
+	res, err := local.Run(ctx, spec, local.Options{Environ: os.Environ(), Stdout: &stdout, Log: logrus.NewEntry(l)})
+	if err != nil {
+		t.Fatalf("job: %v %v\n%s", res.State, err, stdout.String())
+	}
+	return res, stdout.String()
+}
+
+// checkModel checks that the model in out holds the four weights near
+// their targets k/10.
+func checkModel(t *testing.T, out string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	r, err := dfs.DefaultResolver(func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)
