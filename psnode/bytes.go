@@ -55,6 +55,24 @@ func fromBytes[T any](b []byte) ([]T, error) {
 }
 
 // typeOf returns the wire data type of V.
+// checkElem refuses frame i of m when it says it holds the other element
+// type than V: a peer that declares the table with another element type,
+// whose values would otherwise be read as twice or half as many. A frame
+// of another type (compressed frames say TypeChar) is not judged here.
+func checkElem[V Number](m *transport.Message, i int) error {
+	if i >= len(m.Meta.DataTypes) {
+		return nil
+	}
+	switch t := m.Meta.DataTypes[i]; {
+	case t == typeOf[V]():
+	case t == transport.TypeFloat32:
+		return fmt.Errorf("%w: values of float32 for a table of %s: every role must declare the table alike", transport.ErrMalformed, elemName[V]())
+	case t == transport.TypeFloat64:
+		return fmt.Errorf("%w: values of float64 for a table of %s: every role must declare the table alike", transport.ErrMalformed, elemName[V]())
+	}
+	return nil
+}
+
 func typeOf[V Number]() transport.DataType {
 	var v V
 	if unsafe.Sizeof(v) == 4 {

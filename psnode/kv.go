@@ -461,6 +461,9 @@ func decodeReply[V Number](m *transport.Message, nkeys int) (reply[V], error) {
 	if len(m.Data[0]) != 0 && len(m.Data[0]) != 8*nkeys {
 		return r, fmt.Errorf("%w: %d bytes of keys for %d keys asked", transport.ErrMalformed, len(m.Data[0]), nkeys)
 	}
+	if err := checkElem[V](m, 1); err != nil {
+		return r, err
+	}
 	vals, err := fromBytes[V](m.Data[1])
 	if err != nil {
 		return r, err

@@ -128,6 +128,9 @@ func decodeRequest[V Number](m *transport.Message, kv *KVPairs[V]) error {
 		return err
 	}
 	if len(m.Data) > 1 {
+		if err := checkElem[V](m, 1); err != nil {
+			return err
+		}
 		if kv.Vals, err = fromBytes[V](m.Data[1]); err != nil {
 			return err
 		}

@@ -479,27 +479,36 @@ func TestTablesInit(t *testing.T) {
 }
 
 // TestTablesDeclaredOtherwise: a worker that declares a table with
-// another width than the servers' gets an error naming the difference
-// from its pulls and its synchronous pushes, rather than values of the
-// wrong shape or a step that never completes.
+// another width or element type than the servers' gets an error naming
+// the difference from its pulls and its synchronous pushes, rather than
+// values of the wrong shape or a step that never completes.
 func TestTablesDeclaredOtherwise(t *testing.T) {
 	ctx := ctxT(t, 30*time.Second)
 	c := startCluster(t, 2, 1, 305, nil)
-	tables := map[*psnode.Node]*psnode.Table[float32]{}
+	var w *psnode.Table[float32]
+	var e *psnode.Table[float64]
 	for _, n := range c.all() {
 		ts, err := psnode.NewTables(n, psnode.TablesOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		width := 1
-		if n.Role() == transport.RoleWorker {
-			width = 2
+		spec := psnode.TableSpec[float32]{Name: "w", Partitioner: "hash", Sync: true}
+		if n.Role() != transport.RoleWorker {
+			// The servers' w has 1 value a key, e float32 values.
+			if _, err = psnode.NewTable(ts, spec); err == nil {
+				spec.Name = "e"
+				_, err = psnode.NewTable(ts, spec)
+			}
+		} else {
+			spec.Width = 2
+			if w, err = psnode.NewTable(ts, spec); err == nil {
+				e, err = psnode.NewTable(ts, psnode.TableSpec[float64]{Name: "e", Partitioner: "hash", Sync: true})
+			}
 		}
-		if tables[n], err = psnode.NewTable(ts, psnode.TableSpec[float32]{Name: "w", Width: width, Partitioner: "hash", Sync: true}); err != nil {
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	w := tables[c.workers[0]]
 	keys := []uint64{1, 2, 3, 4, 5, 6}
 	var vals []float32
 	ts, err := w.Pull(ctx, keys, &vals)
@@ -509,5 +518,14 @@ func TestTablesDeclaredOtherwise(t *testing.T) {
 	ts, err = w.PushStep(ctx, 0, 0, keys, make([]float32, 2*len(keys)))
 	if err = wait(ctx, ts, err, w.Wait); err == nil || !strings.Contains(err.Error(), ": the server keeps 1 per key") {
 		t.Errorf("synchronous push to servers of another width: %v", err)
+	}
+	var vals64 []float64
+	ts, err = e.Pull(ctx, keys, &vals64)
+	if err = wait(ctx, ts, err, e.Wait); err == nil || !strings.Contains(err.Error(), "values of float32 for a table of float64: every role must declare the table alike") {
+		t.Errorf("pull from servers of another element type: %v (%d values for %d keys)", err, len(vals64), len(keys))
+	}
+	ts, err = e.PushStep(ctx, 0, 0, keys, make([]float64, len(keys)))
+	if err = wait(ctx, ts, err, e.Wait); err == nil || !strings.Contains(err.Error(), "values of float64 for a table of float32: every role must declare the table alike") {
+		t.Errorf("synchronous push to servers of another element type: %v", err)
 	}
 }
