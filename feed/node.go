@@ -22,8 +22,9 @@ import (
 // asks the tracker where the launcher started the next scheduler and
 // rejoins it (psnode.WithSchedulerLocator; the node owns its tracker
 // client), and says so to the tracker once started (tracker.EventFollows),
-// so that the launcher replaces a dead scheduler alone; a scheduler that
-// rebuilt its table from a running job's nodes reports
+// so that the launcher replaces a dead scheduler alone; a scheduler says
+// when it begins to wait for the nodes (tracker.EventRegistering), and
+// one that rebuilt its table from a running job's nodes reports
 // tracker.EventRebuilt. On error nothing is left running.
 func StartNode(ctx context.Context, lookup conf.Lookup, environ []string, log *logrus.Entry) (*psnode.Node, error) {
 	began := time.Now()
@@ -37,6 +38,15 @@ func StartNode(ctx context.Context, lookup conf.Lookup, environ []string, log *l
 	tc, err := tracker.ConfigClient(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.PS.Role == conf.RoleScheduler {
+		// Until the nodes registered, a server or worker that exits 0
+		// has not finished: the launcher starts it again.
+		rctx, cancel := context.WithTimeout(ctx, reportTimeout)
+		if err := tc.ReportEvent(rctx, tracker.Event{Kind: tracker.EventRegistering, Task: "scheduler 0"}); err != nil {
+			log.WithError(err).Warn("could not report to the tracker")
+		}
+		cancel()
 	}
 	n, err := launch.Start(ctx, lookup, environ, log, psnode.WithSchedulerLocator(tc))
 	if err != nil {

@@ -269,7 +269,9 @@ func (j *Job) removeKeys() {
 //     exit.
 //   - A server or worker that exits 0 without leaving the job (the
 //     scheduler declared its process dead: tracker.EventDied), before
-//     or after the exit is seen, failed: the others wait for it.
+//     or after the exit is seen, or while the scheduler waits for the
+//     nodes to register (tracker.EventRegistering), failed: the others
+//     wait for it.
 //
 // A request for another number of servers or workers
 // (tracker.State.Scale) starts the tasks it adds at once (see package
@@ -402,8 +404,11 @@ func (r *run) loop(ctx context.Context) (tracker.JobState, error) {
 			return tracker.Killed, fmt.Errorf("%w: %s", tracker.ErrKillRequested, reason)
 		case e := <-r.state.Unresponsive():
 			handle := r.onUnresponsive
-			if e.Kind == tracker.EventDied {
+			switch e.Kind {
+			case tracker.EventDied:
 				handle = r.onDied
+			case tracker.EventRegistering:
+				handle = r.onRegistering
 			}
 			if err := handle(ctx, e); err != nil {
 				return r.fail(ctx, err)
@@ -476,12 +481,13 @@ func (r *run) start(ctx context.Context, t *taskState) error {
 	l := Launch{ID: id, Task: task, Attempt: attempt, Seq: t.launches, Command: r.spec.Command,
 		Servers: servers, Workers: workers,
 		Env: func(node string, base []string) []string { return c.Env(task, attempt, node, base) }}
+	asked := time.Now() // its process may report before Start returns
 	if err := r.c.Start(ctx, l); err != nil {
 		t.code, t.startFailed = -1, true
 		return err
 	}
 	t.launch, t.placed, t.startFailed = id, false, false
-	t.started = time.Now()
+	t.started = asked
 	t.launches++
 	t.state, t.node, t.container, t.log = "waiting", "", "", ""
 	r.byLaunch[id] = t
@@ -539,9 +545,16 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 			return err
 		}
 	}
-	unfinished := ex.Code == 0 && t.Role != conf.RoleScheduler && r.state.DiedUnfinished(t.String())
-	if unfinished {
-		ex.Desc += " without leaving the job (its node was not finalized; the others wait for it)"
+	unfinished := false
+	if ex.Code == 0 && t.Role != conf.RoleScheduler {
+		switch {
+		case r.registering():
+			ex.Desc += " before its node joined the job (the others wait for it)"
+			unfinished = true
+		case r.state.DiedUnfinished(t.String()):
+			ex.Desc += " without leaving the job (its node was not finalized; the others wait for it)"
+			unfinished = true
+		}
 		t.exit = ex.Desc
 	}
 	if ex.Code == 0 && !unfinished {
@@ -656,6 +669,34 @@ func (r *run) onDied(ctx context.Context, e tracker.Event) error {
 	t.done = false
 	r.log.WithField("task", t.String()).Warn("a task exited 0 without leaving the job; it starts again")
 	return r.onExit(ctx, t, Exit{Desc: t.exit})
+}
+
+// registering reports whether the job's scheduler, started with the
+// other tasks rather than alone, waits for the servers and workers to
+// register (tracker.State.Registering): none of them can have finished.
+func (r *run) registering() bool {
+	s := r.scheduler()
+	return s != nil && !r.schedulerAlone && s.launch != 0 && r.state.Registering(s.started)
+}
+
+// onRegistering handles the scheduler's report that it waits for the
+// servers and workers to register (tracker.EventRegistering): a server
+// or worker that exited 0 before it came, as a program that ends at once
+// does, failed after all (onExit), since the others wait for it.
+func (r *run) onRegistering(ctx context.Context, _ tracker.Event) error {
+	if !r.registering() {
+		return nil
+	}
+	for _, t := range r.tasks {
+		if t.Role == conf.RoleScheduler || t.launch != 0 || !t.done || t.gone || t.code != 0 {
+			continue
+		}
+		t.done = false
+		if err := r.onExit(ctx, t, Exit{Desc: t.exit}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // restartAllAfter is restartAll for the exit of t, whose attempt was

@@ -682,6 +682,50 @@ func TestRunPolicy(t *testing.T) {
 			wantErr: []string{"worker 0 failed: exit code 0 without leaving the job (its node was not finalized; the others wait for it) on attempt 2 of 2"},
 		},
 		{
+			name: "a worker that exits 0 before the nodes registered is started again",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 2} },
+			script: func(e *env) func(f *fake, l Launch) {
+				// The scheduler waits for the nodes; worker 1's first
+				// process exits 0 at once. Once its second one runs,
+				// every node registers and follows, and all exit 0.
+				return func(f *fake, l Launch) {
+					st := f.j.State()
+					switch {
+					case l.Task == scheduler:
+						st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventRegistering, Task: "scheduler 0"})
+					case first(worker1)(f, l):
+						f.exit(l, 0)
+					case l.Task == worker1:
+						for _, task := range []Task{server0, worker0, worker1} {
+							st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventFollows, Task: task.String(), Detail: "1"})
+							if r, ok := f.current(task); ok {
+								f.exit(r, 0)
+							}
+						}
+						if r, ok := f.current(scheduler); ok {
+							f.exit(r, 0)
+						}
+					}
+				}
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				for task, want := range map[Task]int{scheduler: 1, server0: 1, worker0: 1, worker1: 2} {
+					if n := len(f.launchesOf(task)); n != want {
+						t.Errorf("%s launched %d times; want %d", task, n, want)
+					}
+				}
+				found := false
+				for _, ev := range res.Status.Events {
+					found = found || ev.Kind == tracker.EventExited && ev.Task == "worker 1" &&
+						ev.Detail == "exit code 0 before its node joined the job (the others wait for it)"
+				}
+				if !found {
+					t.Errorf("no event says why worker 1 started again: %+v", res.Status.Events)
+				}
+			},
+		},
+		{
 			name: "worker retried, its shards queued again",
 			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, MaxAttempts: 2} },
 			script: func(e *env) func(f *fake, l Launch) {

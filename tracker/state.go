@@ -185,6 +185,14 @@ const (
 	// others wait for it or its successor: the launcher handles that
 	// exit as a failure (DiedUnfinished).
 	EventDied = "died"
+	// EventRegistering: a scheduler's node started and waits for the
+	// servers and workers to register (reported by the scheduler, Task
+	// "scheduler 0", before it has its node table). Not listed in
+	// Status.Events. Until a server or worker reports EventFollows after
+	// it (the node table came: every node registered), a server or worker
+	// that exits 0 has not finished, as none can before it joined: the
+	// others wait for it (Registering).
+	EventRegistering = "registering"
 	// EventScaled: the keys moved to the servers of a new view, or the
 	// steps count a new number of workers (reported by worker 0); Took
 	// is how long the move took.
@@ -292,6 +300,9 @@ type State struct {
 	// incarnation is, per task that reported EventFollows, its last
 	// report's incarnation; died the incarnation of its last EventDied.
 	incarnation, died map[string]string
+	// registering is when the last EventRegistering came, followed when
+	// the last EventFollows did.
+	registering, followed time.Time
 	// scheduler is the host:port of the scheduler's current launch
 	// (SetScheduler); "" while none is placed.
 	scheduler string
@@ -714,6 +725,14 @@ func (s *State) addEventLocked(e Event) {
 	case EventFollows:
 		s.following = addTask(s.following, e.Task)
 		s.incarnation = setTask(s.incarnation, e.Task, e.Detail)
+		s.followed = e.At
+		return
+	case EventRegistering:
+		s.registering = e.At
+		select {
+		case s.unresponsive <- e:
+		default: // the launcher is that far behind: the exits will tell
+		}
 		return
 	case EventDied:
 		s.died = setTask(s.died, e.Task, e.Detail)
@@ -801,6 +820,15 @@ func (s *State) DiedUnfinished(task string) bool {
 	return s.diedUnfinishedLocked(task)
 }
 
+// Registering reports whether a scheduler that started at since or
+// later (EventRegistering) still waits for the servers and workers to
+// register: no EventFollows came after its report.
+func (s *State) Registering(since time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.registering.IsZero() && !s.registering.Before(since) && s.followed.Before(s.registering)
+}
+
 func (s *State) diedUnfinishedLocked(task string) bool {
 	inc, ok := s.incarnation[task]
 	return ok && inc != "" && s.died[task] == inc
@@ -875,8 +903,9 @@ func (s *State) Kill(reason string) {
 func (s *State) KillRequests() <-chan string { return s.killReq }
 
 // Unresponsive delivers the EventUnresponsive reports to the launcher,
-// and the EventDied reports of the processes that last reported
-// EventFollows, at most maxUnresponsive not yet taken.
+// the EventDied reports of the processes that last reported
+// EventFollows, and the EventRegistering reports, at most
+// maxUnresponsive not yet taken.
 func (s *State) Unresponsive() <-chan Event { return s.unresponsive }
 
 // maxUnresponsive bounds the EventUnresponsive reports waiting for the

@@ -238,6 +238,41 @@ func TestDiedUnfinished(t *testing.T) {
 	}
 }
 
+// TestRegistering: a scheduler waits for the nodes from its
+// EventRegistering until a server or worker follows it; a report older
+// than the scheduler's launch is another's.
+func TestRegistering(t *testing.T) {
+	t.Parallel()
+	s := NewState(nil, time.Now())
+	t0 := time.Now()
+	if s.Registering(t0) {
+		t.Fatal("registering before any report")
+	}
+	s.AddEvent(Event{At: t0.Add(time.Second), Kind: EventFollows, Task: "worker 0", Detail: "1"}) // an earlier round's
+	s.AddEvent(Event{At: t0.Add(2 * time.Second), Kind: EventRegistering, Task: "scheduler 0"})
+	if !s.Registering(t0) {
+		t.Error("not registering after the scheduler's report")
+	}
+	if s.Registering(t0.Add(3 * time.Second)) {
+		t.Error("registering for a scheduler launched after the report")
+	}
+	select {
+	case e := <-s.Unresponsive():
+		if e.Kind != EventRegistering {
+			t.Errorf("delivered %+v, want the registering report", e)
+		}
+	default:
+		t.Error("the registering report did not reach the launcher")
+	}
+	s.AddEvent(Event{At: t0.Add(3 * time.Second), Kind: EventFollows, Task: "worker 1", Detail: "2"})
+	if s.Registering(t0) {
+		t.Error("still registering once a worker follows the scheduler")
+	}
+	if ev := s.Status().Events; len(ev) != 0 {
+		t.Errorf("events %+v, want none listed", ev)
+	}
+}
+
 // TestRebuiltTookFromExit: a replacement scheduler's rebuild lasted, as
 // the job sees it, from the dead scheduler's exit, and its detail keeps
 // what the scheduler measured; without an exit the reported Took stands.

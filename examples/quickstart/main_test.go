@@ -59,35 +59,45 @@ func TestQuickstartJob(t *testing.T) {
 	checkModel(t, res.Output)
 }
 
-// TestWorkerExitsWithoutFinalizing: a worker whose process exits 0 in
-// the middle of training, without finalizing its node (testdata/early),
-// has not finished: the launcher starts it again, its successor rejoins
-// the synchronous steps, and the job ends with the whole model rather
-// than waiting for the worker forever.
+// TestWorkerExitsWithoutFinalizing: a worker whose process exits 0
+// without finalizing its node (testdata/early) has not finished, whether
+// it does so in the middle of training or before it starts its node: the
+// launcher starts it again, its successor joins the job or rejoins the
+// synchronous steps, and the job ends with the whole model rather than
+// waiting for the worker forever, or until the scheduler's registration
+// times out.
 func TestWorkerExitsWithoutFinalizing(t *testing.T) {
-	res, out := runJob(t, "./testdata/early", t.TempDir(), job.JobSpec{MaxAttempts: 2})
-	if res.State != tracker.Succeeded {
-		t.Fatalf("job: %v\n%s", res.State, out)
+	for _, tt := range []struct{ early, says string }{
+		{"", "without leaving the job"},
+		{"start", "before its node joined the job"},
+	} {
+		t.Run("early="+tt.early, func(t *testing.T) {
+			res, out := runJob(t, "./testdata/early", t.TempDir(), job.JobSpec{MaxAttempts: 2}, "EARLY="+tt.early)
+			if res.State != tracker.Succeeded {
+				t.Fatalf("job: %v\n%s", res.State, out)
+			}
+			for _, tr := range res.Tasks {
+				if want := map[bool]int{true: 2, false: 1}[tr.Role == conf.RoleWorker && tr.Rank == 1]; tr.Attempts != want {
+					t.Errorf("%s %d ran %d times, want %d", tr.Role, tr.Rank, tr.Attempts, want)
+				}
+			}
+			found := false
+			for _, ev := range res.Status.Events {
+				found = found || ev.Kind == tracker.EventExited && ev.Task == "worker 1" && strings.Contains(ev.Detail, tt.says)
+			}
+			if !found {
+				t.Errorf("no event says worker 1 exited 0 %s: %+v", tt.says, res.Status.Events)
+			}
+			checkModel(t, res.Output)
+		})
 	}
-	for _, tr := range res.Tasks {
-		if want := map[bool]int{true: 2, false: 1}[tr.Role == conf.RoleWorker && tr.Rank == 1]; tr.Attempts != want {
-			t.Errorf("%s %d ran %d times, want %d", tr.Role, tr.Rank, tr.Attempts, want)
-		}
-	}
-	found := false
-	for _, ev := range res.Status.Events {
-		found = found || ev.Kind == tracker.EventExited && ev.Task == "worker 1" && strings.Contains(ev.Detail, "without leaving the job")
-	}
-	if !found {
-		t.Errorf("no event says worker 1 exited without leaving the job: %+v", res.Status.Events)
-	}
-	checkModel(t, res.Output)
 }
 
 // runJob builds the program in pkg and runs it as a 2×2 job of spec
-// under the local launcher, its model in dir, within three minutes. It
-// returns the result and the tasks' output.
-func runJob(t *testing.T, pkg, dir string, spec job.JobSpec) (job.Result, string) {
+// under the local launcher, its model in dir, within three minutes, with
+// env added to the environment. It returns the result and the tasks'
+// output.
+func runJob(t *testing.T, pkg, dir string, spec job.JobSpec, env ...string) (job.Result, string) {
 	t.Helper()
 	bin := filepath.Join(dir, "program")
 	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
@@ -100,7 +110,7 @@ func runJob(t *testing.T, pkg, dir string, spec job.JobSpec) (job.Result, string
 	spec.Name, spec.Command, spec.NumWorkers, spec.NumServers = "quickstart", []string{bin}, 2, 2
 	spec.Output = filepath.Join(dir, "model")
 	var stdout bytes.Buffer
-	res, err := local.Run(ctx, spec, local.Options{Environ: os.Environ(), Stdout: &stdout, Log: logrus.NewEntry(l)})
+	res, err := local.Run(ctx, spec, local.Options{Environ: append(os.Environ(), env...), Stdout: &stdout, Log: logrus.NewEntry(l)})
 	if err != nil {
 		t.Fatalf("job: %v %v\n%s", res.State, err, stdout.String())
 	}

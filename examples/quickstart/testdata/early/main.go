@@ -1,7 +1,8 @@
 // Command early is examples/quickstart with one fault: worker 1's first
-// process exits 0 in the middle of epoch 1 without finalizing its node,
-// as a program with a stray os.Exit(0) does. Its successor rejoins the
-// synchronous steps where it left them.
+// process exits 0 without finalizing its node, as a program with a stray
+// os.Exit(0) does: in the middle of epoch 1, or with EARLY=start before
+// it starts its node. Its successor joins the job, or rejoins the
+// synchronous steps where the first one left them.
 package main
 
 import (
@@ -35,6 +36,9 @@ func main() {
 }
 
 func run(ctx context.Context) error {
+	if os.Getenv("EARLY") == "start" && os.Getenv(conf.EnvRole) == "worker" && os.Getenv(conf.EnvTaskID) == "1" && os.Getenv(conf.EnvNumAttempt) == "0" {
+		os.Exit(0)
+	}
 	// The job as ps-submit set it up: its configuration, the file
 	// systems (local paths and hdfs://), this task's node, the tracker.
 	task, err := feed.StartTask(ctx, os.LookupEnv, os.Environ(), logrus.NewEntry(logrus.New()))
@@ -73,7 +77,7 @@ func run(ctx context.Context) error {
 // exitEarly reports whether this process is worker 1's first, which
 // leaves in the middle of epoch 1 with status 0 and without finalizing.
 func exitEarly(n *psnode.Node, epoch, step int) bool {
-	return n.Rank() == 1 && os.Getenv(conf.EnvNumAttempt) == "0" && epoch == 1 && step == steps/2
+	return os.Getenv("EARLY") == "" && n.Rank() == 1 && os.Getenv(conf.EnvNumAttempt) == "0" && epoch == 1 && step == steps/2
 }
 
 // train pulls the weights, pushes the gradient of ½(w[k] - k/10)² in
