@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -64,6 +65,12 @@ type files struct {
 	// made lists the directories prepare created, which dropEmpty
 	// removes again if a job that did not succeed left them empty.
 	made []madeDir
+	// claims are the directories this job claimed (claim.go), since
+	// when, and when it last renewed them; rerun takes over the claims
+	// an earlier attempt of the ApplicationMaster made.
+	claims         []heldClaim
+	since, renewed time.Time
+	rerun          bool
 }
 
 // stagedOutput is where a job that replaces a complete model writes the
@@ -98,6 +105,7 @@ type resumePoint struct {
 // from the newest usable checkpoint if there is one.
 func (f *files) prepare(ctx context.Context, state *tracker.State, rerun bool) error {
 	spec := f.spec
+	f.rerun = rerun
 	if spec.Output != "" {
 		if err := f.prepareOutput(ctx, spec.Overwrite || rerun); err != nil {
 			return err
@@ -120,8 +128,14 @@ func (f *files) prepare(ctx context.Context, state *tracker.State, rerun bool) e
 		// have changed (State.Scale); a job resumed by hand must have the
 		// checkpoint's.
 		fresh := spec.Resume && !rerun
+		if err := checkClaim(ctx, fsys, dir, spec.CheckpointDir, "CheckpointDir", rerun); err != nil {
+			return err
+		}
 		if f.from, err = f.latest(ctx, fresh, fresh); err != nil {
 			return fmt.Errorf("job: resume: %w", err)
+		}
+		if err := f.takeClaim(ctx, fsys, dir, spec.CheckpointDir, "CheckpointDir"); err != nil {
+			return err
 		}
 	default:
 		if err := f.prepareDir(ctx, spec.CheckpointDir, "CheckpointDir", spec.Overwrite); err != nil {
@@ -409,8 +423,15 @@ func (f *files) commitModel(ctx context.Context, st tracker.Status) error {
 	if err := model.Commit(ctx, model.ResolverFS{R: f.r}, f.modelDir(), st.Servers, model.Manifest{Job: f.spec.Name, Training: tr}); err != nil {
 		return err
 	}
-	if f.stage != nil {
-		return f.swapIn(ctx)
+	if s := f.stage; s != nil {
+		if err := f.swapIn(ctx); err != nil {
+			return err
+		}
+		for i := range f.claims { // it moved with the new model
+			if c := &f.claims[i]; c.fsys == s.fsys && c.dir == s.dir {
+				c.dir = s.out
+			}
+		}
 	}
 	return nil
 }
@@ -422,20 +443,31 @@ func (f *files) commitModel(ctx context.Context, st tracker.Status) error {
 // permission problem shows now and names the path, and recorded in
 // f.made when it did not exist.
 func (f *files) prepareDir(ctx context.Context, dir, field string, overwrite bool) error {
-	fsys, name, exists, nonEmpty, err := checkDir(ctx, f.r, dir, field, overwrite)
+	fsys, name, exists, nonEmpty, err := checkDir(ctx, f.r, dir, field, overwrite, f.rerun)
 	if err != nil {
 		return err
-	}
-	if nonEmpty {
-		if err := fsys.RemoveAll(ctx, name); err != nil {
-			return dirError(field, dir, fmt.Errorf("clear it: %w", err))
-		}
 	}
 	if err := fsys.MkdirAll(ctx, name, 0o755); err != nil {
 		return dirError(field, dir, err)
 	}
 	if !exists {
 		f.made = append(f.made, madeDir{fsys, name})
+	}
+	// Claimed before it is cleared: a job that claims it at the same
+	// time clears nothing of this one's.
+	if err := f.takeClaim(ctx, fsys, name, dir, field); err != nil {
+		return err
+	}
+	if nonEmpty {
+		entries, err := fsys.ReadDir(ctx, name)
+		for _, e := range entries {
+			if err == nil && !isClaim(e.Name()) {
+				err = fsys.RemoveAll(ctx, path.Join(name, e.Name()))
+			}
+		}
+		if err != nil {
+			return dirError(field, dir, fmt.Errorf("clear it: %w", err))
+		}
 	}
 	return nil
 }
@@ -447,6 +479,7 @@ func (f *files) prepareDir(ctx context.Context, dir, field string, overwrite boo
 // kept, as is one the user made. It is best effort: a failure is
 // logged, not returned, and ctx bounds it.
 func (f *files) dropEmpty(ctx context.Context) {
+	f.releaseClaims(ctx)
 	for _, d := range f.made {
 		if _, err := dfs.RemoveEmptyDir(ctx, d.fsys, d.name); err != nil {
 			f.log.WithError(err).Warnf("could not remove %s, which the job made and left empty", d.fsys.URI(d.name))
@@ -456,7 +489,9 @@ func (f *files) dropEmpty(ctx context.Context) {
 
 // checkDir is prepareDir's checks, changing nothing: it reports whether
 // dir exists, and whether it holds files (allowed only with overwrite).
-func checkDir(ctx context.Context, r Resolver, dir, field string, overwrite bool) (fsys dfs.FileSystem, name string, exists, nonEmpty bool, err error) {
+// Another running job's claim on it is refused unless takeOver (claim.go);
+// a claim is not counted among its files.
+func checkDir(ctx context.Context, r Resolver, dir, field string, overwrite, takeOver bool) (fsys dfs.FileSystem, name string, exists, nonEmpty bool, err error) {
 	fsys, name, err = r.Resolve(ctx, dir)
 	if err != nil {
 		return nil, "", false, false, dirError(field, dir, err)
@@ -470,10 +505,14 @@ func checkDir(ctx context.Context, r Resolver, dir, field string, overwrite bool
 	case !fi.IsDir():
 		return nil, "", false, false, dirError(field, dir, errors.New("exists and is a file, not a directory"))
 	}
+	if err := checkClaim(ctx, fsys, name, dir, field, takeOver); err != nil {
+		return nil, "", false, false, err
+	}
 	entries, err := fsys.ReadDir(ctx, name)
 	if err != nil {
 		return nil, "", false, false, dirError(field, dir, err)
 	}
+	entries = slices.DeleteFunc(entries, func(e fs.FileInfo) bool { return isClaim(e.Name()) })
 	if len(entries) > 0 && !overwrite {
 		return nil, "", false, false, dirError(field, dir, ErrOutputExists)
 	}
@@ -488,7 +527,7 @@ func checkDir(ctx context.Context, r Resolver, dir, field string, overwrite bool
 // ApplicationMaster prepares the directories itself.
 func Check(ctx context.Context, spec JobSpec, r Resolver, planner tracker.Planner) error {
 	if spec.Output != "" {
-		if _, _, _, _, err := checkDir(ctx, r, spec.Output, "Output", spec.Overwrite); err != nil {
+		if _, _, _, _, err := checkDir(ctx, r, spec.Output, "Output", spec.Overwrite, false); err != nil {
 			return err
 		}
 	}
@@ -504,7 +543,7 @@ func Check(ctx context.Context, spec JobSpec, r Resolver, planner tracker.Planne
 			return &FieldError{Field: "Resume", Problem: "no usable checkpoint in " + spec.CheckpointDir + ": " + err.Error(), Err: err}
 		}
 	case spec.CheckpointDir != "":
-		if _, _, _, _, err := checkDir(ctx, r, spec.CheckpointDir, "CheckpointDir", spec.Overwrite); err != nil {
+		if _, _, _, _, err := checkDir(ctx, r, spec.CheckpointDir, "CheckpointDir", spec.Overwrite, false); err != nil {
 			return err
 		}
 	}

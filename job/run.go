@@ -165,6 +165,9 @@ func (j *Job) TrackerAddr() string { return j.trackerAddr }
 
 // Close stops serving the tracker RPC and removes the keys file it wrote.
 func (j *Job) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), dropEmptyTimeout)
+	j.files.releaseClaims(ctx) // a job closed without Run
+	cancel()
 	err := j.svc.Close()
 	j.removeKeys()
 	return err
@@ -291,12 +294,13 @@ func (j *Job) Run(ctx context.Context, c Cluster) (Result, error) {
 	r.ensureAll()
 	r.retireUnneeded()
 	st, err := r.loop(ctx)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropEmptyTimeout)
 	if st != tracker.Succeeded {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropEmptyTimeout)
 		j.files.dropStage(dctx)
 		j.files.dropEmpty(dctx)
-		cancel()
 	}
+	j.files.releaseClaims(dctx)
+	cancel()
 	res := Result{State: st, Status: j.state.Status(), Restarts: j.files.restarts, ResumedFrom: j.files.from.uri}
 	if st == tracker.Succeeded {
 		res.Output = j.spec.Output
@@ -421,6 +425,7 @@ func (r *run) loop(ctx context.Context) (tracker.JobState, error) {
 			r.report()
 		case <-tick.C:
 			r.report()
+			r.files.renewClaims(ctx)
 		}
 	}
 }

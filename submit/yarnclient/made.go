@@ -89,10 +89,11 @@ func readMade(ctx context.Context, fsys dfs.FileSystem, dir string) []string {
 	return made
 }
 
-// dropEmpty removes each directory of made that is empty, logging what
-// it removed and what it could not (to log, when not nil); best effort,
-// bounded by ctx.
-func dropEmpty(ctx context.Context, r job.Resolver, made []string, log *logrus.Entry) {
+// dropEmpty removes each directory of made, which application app made,
+// that is empty but for the claim app's ApplicationMaster left there
+// (job.DropClaim), logging what it removed and what it could not (to
+// log, when not nil); best effort, bounded by ctx.
+func dropEmpty(ctx context.Context, r job.Resolver, app string, made []string, log *logrus.Entry) {
 	if log == nil {
 		l := logrus.New()
 		l.Out = io.Discard
@@ -102,6 +103,9 @@ func dropEmpty(ctx context.Context, r job.Resolver, made []string, log *logrus.E
 		fsys, name, err := r.Resolve(ctx, d)
 		if err != nil {
 			continue
+		}
+		if err := job.DropClaim(ctx, fsys, name, app); err != nil {
+			log.WithError(err).Warnf("could not remove the claim %s left in %s", app, d)
 		}
 		switch removed, err := dfs.RemoveEmptyDir(ctx, fsys, name); {
 		case err != nil:

@@ -302,7 +302,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	res.Status.Diagnostics = r.Diagnostics
 	if r.State.Terminal() && !succeeded(r) {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		dropEmpty(dctx, resolver, made, log)
+		dropEmpty(dctx, resolver, app.ID.String(), made, log)
 		cancel()
 	}
 	var lost *lostRMError
@@ -963,7 +963,7 @@ func Kill(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login 
 	fsys, dir, err := resolver.Resolve(ctx, stagingURI(hcl.user, id))
 	if err == nil {
 		if !succeeded(r) {
-			dropEmpty(ctx, resolver, readMade(ctx, fsys, dir), nil)
+			dropEmpty(ctx, resolver, id.String(), readMade(ctx, fsys, dir), nil)
 		}
 		err = fsys.RemoveAll(ctx, dir)
 	}
