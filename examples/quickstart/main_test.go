@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -47,7 +48,7 @@ func TestReadmeHoldsTheProgram(t *testing.T) {
 func TestQuickstartJob(t *testing.T) {
 	dir := t.TempDir()
 	ck := filepath.Join(dir, "ckpt")
-	res, out := runJob(t, ".", dir, job.JobSpec{MaxAttempts: 1, CheckpointDir: ck, CheckpointInterval: "1"})
+	res, out := runJob(t, dir, job.JobSpec{MaxAttempts: 1, CheckpointDir: ck, CheckpointInterval: "1"})
 	if res.State != tracker.Succeeded {
 		t.Fatalf("job: %v\n%s", res.State, out)
 	}
@@ -60,19 +61,21 @@ func TestQuickstartJob(t *testing.T) {
 }
 
 // TestWorkerExitsWithoutFinalizing: a worker whose process exits 0
-// without finalizing its node (testdata/early) has not finished, whether
-// it does so in the middle of training or before it starts its node: the
-// launcher starts it again, its successor joins the job or rejoins the
+// without finalizing its node has not finished, whether it does so in
+// the middle of training or before it starts its node: the launcher
+// starts it again, its successor joins the job or rejoins the
 // synchronous steps, and the job ends with the whole model rather than
 // waiting for the worker forever, or until the scheduler's registration
-// times out.
+// times out. The program is this one with a stray os.Exit(0) in worker
+// 1's first process (faulty).
 func TestWorkerExitsWithoutFinalizing(t *testing.T) {
-	for _, tt := range []struct{ early, says string }{
-		{"", "without leaving the job"},
-		{"start", "before its node joined the job"},
+	for _, tt := range []struct{ where, at, says string }{
+		{"in-epoch-1", "\t\tfor step := from; step < steps; step++ {\n", "without leaving the job"},
+		{"before-start", "func run(ctx context.Context) error {\n", "before its node joined the job"},
 	} {
-		t.Run("early="+tt.early, func(t *testing.T) {
-			res, out := runJob(t, "./testdata/early", t.TempDir(), job.JobSpec{MaxAttempts: 2}, "EARLY="+tt.early)
+		t.Run(tt.where, func(t *testing.T) {
+			dir := t.TempDir()
+			res, out := runJob(t, dir, job.JobSpec{MaxAttempts: 2}, faulty(t, dir, tt.at))
 			if res.State != tracker.Succeeded {
 				t.Fatalf("job: %v\n%s", res.State, out)
 			}
@@ -93,14 +96,49 @@ func TestWorkerExitsWithoutFinalizing(t *testing.T) {
 	}
 }
 
-// runJob builds the program in pkg and runs it as a 2×2 job of spec
-// under the local launcher, its model in dir, within three minutes, with
-// env added to the environment. It returns the result and the tasks'
-// output.
-func runJob(t *testing.T, pkg, dir string, spec job.JobSpec, env ...string) (job.Result, string) {
+// faulty writes, in dir, main.go with an exit after the line at, on
+// worker 1's first process: in epoch 1's tenth step, or at once when
+// at is not in the loop of steps. It returns the go build flag that
+// builds the program with it in main.go's place.
+func faulty(t *testing.T, dir, at string) string {
+	t.Helper()
+	src, err := os.ReadFile("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	when := `os.Getenv("DMLC_ROLE") == "worker" && os.Getenv("DMLC_TASK_ID") == "1" && os.Getenv("DMLC_NUM_ATTEMPT") == "0"`
+	if strings.Contains(at, "step") {
+		when += " && epoch == 1 && step == steps/2"
+	}
+	code := strings.Replace(string(src), at, at+"if "+when+" {\nos.Exit(0)\n}\n", 1)
+	if code == string(src) {
+		t.Fatalf("main.go has no line %q to put the exit after", at)
+	}
+	abs, err := filepath.Abs("main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched, overlay := filepath.Join(dir, "main.go"), filepath.Join(dir, "overlay.json")
+	writeTest(t, patched, code)
+	writeTest(t, overlay, fmt.Sprintf(`{"Replace": {%q: %q}}`, abs, patched))
+	return "-overlay=" + overlay
+}
+
+func writeTest(t *testing.T, name, data string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runJob builds the program, with the go build flags given, and runs it
+// as a 2×2 job of spec under the local launcher, its model in dir, within
+// three minutes. It returns the result and the tasks' output.
+func runJob(t *testing.T, dir string, spec job.JobSpec, flags ...string) (job.Result, string) {
 	t.Helper()
 	bin := filepath.Join(dir, "program")
-	if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+	args := append(append([]string{"build"}, flags...), "-o", bin, ".")
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -110,7 +148,7 @@ func runJob(t *testing.T, pkg, dir string, spec job.JobSpec, env ...string) (job
 	spec.Name, spec.Command, spec.NumWorkers, spec.NumServers = "quickstart", []string{bin}, 2, 2
 	spec.Output = filepath.Join(dir, "model")
 	var stdout bytes.Buffer
-	res, err := local.Run(ctx, spec, local.Options{Environ: append(os.Environ(), env...), Stdout: &stdout, Log: logrus.NewEntry(l)})
+	res, err := local.Run(ctx, spec, local.Options{Environ: os.Environ(), Stdout: &stdout, Log: logrus.NewEntry(l)})
 	if err != nil {
 		t.Fatalf("job: %v %v\n%s", res.State, err, stdout.String())
 	}
