@@ -667,12 +667,20 @@ func (r *run) onDied(ctx context.Context, e tracker.Event) error {
 	if i < 0 {
 		return nil
 	}
-	t := r.tasks[i]
-	if t.launch != 0 || !t.done || t.gone || t.code != 0 {
-		return nil
+	if t := r.tasks[i]; exitedOK(t) {
+		return r.judgeAgain(ctx, t)
 	}
+	return nil
+}
+
+// exitedOK reports whether t's last process exited 0 and t is done.
+func exitedOK(t *taskState) bool { return t.launch == 0 && t.done && !t.gone && t.code == 0 }
+
+// judgeAgain applies the restart rules again to t's exit 0, which was
+// counted a success (onExit): what the tracker learned since may make it
+// a failure.
+func (r *run) judgeAgain(ctx context.Context, t *taskState) error {
 	t.done = false
-	r.log.WithField("task", t.String()).Warn("a task exited 0 without leaving the job; it starts again")
 	return r.onExit(ctx, t, Exit{Desc: t.exit})
 }
 
@@ -693,12 +701,10 @@ func (r *run) onRegistering(ctx context.Context, _ tracker.Event) error {
 		return nil
 	}
 	for _, t := range r.tasks {
-		if t.Role == conf.RoleScheduler || t.launch != 0 || !t.done || t.gone || t.code != 0 {
-			continue
-		}
-		t.done = false
-		if err := r.onExit(ctx, t, Exit{Desc: t.exit}); err != nil {
-			return err
+		if t.Role != conf.RoleScheduler && exitedOK(t) {
+			if err := r.judgeAgain(ctx, t); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
