@@ -228,6 +228,9 @@ func (n *Node) holdLocked(m *transport.Message) *transport.Message {
 	return n.noAppReply(m, fmt.Sprintf("; %d messages of %d bytes already wait for apps this node does not run", n.heldMsgs, n.heldBytes))
 }
 
+// noApp is what noAppReply's error says of the app it names.
+const noApp = "runs no app"
+
 // noAppReply is the error reply to m, a request for an app this node
 // does not run (more saying why it was dropped); nil when m is a response.
 func (n *Node) noAppReply(m *transport.Message, more string) *transport.Message {
@@ -243,7 +246,7 @@ func (n *Node) noAppReply(m *transport.Message, more string) *transport.Message 
 		Pull:       m.Meta.Pull,
 		SimpleApp:  m.Meta.SimpleApp,
 		Status:     1,
-		Body:       []byte(fmt.Sprintf("node %d runs no app %d%s", n.me.ID, m.Meta.AppID, more)),
+		Body:       []byte(fmt.Sprintf("node %d %s %d%s", n.me.ID, noApp, m.Meta.AppID, more)),
 	}}
 }
 

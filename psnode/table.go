@@ -743,7 +743,13 @@ func (t *Table[V]) Wait(ctx context.Context, ts int32) error {
 	if t.kv == nil {
 		return ErrNotWorker
 	}
-	return t.kv.Wait(ctx, ts)
+	err := t.kv.Wait(ctx, ts)
+	var re *RemoteError
+	if errors.As(err, &re) && strings.Contains(re.Message, noApp) {
+		// The app is the table's: name it, not its number.
+		return fmt.Errorf("psnode: table %s: server %d does not serve it: every role must declare the table alike (%w)", t.desc.Name, transport.IDRank(re.Peer), err)
+	}
+	return err
 }
 
 // Finish ends training on every role: a barrier over every node (no

@@ -479,13 +479,16 @@ func TestTablesInit(t *testing.T) {
 }
 
 // TestTablesDeclaredOtherwise: a worker that declares a table with
-// another width or element type than the servers' gets an error naming
-// the difference from its pulls and its synchronous pushes, rather than
-// values of the wrong shape or a step that never completes.
+// another width or element type than the servers', or one they do not
+// declare, gets an error naming the table and the difference from its
+// pulls and its synchronous pushes, rather than values of the wrong shape
+// or a step that never completes. (The last waits for the servers'
+// grace for tables declared late, 10 s, so the test runs in parallel.)
 func TestTablesDeclaredOtherwise(t *testing.T) {
+	t.Parallel()
 	ctx := ctxT(t, 30*time.Second)
 	c := startCluster(t, 2, 1, 305, nil)
-	var w *psnode.Table[float32]
+	var w, x *psnode.Table[float32]
 	var e *psnode.Table[float64]
 	for _, n := range c.all() {
 		ts, err := psnode.NewTables(n, psnode.TablesOptions{})
@@ -503,6 +506,9 @@ func TestTablesDeclaredOtherwise(t *testing.T) {
 			spec.Width = 2
 			if w, err = psnode.NewTable(ts, spec); err == nil {
 				e, err = psnode.NewTable(ts, psnode.TableSpec[float64]{Name: "e", Partitioner: "hash", Sync: true})
+			}
+			if err == nil {
+				x, err = psnode.NewTable(ts, psnode.TableSpec[float32]{Name: "x", Partitioner: "hash"})
 			}
 		}
 		if err != nil {
@@ -527,5 +533,10 @@ func TestTablesDeclaredOtherwise(t *testing.T) {
 	ts, err = e.PushStep(ctx, 0, 0, keys, make([]float64, len(keys)))
 	if err = wait(ctx, ts, err, e.Wait); err == nil || !strings.Contains(err.Error(), "values of float64 for a table of float32: every role must declare the table alike") {
 		t.Errorf("synchronous push to servers of another element type: %v", err)
+	}
+	ts, err = x.Pull(ctx, keys, &vals)
+	if err = wait(ctx, ts, err, x.Wait); err == nil || !strings.Contains(err.Error(), "psnode: table x: server ") ||
+		!strings.Contains(err.Error(), "does not serve it: every role must declare the table alike") {
+		t.Errorf("pull of a table no server declares: %v", err)
 	}
 }
