@@ -617,12 +617,7 @@ func TestRunPolicy(t *testing.T) {
 				if n := len(f.launchesOf(worker1)); n != 2 {
 					t.Errorf("worker 1 launched %d times; want 2", n)
 				}
-				found := false
-				for _, ev := range res.Status.Events {
-					found = found || ev.Kind == tracker.EventExited && ev.Task == "worker 1" &&
-						ev.Detail == "stopped: not heard from for 500ms (no heartbeat for 10s)"
-				}
-				if !found {
+				if !exitedSaying(res, "worker 1", "stopped: not heard from for 500ms (no heartbeat for 10s)") {
 					t.Errorf("no event says why worker 1 was stopped: %+v", res.Status.Events)
 				}
 			},
@@ -657,12 +652,7 @@ func TestRunPolicy(t *testing.T) {
 				if n := len(f.launchesOf(worker0)); n != 1 {
 					t.Errorf("worker 0 launched %d times; want 1", n)
 				}
-				found := false
-				for _, ev := range res.Status.Events {
-					found = found || ev.Kind == tracker.EventExited && ev.Task == "worker 1" &&
-						ev.Detail == "exit code 0 without leaving the job (its node was not finalized; the others wait for it)"
-				}
-				if !found {
+				if !exitedSaying(res, "worker 1", "exit code 0 without leaving the job (its node was not finalized; the others wait for it)") {
 					t.Errorf("no event says why worker 1 started again: %+v", res.Status.Events)
 				}
 			},
@@ -715,12 +705,7 @@ func TestRunPolicy(t *testing.T) {
 						t.Errorf("%s launched %d times; want %d", task, n, want)
 					}
 				}
-				found := false
-				for _, ev := range res.Status.Events {
-					found = found || ev.Kind == tracker.EventExited && ev.Task == "worker 1" &&
-						ev.Detail == "exit code 0 before its node joined the job (the others wait for it)"
-				}
-				if !found {
+				if !exitedSaying(res, "worker 1", "exit code 0 before its node joined the job (the others wait for it)") {
 					t.Errorf("no event says why worker 1 started again: %+v", res.Status.Events)
 				}
 			},
@@ -1492,6 +1477,14 @@ func TestRunPolicy(t *testing.T) {
 			}
 		})
 	}
+}
+
+// exitedSaying reports whether the job's events tell of task's exit
+// with detail.
+func exitedSaying(res Result, task, detail string) bool {
+	return slices.ContainsFunc(res.Status.Events, func(ev tracker.Event) bool {
+		return ev.Kind == tracker.EventExited && ev.Task == task && ev.Detail == detail
+	})
 }
 
 // TestKeysFile checks that New writes the tasks' keys file, readable by
