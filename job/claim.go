@@ -40,12 +40,11 @@ type claim struct {
 	Since     time.Time `json:"since"`
 }
 
-// heldClaim is a claim this job made: its directory, and the field and
-// value that named it.
+// heldClaim is a claim this job made: its directory, and the value that
+// named it.
 type heldClaim struct {
-	fsys        dfs.FileSystem
-	dir         string
-	field, name string
+	fsys      dfs.FileSystem
+	dir, name string
 }
 
 // maxClaim bounds how much of a claimFile is read.
@@ -158,11 +157,14 @@ func (f *files) takeClaim(ctx context.Context, fsys dfs.FileSystem, name, dir, f
 			} else {
 				_ = w.Close()
 			}
+			if err != nil {
+				_ = removeClaim(ctx, fsys, name) // not half a claim: it would hold for claimStale
+			}
 		}
 		if err != nil {
 			return dirError(field, dir, fmt.Errorf("claim it: %w", err))
 		}
-		f.claims = append(f.claims, heldClaim{fsys: fsys, dir: name, field: field, name: dir})
+		f.claims = append(f.claims, heldClaim{fsys: fsys, dir: name, name: dir})
 		return nil
 	}
 }
