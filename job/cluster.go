@@ -123,6 +123,9 @@ type Exit struct {
 	// Tail holds the launch's last lines of output or the cluster's
 	// diagnostics, indented, for the job's error; empty when none.
 	Tail string
+	// unfinished, set by Run for an exit 0 it judges a failure, says
+	// why; never set by a Cluster.
+	unfinished string
 }
 
 // NodeBlacklister is a Cluster that can stop placing launches on a node.

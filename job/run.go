@@ -270,11 +270,12 @@ func (j *Job) removeKeys() {
 //     after it was not heard from) is stopped, when its launch began
 //     before the silence did, and that end is a failure like any other
 //     exit.
-//   - A server or worker that exits 0 without leaving the job (the
-//     scheduler declared its process dead: tracker.EventDied), before
-//     or after the exit is seen, or while the scheduler waits for the
-//     nodes to register (tracker.EventRegistering), failed: the others
-//     wait for it.
+//   - A server or worker that exits 0 while the scheduler waits for the
+//     nodes to register (tracker.EventRegistering) failed: the others
+//     wait for it. So did one that exits 0 without leaving the job (the
+//     scheduler declared its process dead: tracker.EventDied, before or
+//     after the exit is seen) when the job has not ended diedGrace
+//     later.
 //
 // A request for another number of servers or workers
 // (tracker.State.Scale) starts the tasks it adds at once (see package
@@ -367,6 +368,9 @@ type run struct {
 	byLaunch map[int64]*taskState
 	nextID   int64
 	contract Contract
+	// suspects are the tasks whose exit 0 judgeSuspects judges again,
+	// and when (suspect).
+	suspects map[*taskState]time.Time
 	// schedulerAlone is set once the current run's scheduler was started
 	// again alone: a replacement, which the nodes no longer need once
 	// every other task exited 0.
@@ -424,6 +428,9 @@ func (r *run) loop(ctx context.Context) (tracker.JobState, error) {
 			}
 			r.report()
 		case <-tick.C:
+			if err := r.judgeSuspects(ctx); err != nil {
+				return r.fail(ctx, err)
+			}
 			r.report()
 			r.files.renewClaims(ctx)
 		}
@@ -550,19 +557,20 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 			return err
 		}
 	}
-	unfinished := false
 	if ex.Code == 0 && t.Role != conf.RoleScheduler {
 		switch {
+		case ex.unfinished != "":
 		case r.registering():
-			ex.Desc += " before its node joined the job (the others wait for it)"
-			unfinished = true
+			ex.unfinished = "before its node joined the job (the others wait for it)"
 		case r.state.DiedUnfinished(t.String()):
-			ex.Desc += " without leaving the job (its node was not finalized; the others wait for it)"
-			unfinished = true
+			r.suspect(t)
 		}
-		t.exit = ex.Desc
+		if ex.unfinished != "" {
+			ex.Desc += " " + ex.unfinished
+			t.exit = ex.Desc
+		}
 	}
-	if ex.Code == 0 && !unfinished {
+	if ex.Code == 0 && ex.unfinished == "" {
 		t.state = "succeeded"
 		t.done = true
 		r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Debug("task done")
@@ -658,17 +666,51 @@ func (r *run) onUnresponsive(ctx context.Context, e tracker.Event) error {
 
 // onDied handles a report that the process of a server or worker that
 // last said it follows the scheduler was declared dead rather than
-// leaving the job (tracker.EventDied). Had it exited 0 already, that
-// exit is a failure after all (onExit): its node never left, and the
-// others wait for it or its successor. An exit still to come is judged
-// when it comes.
-func (r *run) onDied(ctx context.Context, e tracker.Event) error {
+// leaving the job (tracker.EventDied). Had it exited 0 already, it is a
+// suspect (suspect); an exit still to come is judged when it comes.
+func (r *run) onDied(_ context.Context, e tracker.Event) error {
 	i := slices.IndexFunc(r.tasks, func(t *taskState) bool { return t.String() == e.Task })
-	if i < 0 {
-		return nil
+	if i >= 0 && exitedOK(r.tasks[i]) {
+		r.suspect(r.tasks[i])
 	}
-	if t := r.tasks[i]; exitedOK(t) {
-		return r.judgeAgain(ctx, t)
+	return nil
+}
+
+// diedGrace is how long a job may take to end after a server or worker
+// exited 0 without leaving it (tracker.EventDied) before that exit is
+// judged a failure (judgeSuspects). Tests shorten it.
+var diedGrace = 10 * time.Second
+
+// suspect marks t, counted done after an exit 0 although its node never
+// left the job, for judgeSuspects. A program that skipped Finalize after
+// its last barrier, or whose last word to the scheduler was lost, did
+// finish: the job then ends within diedGrace. One that exited in the
+// middle of training did not, and the others wait for it or its
+// successor.
+func (r *run) suspect(t *taskState) {
+	if r.suspects == nil {
+		r.suspects = map[*taskState]time.Time{}
+	}
+	if _, ok := r.suspects[t]; !ok {
+		r.suspects[t] = time.Now().Add(diedGrace)
+	}
+}
+
+// judgeSuspects applies the restart rules again to the exit 0 of every
+// suspect whose diedGrace has passed with the job still running: it
+// failed (onExit).
+func (r *run) judgeSuspects(ctx context.Context) error {
+	now := time.Now()
+	for t, at := range r.suspects {
+		if now.Before(at) {
+			continue
+		}
+		delete(r.suspects, t)
+		if exitedOK(t) && r.state.DiedUnfinished(t.String()) {
+			if err := r.judgeAgain(ctx, t, "without leaving the job (its node was not finalized; the others wait for it)"); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -677,11 +719,10 @@ func (r *run) onDied(ctx context.Context, e tracker.Event) error {
 func exitedOK(t *taskState) bool { return t.launch == 0 && t.done && !t.gone && t.code == 0 }
 
 // judgeAgain applies the restart rules again to t's exit 0, which was
-// counted a success (onExit): what the tracker learned since may make it
-// a failure.
-func (r *run) judgeAgain(ctx context.Context, t *taskState) error {
+// counted a success, as the failure that why says it was (onExit).
+func (r *run) judgeAgain(ctx context.Context, t *taskState, why string) error {
 	t.done = false
-	return r.onExit(ctx, t, Exit{Desc: t.exit})
+	return r.onExit(ctx, t, Exit{Desc: t.exit, unfinished: why})
 }
 
 // registering reports whether the job's scheduler, started with the
@@ -702,7 +743,7 @@ func (r *run) onRegistering(ctx context.Context, _ tracker.Event) error {
 	}
 	for _, t := range r.tasks {
 		if t.Role != conf.RoleScheduler && exitedOK(t) {
-			if err := r.judgeAgain(ctx, t); err != nil {
+			if err := r.judgeAgain(ctx, t, "before its node joined the job (the others wait for it)"); err != nil {
 				return err
 			}
 		}
@@ -909,6 +950,7 @@ func (r *run) restartAll(ctx context.Context, failed string, asked bool) error {
 	for _, t := range r.tasks {
 		t.done, t.gone = false, false
 	}
+	clear(r.suspects)
 	r.retireUnneeded()
 	r.ensureAll()
 	return r.begin(ctx)

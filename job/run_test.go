@@ -624,25 +624,32 @@ func TestRunPolicy(t *testing.T) {
 		},
 		{
 			name: "a worker that exits 0 without leaving the job is started again",
-			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 2, Output: e.output} },
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 2} },
 			script: func(e *env) func(f *fake, l Launch) {
 				// Worker 1's first process says it follows the scheduler,
 				// then exits 0 without leaving: the scheduler declares it
 				// dead. The loop sees the exit and the death in either
-				// order. Its second process leaves as it should.
-				return unless(e, every(worker1), func(f *fake, l Launch) {
+				// order, and the others wait for it past diedGrace. Its
+				// second process leaves as it should, and all end.
+				return func(f *fake, l Launch) {
 					st := f.j.State()
 					inc := fmt.Sprint(l.Attempt + 1)
-					st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventFollows, Task: "worker 1", Detail: inc})
-					if l.Attempt == 0 {
+					switch {
+					case first(worker1)(f, l):
+						st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventFollows, Task: "worker 1", Detail: inc})
 						// An earlier process's death, then its own.
 						st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventDied, Task: "worker 1", Detail: "7"})
 						f.exit(l, 0)
 						st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventDied, Task: "worker 1", Detail: inc})
-						return
+					case l.Task == worker1:
+						st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventFollows, Task: "worker 1", Detail: inc})
+						for _, task := range []Task{worker1, worker0, server0, scheduler} {
+							if r, ok := f.current(task); ok {
+								f.exit(r, 0)
+							}
+						}
 					}
-					f.exit(l, 0)
-				})
+				}
 			},
 			want: tracker.Succeeded,
 			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
@@ -658,15 +665,41 @@ func TestRunPolicy(t *testing.T) {
 			},
 		},
 		{
-			name: "a worker that keeps exiting 0 without leaving the job fails it",
-			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2, Output: e.output} },
+			name: "a worker that exits 0 without leaving as the job ends is done",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 2, Output: e.output} },
 			script: func(e *env) func(f *fake, l Launch) {
-				return unless(e, every(worker0), func(f *fake, l Launch) {
+				// Both workers skip Finalize after their last barrier:
+				// the scheduler declares them dead, and the server, then
+				// the scheduler, end at once.
+				return unless(e, func(f *fake, l Launch) bool { return l.Task.Role == conf.RoleWorker }, func(f *fake, l Launch) {
 					st := f.j.State()
-					st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventFollows, Task: "worker 0", Detail: "1"})
-					st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventDied, Task: "worker 0", Detail: "1"})
+					st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventFollows, Task: l.Task.String(), Detail: "1"})
+					st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventDied, Task: l.Task.String(), Detail: "1"})
 					f.exit(l, 0)
 				})
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				for _, w := range []Task{worker0, worker1} {
+					if n := len(f.launchesOf(w)); n != 1 {
+						t.Errorf("%s launched %d times; want 1", w, n)
+					}
+				}
+			},
+		},
+		{
+			name: "a worker that keeps exiting 0 without leaving the job fails it",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2} },
+			script: func(e *env) func(f *fake, l Launch) {
+				// The server waits for the worker, which never leaves.
+				return func(f *fake, l Launch) {
+					if l.Task == worker0 {
+						st := f.j.State()
+						st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventFollows, Task: "worker 0", Detail: "1"})
+						st.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventDied, Task: "worker 0", Detail: "1"})
+						f.exit(l, 0)
+					}
+				}
 			},
 			want:    tracker.Failed,
 			wantErr: []string{"worker 0 failed: exit code 0 without leaving the job (its node was not finalized; the others wait for it) on attempt 2 of 2"},
@@ -1478,6 +1511,10 @@ func TestRunPolicy(t *testing.T) {
 		})
 	}
 }
+
+// The policy tests' jobs that wait for a server or worker which exited
+// 0 without leaving judge its exit after a second.
+func init() { diedGrace = time.Second }
 
 // exitedSaying reports whether the job's events tell of task's exit
 // with detail.
