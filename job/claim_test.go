@@ -53,6 +53,11 @@ func TestClaimsKeepJobsApart(t *testing.T) {
 			t.Errorf("second job with overwrite %v: %v; want it in use", overwrite, err)
 		}
 	}
+	resume := JobSpec{Name: "resumed", Command: []string{"prog"}, NumWorkers: 1, NumServers: 1, MaxAttempts: 1,
+		CheckpointDir: ck, Resume: true}
+	if err := Check(ctx, resume, localResolver(), nil); !errors.Is(err, ErrOutputInUse) {
+		t.Errorf("check of a job resumed from the running one's checkpoints: %v; want them in use", err)
+	}
 	f := newFake(t, func(f *fake, l Launch) {
 		if l.Task.Role == conf.RoleServer {
 			writeFile(f.t, filepath.Join(out, "part-00000"), []byte("model"))

@@ -539,6 +539,9 @@ func Check(ctx context.Context, spec JobSpec, r Resolver, planner tracker.Planne
 		if err != nil {
 			return dirError("CheckpointDir", spec.CheckpointDir, err)
 		}
+		if err := checkClaim(ctx, fsys, dir, spec.CheckpointDir, "CheckpointDir", false); err != nil {
+			return err
+		}
 		if _, err := ckpt.Latest(ctx, fsys, dir, false); err != nil {
 			return &FieldError{Field: "Resume", Problem: "no usable checkpoint in " + spec.CheckpointDir + ": " + err.Error(), Err: err}
 		}
