@@ -132,41 +132,45 @@ func live(c claim, at, now time.Time) bool {
 // job. A claim already there that is void, or on a later attempt of the
 // ApplicationMaster this job's own, is replaced; a live one is refused.
 func (f *files) takeClaim(ctx context.Context, fsys dfs.FileSystem, name, dir, field string) error {
-	p := path.Join(name, claimFile)
 	data, err := f.claimData()
 	if err != nil {
 		return err
 	}
-	for try := 0; ; try++ {
-		w, err := fsys.Create(ctx, p, dfs.CreateOptions{})
-		if errors.Is(err, fs.ErrExist) && try == 0 {
-			if err := checkClaim(ctx, fsys, name, dir, field, f.rerun); err != nil {
-				return err
-			}
-			if err := removeClaim(ctx, fsys, name); err != nil {
-				return dirError(field, dir, fmt.Errorf("remove a void claim: %w", err))
-			}
-			continue
+	err = createClaim(ctx, fsys, name, data)
+	if errors.Is(err, fs.ErrExist) {
+		if err := checkClaim(ctx, fsys, name, dir, field, f.rerun); err != nil {
+			return err
 		}
-		if errors.Is(err, fs.ErrExist) {
+		if err := removeClaim(ctx, fsys, name); err != nil {
+			return dirError(field, dir, fmt.Errorf("remove a void claim: %w", err))
+		}
+		if err = createClaim(ctx, fsys, name, data); errors.Is(err, fs.ErrExist) {
 			return dirError(field, dir, fmt.Errorf("%w: another job claimed it as this one did", ErrOutputInUse))
 		}
-		if err == nil {
-			if _, err = w.Write(data); err == nil {
-				err = w.Close()
-			} else {
-				_ = w.Close()
-			}
-			if err != nil {
-				_ = removeClaim(ctx, fsys, name) // not half a claim: it would hold for claimStale
-			}
-		}
-		if err != nil {
-			return dirError(field, dir, fmt.Errorf("claim it: %w", err))
-		}
-		f.claims = append(f.claims, heldClaim{fsys: fsys, dir: name, name: dir})
-		return nil
 	}
+	if err != nil {
+		return dirError(field, dir, fmt.Errorf("claim it: %w", err))
+	}
+	f.claims = append(f.claims, heldClaim{fsys: fsys, dir: name, name: dir})
+	return nil
+}
+
+// createClaim writes data as the claim in directory name, unless one is
+// there (an error wrapping fs.ErrExist). A claim it could not write
+// whole is removed: half a claim would hold for claimStale.
+func createClaim(ctx context.Context, fsys dfs.FileSystem, name string, data []byte) error {
+	w, err := fsys.Create(ctx, path.Join(name, claimFile), dfs.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(data)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = removeClaim(ctx, fsys, name)
+	}
+	return err
 }
 
 // claimData is this job's claim.

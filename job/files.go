@@ -459,14 +459,25 @@ func (f *files) prepareDir(ctx context.Context, dir, field string, overwrite boo
 		return err
 	}
 	if nonEmpty {
-		entries, err := fsys.ReadDir(ctx, name)
-		for _, e := range entries {
-			if err == nil && !isClaim(e.Name()) {
-				err = fsys.RemoveAll(ctx, path.Join(name, e.Name()))
-			}
-		}
-		if err != nil {
+		if err := clearBut(ctx, fsys, name, isClaim); err != nil {
 			return dirError(field, dir, fmt.Errorf("clear it: %w", err))
+		}
+	}
+	return nil
+}
+
+// clearBut removes everything in directory name but the entries keep
+// reports.
+func clearBut(ctx context.Context, fsys dfs.FileSystem, name string, keep func(string) bool) error {
+	entries, err := fsys.ReadDir(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !keep(e.Name()) {
+			if err := fsys.RemoveAll(ctx, path.Join(name, e.Name())); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -54,12 +54,7 @@ type callOpts struct {
 	callback   func(error)
 	allServers bool
 	pulled     func() // after a pull's values are in place, before Wait returns
-	width      int    // a table's values per key, which every answer must carry
 }
-
-// wantWidth makes a pull fail when a server answers with other than
-// width values per key: a server that declares the table otherwise.
-func wantWidth(width int) CallOption { return func(o *callOpts) { o.width = width } }
 
 // afterPull sets a function called once a pull's values are in place,
 // on the app's receive goroutine, before Wait returns.
@@ -88,6 +83,7 @@ type KVWorker[V Number] struct {
 	compress bool
 	stored   bool       // with compress: frames stored, not through zstd (WithDeltaKeys)
 	keyCache *keyCaches // mirrors of the servers' key caches
+	width    int        // a table's values per key, which every answer must carry; 0: any
 }
 
 // WorkerOption sets an option of a KVWorker.
@@ -98,7 +94,12 @@ type workerOpts struct {
 	compress bool
 	stored   bool
 	keyCache bool
+	width    int
 }
+
+// withWidth makes a table's pulls fail when a server answers with other
+// than width values per key: a server that declares the table otherwise.
+func withWidth(width int) WorkerOption { return func(o *workerOpts) { o.width = width } }
 
 // WithKeyCache compresses like WithCompression and, in addition, asks the
 // servers to keep the key lists it sends and refers to a kept list by
@@ -150,7 +151,7 @@ func NewKVWorker[V Number](n *Node, appID, customerID int32, opts ...WorkerOptio
 			return nil, err
 		}
 	}
-	w := &KVWorker[V]{n: n, compress: o.compress, stored: o.stored}
+	w := &KVWorker[V]{n: n, compress: o.compress, stored: o.stored, width: o.width}
 	if err := w.setPartitioner(part, servers); err != nil {
 		return nil, err
 	}
@@ -361,8 +362,8 @@ func (w *KVWorker[V]) request(ctx context.Context, kv KVPairs[V], push, pull boo
 			if err != nil {
 				return fmt.Errorf("psnode: reply from server %d: %w", peer, err)
 			}
-			if o.width > 0 && k > 0 && (r.lens != nil || len(r.vals) != k*o.width) {
-				return fmt.Errorf("psnode: reply from server %d: %d values for %d keys, where the table has %d per key: every role must declare the table alike", transport.IDRank(peer), len(r.vals), k, o.width)
+			if w.width > 0 && k > 0 && (r.lens != nil || len(r.vals) != k*w.width) {
+				return fmt.Errorf("psnode: reply from server %d: %d values for %d keys, where the table has %d per key: every role must declare the table alike", transport.IDRank(peer), len(r.vals), k, w.width)
 			}
 			replies[p] = r
 			return nil

@@ -61,10 +61,9 @@ func (r *residuals[V]) noteWeights(keys []uint64, vals []V) {
 	}
 }
 
-// watchPull adds to a pull's options the table's width, which the
-// answers must have, and what the KKT filter needs to see its weights.
+// watchPull adds to a pull's options what the KKT filter needs to see
+// its weights.
 func (t *Table[V]) watchPull(keys []uint64, vals *[]V, opts ...CallOption) []CallOption {
-	opts = append(opts[:len(opts):len(opts)], wantWidth(t.desc.Width))
 	if t.sig == nil || t.sig.kkt == 0 {
 		return opts
 	}

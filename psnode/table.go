@@ -409,7 +409,7 @@ func NewTable[V Number](ts *Tables, spec TableSpec[V]) (*Table[V], error) {
 	case transport.RoleWorker:
 		var part partition.Partitioner
 		if part, err = NewPartitioner(spec.Partitioner, n.NumServers(), spec.MaxKey); err == nil {
-			opts := []WorkerOption{WithPartitioner(part)}
+			opts := []WorkerOption{WithPartitioner(part), withWidth(spec.Width)}
 			if spec.Compress {
 				opts = append(opts, WithCompression())
 			} else if spec.DeltaKeys {

@@ -303,7 +303,7 @@ func TestUnresponsiveReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case e := <-st.Unresponsive():
+	case e := <-st.Reports():
 		if e.Task != "worker 0" || e.Took != 10200*time.Millisecond || e.Detail != "no heartbeat for 10s" || e.At.IsZero() {
 			t.Errorf("the launcher got %+v", e)
 		}
@@ -316,13 +316,13 @@ func TestUnresponsiveReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case e := <-st.Unresponsive():
+	case e := <-st.Reports():
 		t.Errorf("the same silence delivered twice: %+v", e)
 	default:
 	}
 	st.AddEvent(Event{At: time.Now().Add(time.Minute), Kind: EventUnresponsive, Task: "worker 0", Took: 10 * time.Second})
 	select {
-	case <-st.Unresponsive():
+	case <-st.Reports():
 	default:
 		t.Error("a later silence of the same task was not delivered")
 	}

@@ -173,7 +173,7 @@ const (
 	// still run, stopped, hung or cut off (reported by the scheduler, Task
 	// "server R" or "worker R", or by a node, Task "scheduler 0"). The
 	// launcher stops that process, if it started before the silence
-	// began, and handles it as a failure: it starts again (Unresponsive).
+	// began, and handles it as a failure: it starts again (Reports).
 	EventUnresponsive = "unresponsive"
 	// EventDied: the scheduler declared a server or a worker dead for
 	// another cause than silence: its connection was lost and not made
@@ -311,7 +311,7 @@ type State struct {
 	hosts          map[int]string
 	located, local int
 	killReq        chan string
-	unresponsive   chan Event
+	reports        chan Event
 	commit         func(context.Context, CheckpointInfo) error
 	// scale is the job's elastic servers and workers (scale.go).
 	scale scaling
@@ -391,7 +391,7 @@ func NewState(shards []Shard, now time.Time) *State {
 		state:         Running,
 		started:       now,
 		killReq:       make(chan string, 1),
-		unresponsive:  make(chan Event, maxUnresponsive),
+		reports:       make(chan Event, maxReports),
 		hosts:         make(map[int]string),
 		scale:         newScaling(),
 		shardsMoved:   make(chan struct{}),
@@ -730,7 +730,7 @@ func (s *State) addEventLocked(e Event) {
 	case EventRegistering:
 		s.registering = e.At
 		select {
-		case s.unresponsive <- e:
+		case s.reports <- e:
 		default: // the launcher is that far behind: the exits will tell
 		}
 		return
@@ -738,7 +738,7 @@ func (s *State) addEventLocked(e Event) {
 		s.died = setTask(s.died, e.Task, e.Detail)
 		if s.diedUnfinishedLocked(e.Task) {
 			select {
-			case s.unresponsive <- e:
+			case s.reports <- e:
 			default: // the launcher is that far behind: its exit will tell
 			}
 		}
@@ -750,7 +750,7 @@ func (s *State) addEventLocked(e Event) {
 			return // another node's report of it
 		}
 		select {
-		case s.unresponsive <- e:
+		case s.reports <- e:
 		default: // the launcher is that far behind: the next report comes
 		}
 	case EventRestored, EventRebuilt:
@@ -902,15 +902,14 @@ func (s *State) Kill(reason string) {
 // KillRequests delivers Kill's reasons to the launcher.
 func (s *State) KillRequests() <-chan string { return s.killReq }
 
-// Unresponsive delivers the EventUnresponsive reports to the launcher,
-// the EventDied reports of the processes that last reported
-// EventFollows, and the EventRegistering reports, at most
-// maxUnresponsive not yet taken.
-func (s *State) Unresponsive() <-chan Event { return s.unresponsive }
+// Reports delivers to the launcher the task reports it acts on: the
+// EventUnresponsive reports, the EventDied reports of the processes that
+// last reported EventFollows, and the EventRegistering reports, at most
+// maxReports not yet taken.
+func (s *State) Reports() <-chan Event { return s.reports }
 
-// maxUnresponsive bounds the EventUnresponsive reports waiting for the
-// launcher.
-const maxUnresponsive = 64
+// maxReports bounds the reports waiting for the launcher (Reports).
+const maxReports = 64
 
 // Status returns a snapshot.
 func (s *State) Status() Status {

@@ -205,7 +205,7 @@ func TestDiedUnfinished(t *testing.T) {
 		var out []string
 		for {
 			select {
-			case e := <-s.Unresponsive():
+			case e := <-s.Reports():
 				out = append(out, e.Kind+" "+e.Task+" "+e.Detail)
 			default:
 				return out
@@ -257,7 +257,7 @@ func TestRegistering(t *testing.T) {
 		t.Error("registering for a scheduler launched after the report")
 	}
 	select {
-	case e := <-s.Unresponsive():
+	case e := <-s.Reports():
 		if e.Kind != EventRegistering {
 			t.Errorf("delivered %+v, want the registering report", e)
 		}
