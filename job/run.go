@@ -410,7 +410,7 @@ func (r *run) loop(ctx context.Context) (tracker.JobState, error) {
 		case reason := <-r.state.KillRequests():
 			r.stopAll(ctx)
 			return tracker.Killed, fmt.Errorf("%w: %s", tracker.ErrKillRequested, reason)
-		case e := <-r.state.Unresponsive():
+		case e := <-r.state.Reports():
 			handle := r.onUnresponsive
 			switch e.Kind {
 			case tracker.EventDied:
@@ -816,13 +816,13 @@ func (r *run) endScheduler(ctx context.Context, s *taskState) {
 }
 
 // endRestartedWorkers stops the workers started again that still run, or
-// wait to be placed, once the scheduler and every server have exited 0,
-// and counts them done. The servers wrote the model after the job's last
-// barrier, which no longer waits for a dead worker once another one
-// arrived having trained on every shard, the dead one's given to it; a
-// new process has nothing left to do, and with the scheduler gone cannot
-// even register. A worker on its first attempt that still runs is left
-// to the other rules, as is a job without servers.
+// wait to be placed, once every server has exited 0, and counts them
+// done. The servers wrote the model after the job's last barrier, which
+// no longer waits for a dead worker once another one arrived having
+// trained on every shard, the dead one's given to it; a new process has
+// nothing left to do, and a scheduler that saw the last barrier pass, or
+// is gone, no longer registers it. A worker on its first attempt that
+// still runs is left to the other rules, as is a job without servers.
 func (r *run) endRestartedWorkers(ctx context.Context) {
 	servers := 0
 	var late []*taskState
@@ -836,9 +836,10 @@ func (r *run) endRestartedWorkers(ctx context.Context) {
 				}
 				late = append(late, t)
 			}
+		case t.Role != conf.RoleServer:
 		case !t.done:
-			return // the scheduler or a server is not done
-		case t.Role == conf.RoleServer:
+			return // a server is not done
+		default:
 			servers++
 		}
 	}
