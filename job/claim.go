@@ -38,6 +38,9 @@ type claim struct {
 	PID       int       `json:"pid"`
 	Container string    `json:"container,omitempty"` // on YARN, the ApplicationMaster's
 	Since     time.Time `json:"since"`
+	// partial is set by readClaim on a file that is not a whole claim:
+	// one being written, or left by a process killed while it wrote it.
+	partial bool
 }
 
 // heldClaim is a claim this job made: its directory, and the value that
@@ -109,7 +112,7 @@ func readClaim(ctx context.Context, fsys dfs.FileSystem, name string) (claim, ti
 	}
 	if err := json.Unmarshal(data, &c); err != nil {
 		// Half written, or not ours: it claims as long as it is fresh.
-		c = claim{Job: "unknown", Host: "unknown host"}
+		c = claim{Job: "unknown", Host: "unknown host", partial: true}
 	}
 	return c, fi.ModTime(), nil
 }
@@ -228,7 +231,10 @@ func removeClaim(ctx context.Context, fsys dfs.FileSystem, name string) error {
 // ApplicationMaster of YARN application app ("application_…") made it:
 // what an application killed before it could release its claims left,
 // which whoever removes its staging directory cleans up with the empty
-// directories it made. Another job's claim stays.
+// directories it made (name is one). Another job's claim stays. A claim
+// that is not whole goes too: the ApplicationMaster claims a directory it
+// made at once, so that is what it leaves when killed while it wrote the
+// claim.
 func DropClaim(ctx context.Context, fsys dfs.FileSystem, name, app string) error {
 	c, _, err := readClaim(ctx, fsys, name)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -238,7 +244,10 @@ func DropClaim(ctx context.Context, fsys dfs.FileSystem, name, app string) error
 		return err
 	}
 	id, ok := strings.CutPrefix(app, "application_")
-	if !ok || !strings.Contains(c.Container+"_", "_"+id+"_") {
+	if !ok {
+		return nil
+	}
+	if !strings.Contains(c.Container+"_", "_"+id+"_") && !c.partial {
 		return nil
 	}
 	return removeClaim(ctx, fsys, name)

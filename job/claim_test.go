@@ -155,22 +155,29 @@ func TestDropClaim(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		container string
+		partial   []byte // the claim file's contents when not a whole claim
 		dropped   bool
 	}{
-		{"container_1795871490958_0019_01_000001", true},
-		{"container_e17_1795871490958_0019_02_000001", true},
-		{"container_1795871490958_0190_01_000001", false},
-		{"", false},
+		{container: "container_1795871490958_0019_01_000001", dropped: true},
+		{container: "container_e17_1795871490958_0019_02_000001", dropped: true},
+		{container: "container_1795871490958_0190_01_000001", dropped: false},
+		{container: "", dropped: false},
+		// The ApplicationMaster killed while it wrote the claim.
+		{partial: []byte{}, dropped: true},
+		{partial: []byte(`{"job":"j","host":"elsewhere.exa`), dropped: true},
 	} {
 		dir := t.TempDir()
 		data, _ := json.Marshal(claim{Job: "j", Host: "elsewhere.example", Container: tt.container})
+		if tt.partial != nil {
+			data = tt.partial
+		}
 		writeFile(t, filepath.Join(dir, claimFile), data)
 		if err := DropClaim(t.Context(), fsys, dir, "application_1795871490958_0019"); err != nil {
 			t.Fatal(err)
 		}
 		_, err := os.Stat(filepath.Join(dir, claimFile))
 		if dropped := errors.Is(err, os.ErrNotExist); dropped != tt.dropped {
-			t.Errorf("claim of container %q dropped: %v, want %v", tt.container, dropped, tt.dropped)
+			t.Errorf("claim of container %q (partial %q) dropped: %v, want %v", tt.container, tt.partial, dropped, tt.dropped)
 		}
 	}
 }
