@@ -43,7 +43,7 @@ func (it stageItem) staged() string {
 func stagePlan(spec job.JobSpec, self string, lookup conf.Lookup) ([]stageItem, []string, error) {
 	cmd := append([]string(nil), spec.Command...)
 	items := []stageItem{{Local: self, Name: amBinaryName, AMOnly: true}}
-	taken := map[string]string{amBinaryName: self, amJobFile: "", amLibDir: "", conf.JobKeysFile: "", amKeytab: "", tokensFile: "", madeFile: ""}
+	taken := map[string]string{amBinaryName: self, amJobFile: "", amLibDir: "", conf.JobKeysFile: "", amKeytab: "", tokensFile: "", madeFile: "", claimsFile: ""}
 	add := func(flag, local, name string, archive bool) error {
 		if prev, dup := taken[name]; dup {
 			if prev == "" || name == amBinaryName {

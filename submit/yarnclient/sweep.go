@@ -67,7 +67,7 @@ func sweepStaging(ctx context.Context, fsys dfs.FileSystem, root string, app yar
 		}
 		dir := path.Join(root, id.String())
 		if !succeeded(rep) {
-			dropEmpty(ctx, r, id.String(), readMade(ctx, fsys, dir), log)
+			readJobDirs(ctx, fsys, dir).drop(ctx, r, id.String(), log)
 		}
 		if err := fsys.RemoveAll(ctx, dir); err != nil {
 			log.WithError(err).Warnf("could not remove the staging directory of %s, which ended %v", id, rep.State)

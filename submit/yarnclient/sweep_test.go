@@ -17,7 +17,9 @@ import (
 // of applications that ended go; those of applications still running,
 // unknown to the ResourceManager, or being submitted, and whatever else
 // lies there, stay. Of the directories an application that ended without
-// succeeding had made, the empty ones go too.
+// succeeding had made, the empty ones go too, and the claims its
+// ApplicationMaster left in the directories it wrote, but not another
+// job's.
 func TestSweepStaging(t *testing.T) {
 	root := t.TempDir()
 	apps := map[string]yarn.AppState{
@@ -48,8 +50,29 @@ func TestSweepStaging(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for app, dirs := range made {
-		if err := writeMade(t.Context(), dfs.Local{}, filepath.Join(root, app), dirs); err != nil {
+	// The killed application also claimed the checkpoint directory it
+	// made and the user's own; the failed one claimed a directory that
+	// another job holds now.
+	claimed := map[string][]string{
+		"application_1700000000000_0001": {"file://" + filepath.Join(out, "ckpt-1"), "file://" + filepath.Join(out, "ckpt-user")},
+		"application_1700000000000_0003": {"file://" + filepath.Join(out, "held")},
+	}
+	claims := map[string]string{
+		"ckpt-1":    "container_1700000000000_0001_01_000001",
+		"ckpt-user": "container_e3_1700000000000_0001_02_000001",
+		"held":      "container_1700000000000_0009_01_000001",
+	}
+	for d, container := range claims {
+		if err := os.MkdirAll(filepath.Join(out, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		claim := `{"job":"j","host":"elsewhere.example","pid":7,"container":"` + container + `","since":"2026-11-28T15:00:00Z"}`
+		if err := os.WriteFile(filepath.Join(out, d, claimFile), []byte(claim), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for app := range apps {
+		if err := (jobDirs{made: made[app], claimed: claimed[app]}).write(t.Context(), dfs.Local{}, filepath.Join(root, app)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -75,9 +98,10 @@ func TestSweepStaging(t *testing.T) {
 		t.Fatal(err)
 	}
 	sweepStaging(t.Context(), dfs.Local{}, root, app, report, localResolver(), quiet())
-	for d, gone := range map[string]bool{"model-1": true, "ckpt-1/1": false, "ckpt-2": false} {
+	for d, gone := range map[string]bool{"model-1": true, "ckpt-1/1": false, "ckpt-2": false,
+		"ckpt-1/" + claimFile: true, "ckpt-user/" + claimFile: true, "ckpt-user": false, "held/" + claimFile: false} {
 		if _, err := os.Stat(filepath.Join(out, d)); gone != errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s, which an application made: Stat = %v, want it gone %v", d, err, gone)
+			t.Errorf("%s, which an application made or claimed: Stat = %v, want it gone %v", d, err, gone)
 		}
 	}
 
@@ -95,6 +119,9 @@ func TestSweepStaging(t *testing.T) {
 		t.Error("the application being submitted was asked about")
 	}
 }
+
+// claimFile is the name of a job's claim in a directory it writes.
+const claimFile = "_spindle_job"
 
 func localResolver() job.Resolver { return dfs.NewResolver(conf.HadoopConf{}, "") }
 

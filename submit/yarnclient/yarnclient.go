@@ -206,7 +206,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	if err := job.Check(ctx, spec, resolver, tracker.InputPlanner(resolver)); err != nil {
 		return res, err
 	}
-	made := absentDirs(ctx, resolver, spec.Output, spec.CheckpointDir, job.StagedOutput(ctx, resolver, spec))
+	dirs := newJobDirs(ctx, resolver, spec)
 
 	retry, err := rmRetryOf(hc)
 	if err != nil {
@@ -260,7 +260,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	if err != nil {
 		return res, err
 	}
-	if err := writeMade(ctx, fsys, dir, made); err != nil {
+	if err := dirs.write(ctx, fsys, dir); err != nil {
 		return res, fmt.Errorf("yarnclient: staging directory: %w", err)
 	}
 	log.WithField("staging", fsys.URI(dir)).Debug("files staged")
@@ -302,7 +302,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 	res.Status.Diagnostics = r.Diagnostics
 	if r.State.Terminal() && !succeeded(r) {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		dropEmpty(dctx, resolver, app.ID.String(), made, log)
+		dirs.drop(dctx, resolver, app.ID.String(), log)
 		cancel()
 	}
 	var lost *lostRMError
@@ -963,7 +963,7 @@ func Kill(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login 
 	fsys, dir, err := resolver.Resolve(ctx, stagingURI(hcl.user, id))
 	if err == nil {
 		if !succeeded(r) {
-			dropEmpty(ctx, resolver, id.String(), readMade(ctx, fsys, dir), nil)
+			readJobDirs(ctx, fsys, dir).drop(ctx, resolver, id.String(), nil)
 		}
 		err = fsys.RemoveAll(ctx, dir)
 	}

@@ -412,6 +412,10 @@ func TestHadoopSubmitYARN(t *testing.T) {
 		if _, err := cl.FS.Stat(ctx, ckpt); err != nil {
 			t.Errorf("the user's checkpoint directory after the kill: %v, want it kept", err)
 		}
+		// Nor does a claim stay to keep a --resume out of it.
+		if _, err := cl.FS.Stat(ctx, ckpt+"/"+claimFile); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("the job's claim on the checkpoint directory after the kill: Stat = %v, want it removed", err)
+		}
 		if out, code := psSubmit(t, ctx, "kill", app.String()); code != 0 || !strings.Contains(out, "already ended") {
 			t.Errorf("second ps-submit kill: exit %d, want 0 and already ended", code)
 		}
