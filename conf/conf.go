@@ -211,6 +211,19 @@ type PS struct {
 	// ShutdownTimeout bounds Finalize (SPINDLE_SHUTDOWN_TIMEOUT, seconds).
 	// Default 30 s.
 	ShutdownTimeout time.Duration
+
+	// StallTimeout bounds how long the others wait for a server or worker
+	// that is alive but takes no part (SPINDLE_STALL_TIMEOUT, seconds; 0
+	// waits for ever): a barrier that waits this long for a node that
+	// has not arrived, or a synchronous or bounded-delay table's server
+	// that holds a request this long for a worker that has sent it
+	// nothing since, reports that node as stalled (psnode.NodeStalled);
+	// a launcher stops its process and starts it again, as it does one
+	// whose heartbeats stopped. A program hung in its own code holds up
+	// the job no longer than this. Default 10 minutes: it must exceed
+	// the longest a node may rightly keep the others waiting (a worker
+	// that evaluates a model, writes a file, or computes a mini-batch).
+	StallTimeout time.Duration
 }
 
 // Default returns a fresh configuration with every default filled in.
@@ -224,6 +237,7 @@ func Default() Config {
 		TaskID:            -1,
 		RegisterTimeout:   120 * time.Second,
 		ShutdownTimeout:   30 * time.Second,
+		StallTimeout:      10 * time.Minute,
 	}}
 }
 
@@ -331,6 +345,9 @@ func (p PS) Validate() error {
 	}
 	if p.ShutdownTimeout <= 0 {
 		bad(EnvShutdownTimeout, "%v: must be positive", p.ShutdownTimeout)
+	}
+	if p.StallTimeout < 0 {
+		bad(EnvStallTimeout, "%v: must not be negative (0 waits for ever)", p.StallTimeout)
 	}
 	if len(errs) == 0 {
 		return nil

@@ -65,6 +65,7 @@ const (
 	EnvReplicas           = "SPINDLE_REPLICAS"
 	EnvRegisterTimeout    = "SPINDLE_REGISTER_TIMEOUT"
 	EnvShutdownTimeout    = "SPINDLE_SHUTDOWN_TIMEOUT"
+	EnvStallTimeout       = "SPINDLE_STALL_TIMEOUT"
 	EnvTaskMemoryMB       = "SPINDLE_TASK_MEMORY_MB"
 )
 
@@ -206,6 +207,7 @@ func FromEnv(c Config, lookup Lookup) (Config, error) {
 	boolean(EnvJoining, &p.Joining)
 	duration(EnvRegisterTimeout, time.Second, &p.RegisterTimeout)
 	duration(EnvShutdownTimeout, time.Second, &p.ShutdownTimeout)
+	duration(EnvStallTimeout, time.Second, &p.StallTimeout)
 	str(EnvJobName, &c.Job.Name)
 	str(EnvTrackerAddr, &c.Job.TrackerAddr)
 	str(EnvOutput, &c.Job.Output)
@@ -391,6 +393,9 @@ func (p PS) Environ() []string {
 	}
 	if p.ShutdownTimeout != d.ShutdownTimeout {
 		add(EnvShutdownTimeout, strconv.FormatFloat(p.ShutdownTimeout.Seconds(), 'g', -1, 64))
+	}
+	if p.StallTimeout != d.StallTimeout {
+		add(EnvStallTimeout, strconv.FormatFloat(p.StallTimeout.Seconds(), 'g', -1, 64))
 	}
 	return out
 }

@@ -76,8 +76,11 @@ func StartNode(ctx context.Context, lookup conf.Lookup, environ []string, log *l
 // may still run, stopped, hung or cut off, holding up the others, and
 // only the launcher can end it. On the scheduler it also reports the
 // servers and workers declared dead for another cause
-// (tracker.EventDied): a process that exited 0 so never left the job. A
-// report that fails is logged.
+// (tracker.EventDied): a process that exited 0 so never left the job. On
+// the scheduler and the servers it reports the servers and workers that
+// held up the others for conf.PS.StallTimeout while alive
+// (tracker.EventStalled): a program hung in its own code. A report that
+// fails is logged.
 func reportLost(tc *tracker.Client, n *psnode.Node, log *logrus.Entry) {
 	events, stop := n.Subscribe()
 	defer stop()
@@ -98,6 +101,8 @@ func reportLost(tc *tracker.Client, n *psnode.Node, log *logrus.Entry) {
 				// 0, it did so without leaving the job.
 				report.Kind, report.Detail = tracker.EventDied, strconv.FormatInt(ev.Node.Incarnation, 10)
 			}
+		case ev.Kind == psnode.NodeStalled:
+			report = tracker.Event{Kind: tracker.EventStalled, Task: fmt.Sprintf("%s %d", ev.Node.Role, ev.Node.Rank), Detail: ev.Reason, Took: ev.Silent}
 		case ev.Kind == psnode.SchedulerLost && ev.Silent > 0:
 			report = tracker.Event{Kind: tracker.EventUnresponsive, Task: "scheduler 0", Detail: ev.Reason, Took: ev.Silent}
 		default:

@@ -642,11 +642,13 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 }
 
 // onUnresponsive handles a report that a task had not been heard from for
-// e.Took when it was declared dead or lost (tracker.EventUnresponsive):
-// its process may still run, stopped, hung or cut off, and the others go
-// on without it or wait for its successor, which its exit alone would
-// start. So the process is stopped (stopLaunch) and its end handled as a
-// failure (onExit): it starts again, within its attempts. A report about
+// e.Took when it was declared dead or lost (tracker.EventUnresponsive),
+// or that it held up the others for e.Took while alive
+// (tracker.EventStalled): its process may still run, stopped, hung or
+// cut off, and the others go on without it or wait for it or its
+// successor, which its exit alone would start. So the process is
+// stopped (stopLaunch) and its end handled as a failure (onExit): it
+// starts again, within its attempts. A report about
 // an earlier process of the task (the current launch was asked for after
 // the silence began) or about a task not running is ignored.
 func (r *run) onUnresponsive(ctx context.Context, e tracker.Event) error {
@@ -658,9 +660,14 @@ func (r *run) onUnresponsive(ctx context.Context, e tracker.Event) error {
 	if t.launch == 0 || t.done || !t.started.Before(e.At.Add(-e.Took)) {
 		return nil
 	}
-	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Warn("stopping a task that stopped answering; it starts again")
-	r.stopLaunch(ctx, t)
 	why := fmt.Sprintf("stopped: not heard from for %v (%s)", e.Took.Round(100*time.Millisecond), e.Detail)
+	if e.Kind == tracker.EventStalled {
+		r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Warn("stopping a task that held up the others; it starts again")
+		why = fmt.Sprintf("stopped: stalled, the others waited %v for it (%s)", e.Took.Round(100*time.Millisecond), e.Detail)
+	} else {
+		r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Warn("stopping a task that stopped answering; it starts again")
+	}
+	r.stopLaunch(ctx, t)
 	return r.onExit(ctx, t, Exit{Code: -1, Desc: why})
 }
 

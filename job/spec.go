@@ -126,6 +126,12 @@ type JobSpec struct {
 	// --insecure, SPINDLE_INSECURE): node traffic is then plain and
 	// unauthenticated. For benchmarking only.
 	Insecure bool
+	// StallTimeout bounds how long the others wait for a server or worker
+	// that is alive but holds them up, a program hung in its own code
+	// (ps-submit --stall-timeout, conf.PS.StallTimeout); then its process
+	// is stopped and started again. 0 means the default, 10 minutes; a
+	// negative value waits for ever.
+	StallTimeout time.Duration
 }
 
 // FieldError is a problem with one field of a JobSpec. Validate's errors

@@ -596,6 +596,12 @@ func (n *Node) onBarrierRequest(from, group, round int32) {
 		arr = make(map[int32]int32)
 		n.arrived[group] = arr
 	}
+	if len(arr) == 0 {
+		n.arrivedAt[group] = make(map[transport.Role]time.Time)
+	}
+	if nd, ok := n.table[from]; ok && n.arrivedAt[group][nd.Role].IsZero() {
+		n.arrivedAt[group][nd.Role] = time.Now()
+	}
 	arr[from] = round
 	out := n.releaseIfCompleteLocked(group)
 	n.mu.Unlock()
@@ -848,6 +854,9 @@ func (n *Node) tick(now time.Time) {
 		}
 	}
 	out = append(out, n.expireUnclaimedLocked(now)...)
+	if ready && n.role == transport.RoleScheduler {
+		n.barrierStallsLocked(now)
+	}
 	n.mu.Unlock()
 	out = append(out, n.connsLost(watch)...)
 	if follows {

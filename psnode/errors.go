@@ -83,6 +83,13 @@ const (
 	// for its replacement (WithSchedulerLocator); Node is the scheduler
 	// as it was.
 	SchedulerLost
+	// NodeStalled: a server or worker that is alive held up the others
+	// for conf.PS.StallTimeout: a barrier waited that long for it (on
+	// the scheduler), or a synchronous or bounded-delay table held a
+	// request that long while it sent the table nothing (on a server).
+	// Its program may be hung; a launcher stops its process (see
+	// feed.StartNode). Silent is how long the others waited.
+	NodeStalled
 )
 
 func (k EventKind) String() string {
@@ -93,6 +100,8 @@ func (k EventKind) String() string {
 		return "recovered"
 	case SchedulerLost:
 		return "scheduler lost"
+	case NodeStalled:
+		return "stalled"
 	}
 	return "unknown"
 }
@@ -107,6 +116,7 @@ type Event struct {
 	// long the node had not been heard from: its process may still run,
 	// stopped, hung or cut off, and a launcher stops it (see
 	// feed.StartNode). It is 0 for the other causes, after which the
-	// process is gone or has a successor.
+	// process is gone or has a successor. For a NodeStalled, it is how
+	// long the others waited for the node.
 	Silent time.Duration
 }

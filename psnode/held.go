@@ -1,6 +1,9 @@
 package psnode
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // heldPulls are the pulls a bounded-delay or synchronous handler answers
 // later, each with what it waits for (at). It keeps copies, since a
@@ -8,14 +11,15 @@ import "slices"
 type heldPulls[V Number, A any] []heldPull[V, A]
 
 type heldPull[V Number, A any] struct {
-	req *KVRequest[V]
-	at  A
+	req   *KVRequest[V]
+	at    A
+	since time.Time // when it came
 }
 
 // hold keeps a copy of req until take finds it due.
 func (h *heldPulls[V, A]) hold(req *KVRequest[V], at A) {
 	cp := &KVRequest[V]{KVMeta: req.KVMeta, KVPairs: KVPairs[V]{Keys: slices.Clone(req.Keys), Vals: slices.Clone(req.Vals), Lens: slices.Clone(req.Lens)}}
-	*h = append(*h, heldPull[V, A]{req: cp, at: at})
+	*h = append(*h, heldPull[V, A]{req: cp, at: at, since: time.Now()})
 }
 
 // take removes the pulls due says may be answered now and returns them;

@@ -66,6 +66,8 @@ type Node struct {
 	rounds      [transport.AllGroups + 1]int32
 	barrierWait map[int32]*barrierWaiter
 	arrived     map[int32]map[int32]int32
+	arrivedAt   map[int32]map[transport.Role]time.Time // scheduler: when each role's first node came to each group's barrier in progress
+	stalled     map[int32]time.Time                    // since when each node reported stalled held up the others (stall.go)
 	subs        map[chan Event]struct{}
 	customers   map[custKey]*customer
 	handlers    map[int32]*customer
@@ -155,6 +157,8 @@ func New(cfg conf.PS, tr transport.Transport, opts ...Option) (*Node, error) {
 		tempRoutes:  make(map[string]int32),
 		barrierWait: make(map[int32]*barrierWaiter),
 		arrived:     make(map[int32]map[int32]int32),
+		arrivedAt:   make(map[int32]map[transport.Role]time.Time),
+		stalled:     make(map[int32]time.Time),
 		subs:        make(map[chan Event]struct{}),
 		customers:   make(map[custKey]*customer),
 		handlers:    make(map[int32]*customer),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/spindle-ps/spindle/psnode/transport"
 )
@@ -68,6 +69,9 @@ type sspWorker struct {
 	epoch uint8 // mod 4
 	steps int64 // steps completed in epoch
 	idle  bool  // no more steps in epoch for now
+	// ticked is when it last pushed (or said Idle): a worker that
+	// holds others back while it pushes is slow, not stalled.
+	ticked time.Time
 }
 
 // sspAhead says how many epochs (mod 4) a is ahead of b: 0, 1, or 3 for
@@ -149,12 +153,13 @@ func (h *SSPHandler[V]) tickLocked(sender int32, epoch uint8, step int64, idle b
 		w = &sspWorker{epoch: epoch}
 		h.clocks[sender] = w
 	}
+	w.ticked = time.Now()
 	switch sspAhead(epoch, w.epoch) {
 	case 0:
 	case 3:
 		return // a late message of the epoch before: the clock is past it
 	default:
-		*w = sspWorker{epoch: epoch}
+		*w = sspWorker{epoch: epoch, ticked: w.ticked}
 	}
 	if idle {
 		w.idle = true

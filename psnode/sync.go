@@ -71,6 +71,7 @@ type SyncHandler[V Number] struct {
 	mu      sync.Mutex
 	steps   map[int32]*syncStep[V]
 	done    map[int]map[int32]*KVRequest[V] // epoch → worker → its SyncDone
+	doneAt  map[int]time.Time               // epoch → when its first SyncDone came
 	applied map[int]int                     // epoch → steps applied, while it runs
 	ended   int                             // epochs below this are over
 	pulls   heldPulls[V, syncAt]            // held until their step's turn
@@ -138,7 +139,7 @@ func NewSyncHandler[V Number](store *StoreHandler[V], workers int) (*SyncHandler
 	}
 	return &SyncHandler[V]{
 		store: store, workers: workers, steps: make(map[int32]*syncStep[V]),
-		done: make(map[int]map[int32]*KVRequest[V]), applied: make(map[int]int),
+		done: make(map[int]map[int32]*KVRequest[V]), doneAt: make(map[int]time.Time), applied: make(map[int]int),
 		pos: make(map[int]map[int32]int), last: make(map[int]map[int32]int), absent: make(map[int32]bool),
 		joined: make(map[int32]syncJoin), incs: make(map[int32]int64), gone: make(map[*KVRequest[V]]bool),
 	}, nil
@@ -174,6 +175,7 @@ func (h *SyncHandler[V]) Handle(req *KVRequest[V], srv *KVServer[V]) {
 		if d == nil {
 			d = make(map[int32]*KVRequest[V])
 			h.done[epoch] = d
+			h.doneAt[epoch] = time.Now()
 		}
 		if old := d[req.Sender]; old != nil {
 			delete(h.gone, old) // replaced by its replacement's
@@ -374,6 +376,7 @@ func (h *SyncHandler[V]) completeLocked(epoch int) []syncOut[V] {
 		}
 		answers = append(answers, o)
 		delete(h.done, epoch)
+		delete(h.doneAt, epoch)
 		delete(h.applied, epoch)
 		delete(h.pos, epoch)
 		delete(h.last, epoch)

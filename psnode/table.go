@@ -553,9 +553,11 @@ func (t *Table[V]) serve(spec TableSpec[V], e *tableEntry) error {
 	}
 	if sh != nil {
 		sh.WatchDeaths(n, t.srv)
+		n.watchStalls(t.desc.Name, sh.blockers)
 	}
 	if ssp != nil {
 		ssp.WatchDeaths(n, t.srv)
+		n.watchStalls(t.desc.Name, ssp.blockers)
 	}
 	if t.repl != nil {
 		t.ts.mu.Lock()

@@ -31,7 +31,7 @@ var helpGroups = []struct {
 	title string
 	flags []string
 }{
-	{"Job", []string{"cluster", "num-workers", "num-servers", "replicas", "jobname", "max-attempts", "log-level"}},
+	{"Job", []string{"cluster", "num-workers", "num-servers", "replicas", "jobname", "max-attempts", "stall-timeout", "log-level"}},
 	{"Data", []string{"input", "split-size", "output", "overwrite", "checkpoint-dir", "checkpoint-interval", "checkpoint-keep", "resume"}},
 	{"Environment of the tasks", []string{"env", "server-env", "worker-env", "files", "archives"}},
 	{"Resources (YARN)", []string{"worker-cores", "worker-memory", "server-cores", "server-memory", "queue"}},
@@ -108,6 +108,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 	o.intVar(fs, &o.MaxAppAttempts, "max-app-attempts", "let YARN start the ApplicationMaster at most `N` times; a new attempt starts every task again, from the newest checkpoint when there is one")
 	o.intVar(fs, &o.Priority, "priority", "YARN application priority `N` (higher runs first, where the scheduler uses priorities)")
 	fs.StringVar(&o.Tags, "tags", o.Tags, "YARN application tags `TAG[,TAG...]`, at most 10 of at most 100 ASCII characters")
+	fs.StringVar(&o.StallTimeout, "stall-timeout", o.StallTimeout, "stop a server or worker that holds up the others this long while alive (a barrier or a synchronous step waits for it: its program may be hung) and start it again, as a failure; `DURATION` such as 10m or 1h, 0 to wait for ever")
 	fs.StringVar(&o.AllocationTimeout, "allocation-timeout", o.AllocationTimeout, "fail the job when a task waits longer than `DURATION` for a container (30s, 10m); the tasks wait this long plus 2m for each other to start")
 	o.intVar(fs, &o.BlacklistAfter, "blacklist-after", "after `N` failed launches on one node, add it to the application's YARN blacklist (0: never); preempted or lost containers do not count")
 

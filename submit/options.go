@@ -143,6 +143,12 @@ type Options struct {
 	// Insecure (--insecure) turns ZeroMQ CURVE off between the job's
 	// nodes (job.JobSpec.Insecure), for benchmarking.
 	Insecure bool
+	// StallTimeout (--stall-timeout, default "10m"; "0" waits for ever)
+	// bounds how long the others wait for a server or worker that holds
+	// them up while alive (job.JobSpec.StallTimeout). Complete parses it
+	// into StallTimeoutDuration.
+	StallTimeout         string
+	StallTimeoutDuration time.Duration
 	// Help (--help, -h) asks for the help text.
 	Help bool
 	// Detach (--detach) returns once the YARN application is submitted,
@@ -233,6 +239,7 @@ func NewOptions(streams Streams, lookup func(string) (string, bool), environ []s
 		AMCores:           1,
 		MaxAppAttempts:    1,
 		AllocationTimeout: "10m",
+		StallTimeout:      "10m",
 		LogLevel:          "info",
 		CPUBind:           local.CPUBindAuto.String(),
 		MaxAttempts:       job.DefaultMaxAttempts,
@@ -298,6 +305,7 @@ func (o *Options) Complete(args []string) error {
 	o.AMMemoryMB, _ = parseMemoryMB(o.AMMemory)
 	o.TagList, _ = parseTags(o.Tags)
 	o.AllocationTimeoutDuration, _ = parseTimeout(o.AllocationTimeout)
+	o.StallTimeoutDuration, _ = parseStallTimeout(o.StallTimeout)
 	return nil
 }
 
@@ -349,6 +357,9 @@ func (o *Options) Validate() error {
 	}
 	if _, err := parseTimeout(o.AllocationTimeout); err != nil {
 		errs = append(errs, fmt.Errorf("--allocation-timeout %q: %w", o.AllocationTimeout, err))
+	}
+	if _, err := parseStallTimeout(o.StallTimeout); err != nil {
+		errs = append(errs, fmt.Errorf("--stall-timeout %q: %w", o.StallTimeout, err))
 	}
 	if strings.TrimSpace(o.Queue) == "" {
 		errs = append(errs, errors.New("--queue: must not be empty"))
@@ -477,7 +488,17 @@ func (o *Options) JobSpec() job.JobSpec {
 		Queue:              o.Queue,
 		LogLevel:           o.LogLevel,
 		Insecure:           o.Insecure,
+		StallTimeout:       o.stallTimeout(),
 	}
+}
+
+// stallTimeout is job.JobSpec.StallTimeout for --stall-timeout: 0 there
+// waits for ever.
+func (o *Options) stallTimeout() time.Duration {
+	if o.StallTimeoutDuration == 0 {
+		return -1
+	}
+	return o.StallTimeoutDuration
 }
 
 // YARN's limits on application tags.
@@ -513,6 +534,14 @@ func parseTags(s string) ([]string, error) {
 }
 
 // parseTimeout parses a positive duration with its unit ("30s", "10m").
+// parseStallTimeout parses --stall-timeout: a duration, 0 for ever.
+func parseStallTimeout(s string) (time.Duration, error) {
+	if d, err := time.ParseDuration(strings.TrimSpace(s)); err == nil && d == 0 {
+		return 0, nil
+	}
+	return parseTimeout(s)
+}
+
 func parseTimeout(s string) (time.Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil {

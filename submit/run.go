@@ -365,6 +365,7 @@ func (o *Options) writeJob(w *bufio.Writer) {
 	opt("priority", strconv.Itoa(o.Priority))
 	opt("tags", strings.Join(o.TagList, ","))
 	opt("allocation-timeout", o.AllocationTimeoutDuration.String())
+	opt("stall-timeout", o.StallTimeoutDuration.String())
 	opt("blacklist-after", strconv.Itoa(o.BlacklistAfter))
 	opt("detach", strconv.FormatBool(o.Detach))
 	opt("jobs-dir", o.JobsDir)

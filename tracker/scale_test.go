@@ -3,6 +3,7 @@ package tracker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -328,6 +329,41 @@ func TestUnresponsiveReport(t *testing.T) {
 	}
 	if evs := st.Status().Events; len(evs) != 2 || evs[0].Kind != EventUnresponsive || evs[1].Kind != EventUnresponsive {
 		t.Errorf("the job's events: %+v; want the two silences", evs)
+	}
+}
+
+// TestStalledReport: the report that a live server or worker held up the
+// others reaches the launcher and the job's events once, though every
+// server that waited for it reports it; the scheduler cannot be reported
+// stalled.
+func TestStalledReport(t *testing.T) {
+	t.Parallel()
+	ctx, st, c, _ := serveOverTLS(t)
+	var re *RemoteError
+	if err := c.ReportEvent(ctx, Event{Kind: EventStalled, Task: "scheduler 0"}); !errors.As(err, &re) || !strings.Contains(re.Error(), "is reported stalled") {
+		t.Fatalf("the scheduler reported stalled: %v, want a RemoteError saying who may be", err)
+	}
+	for server := range 2 {
+		detail := fmt.Sprintf("table w on server %d held a request 3s for it", server)
+		if err := c.ReportEvent(ctx, Event{Kind: EventStalled, Task: "worker 1", Detail: detail, Took: 3*time.Second + time.Duration(server)*time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case e := <-st.Reports():
+		if e.Kind != EventStalled || e.Task != "worker 1" || !strings.Contains(e.Detail, "server 0") {
+			t.Errorf("the launcher got %+v", e)
+		}
+	default:
+		t.Fatal("the report did not reach the launcher")
+	}
+	select {
+	case e := <-st.Reports():
+		t.Errorf("the same stall delivered twice: %+v", e)
+	default:
+	}
+	if evs := st.Status().Events; len(evs) != 1 || evs[0].Kind != EventStalled {
+		t.Errorf("the job's events: %+v; want the one stall", evs)
 	}
 }
 

@@ -430,7 +430,7 @@ const (
 
 // taskEventKinds are the kinds of event a task may report (ReportEvent);
 // the others are the launcher's.
-var taskEventKinds = []string{EventRejoined, EventRestored, EventReplicated, EventFollows, EventRebuilt, EventJoined, EventScaled, EventUnresponsive, EventDied, EventRegistering}
+var taskEventKinds = []string{EventRejoined, EventRestored, EventReplicated, EventFollows, EventRebuilt, EventJoined, EventScaled, EventUnresponsive, EventStalled, EventDied, EventRegistering}
 
 // quoteAll is ss quoted and joined with commas.
 func quoteAll(ss []string) string {
@@ -454,8 +454,8 @@ func (h *handler) ReportEvent(ctx context.Context, secret, kind, task, detail st
 		return badRequest(fmt.Errorf("tracker: event detail of %d bytes, limit %d", len(detail), maxEventDetail))
 	case tookMicros < 0:
 		return badRequest(fmt.Errorf("tracker: event took %d µs", tookMicros))
-	case (kind == EventJoined || kind == EventDied) && !isElasticTask(task):
-		return badRequest(fmt.Errorf("tracker: event %q of task %q: only a server (\"server R\") or a worker (\"worker R\") %s", kind, task, map[string]string{EventJoined: "joins", EventDied: "is reported dead"}[kind]))
+	case (kind == EventJoined || kind == EventDied || kind == EventStalled) && !isElasticTask(task):
+		return badRequest(fmt.Errorf("tracker: event %q of task %q: only a server (\"server R\") or a worker (\"worker R\") %s", kind, task, map[string]string{EventJoined: "joins", EventDied: "is reported dead", EventStalled: "is reported stalled"}[kind]))
 	case kind == EventRegistering && task != "scheduler 0":
 		return badRequest(fmt.Errorf("tracker: event %q of task %q: only the scheduler (\"scheduler 0\") registers nodes", kind, task))
 	case kind == EventUnresponsive && !isElasticTask(task) && task != "scheduler 0":

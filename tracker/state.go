@@ -175,6 +175,15 @@ const (
 	// launcher stops that process, if it started before the silence
 	// began, and handles it as a failure: it starts again (Reports).
 	EventUnresponsive = "unresponsive"
+	// EventStalled: a server or a worker that is alive held up the others
+	// for Took, the job's stall timeout (conf.PS.StallTimeout): a barrier
+	// waited that long for it (reported by the scheduler), or a
+	// synchronous or bounded-delay table's server held a request that
+	// long for it (reported by that server); Task "server R" or "worker
+	// R", Detail what waited. Its program may be hung in its own code.
+	// The launcher handles it as EventUnresponsive: it stops that
+	// process, if it started before the wait began, and starts it again.
+	EventStalled = "stalled"
 	// EventDied: the scheduler declared a server or a worker dead for
 	// another cause than silence: its connection was lost and not made
 	// again, or a new process took its place (reported by the scheduler,
@@ -745,7 +754,7 @@ func (s *State) addEventLocked(e Event) {
 		return
 	case EventJoined:
 		s.noteJoinedLocked(e.Task)
-	case EventUnresponsive:
+	case EventUnresponsive, EventStalled:
 		if s.sameSilenceLocked(e) {
 			return // another node's report of it
 		}
@@ -770,15 +779,16 @@ func (s *State) addEventLocked(e Event) {
 	s.events = append(s.events, e)
 }
 
-// sameSilenceLocked reports whether e, an EventUnresponsive, tells of a
-// silence already reported: one of the same task that began within a
-// second of e's, as every server and worker report the scheduler's.
-// s.mu must be held.
+// sameSilenceLocked reports whether e, an EventUnresponsive or an
+// EventStalled, tells of a silence already reported: one of the same kind
+// and task that began within a second of e's, as every server and worker
+// report the scheduler's, and every server of a synchronous table the
+// stalled worker it waits for. s.mu must be held.
 func (s *State) sameSilenceLocked(e Event) bool {
 	began := e.At.Add(-e.Took)
 	for i := len(s.events) - 1; i >= 0; i-- {
 		x := s.events[i]
-		if x.Kind == EventUnresponsive && x.Task == e.Task {
+		if x.Kind == e.Kind && x.Task == e.Task {
 			d := x.At.Add(-x.Took).Sub(began)
 			return d > -time.Second && d < time.Second
 		}

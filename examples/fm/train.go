@@ -51,9 +51,12 @@ type trainFlags struct {
 	consistency.Flags // --async, --staleness, --prefetch, --compress, --delta-keys, --key-cache, --significance
 	workerloop.Data   // --batch, --format, --max-bad-records, --cache-mb, --die-after
 	requestTimeout    time.Duration
-	partitioner       string
-	test              string
-	modelFormat       string
+	// requestTimeoutGiven: --request-timeout was given
+	// (workerloop.RequestTimeout).
+	requestTimeoutGiven bool
+	partitioner         string
+	test                string
+	modelFormat         string
 	// dieAfter is a fault-injection hook for tests: "RANK:N" makes
 	// worker RANK's first attempt kill itself (SIGKILL) after it has read
 	// N shards, mid-epoch (asynchronous mode).
@@ -78,13 +81,14 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.Float64Var(&f.vLR, "v-lr", defaultVLR, "learning rate of the embeddings")
 	fl.Float64Var(&f.vL2, "v-l2", defaultVL2, "L2 regularisation of the embeddings")
 	f.Flags.Register(fl)
-	fl.DurationVar(&f.requestTimeout, "request-timeout", 5*time.Minute, "longest wait for one push or pull (in synchronous mode, also for the slowest worker's step); the worker fails past it")
+	fl.DurationVar(&f.requestTimeout, "request-timeout", workerloop.DefaultRequestTimeout, "longest wait for one push or pull (in synchronous mode, also for the slowest worker's step); the worker fails past it. Not given: at least a minute more than the job's stall timeout (ps-submit --stall-timeout), so that a hung worker is started again first")
 	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, consistent (hashing that moves the fewest ids when servers come or go), or range over [0, DMLC_MAX_DIMENSION)")
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
 	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the written model's parts: "+model.PartText+" or "+model.PartBinary)
 	if err := subcmd.Parse(fl, args); err != nil {
 		return f, err
 	}
+	fl.Visit(func(fg *flag.Flag) { f.requestTimeoutGiven = f.requestTimeoutGiven || fg.Name == "request-timeout" })
 	var errs []error
 	if f.epochs < 1 {
 		errs = append(errs, fmt.Errorf("--epochs %d: need at least 1", f.epochs))
@@ -207,6 +211,7 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		return err
 	}
 	if n.Role() == transport.RoleWorker {
+		f.requestTimeout = workerloop.RequestTimeout(f.requestTimeoutGiven, f.requestTimeout, cfg.PS.StallTimeout)
 		w := &worker{n: n, f: f, ts: ts, wt: wt, vt: vt, tc: tc, res: task.Files, out: stdout, log: log, attempt: cfg.PS.NumAttempt, joining: cfg.PS.Joining, job: cfg.Job}
 		if err := w.train(ctx); err != nil {
 			return err

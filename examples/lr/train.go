@@ -67,7 +67,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	fl.Float64Var(&f.beta1, "beta1", adam.Beta1, "Adam first-moment decay")
 	fl.Float64Var(&f.beta2, "beta2", adam.Beta2, "Adam second-moment decay")
 	f.Flags.Register(fl)
-	fl.DurationVar(&f.requestTimeout, "request-timeout", 5*time.Minute, "longest wait for one push or pull (in synchronous mode, also for the slowest worker's step); the worker fails past it")
+	fl.DurationVar(&f.requestTimeout, "request-timeout", workerloop.DefaultRequestTimeout, "longest wait for one push or pull (in synchronous mode, also for the slowest worker's step); the worker fails past it. Not given: at least a minute more than the job's stall timeout (ps-submit --stall-timeout), so that a hung worker is started again first")
 	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, consistent (hashing that moves the fewest ids when servers come or go), or range over [0, DMLC_MAX_DIMENSION)")
 	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
 	fl.Float64Var(&f.kkt, "kkt", 0, "with --async or --staleness and FTRL with --l1 > 0: hold back the gradient of a key whose weight is zero until it adds up to this fraction of --l1 (the KKT filter; 0: off, 0.1 a good start)")
@@ -189,6 +189,7 @@ func trainMain(ctx context.Context, args []string, stdout, stderr io.Writer, loo
 		if tc == nil {
 			return errors.New("no tracker (SPINDLE_TRACKER_ADDR): run ps-lr through ps-submit")
 		}
+		f.requestTimeout = workerloop.RequestTimeout(f.set["request-timeout"], f.requestTimeout, cfg.PS.StallTimeout)
 		w := &worker{n: n, f: f, tc: tc, res: task.Files, out: stdout, log: log, attempt: cfg.PS.NumAttempt, joining: cfg.PS.Joining, job: cfg.Job, tables: tables, t: weights}
 		if err := w.train(ctx); err != nil {
 			return err

@@ -80,7 +80,7 @@ func TestWorkerExitsWithoutFinalizing(t *testing.T) {
 		t.Run(tt.where, func(t *testing.T) {
 			t.Parallel() // the launcher's grace is spent waiting
 			dir := t.TempDir()
-			res, out := runJob(t, dir, job.JobSpec{MaxAttempts: 2}, faulty(t, dir, tt.at, tt.when))
+			res, out := runJob(t, dir, job.JobSpec{MaxAttempts: 2}, faulty(t, dir, tt.at, tt.when, "os.Exit(0)"))
 			if res.State != tracker.Succeeded {
 				t.Fatalf("job: %v\n%s", res.State, out)
 			}
@@ -104,18 +104,18 @@ func TestWorkerExitsWithoutFinalizing(t *testing.T) {
 	}
 }
 
-// faulty writes, in dir, main.go with "if when { os.Exit(0) }" after the
-// line at, and returns the go build flag that builds the program with
-// it in main.go's place.
-func faulty(t *testing.T, dir, at, when string) string {
+// faulty writes, in dir, main.go with "if when { do }" after the line
+// at, and returns the go build flag that builds the program with it in
+// main.go's place.
+func faulty(t *testing.T, dir, at, when, do string) string {
 	t.Helper()
 	src, err := os.ReadFile("main.go")
 	if err != nil {
 		t.Fatal(err)
 	}
-	code := strings.Replace(string(src), at, at+"if "+when+" {\nos.Exit(0)\n}\n", 1)
+	code := strings.Replace(string(src), at, at+"if "+when+" {\n"+do+"\n}\n", 1)
 	if code == string(src) {
-		t.Fatalf("main.go has no line %q to put the exit after", at)
+		t.Fatalf("main.go has no line %q to put %q after", at, do)
 	}
 	abs, err := filepath.Abs("main.go")
 	if err != nil {
@@ -125,6 +125,45 @@ func faulty(t *testing.T, dir, at, when string) string {
 	writeTest(t, patched, code)
 	writeTest(t, overlay, fmt.Sprintf(`{"Replace": {%q: %q}}`, abs, patched))
 	return "-overlay=" + overlay
+}
+
+// TestWorkerHangs: a worker whose program hangs in its own code (a
+// deadlock: its node still answers heartbeats) holds up the others
+// only for the job's stall timeout. Then the node that waits for it
+// reports it: a synchronous table's server when it hangs in the middle
+// of an epoch, the scheduler when it hangs before the last barrier,
+// which the other worker reached. The launcher stops it and starts it
+// again, and the job ends with the whole model instead of waiting for
+// ever.
+func TestWorkerHangs(t *testing.T) {
+	const first = `os.Getenv("DMLC_ROLE") == "worker" && os.Getenv("DMLC_TASK_ID") == "1" && os.Getenv("DMLC_NUM_ATTEMPT") == "0"`
+	for _, tt := range []struct{ where, at, when, says string }{
+		{"in-epoch-1", "\t\tfor step := from; step < steps; step++ {\n", first + " && epoch == 1 && step == steps/2", "table w on server"},
+		{"before-finish", "if err := train(ctx, n, tables, w, task.Config.Job); err != nil {\n\t\t\treturn err\n\t\t}\n", first, "a barrier waited"},
+	} {
+		t.Run(tt.where, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			spec := job.JobSpec{MaxAttempts: 2, StallTimeout: 3 * time.Second}
+			res, out := runJob(t, dir, spec, faulty(t, dir, tt.at, tt.when, "select {}"))
+			if res.State != tracker.Succeeded {
+				t.Fatalf("job: %v\n%s", res.State, out)
+			}
+			checkModel(t, res.Output)
+			for _, tr := range res.Tasks {
+				if want := map[bool]int{true: 2, false: 1}[tr.Role == conf.RoleWorker && tr.Rank == 1]; tr.Attempts != want {
+					t.Errorf("%s %d ran %d times, want %d", tr.Role, tr.Rank, tr.Attempts, want)
+				}
+			}
+			found := false
+			for _, ev := range res.Status.Events {
+				found = found || ev.Kind == tracker.EventStalled && ev.Task == "worker 1" && strings.Contains(ev.Detail, tt.says) && ev.Took >= spec.StallTimeout
+			}
+			if !found {
+				t.Errorf("no event says worker 1 stalled (%s): %+v", tt.says, res.Status.Events)
+			}
+		})
+	}
 }
 
 func writeTest(t *testing.T, name, data string) {

@@ -219,3 +219,18 @@ func (l Loop[S]) report(ctx context.Context, epoch int, st feed.Stats, traffic p
 	}
 	return l.Tables.Bytes(), l.Tracker.ReportMetrics(ctx, epoch, l.Feed.Rank, m)
 }
+
+// DefaultRequestTimeout is a worker's --request-timeout when not given.
+const DefaultRequestTimeout = 5 * time.Minute
+
+// RequestTimeout is the longest a worker waits for one request: d, the
+// --request-timeout given (given), or else the larger of
+// DefaultRequestTimeout and the job's stall timeout (conf.PS.StallTimeout)
+// plus a minute, so that a worker hung in its own code is found, and
+// started again, before the workers that wait for it give up.
+func RequestTimeout(given bool, d, stall time.Duration) time.Duration {
+	if given || stall <= 0 {
+		return d
+	}
+	return max(d, stall+time.Minute)
+}
