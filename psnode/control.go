@@ -757,14 +757,19 @@ func (n *Node) tickPeriod() time.Duration {
 }
 
 func (n *Node) tickLoop() {
-	t := time.NewTicker(n.tickPeriod())
+	n.every(n.tickPeriod(), func() { n.tick(n.now()) })
+}
+
+// every calls f every period until n closes.
+func (n *Node) every(period time.Duration, f func()) {
+	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
 		select {
 		case <-n.ctx.Done():
 			return
 		case <-t.C:
-			n.tick(n.now())
+			f()
 		}
 	}
 }

@@ -56,36 +56,29 @@ func (n *Node) barrierStallsLocked(now time.Time) {
 // watchStalls looks, every stallCheckEvery, for the workers a table's
 // server waits for (blockers: of the live workers members, those the
 // oldest request it holds waits for, and since when that request came),
-// and reports each once that wait has lasted conf.PS.StallTimeout. It
-// returns at once when the timeout is 0, else runs until n closes.
+// and reports each once that wait has lasted conf.PS.StallTimeout, until
+// n closes; with a timeout of 0, it does nothing.
 func (n *Node) watchStalls(table string, blockers func(members []int32) (time.Time, []int32)) {
 	limit := n.cfg.StallTimeout
 	if limit <= 0 {
 		return
 	}
 	n.goFunc(func() {
-		t := time.NewTicker(stallCheckEvery(limit))
-		defer t.Stop()
-		for {
-			select {
-			case <-n.ctx.Done():
-				return
-			case <-t.C:
-			}
+		n.every(stallCheckEvery(limit), func() {
 			n.mu.Lock()
 			members := n.groupMembers(transport.WorkerGroup)
 			n.mu.Unlock()
 			since, ids := blockers(members)
 			now := time.Now()
 			if len(ids) == 0 || now.Sub(since) < limit {
-				continue
+				return
 			}
 			n.mu.Lock()
 			for _, id := range ids {
 				n.stallLocked(id, since, now, fmt.Sprintf("table %s on server %d held a request %v for it", table, n.me.Rank, now.Sub(since).Round(time.Second)))
 			}
 			n.mu.Unlock()
-		}
+		})
 	})
 }
 
