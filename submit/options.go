@@ -536,10 +536,14 @@ func parseTags(s string) ([]string, error) {
 // parseTimeout parses a positive duration with its unit ("30s", "10m").
 // parseStallTimeout parses --stall-timeout: a duration, 0 for ever.
 func parseStallTimeout(s string) (time.Duration, error) {
-	if d, err := time.ParseDuration(strings.TrimSpace(s)); err == nil && d == 0 {
-		return 0, nil
+	d, err := time.ParseDuration(strings.TrimSpace(s))
+	switch {
+	case err != nil:
+		return 0, errors.New("want a duration such as 10m or 1h, or 0 to wait for ever")
+	case d < 0:
+		return 0, errors.New("must not be negative (0 waits for ever)")
 	}
-	return parseTimeout(s)
+	return d, nil
 }
 
 func parseTimeout(s string) (time.Duration, error) {

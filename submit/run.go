@@ -365,7 +365,11 @@ func (o *Options) writeJob(w *bufio.Writer) {
 	opt("priority", strconv.Itoa(o.Priority))
 	opt("tags", strings.Join(o.TagList, ","))
 	opt("allocation-timeout", o.AllocationTimeoutDuration.String())
-	opt("stall-timeout", o.StallTimeoutDuration.String())
+	stall := o.StallTimeoutDuration.String()
+	if o.StallTimeoutDuration == 0 {
+		stall = "0 (waits for ever)"
+	}
+	opt("stall-timeout", stall)
 	opt("blacklist-after", strconv.Itoa(o.BlacklistAfter))
 	opt("detach", strconv.FormatBool(o.Detach))
 	opt("jobs-dir", o.JobsDir)
