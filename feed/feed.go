@@ -399,6 +399,18 @@ func (f *Feed) replay(ctx context.Context, epoch int, ex *cached, step *int, fn 
 // spec is empty or names another worker or attempt, and an error when
 // spec is malformed.
 func DieAfter(spec string, rank, attempt int) (func(shards int), error) {
+	return faultAfter(spec, rank, attempt, func() { _ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL) })
+}
+
+// HangAfter is DieAfter for a program hung in its own code: worker
+// RANK's first attempt blocks for ever once it has read N shards, while
+// its node goes on answering heartbeats.
+func HangAfter(spec string, rank, attempt int) (func(shards int), error) {
+	return faultAfter(spec, rank, attempt, func() { select {} })
+}
+
+// faultAfter is DieAfter with fault for SIGKILL.
+func faultAfter(spec string, rank, attempt int, fault func()) (func(shards int), error) {
 	if spec == "" {
 		return nil, nil
 	}
@@ -406,14 +418,14 @@ func DieAfter(spec string, rank, attempt int) (func(shards int), error) {
 	wr, err1 := strconv.Atoi(r)
 	after, err2 := strconv.Atoi(n)
 	if !ok || err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("die after %q: want RANK:N", spec)
+		return nil, fmt.Errorf("%q: want RANK:N", spec)
 	}
 	if attempt != 0 || wr != rank {
 		return nil, nil
 	}
 	return func(shards int) {
 		if shards >= after {
-			_ = syscall.Kill(syscall.Getpid(), syscall.SIGKILL)
+			fault()
 		}
 	}, nil
 }

@@ -119,12 +119,7 @@ func (c Contract) Env(t Task, attempt int, node string, base []string) []string 
 		p.Replicas = spec.Replicas
 		p.JobCluster = c.Cluster
 		p.JobSecret, p.JobKeys, p.Insecure = c.Secret, c.KeysFile, spec.Insecure
-		switch {
-		case spec.StallTimeout < 0:
-			p.StallTimeout = 0 // for ever
-		case spec.StallTimeout > 0:
-			p.StallTimeout = spec.StallTimeout
-		}
+		p.StallTimeout = spec.StallLimit()
 		env = append(env, p.Environ()...)
 	}
 	job := conf.Job{

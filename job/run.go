@@ -431,6 +431,11 @@ func (r *run) loop(ctx context.Context) (tracker.JobState, error) {
 			if err := r.judgeSuspects(ctx); err != nil {
 				return r.fail(ctx, err)
 			}
+			if limit := r.spec.StallLimit(); limit > 0 {
+				for _, e := range r.state.StalledShards(time.Now(), limit) {
+					r.state.AddEvent(e) // a report like a node's, handled in turn
+				}
+			}
 			r.report()
 			r.files.renewClaims(ctx)
 		}

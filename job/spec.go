@@ -134,6 +134,18 @@ type JobSpec struct {
 	StallTimeout time.Duration
 }
 
+// StallLimit is the stall timeout in effect: StallTimeout, or its
+// default; 0 for none.
+func (s JobSpec) StallLimit() time.Duration {
+	switch {
+	case s.StallTimeout < 0:
+		return 0
+	case s.StallTimeout == 0:
+		return conf.Default().PS.StallTimeout
+	}
+	return s.StallTimeout
+}
+
 // FieldError is a problem with one field of a JobSpec. Validate's errors
 // are FieldErrors (joined), so that a command line can name its own flag
 // for the field.

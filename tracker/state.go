@@ -339,6 +339,11 @@ type epochState struct {
 	recs    []int64 // records of each shard done
 	ndone   int
 	records int64
+	// given is when each shard went to its owner; waiting, since when
+	// each worker told to Wait has waited for the epoch's last shards
+	// (StalledShards).
+	given   []time.Time
+	waiting map[int]time.Time
 }
 
 // WaitHint is how long a worker told to Wait should wait before asking
@@ -442,7 +447,8 @@ func (s *State) epochLocked(e int) *epochState {
 		return ep
 	}
 	ep = &epochState{queue: make([]int, len(s.shards)), owner: make([]int, len(s.shards)), reader: make([]int, len(s.shards)),
-		done: make([]bool, len(s.shards)), recs: make([]int64, len(s.shards))}
+		done: make([]bool, len(s.shards)), recs: make([]int64, len(s.shards)), given: make([]time.Time, len(s.shards)),
+		waiting: make(map[int]time.Time)}
 	for i := range ep.queue {
 		ep.queue[i] = i
 		ep.owner[i], ep.reader[i] = -1, -1
@@ -486,13 +492,52 @@ func (s *State) NextShard(epoch, worker, attempt int) (Shard, Dispatch, error) {
 		ep.queue[0], ep.queue[k] = ep.queue[k], ep.queue[0]
 		i := ep.queue[0]
 		ep.queue = ep.queue[1:]
-		ep.owner[i] = worker
+		ep.owner[i], ep.given[i] = worker, time.Now()
+		delete(ep.waiting, worker)
 		return s.shards[i], Given, nil
 	}
 	if ep.ndone == len(s.shards) {
+		delete(ep.waiting, worker)
 		return Shard{}, EpochDone, nil
 	}
+	if _, ok := ep.waiting[worker]; !ok {
+		ep.waiting[worker] = time.Now()
+	}
 	return Shard{}, Wait, nil
+}
+
+// StalledShards returns, for the launcher to add (AddEvent), an
+// EventStalled for each worker that has held a shard for limit or longer
+// while another worker has waited that long for the epoch's last shards:
+// reading a shard takes seconds, so its program is likely hung in its
+// own code, and the epoch cannot end without it. Free modes, whose
+// workers meet nowhere else, need this: the synchronous tables' servers
+// and the barriers find their stalls themselves (conf.PS.StallTimeout).
+func (s *State) StalledShards(now time.Time, limit time.Duration) []Event {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Event
+	for e, ep := range s.epochs {
+		var since time.Time
+		waiter := -1
+		for w, at := range ep.waiting {
+			if waiter < 0 || at.Before(since) {
+				waiter, since = w, at
+			}
+		}
+		if waiter < 0 || now.Sub(since) < limit {
+			continue
+		}
+		for i, o := range ep.owner {
+			if o < 0 || ep.done[i] || now.Sub(ep.given[i]) < limit {
+				continue
+			}
+			out = append(out, Event{At: now, Kind: EventStalled, Task: fmt.Sprintf("worker %d", o), Took: now.Sub(since),
+				Detail: fmt.Sprintf("it has read shard %d of epoch %d for %v; worker %d waited %v for the epoch's last shards",
+					i, e, now.Sub(ep.given[i]).Round(time.Second), waiter, now.Sub(since).Round(time.Second))})
+		}
+	}
+	return out
 }
 
 // maxLocalScan bounds how far into the queue NextShard looks for a shard

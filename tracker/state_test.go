@@ -3,6 +3,7 @@ package tracker
 import (
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -77,6 +78,46 @@ func TestLostWorkersShardsAreRequeued(t *testing.T) {
 	}
 	if got := s.Status().EpochRecords[0]; got != 12 {
 		t.Fatalf("records %d, want 12 (each shard once)", got)
+	}
+}
+
+// TestStalledShards: a worker that holds a shard for the stall timeout
+// while another has waited that long for the epoch's last shards is
+// reported stalled, once per shard it holds; not before either has
+// lasted the timeout, nor once its shard is done.
+func TestStalledShards(t *testing.T) {
+	t.Parallel()
+	const limit = time.Minute
+	s := NewState(shards(3), time.Now())
+	held, _ := next(t, s, 0, 1, 0)
+	done, _ := next(t, s, 0, 0, 0)
+	if err := s.ShardDone(0, done.ID, 0, 0, 10); err != nil {
+		t.Fatal(err)
+	}
+	held2, _ := next(t, s, 0, 1, 0)
+	if _, d, err := s.NextShard(0, 0, 0); err != nil || d != Wait {
+		t.Fatalf("worker 0 with no shard left: %v, %v; want Wait", d, err)
+	}
+	if evs := s.StalledShards(time.Now(), limit); len(evs) != 0 {
+		t.Errorf("at once: %+v, want no stall", evs)
+	}
+	later := time.Now().Add(limit + time.Second)
+	evs := s.StalledShards(later, limit)
+	if len(evs) != 2 {
+		t.Fatalf("after the timeout: %+v, want worker 1 stalled on shards %d and %d", evs, held.ID, held2.ID)
+	}
+	for _, e := range evs {
+		if e.Kind != EventStalled || e.Task != "worker 1" || e.Took < limit || !strings.Contains(e.Detail, "worker 0 waited") {
+			t.Errorf("stall event %+v; want worker 1, took at least %v, naming the worker that waited", e, limit)
+		}
+	}
+	for _, id := range []int64{held.ID, held2.ID} {
+		if err := s.ShardDone(0, id, 1, 0, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if evs := s.StalledShards(later, limit); len(evs) != 0 {
+		t.Errorf("once the shards are done: %+v, want no stall", evs)
 	}
 }
 

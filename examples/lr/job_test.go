@@ -364,6 +364,38 @@ func TestEveryRecordOnceWithAWorkerKilled(t *testing.T) {
 	}
 }
 
+// TestEveryRecordOnceWithAWorkerHung: worker 1 blocks for ever after its
+// first shard, in asynchronous mode, its node still answering heartbeats.
+// Once worker 0 has waited the stall timeout for the epoch's last shard,
+// the tracker reports worker 1 stalled; the launcher stops and restarts
+// it, its shard goes back to the queue, every epoch counts every record
+// once, and the model scores as the true weights do, within 0.01 AUC.
+func TestEveryRecordOnceWithAWorkerHung(t *testing.T) {
+	const stall = 3 * time.Second
+	r := runJobWith(t, 2, 2, 1<<20, func(s *job.JobSpec) { s.StallTimeout = stall }, "--epochs", "2", "--async", "--hang-after", "1:1")
+	for _, tr := range r.res.Tasks {
+		if tr.Role == conf.RoleWorker && tr.Rank == 1 && tr.Attempts != 2 {
+			t.Errorf("worker 1 ran %d times, want 2 (stopped once)", tr.Attempts)
+		}
+	}
+	found := false
+	for _, ev := range r.status.Events {
+		found = found || ev.Kind == tracker.EventStalled && ev.Task == "worker 1" && strings.Contains(ev.Detail, "shard") && ev.Took >= stall
+	}
+	if !found {
+		t.Errorf("no event says worker 1 stalled on its shard: %+v", r.status.Events)
+	}
+	want := int64(countLines(t, filepath.Join(dataDir, "train.libsvm")))
+	for e := 0; e < 2; e++ {
+		if got := r.status.EpochRecords[e]; got != want {
+			t.Errorf("epoch %d counted %d records, want %d", e, got, want)
+		}
+	}
+	if d := trueAUC - r.auc; d > 0.01 || d < -0.01 {
+		t.Errorf("AUC %.4f is %.4f from the true weights' %.4f (allowed 0.01)", r.auc, d, trueAUC)
+	}
+}
+
 // taskKill is a SIGKILL of role's rank once epoch has begun.
 type taskKill struct {
 	role        conf.Role

@@ -31,6 +31,7 @@ type Data struct {
 	MaxBadRecords int    // --max-bad-records
 	CacheMB       int    // --cache-mb
 	DieAfter      string // --die-after (tests: fault injection)
+	HangAfter     string // --hang-after (likewise)
 }
 
 // AutoCache, --cache-mb's default, sizes a worker's cache of examples
@@ -60,6 +61,7 @@ func (d *Data) Register(fl *flag.FlagSet) {
 	fl.IntVar(&d.MaxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
 	fl.IntVar(&d.CacheMB, "cache-mb", AutoCache, "MiB of parsed examples each worker keeps in memory for the next epochs, which then read no file for the shards kept; -1: a quarter of the worker's memory (its container's: ps-submit --worker-memory), 0: read the files every epoch")
 	fl.StringVar(&d.DieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
+	fl.StringVar(&d.HangAfter, "hang-after", "", "testing: RANK:N makes that worker's first attempt block for ever after N shards, its node still answering heartbeats")
 }
 
 // Check reports the flags' errors.
@@ -89,6 +91,13 @@ func (d Data) Feed(n *psnode.Node, tc *tracker.Client, res *dfs.Resolver, attemp
 	die, err := feed.DieAfter(d.DieAfter, n.Rank(), attempt)
 	if err != nil {
 		return feed.Options{}, fmt.Errorf("--die-after: %w", err)
+	}
+	hang, err := feed.HangAfter(d.HangAfter, n.Rank(), attempt)
+	if err != nil {
+		return feed.Options{}, fmt.Errorf("--hang-after: %w", err)
+	}
+	if hang != nil {
+		die = hang
 	}
 	return feed.Options{
 		Tracker: tc, Resolver: res,
