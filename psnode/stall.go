@@ -19,7 +19,9 @@ import (
 // wait has lasted conf.PS.StallTimeout, the node it waits for is
 // reported stalled (NodeStalled), once per wait, and a launcher stops
 // its process and starts it again (feed.StartNode): the job goes on as
-// after any failure of that node, instead of waiting for ever.
+// after any failure of that node, instead of waiting for ever. (In the
+// free modes the workers meet only at the tracker, which finds a worker
+// that holds the epoch's last shards itself: tracker.State.StalledShards.)
 
 // stallCheckEvery is how often a table's server looks for a stalled
 // worker, for a stall timeout of limit.

@@ -180,8 +180,10 @@ const (
 	// waited that long for it (reported by the scheduler), or a
 	// synchronous or bounded-delay table's server held a request that
 	// long for it (reported by that server); Task "server R" or "worker
-	// R", Detail what waited. Its program may be hung in its own code.
-	// The launcher handles it as EventUnresponsive: it stops that
+	// R", Detail what waited), or a worker held a shard that long while
+	// another waited that long for the epoch's last shards (found by the
+	// tracker itself, StalledShards). Its program may be hung in its own
+	// code. The launcher handles it as EventUnresponsive: it stops that
 	// process, if it started before the wait began, and starts it again.
 	EventStalled = "stalled"
 	// EventDied: the scheduler declared a server or a worker dead for
@@ -518,18 +520,22 @@ func (s *State) StalledShards(now time.Time, limit time.Duration) []Event {
 	defer s.mu.Unlock()
 	var out []Event
 	for e, ep := range s.epochs {
-		var since time.Time
-		waiter := -1
-		for w, at := range ep.waiting {
-			if waiter < 0 || at.Before(since) {
-				waiter, since = w, at
-			}
-		}
-		if waiter < 0 || now.Sub(since) < limit {
+		if len(ep.waiting) == 0 {
 			continue
 		}
 		for i, o := range ep.owner {
 			if o < 0 || ep.done[i] || now.Sub(ep.given[i]) < limit {
+				continue
+			}
+			// The longest waiter but the holder, which asks for more
+			// shards as it reads this one: its feed is not hung.
+			waiter, since := -1, time.Time{}
+			for w, at := range ep.waiting {
+				if w != o && (waiter < 0 || at.Before(since)) {
+					waiter, since = w, at
+				}
+			}
+			if waiter < 0 || now.Sub(since) < limit {
 				continue
 			}
 			out = append(out, Event{At: now, Kind: EventStalled, Task: fmt.Sprintf("worker %d", o), Took: now.Sub(since),

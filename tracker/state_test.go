@@ -119,6 +119,17 @@ func TestStalledShards(t *testing.T) {
 	if evs := s.StalledShards(later, limit); len(evs) != 0 {
 		t.Errorf("once the shards are done: %+v, want no stall", evs)
 	}
+	// A worker that waits for more while it holds a shard is reading:
+	// its own wait does not make it stalled.
+	s = NewState(shards(2), time.Now())
+	next(t, s, 0, 0, 0)
+	next(t, s, 0, 0, 0)
+	if _, d, err := s.NextShard(0, 0, 0); err != nil || d != Wait {
+		t.Fatalf("worker 0 holding every shard: %v, %v; want Wait", d, err)
+	}
+	if evs := s.StalledShards(later, limit); len(evs) != 0 {
+		t.Errorf("the holder waits for more: %+v, want no stall", evs)
+	}
 }
 
 func TestRestartedWorkerGivesBackItsShards(t *testing.T) {

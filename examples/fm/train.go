@@ -49,17 +49,15 @@ type trainFlags struct {
 	vLR, vL2                   float64
 
 	consistency.Flags // --async, --staleness, --prefetch, --compress, --delta-keys, --key-cache, --significance
-	workerloop.Data   // --batch, --format, --max-bad-records, --cache-mb, --die-after
+	workerloop.Data   // --batch, --format, --max-bad-records, --cache-mb, --die-after, --hang-after
 	requestTimeout    time.Duration
+	partitioner       string
+	test              string
+	modelFormat       string
+
 	// requestTimeoutGiven: --request-timeout was given
 	// (workerloop.RequestTimeout).
 	requestTimeoutGiven bool
-	partitioner         string
-	test                string
-	modelFormat         string
-	// dieAfter is a fault-injection hook for tests: "RANK:N" makes
-	// worker RANK's first attempt kill itself (SIGKILL) after it has read
-	// N shards, mid-epoch (asynchronous mode).
 }
 
 func parseTrainFlags(args []string) (trainFlags, error) {

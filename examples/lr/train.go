@@ -47,7 +47,7 @@ type trainFlags struct {
 	test           string
 
 	consistency.Flags // --async, --staleness, --prefetch, --compress, --delta-keys, --key-cache, --significance
-	workerloop.Data   // --batch, --format, --max-bad-records, --cache-mb, --die-after
+	workerloop.Data   // --batch, --format, --max-bad-records, --cache-mb, --die-after, --hang-after
 }
 
 func parseTrainFlags(args []string) (trainFlags, error) {
