@@ -393,7 +393,12 @@ func TestHadoopSubmitYARN(t *testing.T) {
 			}
 			time.Sleep(250 * time.Millisecond)
 		}
-		time.Sleep(2 * time.Second)
+		for markedProcesses(marker) == 0 {
+			if ctx.Err() != nil {
+				t.Fatalf("application %v runs, but its task never started: %v", app, ctx.Err())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		out, code := psSubmit(t, ctx, "kill", app.String())
 		if code != 0 || !strings.Contains(out, app.String()+" KILLED") {
 			t.Errorf("ps-submit kill: exit %d, want 0 and KILLED", code)
