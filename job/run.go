@@ -298,9 +298,10 @@ func (j *Job) Run(ctx context.Context, c Cluster) (Result, error) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dropEmptyTimeout)
 	if st != tracker.Succeeded {
 		j.files.dropStage(dctx)
-		j.files.dropEmpty(dctx)
+		j.files.dropEmpty(dctx) // the claims too
+	} else {
+		j.files.releaseClaims(dctx)
 	}
-	j.files.releaseClaims(dctx)
 	cancel()
 	res := Result{State: st, Status: j.state.Status(), Restarts: j.files.restarts, ResumedFrom: j.files.from.uri}
 	if st == tracker.Succeeded {
@@ -665,14 +666,13 @@ func (r *run) onUnresponsive(ctx context.Context, e tracker.Event) error {
 	if t.launch == 0 || t.done || !t.started.Before(e.At.Add(-e.Took)) {
 		return nil
 	}
-	why := fmt.Sprintf("stopped: not heard from for %v (%s)", e.Took.Round(100*time.Millisecond), e.Detail)
+	what, why := "stopped answering", "not heard from for %v (%s)"
 	if e.Kind == tracker.EventStalled {
-		r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Warn("stopping a task that held up the others; it starts again")
-		why = fmt.Sprintf("stopped: stalled, the others waited %v for it (%s)", e.Took.Round(100*time.Millisecond), e.Detail)
-	} else {
-		r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Warn("stopping a task that stopped answering; it starts again")
+		what, why = "held up the others", "stalled, the others waited %v for it (%s)"
 	}
+	r.log.WithFields(logrus.Fields{"task": t.String(), "attempt": t.attempt}).Warn("stopping a task that " + what + "; it starts again")
 	r.stopLaunch(ctx, t)
+	why = "stopped: " + fmt.Sprintf(why, e.Took.Round(100*time.Millisecond), e.Detail)
 	return r.onExit(ctx, t, Exit{Code: -1, Desc: why})
 }
 

@@ -54,7 +54,6 @@ func fromBytes[T any](b []byte) ([]T, error) {
 	return out, nil
 }
 
-// typeOf returns the wire data type of V.
 // checkElem refuses frame i of m when it says it holds the other element
 // type than V: a peer that declares the table with another element type,
 // whose values would otherwise be read as twice or half as many. A frame
@@ -63,16 +62,18 @@ func checkElem[V Number](m *transport.Message, i int) error {
 	if i >= len(m.Meta.DataTypes) {
 		return nil
 	}
-	switch t := m.Meta.DataTypes[i]; {
-	case t == typeOf[V]():
-	case t == transport.TypeFloat32:
-		return fmt.Errorf("%w: values of float32 for a table of %s: every role must declare the table alike", transport.ErrMalformed, elemName[V]())
-	case t == transport.TypeFloat64:
-		return fmt.Errorf("%w: values of float64 for a table of %s: every role must declare the table alike", transport.ErrMalformed, elemName[V]())
+	t := m.Meta.DataTypes[i]
+	if t == typeOf[V]() || (t != transport.TypeFloat32 && t != transport.TypeFloat64) {
+		return nil
 	}
-	return nil
+	got := "float32"
+	if t == transport.TypeFloat64 {
+		got = "float64"
+	}
+	return fmt.Errorf("%w: values of %s for a table of %s: every role must declare the table alike", transport.ErrMalformed, got, elemName[V]())
 }
 
+// typeOf returns the wire data type of V.
 func typeOf[V Number]() transport.DataType {
 	var v V
 	if unsafe.Sizeof(v) == 4 {

@@ -179,10 +179,10 @@ const (
 	// for Took, the job's stall timeout (conf.PS.StallTimeout): a barrier
 	// waited that long for it (reported by the scheduler), or a
 	// synchronous or bounded-delay table's server held a request that
-	// long for it (reported by that server); Task "server R" or "worker
-	// R", Detail what waited), or a worker held a shard that long while
-	// another waited that long for the epoch's last shards (found by the
-	// tracker itself, StalledShards). Its program may be hung in its own
+	// long for it (reported by that server), or it held a shard that
+	// long while another worker waited that long for the epoch's last
+	// shards (found by the tracker itself, StalledShards); Task "server
+	// R" or "worker R", Detail what waited. Its program may be hung in its own
 	// code. The launcher handles it as EventUnresponsive: it stops that
 	// process, if it started before the wait began, and starts it again.
 	EventStalled = "stalled"
@@ -789,18 +789,12 @@ func (s *State) addEventLocked(e Event) {
 		return
 	case EventRegistering:
 		s.registering = e.At
-		select {
-		case s.reports <- e:
-		default: // the launcher is that far behind: the exits will tell
-		}
+		s.reportLocked(e)
 		return
 	case EventDied:
 		s.died = setTask(s.died, e.Task, e.Detail)
 		if s.diedUnfinishedLocked(e.Task) {
-			select {
-			case s.reports <- e:
-			default: // the launcher is that far behind: its exit will tell
-			}
+			s.reportLocked(e)
 		}
 		return
 	case EventJoined:
@@ -809,10 +803,7 @@ func (s *State) addEventLocked(e Event) {
 		if s.sameSilenceLocked(e) {
 			return // another node's report of it
 		}
-		select {
-		case s.reports <- e:
-		default: // the launcher is that far behind: the next report comes
-		}
+		s.reportLocked(e)
 	case EventRestored, EventRebuilt:
 		// The failover's whole duration: from the task's exit; the
 		// detail keeps what the task measured itself.
@@ -828,6 +819,16 @@ func (s *State) addEventLocked(e Event) {
 		s.events = append(s.events[:0], s.events[1:]...)
 	}
 	s.events = append(s.events, e)
+}
+
+// reportLocked hands e to the launcher (Reports), unless it is so far
+// behind that maxReports wait: then the task's exit, or the next report,
+// tells it. s.mu must be held.
+func (s *State) reportLocked(e Event) {
+	select {
+	case s.reports <- e:
+	default:
+	}
 }
 
 // sameSilenceLocked reports whether e, an EventUnresponsive or an
@@ -964,7 +965,7 @@ func (s *State) Kill(reason string) {
 func (s *State) KillRequests() <-chan string { return s.killReq }
 
 // Reports delivers to the launcher the task reports it acts on: the
-// EventUnresponsive reports, the EventDied reports of the processes that
+// EventUnresponsive and EventStalled reports, the EventDied reports of the processes that
 // last reported EventFollows, and the EventRegistering reports, at most
 // maxReports not yet taken.
 func (s *State) Reports() <-chan Event { return s.reports }
