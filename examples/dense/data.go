@@ -40,8 +40,8 @@ func loadPlan(ctx context.Context, tc *tracker.Client, res split.Resolver, class
 	return data, plan, counts, nil
 }
 
-// readSplit appends the examples of s to data; an error names the file
-// and the byte offset of the line.
+// readSplit appends the examples of s to data; an error names the file,
+// the line and its byte offset.
 func readSplit(ctx context.Context, res split.Resolver, s split.Split, classes int, data *dense.Data) error {
 	lr, err := split.Open(ctx, res, s, split.ReaderOptions{})
 	if err != nil {
@@ -60,7 +60,8 @@ func readSplit(ctx context.Context, res split.Resolver, s split.Split, classes i
 			continue
 		}
 		if err := data.ParseLine(line, classes); err != nil {
-			return fmt.Errorf("%s at byte %d: %w", lr.URI(), off, err)
+			n, _ := lr.LineAt(off)
+			return fmt.Errorf("%s: %w", split.Place(lr.URI(), n, off), err)
 		}
 	}
 }

@@ -597,7 +597,7 @@ func TestModelFormats(t *testing.T) {
 }
 
 // TestMalformedRecords: a job fails on a malformed record by default,
-// naming the file and byte offset; with --max-bad-records it skips and
+// naming the file, the line and its byte offset; with --max-bad-records it skips and
 // counts it.
 func TestMalformedRecords(t *testing.T) {
 	setup(t)
@@ -618,7 +618,7 @@ func TestMalformedRecords(t *testing.T) {
 		return out, err, modelDir
 	}
 	out, err, _ := run("fm-bad-records")
-	want := fmt.Sprintf("%s at byte %d", "file://"+input, len(good))
+	want := fmt.Sprintf("%s, line 1001 (byte %d)", "file://"+input, len(good))
 	if err == nil || !strings.Contains(out, want) {
 		t.Fatalf("job over a malformed record: %v; want a failure naming %q in:\n%s", err, want, out)
 	}

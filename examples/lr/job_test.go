@@ -1030,7 +1030,7 @@ func TestResumeReachesTheSameModel(t *testing.T) {
 }
 
 // TestMalformedRecords: a job fails on a malformed record by default,
-// naming the file and byte offset; with --max-bad-records it skips and
+// naming the file, the line and its byte offset; with --max-bad-records it skips and
 // counts it. A synchronous worker with attempts left fails again in each
 // one, and the job fails then, its model not written: the servers once
 // took the death of the worker's second process for the end of training,
@@ -1059,7 +1059,7 @@ func TestMalformedRecords(t *testing.T) {
 		}, local.Options{Environ: os.Environ(), Stdout: &out, Log: quietLog(), Planner: tracker.InputPlanner(localResolverForTest(t))})
 		return res, err, out.String()
 	}
-	want := fmt.Sprintf("%s at byte %d", "file://"+input, len(good))
+	want := fmt.Sprintf("%s, line 1001 (byte %d)", "file://"+input, len(good))
 	res, err, out := run(1, "--async")
 	if err == nil || res.State != tracker.Failed || !strings.Contains(out, want) {
 		t.Fatalf("job over a malformed record: %v %v; want a failure naming %q in:\n%s", res.State, err, want, out)

@@ -14,12 +14,14 @@
 //			break
 //		}
 //		if err != nil {
-//			return err // a *RecordError names the file and the byte offset
+//			return err // a *RecordError names the file, the line and the byte offset
 //		}
 //		use(ex.Label, ex.Keys, ex.Vals)
 //	}
 //
-// Malformed records are errors that name the file's URI and the byte
-// offset of the record; Options.MaxBadRecords lets a job skip a bounded
-// number of them (Reader.Bad counts them).
+// Malformed records are errors that name the file's URI, the record's
+// line (when the file was opened with split.Open and the record lies in
+// its first split.MaxLineCount bytes) and its byte offset;
+// Options.MaxBadRecords lets a job skip a bounded number of them
+// (Reader.Bad counts them).
 package records

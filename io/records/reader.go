@@ -39,12 +39,23 @@ type LineSource interface {
 	URI() string
 }
 
+// lineFinder is a LineSource that can say which line of its file starts
+// at an offset (*split.LineReader can), for the error that stops a
+// Reader.
+type lineFinder interface {
+	LineAt(offset int64) (line int64, ok bool)
+}
+
 // RecordError reports a malformed record: the file's URI, the byte offset
 // at which the record starts (in the decompressed stream, for a gzip
-// file), and what is wrong (wrapping ErrSyntax, or split.ErrLineTooLong).
+// file), its line when known, and what is wrong (wrapping ErrSyntax, or
+// split.ErrLineTooLong).
 type RecordError struct {
 	URI    string
 	Offset int64
+	// Line is the record's line in the file, counted from 1; 0 when not
+	// known (see LineSource).
+	Line int64
 	// Text is the start of the record, at most 80 bytes.
 	Text string
 	Err  error
@@ -52,10 +63,11 @@ type RecordError struct {
 
 func (e *RecordError) Error() string {
 	msg := strings.TrimPrefix(strings.TrimPrefix(e.Err.Error(), "records: "), "split: ")
+	at := split.Place(e.URI, e.Line, e.Offset)
 	if e.Text == "" {
-		return fmt.Sprintf("records: %s at byte %d: %s", e.URI, e.Offset, msg)
+		return fmt.Sprintf("records: %s: %s", at, msg)
 	}
-	return fmt.Sprintf("records: %s at byte %d: %s (record %q)", e.URI, e.Offset, msg, e.Text)
+	return fmt.Sprintf("records: %s: %s (record %q)", at, msg, e.Text)
 }
 
 func (e *RecordError) Unwrap() error { return e.Err }
@@ -145,6 +157,9 @@ func (r *Reader) skip(off int64, line []byte, err error) error {
 	rerr := &RecordError{URI: r.src.URI(), Offset: off, Text: string(line), Err: err}
 	r.bad++
 	if r.bad > r.opts.MaxBadRecords {
+		if lf, ok := r.src.(lineFinder); ok {
+			rerr.Line, _ = lf.LineAt(off)
+		}
 		r.err = rerr
 		return rerr
 	}

@@ -105,7 +105,7 @@ func TestHadoopEveryRecordOnce(t *testing.T) {
 }
 
 // TestHadoopMalformedRecord checks that a bad record is reported with the
-// HDFS URI and its byte offset, and skipped within the budget.
+// HDFS URI, its line and its byte offset, and skipped within the budget.
 func TestHadoopMalformedRecord(t *testing.T) {
 	c := hadooptest.Connect(t)
 	dir := c.TempDir(t)
@@ -123,8 +123,9 @@ func TestHadoopMalformedRecord(t *testing.T) {
 		t.Fatalf("err = %v, want a RecordError for %s at byte %d", err, uri, badAt)
 	}
 	t.Logf("%v", err)
-	if !strings.Contains(err.Error(), uri) || !strings.Contains(err.Error(), fmt.Sprint(badAt)) {
-		t.Errorf("error text names neither the URI nor the offset: %v", err)
+	badLine := int64(bytes.Count(content[:badAt], []byte("\n")) + 1)
+	if re.Line != badLine || !strings.Contains(err.Error(), fmt.Sprintf("%s, line %d (byte %d)", uri, badLine, badAt)) {
+		t.Errorf("error does not name the URI, line %d and byte %d: %v", badLine, badAt, err)
 	}
 	got, _, err := readRecords(t, c.Resolver, []string{uri}, 777, records.Options{Format: records.FormatLibSVM, MaxBadRecords: 1})
 	if err != nil || got.N != 200 {

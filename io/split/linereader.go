@@ -2,6 +2,7 @@ package split
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -99,7 +100,77 @@ func Open(ctx context.Context, r Resolver, s Split, opts ReaderOptions) (*LineRe
 		f.Close()
 		return nil, err
 	}
+	lr.reopen = func() (io.ReadCloser, error) { return reopen(ctx, fsys, name, s.Compressed) }
 	return lr, nil
+}
+
+// reopen opens the file name of fsys again from its start, decompressed
+// when compressed, for LineAt.
+func reopen(ctx context.Context, fsys dfs.FileSystem, name string, compressed bool) (io.ReadCloser, error) {
+	f, err := fsys.Open(ctx, name)
+	if err != nil || !compressed {
+		return f, err
+	}
+	gz, err := gzip.NewReader(bufio.NewReader(f))
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return readClosers{gz, []io.Closer{gz, f}}, nil
+}
+
+type readClosers struct {
+	io.Reader
+	closers []io.Closer
+}
+
+func (r readClosers) Close() error {
+	var errs []error
+	for _, c := range r.closers {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// MaxLineCount is how far into a file LineAt reads to count lines.
+const MaxLineCount = 256 << 20
+
+// LineAt returns the number, counted from 1, of the line that starts at
+// offset of the file (for a gzip file, at that offset of the
+// decompressed stream). It counts the lines before it, reading the file
+// again from its start with the context Open was given: it is for
+// errors, not for every line. ok is false for a reader NewLineReader
+// made, for an offset past MaxLineCount, and when that read fails: the
+// byte offset then has to do.
+func (lr *LineReader) LineAt(offset int64) (line int64, ok bool) {
+	if lr.reopen == nil || offset < 0 || offset > MaxLineCount {
+		return 0, false
+	}
+	f, err := lr.reopen()
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	line = 1
+	for left := offset; left > 0; {
+		n, err := f.Read(buf[:min(int64(len(buf)), left)])
+		line += int64(bytes.Count(buf[:n], []byte{'\n'}))
+		left -= int64(n)
+		if err != nil && left > 0 {
+			return 0, false
+		}
+	}
+	return line, true
+}
+
+// Place names a place in a file for an error: its URI, the line's
+// number when known (not 0), and the byte offset.
+func Place(uri string, line, offset int64) string {
+	if line > 0 {
+		return fmt.Sprintf("%s, line %d (byte %d)", uri, line, offset)
+	}
+	return fmt.Sprintf("%s at byte %d", uri, offset)
 }
 
 func openFile(ctx context.Context, f dfs.File, s Split, opts ReaderOptions) (*LineReader, error) {
@@ -165,6 +236,7 @@ type LineReader struct {
 	err     error  // sticky: io.EOF or a read error
 	closers []io.Closer
 	closed  bool
+	reopen  func() (io.ReadCloser, error) // the file from its start (LineAt); nil from NewLineReader
 }
 
 // URI returns the URI of the file being read.

@@ -358,3 +358,89 @@ func BenchmarkLineReader(b *testing.B) {
 	}
 	b.ReportMetric(float64(lines)/float64(b.N), "lines/op")
 }
+
+// TestLineAt checks that every line a split returns is numbered as it is
+// in the whole file, plain at several split sizes and gzip, and that a
+// reader that cannot count says so.
+func TestLineAt(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := dfs.NewResolver(conf.HadoopConf{}, "u")
+	defer r.Close()
+	check := func(t *testing.T, path string, splits []split.Split, want []line) {
+		t.Helper()
+		number := make(map[int64]int64, len(want))
+		for i, l := range want {
+			number[l.Off] = int64(i + 1)
+		}
+		for _, s := range splits {
+			lr, err := split.Open(context.Background(), r, s, split.ReaderOptions{BufferSize: 16})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for {
+				_, off, err := lr.Next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, ok := lr.LineAt(off); !ok || got != number[off] {
+					t.Fatalf("%v: LineAt(%d) = %d, %v; want line %d", s, off, got, ok, number[off])
+				}
+			}
+			lr.Close()
+		}
+	}
+	for _, tc := range lineCases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_"))
+			if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			size := int64(len(tc.content))
+			for _, step := range []int64{1, 7, 64, size + 1} {
+				check(t, path, cut("file://"+path, size, step), referenceLines([]byte(tc.content)))
+			}
+		})
+	}
+	t.Run("gzip", func(t *testing.T) {
+		var plain bytes.Buffer
+		for i := range 3000 {
+			fmt.Fprintf(&plain, "line %d\n", i)
+		}
+		var gz bytes.Buffer
+		zw := gzip.NewWriter(&gz)
+		zw.Write(plain.Bytes())
+		zw.Close()
+		path := filepath.Join(dir, "numbered.gz")
+		if err := os.WriteFile(path, gz.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		splits, err := split.Plan(context.Background(), r, []string{path}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, path, splits, referenceLines(plain.Bytes()))
+	})
+	t.Run("cannot count", func(t *testing.T) {
+		lr := split.NewLineReader(strings.NewReader("a\nb\n"), "mem", 0, 4, false, split.ReaderOptions{})
+		if n, ok := lr.LineAt(2); ok {
+			t.Errorf("NewLineReader's LineAt(2) = %d, true; want false (it cannot reopen)", n)
+		}
+		path := filepath.Join(dir, "short")
+		os.WriteFile(path, []byte("a\nb\n"), 0o644)
+		lr, err := split.Open(context.Background(), r, split.Split{URI: "file://" + path, Length: 4, FileSize: 4}, split.ReaderOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lr.Close()
+		if n, ok := lr.LineAt(split.MaxLineCount + 1); ok {
+			t.Errorf("LineAt past MaxLineCount = %d, true; want false", n)
+		}
+		if n, ok := lr.LineAt(100); ok {
+			t.Errorf("LineAt past the end of a 4-byte file = %d, true; want false", n)
+		}
+	})
+}
