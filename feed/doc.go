@@ -17,7 +17,9 @@
 // the pipeline and, on bounded-delay tables, to say so (Tables.Idle).
 //
 // Malformed records are skipped and counted within one budget per
-// worker, across its shards and epochs (Options.MaxBadRecords).
+// worker, across its shards (Options.MaxBadRecords); a record met again
+// in a later epoch counts once. The first ones a worker skips are
+// reported with their file, line and byte offset (Stats.BadSamples).
 //
 // With Options.CacheBytes a worker keeps the parsed examples of the
 // shards it read, whole shards within that budget, and a later epoch

@@ -51,8 +51,8 @@ type Options struct {
 	// a shard may hold fewer.
 	Batch int
 	// MaxBadRecords is how many malformed records this worker may skip,
-	// across all its shards and epochs, before failing; 0 fails on the
-	// first.
+	// across all its shards, before failing; 0 fails on the first. A
+	// record skipped in one epoch and met again in the next counts once.
 	MaxBadRecords int
 	// Async takes shards on demand instead of this worker's share of the
 	// plan.
@@ -109,7 +109,15 @@ type Stats struct {
 	// step function (Options.Resume), those of done shards not opened
 	// again included (their count is the tracker's).
 	Skipped int64
+	// BadSamples are malformed records skipped in the epoch that the
+	// worker had not skipped before, each with its file, line and byte
+	// offset: at most MaxBadSamples over the Feed's life, for its log.
+	BadSamples []*records.RecordError
 }
+
+// MaxBadSamples is how many of the malformed records it skips a worker
+// reports one by one (Stats.BadSamples); Stats.Bad counts them all.
+const MaxBadSamples = 10
 
 // Feed runs a worker's epochs. It is not safe for concurrent use.
 type Feed struct {
@@ -117,10 +125,15 @@ type Feed struct {
 	plan   []tracker.Shard
 	havePl bool
 	recs   []records.Example
-	bad    int // malformed records skipped so far
-	shards int // shards read so far
-	skip   int // batches of the epoch not to hand over (Options.Resume)
-	cache  *cache
+	// bad holds the offsets of the malformed records met so far, by
+	// split: each counts once against Options.MaxBadRecords, however
+	// many epochs skip it. nbad counts them, sampled how many of them
+	// Stats.BadSamples reported.
+	bad           map[split.Split]map[int64]bool
+	nbad, sampled int
+	shards        int // shards read so far
+	skip          int // batches of the epoch not to hand over (Options.Resume)
+	cache         *cache
 	// replayed holds a mini-batch of examples from the cache.
 	replayed []records.Example
 	// reported is set once the rejoin of Options.Resume is reported.
@@ -169,8 +182,9 @@ func New(o Options) (*Feed, error) {
 	return f, nil
 }
 
-// Bad returns the malformed records skipped in every epoch so far.
-func (f *Feed) Bad() int { return f.bad }
+// Bad returns the malformed records met so far, each counted once however
+// many epochs skipped it.
+func (f *Feed) Bad() int { return f.nbad }
 
 // Epoch reads one epoch and calls fn for each mini-batch, in order. It
 // returns what it read; an error of fn stops it and is returned.
@@ -317,12 +331,17 @@ func (f *Feed) read(ctx context.Context, epoch int, sh tracker.Shard, step *int,
 		return 0, err
 	}
 	defer src.Close()
-	// The budget of malformed records is this worker's, across its shards.
-	rd, err := records.NewReader(src, records.Options{Format: f.o.Format, MaxBadRecords: f.o.MaxBadRecords - f.bad})
+	// The budget of malformed records is this worker's, across its
+	// shards; one met in an earlier epoch does not count again.
+	budget := max(0, f.o.MaxBadRecords-f.nbad+len(f.bad[sh.Split()]))
+	rd, err := records.NewReader(src, records.Options{Format: f.o.Format, MaxBadRecords: budget})
 	if err != nil {
 		return 0, err
 	}
-	defer func() { f.bad += rd.Bad(); st.Bad += rd.Bad() }()
+	defer func() {
+		st.Bad += rd.Bad()
+		f.noteBad(sh.Split(), src, rd, st)
+	}()
 	if len(f.recs) < f.o.Batch {
 		f.recs = make([]records.Example, f.o.Batch)
 	}
@@ -357,6 +376,36 @@ func (f *Feed) read(ctx context.Context, epoch int, sh tracker.Shard, step *int,
 		if n < f.o.Batch {
 			keep.keep(sh.Split())
 			return total, nil
+		}
+	}
+}
+
+// noteBad notes the malformed records rd met in split s, read by src, and
+// adds to st.BadSamples those not met before, with their lines, up to
+// MaxBadSamples over the Feed's life.
+func (f *Feed) noteBad(s split.Split, src *split.LineReader, rd *records.Reader, st *Stats) {
+	if len(rd.BadOffsets()) == 0 {
+		return
+	}
+	if f.bad == nil {
+		f.bad = make(map[split.Split]map[int64]bool)
+	}
+	met := f.bad[s]
+	if met == nil {
+		met = make(map[int64]bool)
+		f.bad[s] = met
+	}
+	for _, e := range rd.BadSamples() {
+		if f.sampled < MaxBadSamples && !met[e.Offset] {
+			e.Line, _ = src.LineAt(e.Offset)
+			st.BadSamples = append(st.BadSamples, e)
+			f.sampled++
+		}
+	}
+	for _, off := range rd.BadOffsets() {
+		if !met[off] {
+			met[off] = true
+			f.nbad++
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -255,26 +256,25 @@ func TestSyncResumeSkipsAppliedBatches(t *testing.T) {
 	st, err = fd.Epoch(context.Background(), 3, func(context.Context, Batch) error {
 		return errors.New("a batch of an epoch the dead worker finished")
 	})
-	if err != nil || st != (Stats{}) || len(ft.done) != 0 {
+	if err != nil || !reflect.DeepEqual(st, Stats{}) || len(ft.done) != 0 {
 		t.Errorf("finished epoch: %+v %v, shards done %v; want nothing read", st, err, ft.done)
 	}
 }
 
+// TestBadRecordBudgetAcrossShards: a worker's budget of malformed
+// records spans its shards; a record skipped in one epoch and met again
+// in the next counts once, and is reported once, with its line.
 func TestBadRecordBudgetAcrossShards(t *testing.T) {
 	t.Parallel()
 	res := resolver(t)
 	plan := shards(t, res, writeFiles(t, []int{2, 2, 2}, []int{1, 2, 1}))
 	for _, tc := range []struct {
-		max     int
-		epochs  []int // bad records per epoch that succeeds
-		failIn  int   // the epoch that fails; -1 for none
-		failSh  int64 // and its shard
-		overall int
+		max    int
+		failSh int64 // the shard of epoch 0 that fails; -1 for none
 	}{
-		{max: 0, failIn: 0, failSh: 0},
-		{max: 3, epochs: nil, failIn: 0, failSh: 2},
-		{max: 4, epochs: []int{4}, failIn: 1, failSh: 0, overall: 4},
-		{max: 8, epochs: []int{4, 4}, failIn: -1, overall: 8},
+		{max: 0, failSh: 0},
+		{max: 3, failSh: 2},
+		{max: 4, failSh: -1},
 	} {
 		t.Run(fmt.Sprint("max", tc.max), func(t *testing.T) {
 			fd, err := New(Options{Tracker: &fakeTracker{plan: plan}, Resolver: res, Workers: 1, Format: records.FormatLibSVM, Batch: 10, MaxBadRecords: tc.max})
@@ -282,24 +282,36 @@ func TestBadRecordBudgetAcrossShards(t *testing.T) {
 				t.Fatal(err)
 			}
 			nop := func(context.Context, Batch) error { return nil }
-			for epoch := range 2 {
+			for epoch := range 3 {
 				st, err := fd.Epoch(context.Background(), epoch, nop)
-				if epoch == tc.failIn {
-					want := fmt.Sprintf("epoch %d: shard %d (", epoch, tc.failSh)
-					if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), plan[tc.failSh].URI) {
-						t.Fatalf("epoch %d: error %v, want one naming %q and %s", epoch, err, want, plan[tc.failSh].URI)
+				if tc.failSh >= 0 {
+					want := fmt.Sprintf("epoch 0: shard %d (", tc.failSh)
+					if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), plan[tc.failSh].URI+", line ") {
+						t.Fatalf("epoch %d: error %v, want one naming %q and %s with a line", epoch, err, want, plan[tc.failSh].URI)
 					}
-					break
+					return
 				}
 				if err != nil {
 					t.Fatalf("epoch %d: %v", epoch, err)
 				}
-				if st.Bad != tc.epochs[epoch] || st.Records != 6 {
-					t.Errorf("epoch %d: stats %+v, want %d bad of 6 records", epoch, st, tc.epochs[epoch])
+				if st.Bad != 4 || st.Records != 6 {
+					t.Errorf("epoch %d: stats %+v, want 4 bad of 6 records", epoch, st)
+				}
+				wantSamples := 0
+				if epoch == 0 {
+					wantSamples = 4
+				}
+				if len(st.BadSamples) != wantSamples {
+					t.Errorf("epoch %d: %d records reported, want %d (each once)", epoch, len(st.BadSamples), wantSamples)
+				}
+				for _, e := range st.BadSamples {
+					if e.Line < 1 {
+						t.Errorf("a skipped record is reported without its line: %v", e)
+					}
 				}
 			}
-			if fd.Bad() != tc.overall && tc.failIn < 0 {
-				t.Errorf("%d bad records overall, want %d", fd.Bad(), tc.overall)
+			if fd.Bad() != 4 {
+				t.Errorf("%d bad records overall, want 4 (each counted once)", fd.Bad())
 			}
 		})
 	}
@@ -659,8 +671,8 @@ func TestCacheKeepsShards(t *testing.T) {
 			if fd.cache.used > tc.budget {
 				t.Errorf("the cache holds %d bytes, past its budget of %d", fd.cache.used, tc.budget)
 			}
-			if fd.Bad() != 3 {
-				t.Errorf("%d bad records overall, want 3 (one an epoch)", fd.Bad())
+			if fd.Bad() != 1 {
+				t.Errorf("%d bad records overall, want 1 (met every epoch, counted once)", fd.Bad())
 			}
 		})
 	}

@@ -1030,8 +1030,8 @@ func TestResumeReachesTheSameModel(t *testing.T) {
 }
 
 // TestMalformedRecords: a job fails on a malformed record by default,
-// naming the file, the line and its byte offset; with --max-bad-records it skips and
-// counts it. A synchronous worker with attempts left fails again in each
+// naming the file, the line and its byte offset; with --max-bad-records it skips,
+// counts and reports it. A synchronous worker with attempts left fails again in each
 // one, and the job fails then, its model not written: the servers once
 // took the death of the worker's second process for the end of training,
 // wrote the model and exited, and the third process waited for them for
@@ -1071,12 +1071,16 @@ func TestMalformedRecords(t *testing.T) {
 	if parts, _ := filepath.Glob(filepath.Join(output, "*")); len(parts) != 0 {
 		t.Fatalf("the failed job wrote %v", parts)
 	}
-	res, err, out = run(1, "--async", "--max-bad-records", "1")
+	res, err, out = run(1, "--async", "--max-bad-records", "1", "--epochs", "2")
 	if err != nil {
 		t.Fatalf("job skipping one bad record: %v\n%s", err, out)
 	}
 	if got := res.Status.Metrics["bad_records_sum"]; got != 1 {
 		t.Errorf("bad records counted %v, want 1", got)
+	}
+	// The worker says which record it skipped, once in two epochs.
+	if n := strings.Count(out, "skipped a malformed record (--max-bad-records): records: "+want); n != 1 {
+		t.Errorf("the skipped record is reported %d times, want once, naming %q, in:\n%s", n, want, out)
 	}
 	if got := res.Status.EpochRecords[0]; got != 2000 {
 		t.Errorf("records read %d, want the 2000 good ones", got)

@@ -84,6 +84,7 @@ type Reader struct {
 	opts    Options
 	parse   func([]byte, *Example) error
 	bad     int
+	offsets []int64 // of the malformed records, at most MaxBadRecords+1
 	samples []*RecordError
 	err     error // sticky
 }
@@ -154,25 +155,33 @@ func (r *Reader) skip(off int64, line []byte, err error) error {
 	if len(line) > maxRecordText {
 		line = line[:maxRecordText]
 	}
-	rerr := &RecordError{URI: r.src.URI(), Offset: off, Text: string(line), Err: err}
 	r.bad++
-	if r.bad > r.opts.MaxBadRecords {
+	r.offsets = append(r.offsets, off)
+	stop := r.bad > r.opts.MaxBadRecords
+	if !stop && len(r.samples) >= maxBadSamples {
+		return nil
+	}
+	rerr := &RecordError{URI: r.src.URI(), Offset: off, Text: string(line), Err: err}
+	if stop {
 		if lf, ok := r.src.(lineFinder); ok {
 			rerr.Line, _ = lf.LineAt(off)
 		}
 		r.err = rerr
 		return rerr
 	}
-	if len(r.samples) < maxBadSamples {
-		r.samples = append(r.samples, rerr)
-	}
+	r.samples = append(r.samples, rerr)
 	return nil
 }
 
 // Bad returns how many malformed records were skipped.
 func (r *Reader) Bad() int { return r.bad }
 
-// BadSamples returns the first (up to ten) malformed records skipped.
+// BadOffsets returns the byte offsets of the malformed records met (those
+// skipped, and the one that stopped the Reader), in order.
+func (r *Reader) BadOffsets() []int64 { return r.offsets }
+
+// BadSamples returns the first (up to ten) malformed records skipped,
+// without their lines (Line 0): split.LineReader.LineAt finds them.
 func (r *Reader) BadSamples() []*RecordError { return r.samples }
 
 func isBlank(b []byte) bool {

@@ -138,30 +138,53 @@ const MaxLineCount = 256 << 20
 // LineAt returns the number, counted from 1, of the line that starts at
 // offset of the file (for a gzip file, at that offset of the
 // decompressed stream). It counts the lines before it, reading the file
-// again from its start with the context Open was given: it is for
-// errors, not for every line. ok is false for a reader NewLineReader
-// made, for an offset past MaxLineCount, and when that read fails: the
-// byte offset then has to do.
+// again with the context Open was given: from its start, or on from the
+// offset of the call before when this one is further on, so that the
+// lines of several records in order cost one read. It is for errors, not
+// for every line. ok is false for a reader NewLineReader made, for an
+// offset past MaxLineCount, after Close, and when that read fails: the byte offset
+// then has to do.
 func (lr *LineReader) LineAt(offset int64) (line int64, ok bool) {
-	if lr.reopen == nil || offset < 0 || offset > MaxLineCount {
+	if lr.reopen == nil || lr.closed || offset < 0 || offset > MaxLineCount {
 		return 0, false
 	}
-	f, err := lr.reopen()
-	if err != nil {
-		return 0, false
+	c := &lr.count
+	if c.f == nil || offset < c.off {
+		c.close()
+		f, err := lr.reopen()
+		if err != nil {
+			return 0, false
+		}
+		*c = lineCount{f: f, line: 1}
 	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	line = 1
-	for left := offset; left > 0; {
-		n, err := f.Read(buf[:min(int64(len(buf)), left)])
-		line += int64(bytes.Count(buf[:n], []byte{'\n'}))
-		left -= int64(n)
-		if err != nil && left > 0 {
+	if c.buf == nil {
+		c.buf = make([]byte, 64<<10)
+	}
+	for c.off < offset {
+		n, err := c.f.Read(c.buf[:min(int64(len(c.buf)), offset-c.off)])
+		c.line += int64(bytes.Count(c.buf[:n], []byte{'\n'}))
+		c.off += int64(n)
+		if err != nil && c.off < offset {
+			c.close()
 			return 0, false
 		}
 	}
-	return line, true
+	return c.line, true
+}
+
+// lineCount is LineAt's second reading of the file: read up to off,
+// where line starts (counted from 1).
+type lineCount struct {
+	f         io.ReadCloser
+	off, line int64
+	buf       []byte
+}
+
+func (c *lineCount) close() {
+	if c.f != nil {
+		c.f.Close()
+	}
+	*c = lineCount{buf: c.buf}
 }
 
 // Place names a place in a file for an error: its URI, the line's
@@ -237,6 +260,7 @@ type LineReader struct {
 	closers []io.Closer
 	closed  bool
 	reopen  func() (io.ReadCloser, error) // the file from its start (LineAt); nil from NewLineReader
+	count   lineCount                     // LineAt's reading
 }
 
 // URI returns the URI of the file being read.
@@ -351,6 +375,7 @@ func (lr *LineReader) Close() error {
 		return nil
 	}
 	lr.closed = true
+	lr.count.close()
 	if lr.err == nil {
 		lr.err = fmt.Errorf("split: %s: %w", lr.uri, dfs.ErrClosed)
 	}

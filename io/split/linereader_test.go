@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -378,6 +379,7 @@ func TestLineAt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var offs []int64
 			for {
 				_, off, err := lr.Next()
 				if errors.Is(err, io.EOF) {
@@ -386,11 +388,22 @@ func TestLineAt(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				offs = append(offs, off)
+			}
+			// In order (reading on), then backwards (from the start again).
+			back := slices.Clone(offs)
+			slices.Reverse(back)
+			for _, off := range append(slices.Clone(offs), back...) {
 				if got, ok := lr.LineAt(off); !ok || got != number[off] {
 					t.Fatalf("%v: LineAt(%d) = %d, %v; want line %d", s, off, got, ok, number[off])
 				}
 			}
 			lr.Close()
+			if len(offs) > 0 {
+				if n, ok := lr.LineAt(offs[0]); ok {
+					t.Errorf("LineAt after Close = %d, true; want false", n)
+				}
+			}
 		}
 	}
 	for _, tc := range lineCases {

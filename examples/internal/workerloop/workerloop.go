@@ -58,7 +58,7 @@ func (d Data) CacheBytes(memMB int) int64 {
 func (d *Data) Register(fl *flag.FlagSet) {
 	fl.IntVar(&d.Batch, "batch", 100, "examples per mini-batch")
 	fl.StringVar(&d.Format, "format", records.FormatLibSVM, "input format: libsvm or csv")
-	fl.IntVar(&d.MaxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing; 0 fails on the first")
+	fl.IntVar(&d.MaxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing, one met again in a later epoch counting once; the first 10 skipped are printed with their file and line; 0 fails on the first")
 	fl.IntVar(&d.CacheMB, "cache-mb", AutoCache, "MiB of parsed examples each worker keeps in memory for the next epochs, which then read no file for the shards kept; -1: a quarter of the worker's memory (its container's: ps-submit --worker-memory), 0: read the files every epoch")
 	fl.StringVar(&d.DieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
 	fl.StringVar(&d.HangAfter, "hang-after", "", "testing: RANK:N makes that worker's first attempt block for ever after N shards, its node still answering heartbeats")
@@ -138,7 +138,8 @@ type Loop[S any] struct {
 	EndEpoch func(ctx context.Context, epoch int) error
 	// Evaluate, when not nil, scores the model on a held-out set after
 	// each epoch (every shard's pushes are applied then); ok is false
-	// when this worker holds none. Out gets the scores.
+	// when this worker holds none. Out gets the scores, and the
+	// malformed records skipped (feed.Stats.BadSamples).
 	Evaluate func(ctx context.Context) (auc, logloss float64, ok bool, err error)
 	Out      io.Writer
 }
@@ -214,6 +215,9 @@ func (l Loop[S]) Run(ctx context.Context) error {
 // returns the tables' traffic after the scoring, whose pulls are not the
 // next epoch's.
 func (l Loop[S]) report(ctx context.Context, epoch int, st feed.Stats, traffic psnode.AppBytes) (psnode.AppBytes, error) {
+	for _, e := range st.BadSamples {
+		fmt.Fprintf(l.Out, "epoch %d: skipped a malformed record (--max-bad-records): %v\n", epoch, e)
+	}
 	m := map[string]float64{"loss_sum": l.Counts.LossSum, "examples_count": float64(l.Counts.Examples), "bad_records_sum": float64(st.Bad)}
 	feed.AddTraffic(m, traffic, l.Tables.Bytes())
 	if l.Evaluate != nil {
