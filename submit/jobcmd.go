@@ -547,10 +547,13 @@ func noLogs(c jobCommand, files []logFile, over bool) error {
 }
 
 // runLogs prints the output of the job's tasks; with --follow it keeps
-// printing what they add until the job is over (or ctx ends).
+// printing what they add until the job is over (or ctx ends). A job, or
+// task, that has no output when it is over (at once without --follow) is
+// an error.
 func runLogs(ctx context.Context, c jobCommand, stdout io.Writer, lookup func(string) (string, bool)) error {
 	printed := map[string]int64{}
 	lastHeader := ""
+	found := false // some output of the task asked for exists
 	bw := bufio.NewWriter(stdout)
 	defer bw.Flush()
 	pass := func() (over bool, err error) {
@@ -559,7 +562,8 @@ func runLogs(ctx context.Context, c jobCommand, stdout io.Writer, lookup func(st
 			return false, err
 		}
 		sel := selectLogs(files, c.task)
-		if len(sel) == 0 && !c.follow {
+		found = found || len(sel) > 0
+		if !found && (over || !c.follow) {
 			return over, noLogs(c, files, over)
 		}
 		headers := len(sel) > 1 || c.follow

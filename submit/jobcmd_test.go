@@ -162,9 +162,12 @@ func TestLogsAndStatusOfALocalJob(t *testing.T) {
 		t.Errorf("logs --task worker:1 after the job: exit %d, stderr %q, stdout:\n%s", code, errOut, out)
 	}
 	// A task the job does not have: the error says which have output.
-	code, _, errOut = cmd("logs", id, "--jobs-dir", jobs, "--task", "worker:7")
-	if want := "no output of worker 7 in job " + id + "; there is output of worker 0, worker 1\n"; code != 1 || !strings.HasSuffix(errOut, want) {
-		t.Errorf("logs --task worker:7 after the job: exit %d, stderr %q; want it to end %q", code, errOut, want)
+	// Followed, once the job is over, the same.
+	for _, follow := range [][]string{nil, {"--follow"}} {
+		code, _, errOut = cmd(append([]string{"logs", id, "--jobs-dir", jobs, "--task", "worker:7"}, follow...)...)
+		if want := "no output of worker 7 in job " + id + "; there is output of worker 0, worker 1\n"; code != 1 || !strings.HasSuffix(errOut, want) {
+			t.Errorf("logs --task worker:7 %s after the job: exit %d, stderr %q; want it to end %q", follow, code, errOut, want)
+		}
 	}
 	code, out, errOut = cmd("status", filepath.Join(jobs, id))
 	if code != 0 || !strings.Contains(out, "state          SUCCEEDED") || !strings.Contains(out, "not answering: the job is over") ||
