@@ -87,3 +87,33 @@ func mustGetwd(t *testing.T) string {
 	}
 	return wd
 }
+
+// TestNotFoundHint: a job whose command the nodes could not find (exit
+// status 127) and that names a program of this machine's PATH without a
+// slash ends with a hint to give its path, which ps-submit ships; no
+// other failure gets one.
+func TestNotFoundHint(t *testing.T) {
+	dir := t.TempDir()
+	tool := filepath.Join(dir, "mytool")
+	if err := os.WriteFile(tool, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	const notFound = "scheduler 0 failed: exit status 127 in container c_1 on n1:8041; YARN diagnostics: /bin/bash: line 1: mytool: command not found"
+	if got, want := notFoundHint([]string{"mytool", "--epochs", "1"}, notFound), "to ship this machine's "+tool+" with the job, give its path: -- "+tool+")"; !strings.HasSuffix(got, want) {
+		t.Errorf("hint %q; want it to end %q", got, want)
+	}
+	for _, tc := range []struct {
+		command []string
+		diag    string
+	}{
+		{[]string{tool}, notFound},                             // given by its path: shipped already
+		{[]string{"mytool"}, "worker 0 failed: exit status 1"}, // found, and failed
+		{[]string{"no-such-tool-here"}, notFound},              // not on this machine either
+		{[]string{"sh", "-c", "nosuch"}, notFound},             // a system program: the nodes have their own
+	} {
+		if got := notFoundHint(tc.command, tc.diag); got != "" {
+			t.Errorf("notFoundHint(%q, %q) = %q; want none", tc.command, tc.diag, got)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"strconv"
@@ -338,7 +339,23 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 		}
 		return res, nil
 	}
-	return res, fmt.Errorf("yarnclient: application %s ended %v with final status %v: %s", app.ID, r.State, r.FinalStatus, r.Diagnostics)
+	return res, fmt.Errorf("yarnclient: application %s ended %v with final status %v: %s%s", app.ID, r.State, r.FinalStatus, r.Diagnostics, notFoundHint(spec.Command, r.Diagnostics))
+}
+
+// notFoundHint explains a task that its shell could not find (exit status
+// 127) when the command is a bare name that names a program on this
+// machine: the nodes look it up in their own PATH, and ps-submit ships
+// only a command given by its path.
+func notFoundHint(command []string, diagnostics string) string {
+	if len(command) == 0 || strings.Contains(command[0], "/") || !strings.Contains(diagnostics, "exit status 127") {
+		return ""
+	}
+	local, err := exec.LookPath(command[0])
+	if err != nil || isSystemPath(local) {
+		return ""
+	}
+	return fmt.Sprintf("\n(%s: a command named without a slash is looked up in the PATH of the nodes, which did not find it; "+
+		"to ship this machine's %s with the job, give its path: -- %s)", command[0], local, local)
 }
 
 // succeeded reports whether r is the report of an application that
