@@ -137,3 +137,12 @@ type NodeBlacklister interface {
 	// instance when no other node would be left. It must not block.
 	BlacklistNode(node string) bool
 }
+
+// ProgressReporter is a Cluster that shows the job's progress to its
+// resource manager (a YARN application's progress). Run tells it at each
+// change of the job's status, once the program said how many epochs it
+// trains (tracker.Status.Progress).
+type ProgressReporter interface {
+	// SetProgress sets the job's progress, 0 to 1. It must not block.
+	SetProgress(p float64)
+}

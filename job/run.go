@@ -1064,8 +1064,16 @@ func (r *run) report() {
 			Launches: t.launches, Node: t.node, Container: t.container, Logs: t.log, Exit: t.exit}
 	}
 	r.state.SetTasks(tasks, r.files.restarts)
+	pr, showsProgress := r.c.(ProgressReporter)
+	if r.opts.OnStatus == nil && !showsProgress {
+		return
+	}
+	st := r.state.Status()
 	if r.opts.OnStatus != nil {
-		r.opts.OnStatus(r.state.Status())
+		r.opts.OnStatus(st)
+	}
+	if p, ok := st.Progress(); ok && showsProgress {
+		pr.SetProgress(p)
 	}
 }
 

@@ -339,7 +339,11 @@ func writeJobStatus(w io.Writer, st *web.Status) {
 	item := func(name, value string) { fmt.Fprintf(w, "  %-14s %s\n", name, value) }
 	fmt.Fprintf(w, "\njob %s\n", st.Name)
 	item("state", string(st.State))
-	item("epoch", fmt.Sprintf("%d (%d of %d shards done)", st.Epoch, st.ShardsDone, st.ShardsTotal))
+	planned := ""
+	if st.EpochsPlanned > 0 && st.Progress != nil {
+		planned = fmt.Sprintf("; %d epochs planned, %s done", st.EpochsPlanned, percent(*st.Progress))
+	}
+	item("epoch", fmt.Sprintf("%d (%d of %d shards done%s)", st.Epoch, st.ShardsDone, st.ShardsTotal, planned))
 	if n := len(st.Epochs); n > 0 {
 		e := st.Epochs[n-1]
 		item("metrics", fmt.Sprintf("epoch %d: %s", e.Epoch, formatMetrics(e.Metrics)))

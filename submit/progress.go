@@ -169,6 +169,9 @@ func statusParts(st tracker.Status) parts {
 	if showEpoch {
 		s.epoch = "epoch " + strconv.Itoa(st.Epoch)
 		s.shards = fmt.Sprintf("shards %d/%d", st.ShardsDone, st.ShardsTotal)
+		if p, ok := st.Progress(); ok && st.State != tracker.Succeeded {
+			s.shards += " · " + percent(p)
+		}
 	}
 	if m := formatMetrics(st.Metrics); m != "" {
 		if !showEpoch || st.MetricsEpoch != st.Epoch {
@@ -397,3 +400,6 @@ func formatWall(d time.Duration) string {
 		return d.Round(time.Second).String()
 	}
 }
+
+// percent writes a share of 0 to 1 as a whole percentage, rounded down.
+func percent(p float64) string { return strconv.Itoa(int(100*p)) + "%" }

@@ -246,6 +246,15 @@ func (c *Client) Plan(ctx context.Context) ([]Shard, error) {
 	return out, nil
 }
 
+// PlanEpochs tells the tracker how many epochs the job's program trains,
+// for the job's progress (State.PlanEpochs); a worker says it as it
+// starts.
+func (c *Client) PlanEpochs(ctx context.Context, epochs int) error {
+	return c.call(ctx, "plan epochs", func(rpc *trackerrpc.TrackerClient) error {
+		return rpc.PlanEpochs(ctx, c.secret, int32(epochs))
+	})
+}
+
 // ReportMetrics sends worker's metrics for epoch (see State.ReportMetrics
 // for how they are combined).
 func (c *Client) ReportMetrics(ctx context.Context, epoch, worker int, m map[string]float64) error {

@@ -537,6 +537,16 @@ func (h *handler) ReportMetrics(ctx context.Context, secret string, epoch, worke
 	return nil
 }
 
+func (h *handler) PlanEpochs(ctx context.Context, secret string, epochs int32) error {
+	if err := h.auth(ctx, secret); err != nil {
+		return err
+	}
+	if err := h.s.state.PlanEpochs(int(epochs)); err != nil {
+		return badRequest(err)
+	}
+	return nil
+}
+
 func (h *handler) Status(ctx context.Context, secret string) (*trackerrpc.JobStatus, error) {
 	if err := h.auth(ctx, secret); err != nil {
 		return nil, err
@@ -556,6 +566,7 @@ func (h *handler) Status(ctx context.Context, secret string) (*trackerrpc.JobSta
 		ServersTarget: int32(st.ServersTarget),
 		Workers:       int32(st.Workers),
 		WorkersTarget: int32(st.WorkersTarget),
+		EpochsPlanned: int32(st.EpochsPlanned),
 	}
 	for e, n := range st.EpochRecords {
 		w.EpochRecords[int32(e)] = n
@@ -612,6 +623,7 @@ func fromWire(w *trackerrpc.JobStatus) Status {
 		ServersTarget: int(w.ServersTarget),
 		Workers:       int(w.Workers),
 		WorkersTarget: int(w.WorkersTarget),
+		EpochsPlanned: int(w.EpochsPlanned),
 	}
 	for e, n := range w.EpochRecords {
 		st.EpochRecords[int(e)] = n

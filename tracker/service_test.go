@@ -51,6 +51,24 @@ func TestServiceOverTCP(t *testing.T) {
 	if err != nil || got.EpochRecords[0] != 42 || got.Metrics["test_auc"] != 0.75 || got.ShardsTotal != 2 {
 		t.Fatalf("status %+v %v", got, err)
 	}
+	// Until the program says how many epochs it trains, the progress is
+	// not known; then it is one shard of two in the first of 4 epochs.
+	if p, ok := got.Progress(); ok || got.EpochsPlanned != 0 {
+		t.Fatalf("progress %v, %v of %d epochs planned; want none known", p, ok, got.EpochsPlanned)
+	}
+	if err := c.PlanEpochs(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = c.Status(ctx); err != nil || got.EpochsPlanned != 4 {
+		t.Fatalf("status after planning 4 epochs: %+v %v", got, err)
+	}
+	if p, ok := got.Progress(); !ok || p != 0.125 {
+		t.Fatalf("progress %v, %v; want 0.125 (half of the first of 4 epochs)", p, ok)
+	}
+	var planErr *RemoteError
+	if err := c.PlanEpochs(ctx, 0); !errors.As(err, &planErr) {
+		t.Fatalf("planning 0 epochs: %v, want RemoteError", err)
+	}
 	if done, err := c.DoneShards(ctx, 0); err != nil || len(done) != 1 || done[sh.ID] != 42 {
 		t.Fatalf("done shards of epoch 0: %v %v, want shard %d with 42 records", done, err, sh.ID)
 	}

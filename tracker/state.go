@@ -115,6 +115,9 @@ type Status struct {
 	// WorkersTarget are the same of its workers.
 	Servers, ServersTarget int
 	Workers, WorkersTarget int
+	// EpochsPlanned is the number of epochs the job's program trains, as
+	// its workers said (State.PlanEpochs); 0 when they did not.
+	EpochsPlanned int
 }
 
 // Kinds of Event.
@@ -299,6 +302,8 @@ type State struct {
 	state         JobState
 	diag          string
 	started       time.Time
+	// planned is Status.EpochsPlanned.
+	planned int
 	// firstData is Status.FirstData.
 	firstData time.Time
 	badNodes  []BadNode
@@ -701,6 +706,39 @@ func (s *State) Rewind(epoch int) {
 	s.scale.rewind(epoch)
 }
 
+// MaxEpochs bounds the epochs a job may plan (PlanEpochs).
+const MaxEpochs = 1 << 20
+
+// PlanEpochs records the number of epochs the job's program trains, which
+// its workers say as they start, for the job's progress (Progress); a
+// later call replaces it.
+func (s *State) PlanEpochs(n int) error {
+	if n < 1 || n > MaxEpochs {
+		return fmt.Errorf("plan epochs: %d: want 1 to %d", n, MaxEpochs)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.planned = n
+	return nil
+}
+
+// Progress is how far a job is, 0 to 1: the epochs done and the shards
+// done of the current one over st.EpochsPlanned; 1 once it succeeded, and
+// ok false while its program has not said how many epochs it trains.
+func (st Status) Progress() (p float64, ok bool) {
+	switch {
+	case st.State == Succeeded:
+		return 1, true
+	case st.EpochsPlanned <= 0:
+		return 0, false
+	}
+	done := float64(st.Epoch)
+	if st.ShardsTotal > 0 {
+		done += float64(min(st.ShardsDone, st.ShardsTotal)) / float64(st.ShardsTotal)
+	}
+	return min(max(done/float64(st.EpochsPlanned), 0), 1), true
+}
+
 // ReportMetrics records worker's metrics for epoch. Aggregation across
 // workers: names ending in "_sum" or "_count" are added up; any other name
 // keeps the value of the lowest-ranked worker that reported it.
@@ -1018,5 +1056,6 @@ func (s *State) Status() Status {
 	st.LocatedGiven, st.LocalGiven = s.located, s.local
 	st.Servers, st.ServersTarget = s.scale.servers.n, s.scale.servers.target
 	st.Workers, st.WorkersTarget = s.scale.workers.n, s.scale.workers.target
+	st.EpochsPlanned = s.planned
 	return st
 }

@@ -423,3 +423,35 @@ func TestWaitShardWakesWhenShardsMove(t *testing.T) {
 		t.Fatalf("nothing moved: %v %v, want Wait", d, err)
 	}
 }
+
+// TestProgress: a job's progress counts the epochs done and the shards of
+// the current one against the epochs planned, and is whole once it
+// succeeded.
+func TestProgress(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		st   Status
+		want float64
+		ok   bool
+	}{
+		{Status{State: Running, Epoch: 2, ShardsDone: 3, ShardsTotal: 4}, 0, false},
+		{Status{State: Running, EpochsPlanned: 4}, 0, true},
+		{Status{State: Running, Epoch: 2, ShardsDone: 3, ShardsTotal: 4, EpochsPlanned: 4}, 0.6875, true},
+		{Status{State: Running, Epoch: 3, ShardsDone: 4, ShardsTotal: 4, EpochsPlanned: 4}, 1, true},
+		{Status{State: Running, Epoch: 9, ShardsDone: 4, ShardsTotal: 4, EpochsPlanned: 4}, 1, true}, // planned fewer than it runs
+		{Status{State: Succeeded, Epoch: 0}, 1, true},
+	} {
+		if p, ok := tc.st.Progress(); p != tc.want || ok != tc.ok {
+			t.Errorf("%+v: progress %v, %v; want %v, %v", tc.st, p, ok, tc.want, tc.ok)
+		}
+	}
+	s := NewState(nil, time.Now())
+	for _, n := range []int{0, -1, MaxEpochs + 1} {
+		if err := s.PlanEpochs(n); err == nil {
+			t.Errorf("PlanEpochs(%d) took it", n)
+		}
+	}
+	if err := s.PlanEpochs(30); err != nil || s.Status().EpochsPlanned != 30 {
+		t.Errorf("PlanEpochs(30): %v, status says %d", err, s.Status().EpochsPlanned)
+	}
+}

@@ -163,6 +163,11 @@ func (w *worker) train(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("checkpoint interval: %w", err)
 	}
+	if rank == 0 { // the job's progress is measured against it
+		if err := w.tc.PlanEpochs(ctx, w.f.epochs); err != nil {
+			return err
+		}
+	}
 	lastCkpt := time.Now()
 	for epoch := w.job.ResumeEpoch; epoch < w.f.epochs; epoch++ {
 		if die != nil {

@@ -1085,6 +1085,10 @@ func TestMalformedRecords(t *testing.T) {
 	if got := res.Status.EpochRecords[0]; got != 2000 {
 		t.Errorf("records read %d, want the 2000 good ones", got)
 	}
+	// Worker 0 said how many epochs the job trains, for its progress.
+	if p, ok := res.Status.Progress(); res.Status.EpochsPlanned != 2 || !ok || p != 1 {
+		t.Errorf("%d epochs planned, progress %v %v; want 2, 1", res.Status.EpochsPlanned, p, ok)
+	}
 }
 
 func localResolverForTest(t testing.TB) job.Resolver {

@@ -63,6 +63,11 @@ func run(ctx context.Context) error {
 		return err
 	}
 	if n.Role() == transport.RoleWorker {
+		if n.Rank() == 0 { // the job's progress (ps-submit status, YARN) counts epochs
+			if err := task.Tracker.PlanEpochs(ctx, epochs); err != nil {
+				return err
+			}
+		}
 		if err := train(ctx, n, tables, w, task.Config.Job); err != nil {
 			return err
 		}

@@ -68,6 +68,11 @@ type Status struct {
 	ServersTarget int `json:"servers_target"`
 	Workers       int `json:"workers"`
 	WorkersTarget int `json:"workers_target"`
+	// EpochsPlanned is the number of epochs the program trains, as its
+	// workers said (0 when they did not), and Progress the share of
+	// them done, 0 to 1 (tracker.Status.Progress; absent while unknown).
+	EpochsPlanned int      `json:"epochs_planned,omitempty"`
+	Progress      *float64 `json:"progress,omitempty"`
 }
 
 // ScaleReply is the answer to a POST /scale the job took: its servers
@@ -390,7 +395,11 @@ func (h *Handler) Status() Status {
 		Metrics: st.Metrics, MetricsEpoch: st.MetricsEpoch, Roles: []RoleStatus{}, Diagnostics: st.Diagnostics,
 		Started: st.Started, Now: h.opts.Now(), Failovers: st.Failovers, Epochs: []EpochPoint{}, Tasks: []Task{},
 		BadNodes: st.BadNodes, LocatedShards: st.LocatedGiven, NodeLocalShards: st.LocalGiven, Events: []Event{},
-		Servers: st.Servers, ServersTarget: st.ServersTarget, Workers: st.Workers, WorkersTarget: st.WorkersTarget}
+		Servers: st.Servers, ServersTarget: st.ServersTarget, Workers: st.Workers, WorkersTarget: st.WorkersTarget,
+		EpochsPlanned: st.EpochsPlanned}
+	if p, ok := st.Progress(); ok {
+		s.Progress = &p
+	}
 	for _, e := range st.Events {
 		s.Events = append(s.Events, Event{At: e.At, Kind: e.Kind, Task: e.Task, Detail: e.Detail, TookSeconds: e.Took.Seconds()})
 	}

@@ -302,9 +302,12 @@ type Cluster struct {
 	hosts, racks []string
 	nodes        int32
 	ndone        int
-	ntasks       int
-	failed       bool
-	ports        int
+	// progress is the training's (SetProgress), once progressKnown.
+	progress      float32
+	progressKnown bool
+	ntasks        int
+	failed        bool
+	ports         int
 }
 
 // launch is a job.Launch in the cluster.
@@ -702,8 +705,22 @@ func taskResource(spec job.JobSpec, prio int32) yarn.Resource {
 	return yarn.Resource{MemoryMB: int64(spec.MemoryMB(role)), VCores: int32(spec.Cores(role))}
 }
 
+// SetProgress sets the progress the ApplicationMaster reports to the
+// ResourceManager (job.ProgressReporter): the training's, once known.
+func (c *Cluster) SetProgress(p float64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.progress, c.progressKnown = float32(min(max(p, 0), 1)), true
+}
+
+// progressLocked is the application's progress: the training's, and
+// before its program says how many epochs it trains, the share of tasks
+// done.
 func (c *Cluster) progressLocked() float32 {
-	if c.ntasks == 0 {
+	switch {
+	case c.progressKnown:
+		return c.progress
+	case c.ntasks == 0:
 		return 0
 	}
 	return float32(min(c.ndone, c.ntasks)) / float32(c.ntasks)

@@ -59,7 +59,7 @@ func TestHadoopStatusPageLogsAndStatus(t *testing.T) {
 	}
 	out, errOut, err := run("--cluster", "yarn", "--detach", "-n", "2", "--max-attempts", "2", "--jobname", "spindle-page",
 		"--worker-memory", "128m", "--input", cl.FS.URI(input), "--split-size", "512",
-		"--", trainsim, "--until", until, "--pace", "20ms", "--fail-worker", "1")
+		"--", trainsim, "--until", until, "--pace", "20ms", "--fail-worker", "1", "--plan-epochs", "100")
 	if err != nil {
 		t.Fatalf("ps-submit: %v\n%s", err, errOut)
 	}
@@ -85,7 +85,7 @@ func TestHadoopStatusPageLogsAndStatus(t *testing.T) {
 	for ready := false; !ready; {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("the job never had 3 epochs, both workers' speeds and worker 1's restart: %v %+v %v", r.State, st, stErr)
+			t.Fatalf("the job never had 3 epochs, both workers' speeds, worker 1's restart and the training's progress in its YARN report: %v %v %+v %v", r.State, r.Progress, st, stErr)
 		case <-tick.C:
 		}
 		if r, st, stErr, err = JobStatus(ctx, app, lookup, Login{}); err != nil {
@@ -97,7 +97,9 @@ func TestHadoopStatusPageLogsAndStatus(t *testing.T) {
 		if st == nil {
 			continue
 		}
-		ready = len(st.Epochs) >= 3 && len(st.Speed.Workers) == 2 && len(st.Speed.Times) >= 3
+		// The ApplicationMaster reports the training's progress: 3 of
+		// the 100 epochs planned, or more.
+		ready = len(st.Epochs) >= 3 && len(st.Speed.Workers) == 2 && len(st.Speed.Times) >= 3 && r.Progress >= 0.03
 		for _, task := range st.Tasks {
 			if task.Task == "worker 1" && (task.Restarts != 1 || task.State != "running") {
 				ready = false
@@ -147,6 +149,7 @@ func TestHadoopStatusPageLogsAndStatus(t *testing.T) {
 	}
 	out, errOut, err = run("status", app.String())
 	for _, want := range []string{"application " + app.String(), "  state          RUNNING", "job spindle-page", "loss=", "  loss, AUC      loss ", ", AUC 0.",
+		" shards done; 100 epochs planned, ",
 		"    worker 1     running          1        1  "} {
 		if err != nil || !strings.Contains(out, want) {
 			t.Errorf("status while it runs: %v, stderr %q, stdout lacks %q:\n%s", err, errOut, want, out)

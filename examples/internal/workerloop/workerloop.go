@@ -168,6 +168,12 @@ func (l Loop[S]) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The job's progress is measured against the epochs planned.
+	if opts.Rank == 0 {
+		if err := l.Tracker.PlanEpochs(ctx, l.Epochs); err != nil {
+			return err
+		}
+	}
 	// The tables' traffic is reported by epoch, from where this worker
 	// begins.
 	traffic := l.Tables.Bytes()

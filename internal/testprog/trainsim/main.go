@@ -5,7 +5,7 @@
 // something to show. It never talks to other tasks; servers and the
 // scheduler, if any, print a line and exit 0.
 //
-//	trainsim [--epochs N] [--until FILE] [--pace D] [--fail-worker R] [--elastic]
+//	trainsim [--epochs N] [--until FILE] [--plan-epochs P] [--pace D] [--fail-worker R] [--elastic]
 //
 // Each worker reads epochs until it has read N (default 3) and, with
 // --until, FILE exists; it reads each shard for --pace (default 50ms),
@@ -15,7 +15,8 @@
 // S" on its standard output for each shard and "worker R: done after N
 // epochs" on its standard error at the end. With --fail-worker R, worker
 // R's first attempt exits 3 after its first epoch, so that the launcher
-// starts it again.
+// starts it again. With --plan-epochs P worker 0 tells the tracker, as it
+// starts, that the job trains P epochs (its progress).
 //
 // With --elastic it plays a job whose servers and workers change
 // (ps-submit scale): before every epoch each worker asks the tracker for
@@ -60,6 +61,7 @@ func run(ctx context.Context, args []string) int {
 	pace := fl.Duration("pace", 50*time.Millisecond, "time spent on each shard")
 	failWorker := fl.Int("fail-worker", -1, "this worker's first attempt fails after its first epoch")
 	elastic := fl.Bool("elastic", false, "ask for each epoch's servers; servers stay up, join and retire")
+	plan := fl.Int("plan-epochs", 0, "worker 0 tells the tracker the job trains this many epochs")
 	if err := fl.Parse(args); err != nil {
 		return 2
 	}
@@ -94,6 +96,12 @@ func run(ctx context.Context, args []string) int {
 	if *elastic && cfg.PS.Joining {
 		if first, err = join(cctx, tc, tick, rank, cfg.PS.NumWorkers); err != nil {
 			fmt.Fprintf(os.Stderr, "trainsim: worker %d joining: %v\n", rank, err)
+			return 1
+		}
+	}
+	if *plan > 0 && rank == 0 {
+		if err := tc.PlanEpochs(cctx, *plan); err != nil {
+			fmt.Fprintf(os.Stderr, "trainsim: worker %d: %v\n", rank, err)
 			return 1
 		}
 	}

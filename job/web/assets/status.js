@@ -154,6 +154,9 @@
     s.appendChild(document.createTextNode("State "));
     s.appendChild(b);
     var parts = ["epoch " + st.epoch + ": " + st.shards_done + " of " + st.shards_total + " shards done"];
+    if (st.epochs_planned) {
+      parts.push(st.epochs_planned + " epochs planned, " + Math.floor(100 * (st.progress || 0)) + "% done");
+    }
     st.roles.forEach(function (r) {
       parts.push(r.role + " " + r.running + " running / " + r.want + (r.restarts ? ", " + r.restarts + " restarts" : ""));
     });

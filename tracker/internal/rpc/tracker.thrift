@@ -63,6 +63,7 @@ struct JobStatus {
   13: i32 servers_target  // the servers asked for (scale); servers when none is pending
   14: i32 workers         // the workers of the newest epoch decided (view)
   15: i32 workers_target  // the workers asked for (scale); workers when none is pending
+  16: i32 epochs_planned  // the epochs the program trains (planEpochs); 0 when it did not say
 }
 
 // The servers and workers of an epoch (view).
@@ -123,4 +124,7 @@ service Tracker {
   // begins at: the first the job's workers include it; -1 while none
   // does (the joining worker asks until then).
   i32 joinEpoch(1: string secret, 2: i32 rank) throws (1: TrackerError err)
+  // The number of epochs the job's program trains, which its workers say
+  // as they start: the job's progress is measured against it.
+  void planEpochs(1: string secret, 2: i32 epochs) throws (1: TrackerError err)
 }

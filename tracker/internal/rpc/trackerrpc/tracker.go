@@ -1274,6 +1274,7 @@ func (p *Event) String() string {
 //   - ServersTarget
 //   - Workers
 //   - WorkersTarget
+//   - EpochsPlanned
 type JobStatus struct {
 	State         string             `thrift:"state,1" db:"state" json:"state"`
 	Epoch         int32              `thrift:"epoch,2" db:"epoch" json:"epoch"`
@@ -1290,6 +1291,7 @@ type JobStatus struct {
 	ServersTarget int32              `thrift:"servers_target,13" db:"servers_target" json:"servers_target"`
 	Workers       int32              `thrift:"workers,14" db:"workers" json:"workers"`
 	WorkersTarget int32              `thrift:"workers_target,15" db:"workers_target" json:"workers_target"`
+	EpochsPlanned int32              `thrift:"epochs_planned,16" db:"epochs_planned" json:"epochs_planned"`
 }
 
 func NewJobStatus() *JobStatus {
@@ -1354,6 +1356,10 @@ func (p *JobStatus) GetWorkers() int32 {
 
 func (p *JobStatus) GetWorkersTarget() int32 {
 	return p.WorkersTarget
+}
+
+func (p *JobStatus) GetEpochsPlanned() int32 {
+	return p.EpochsPlanned
 }
 func (p *JobStatus) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -1512,6 +1518,16 @@ func (p *JobStatus) Read(ctx context.Context, iprot thrift.TProtocol) error {
 		case 15:
 			if fieldTypeId == thrift.I32 {
 				if err := p.ReadField15(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 16:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField16(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -1729,6 +1745,15 @@ func (p *JobStatus) ReadField15(ctx context.Context, iprot thrift.TProtocol) err
 	return nil
 }
 
+func (p *JobStatus) ReadField16(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 16: ", err)
+	} else {
+		p.EpochsPlanned = v
+	}
+	return nil
+}
+
 func (p *JobStatus) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "JobStatus"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -1777,6 +1802,9 @@ func (p *JobStatus) Write(ctx context.Context, oprot thrift.TProtocol) error {
 			return err
 		}
 		if err := p.writeField15(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField16(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -2022,6 +2050,19 @@ func (p *JobStatus) writeField15(ctx context.Context, oprot thrift.TProtocol) (e
 	return err
 }
 
+func (p *JobStatus) writeField16(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "epochs_planned", thrift.I32, 16); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 16:epochs_planned: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.EpochsPlanned)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.epochs_planned (16) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 16:epochs_planned: ", p), err)
+	}
+	return err
+}
+
 func (p *JobStatus) Equals(other *JobStatus) bool {
 	if p == other {
 		return true
@@ -2095,6 +2136,9 @@ func (p *JobStatus) Equals(other *JobStatus) bool {
 		return false
 	}
 	if p.WorkersTarget != other.WorkersTarget {
+		return false
+	}
+	if p.EpochsPlanned != other.EpochsPlanned {
 		return false
 	}
 	return true
@@ -3044,6 +3088,10 @@ type Tracker interface {
 	//  - Secret
 	//  - Rank
 	JoinEpoch(ctx context.Context, secret string, rank int32) (_r int32, _err error)
+	// Parameters:
+	//  - Secret
+	//  - Epochs
+	PlanEpochs(ctx context.Context, secret string, epochs int32) (_err error)
 }
 
 type TrackerClient struct {
@@ -3394,6 +3442,28 @@ func (p *TrackerClient) JoinEpoch(ctx context.Context, secret string, rank int32
 	return _result53.GetSuccess(), nil
 }
 
+// Parameters:
+//   - Secret
+//   - Epochs
+func (p *TrackerClient) PlanEpochs(ctx context.Context, secret string, epochs int32) (_err error) {
+	var _args54 TrackerPlanEpochsArgs
+	_args54.Secret = secret
+	_args54.Epochs = epochs
+	var _result56 TrackerPlanEpochsResult
+	var _meta55 thrift.ResponseMeta
+	_meta55, _err = p.Client_().Call(ctx, "planEpochs", &_args54, &_result56)
+	p.SetLastResponseMeta_(_meta55)
+	if _err != nil {
+		return
+	}
+	switch {
+	case _result56.Err != nil:
+		return _result56.Err
+	}
+
+	return nil
+}
+
 type TrackerProcessor struct {
 	processorMap map[string]thrift.TProcessorFunction
 	handler      Tracker
@@ -3414,21 +3484,22 @@ func (p *TrackerProcessor) ProcessorMap() map[string]thrift.TProcessorFunction {
 
 func NewTrackerProcessor(handler Tracker) *TrackerProcessor {
 
-	self54 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
-	self54.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
-	self54.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
-	self54.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
-	self54.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
-	self54.processorMap["status"] = &trackerProcessorStatus{handler: handler}
-	self54.processorMap["kill"] = &trackerProcessorKill{handler: handler}
-	self54.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
-	self54.processorMap["doneShards"] = &trackerProcessorDoneShards{handler: handler}
-	self54.processorMap["reportEvent"] = &trackerProcessorReportEvent{handler: handler}
-	self54.processorMap["scheduler"] = &trackerProcessorScheduler{handler: handler}
-	self54.processorMap["scale"] = &trackerProcessorScale{handler: handler}
-	self54.processorMap["view"] = &trackerProcessorView{handler: handler}
-	self54.processorMap["joinEpoch"] = &trackerProcessorJoinEpoch{handler: handler}
-	return self54
+	self57 := &TrackerProcessor{handler: handler, processorMap: make(map[string]thrift.TProcessorFunction)}
+	self57.processorMap["nextShard"] = &trackerProcessorNextShard{handler: handler}
+	self57.processorMap["shardDone"] = &trackerProcessorShardDone{handler: handler}
+	self57.processorMap["plan"] = &trackerProcessorPlan{handler: handler}
+	self57.processorMap["reportMetrics"] = &trackerProcessorReportMetrics{handler: handler}
+	self57.processorMap["status"] = &trackerProcessorStatus{handler: handler}
+	self57.processorMap["kill"] = &trackerProcessorKill{handler: handler}
+	self57.processorMap["commitCheckpoint"] = &trackerProcessorCommitCheckpoint{handler: handler}
+	self57.processorMap["doneShards"] = &trackerProcessorDoneShards{handler: handler}
+	self57.processorMap["reportEvent"] = &trackerProcessorReportEvent{handler: handler}
+	self57.processorMap["scheduler"] = &trackerProcessorScheduler{handler: handler}
+	self57.processorMap["scale"] = &trackerProcessorScale{handler: handler}
+	self57.processorMap["view"] = &trackerProcessorView{handler: handler}
+	self57.processorMap["joinEpoch"] = &trackerProcessorJoinEpoch{handler: handler}
+	self57.processorMap["planEpochs"] = &trackerProcessorPlanEpochs{handler: handler}
+	return self57
 }
 
 func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
@@ -3441,12 +3512,12 @@ func (p *TrackerProcessor) Process(ctx context.Context, iprot, oprot thrift.TPro
 	}
 	iprot.Skip(ctx, thrift.STRUCT)
 	iprot.ReadMessageEnd(ctx)
-	x55 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
+	x58 := thrift.NewTApplicationException(thrift.UNKNOWN_METHOD, "Unknown function "+name)
 	oprot.WriteMessageBegin(ctx, name, thrift.EXCEPTION, seqId)
-	x55.Write(ctx, oprot)
+	x58.Write(ctx, oprot)
 	oprot.WriteMessageEnd(ctx)
 	oprot.Flush(ctx)
-	return false, x55
+	return false, x58
 
 }
 
@@ -3455,7 +3526,7 @@ type trackerProcessorNextShard struct {
 }
 
 func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err56 error
+	var _write_err59 error
 	args := TrackerNextShardArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3505,21 +3576,21 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc57 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
+			_exc60 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing nextShard: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err56 = thrift.WrapTException(err2)
+				_write_err59 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc57.Write(ctx, oprot); _write_err56 == nil && err2 != nil {
-				_write_err56 = thrift.WrapTException(err2)
+			if err2 := _exc60.Write(ctx, oprot); _write_err59 == nil && err2 != nil {
+				_write_err59 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err56 == nil && err2 != nil {
-				_write_err56 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err59 == nil && err2 != nil {
+				_write_err59 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err56 == nil && err2 != nil {
-				_write_err56 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err59 == nil && err2 != nil {
+				_write_err59 = thrift.WrapTException(err2)
 			}
-			if _write_err56 != nil {
-				return false, thrift.WrapTException(_write_err56)
+			if _write_err59 != nil {
+				return false, thrift.WrapTException(_write_err59)
 			}
 			return true, err
 		}
@@ -3528,19 +3599,19 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "nextShard", thrift.REPLY, seqId); err2 != nil {
-		_write_err56 = thrift.WrapTException(err2)
+		_write_err59 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err56 == nil && err2 != nil {
-		_write_err56 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err59 == nil && err2 != nil {
+		_write_err59 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err56 == nil && err2 != nil {
-		_write_err56 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err59 == nil && err2 != nil {
+		_write_err59 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err56 == nil && err2 != nil {
-		_write_err56 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err59 == nil && err2 != nil {
+		_write_err59 = thrift.WrapTException(err2)
 	}
-	if _write_err56 != nil {
-		return false, thrift.WrapTException(_write_err56)
+	if _write_err59 != nil {
+		return false, thrift.WrapTException(_write_err59)
 	}
 	return true, err
 }
@@ -3550,7 +3621,7 @@ type trackerProcessorShardDone struct {
 }
 
 func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err58 error
+	var _write_err61 error
 	args := TrackerShardDoneArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3600,40 +3671,40 @@ func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc59 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
+			_exc62 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing shardDone: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err58 = thrift.WrapTException(err2)
+				_write_err61 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc59.Write(ctx, oprot); _write_err58 == nil && err2 != nil {
-				_write_err58 = thrift.WrapTException(err2)
+			if err2 := _exc62.Write(ctx, oprot); _write_err61 == nil && err2 != nil {
+				_write_err61 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err58 == nil && err2 != nil {
-				_write_err58 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err61 == nil && err2 != nil {
+				_write_err61 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err58 == nil && err2 != nil {
-				_write_err58 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err61 == nil && err2 != nil {
+				_write_err61 = thrift.WrapTException(err2)
 			}
-			if _write_err58 != nil {
-				return false, thrift.WrapTException(_write_err58)
+			if _write_err61 != nil {
+				return false, thrift.WrapTException(_write_err61)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "shardDone", thrift.REPLY, seqId); err2 != nil {
-		_write_err58 = thrift.WrapTException(err2)
+		_write_err61 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err58 == nil && err2 != nil {
-		_write_err58 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err61 == nil && err2 != nil {
+		_write_err61 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err58 == nil && err2 != nil {
-		_write_err58 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err61 == nil && err2 != nil {
+		_write_err61 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err58 == nil && err2 != nil {
-		_write_err58 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err61 == nil && err2 != nil {
+		_write_err61 = thrift.WrapTException(err2)
 	}
-	if _write_err58 != nil {
-		return false, thrift.WrapTException(_write_err58)
+	if _write_err61 != nil {
+		return false, thrift.WrapTException(_write_err61)
 	}
 	return true, err
 }
@@ -3643,7 +3714,7 @@ type trackerProcessorPlan struct {
 }
 
 func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err60 error
+	var _write_err63 error
 	args := TrackerPlanArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3693,21 +3764,21 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc61 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
+			_exc64 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing plan: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err60 = thrift.WrapTException(err2)
+				_write_err63 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc61.Write(ctx, oprot); _write_err60 == nil && err2 != nil {
-				_write_err60 = thrift.WrapTException(err2)
+			if err2 := _exc64.Write(ctx, oprot); _write_err63 == nil && err2 != nil {
+				_write_err63 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err60 == nil && err2 != nil {
-				_write_err60 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err63 == nil && err2 != nil {
+				_write_err63 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err60 == nil && err2 != nil {
-				_write_err60 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err63 == nil && err2 != nil {
+				_write_err63 = thrift.WrapTException(err2)
 			}
-			if _write_err60 != nil {
-				return false, thrift.WrapTException(_write_err60)
+			if _write_err63 != nil {
+				return false, thrift.WrapTException(_write_err63)
 			}
 			return true, err
 		}
@@ -3716,19 +3787,19 @@ func (p *trackerProcessorPlan) Process(ctx context.Context, seqId int32, iprot, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "plan", thrift.REPLY, seqId); err2 != nil {
-		_write_err60 = thrift.WrapTException(err2)
+		_write_err63 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err60 == nil && err2 != nil {
-		_write_err60 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err63 == nil && err2 != nil {
+		_write_err63 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err60 == nil && err2 != nil {
-		_write_err60 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err63 == nil && err2 != nil {
+		_write_err63 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err60 == nil && err2 != nil {
-		_write_err60 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err63 == nil && err2 != nil {
+		_write_err63 = thrift.WrapTException(err2)
 	}
-	if _write_err60 != nil {
-		return false, thrift.WrapTException(_write_err60)
+	if _write_err63 != nil {
+		return false, thrift.WrapTException(_write_err63)
 	}
 	return true, err
 }
@@ -3738,7 +3809,7 @@ type trackerProcessorReportMetrics struct {
 }
 
 func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err62 error
+	var _write_err65 error
 	args := TrackerReportMetricsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3788,40 +3859,40 @@ func (p *trackerProcessorReportMetrics) Process(ctx context.Context, seqId int32
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc63 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
+			_exc66 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportMetrics: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err62 = thrift.WrapTException(err2)
+				_write_err65 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc63.Write(ctx, oprot); _write_err62 == nil && err2 != nil {
-				_write_err62 = thrift.WrapTException(err2)
+			if err2 := _exc66.Write(ctx, oprot); _write_err65 == nil && err2 != nil {
+				_write_err65 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err62 == nil && err2 != nil {
-				_write_err62 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err65 == nil && err2 != nil {
+				_write_err65 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err62 == nil && err2 != nil {
-				_write_err62 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err65 == nil && err2 != nil {
+				_write_err65 = thrift.WrapTException(err2)
 			}
-			if _write_err62 != nil {
-				return false, thrift.WrapTException(_write_err62)
+			if _write_err65 != nil {
+				return false, thrift.WrapTException(_write_err65)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportMetrics", thrift.REPLY, seqId); err2 != nil {
-		_write_err62 = thrift.WrapTException(err2)
+		_write_err65 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err62 == nil && err2 != nil {
-		_write_err62 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err65 == nil && err2 != nil {
+		_write_err65 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err62 == nil && err2 != nil {
-		_write_err62 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err65 == nil && err2 != nil {
+		_write_err65 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err62 == nil && err2 != nil {
-		_write_err62 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err65 == nil && err2 != nil {
+		_write_err65 = thrift.WrapTException(err2)
 	}
-	if _write_err62 != nil {
-		return false, thrift.WrapTException(_write_err62)
+	if _write_err65 != nil {
+		return false, thrift.WrapTException(_write_err65)
 	}
 	return true, err
 }
@@ -3831,7 +3902,7 @@ type trackerProcessorStatus struct {
 }
 
 func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err64 error
+	var _write_err67 error
 	args := TrackerStatusArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3881,21 +3952,21 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc65 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
+			_exc68 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing status: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err64 = thrift.WrapTException(err2)
+				_write_err67 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc65.Write(ctx, oprot); _write_err64 == nil && err2 != nil {
-				_write_err64 = thrift.WrapTException(err2)
+			if err2 := _exc68.Write(ctx, oprot); _write_err67 == nil && err2 != nil {
+				_write_err67 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err64 == nil && err2 != nil {
-				_write_err64 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err67 == nil && err2 != nil {
+				_write_err67 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err64 == nil && err2 != nil {
-				_write_err64 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err67 == nil && err2 != nil {
+				_write_err67 = thrift.WrapTException(err2)
 			}
-			if _write_err64 != nil {
-				return false, thrift.WrapTException(_write_err64)
+			if _write_err67 != nil {
+				return false, thrift.WrapTException(_write_err67)
 			}
 			return true, err
 		}
@@ -3904,19 +3975,19 @@ func (p *trackerProcessorStatus) Process(ctx context.Context, seqId int32, iprot
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "status", thrift.REPLY, seqId); err2 != nil {
-		_write_err64 = thrift.WrapTException(err2)
+		_write_err67 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err64 == nil && err2 != nil {
-		_write_err64 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err67 == nil && err2 != nil {
+		_write_err67 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err64 == nil && err2 != nil {
-		_write_err64 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err67 == nil && err2 != nil {
+		_write_err67 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err64 == nil && err2 != nil {
-		_write_err64 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err67 == nil && err2 != nil {
+		_write_err67 = thrift.WrapTException(err2)
 	}
-	if _write_err64 != nil {
-		return false, thrift.WrapTException(_write_err64)
+	if _write_err67 != nil {
+		return false, thrift.WrapTException(_write_err67)
 	}
 	return true, err
 }
@@ -3926,7 +3997,7 @@ type trackerProcessorKill struct {
 }
 
 func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err66 error
+	var _write_err69 error
 	args := TrackerKillArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -3976,40 +4047,40 @@ func (p *trackerProcessorKill) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc67 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
+			_exc70 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing kill: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err66 = thrift.WrapTException(err2)
+				_write_err69 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc67.Write(ctx, oprot); _write_err66 == nil && err2 != nil {
-				_write_err66 = thrift.WrapTException(err2)
+			if err2 := _exc70.Write(ctx, oprot); _write_err69 == nil && err2 != nil {
+				_write_err69 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err66 == nil && err2 != nil {
-				_write_err66 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err69 == nil && err2 != nil {
+				_write_err69 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err66 == nil && err2 != nil {
-				_write_err66 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err69 == nil && err2 != nil {
+				_write_err69 = thrift.WrapTException(err2)
 			}
-			if _write_err66 != nil {
-				return false, thrift.WrapTException(_write_err66)
+			if _write_err69 != nil {
+				return false, thrift.WrapTException(_write_err69)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "kill", thrift.REPLY, seqId); err2 != nil {
-		_write_err66 = thrift.WrapTException(err2)
+		_write_err69 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err66 == nil && err2 != nil {
-		_write_err66 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err69 == nil && err2 != nil {
+		_write_err69 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err66 == nil && err2 != nil {
-		_write_err66 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err69 == nil && err2 != nil {
+		_write_err69 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err66 == nil && err2 != nil {
-		_write_err66 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err69 == nil && err2 != nil {
+		_write_err69 = thrift.WrapTException(err2)
 	}
-	if _write_err66 != nil {
-		return false, thrift.WrapTException(_write_err66)
+	if _write_err69 != nil {
+		return false, thrift.WrapTException(_write_err69)
 	}
 	return true, err
 }
@@ -4019,7 +4090,7 @@ type trackerProcessorCommitCheckpoint struct {
 }
 
 func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err68 error
+	var _write_err71 error
 	args := TrackerCommitCheckpointArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -4069,40 +4140,40 @@ func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId in
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc69 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
+			_exc72 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing commitCheckpoint: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err68 = thrift.WrapTException(err2)
+				_write_err71 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc69.Write(ctx, oprot); _write_err68 == nil && err2 != nil {
-				_write_err68 = thrift.WrapTException(err2)
+			if err2 := _exc72.Write(ctx, oprot); _write_err71 == nil && err2 != nil {
+				_write_err71 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err68 == nil && err2 != nil {
-				_write_err68 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err71 == nil && err2 != nil {
+				_write_err71 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err68 == nil && err2 != nil {
-				_write_err68 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err71 == nil && err2 != nil {
+				_write_err71 = thrift.WrapTException(err2)
 			}
-			if _write_err68 != nil {
-				return false, thrift.WrapTException(_write_err68)
+			if _write_err71 != nil {
+				return false, thrift.WrapTException(_write_err71)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "commitCheckpoint", thrift.REPLY, seqId); err2 != nil {
-		_write_err68 = thrift.WrapTException(err2)
+		_write_err71 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err68 == nil && err2 != nil {
-		_write_err68 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err71 == nil && err2 != nil {
+		_write_err71 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err68 == nil && err2 != nil {
-		_write_err68 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err71 == nil && err2 != nil {
+		_write_err71 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err68 == nil && err2 != nil {
-		_write_err68 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err71 == nil && err2 != nil {
+		_write_err71 = thrift.WrapTException(err2)
 	}
-	if _write_err68 != nil {
-		return false, thrift.WrapTException(_write_err68)
+	if _write_err71 != nil {
+		return false, thrift.WrapTException(_write_err71)
 	}
 	return true, err
 }
@@ -4112,7 +4183,7 @@ type trackerProcessorDoneShards struct {
 }
 
 func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err70 error
+	var _write_err73 error
 	args := TrackerDoneShardsArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -4162,21 +4233,21 @@ func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, i
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc71 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing doneShards: "+err2.Error())
+			_exc74 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing doneShards: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "doneShards", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err70 = thrift.WrapTException(err2)
+				_write_err73 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc71.Write(ctx, oprot); _write_err70 == nil && err2 != nil {
-				_write_err70 = thrift.WrapTException(err2)
+			if err2 := _exc74.Write(ctx, oprot); _write_err73 == nil && err2 != nil {
+				_write_err73 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err70 == nil && err2 != nil {
-				_write_err70 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err73 == nil && err2 != nil {
+				_write_err73 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err70 == nil && err2 != nil {
-				_write_err70 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err73 == nil && err2 != nil {
+				_write_err73 = thrift.WrapTException(err2)
 			}
-			if _write_err70 != nil {
-				return false, thrift.WrapTException(_write_err70)
+			if _write_err73 != nil {
+				return false, thrift.WrapTException(_write_err73)
 			}
 			return true, err
 		}
@@ -4185,19 +4256,19 @@ func (p *trackerProcessorDoneShards) Process(ctx context.Context, seqId int32, i
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "doneShards", thrift.REPLY, seqId); err2 != nil {
-		_write_err70 = thrift.WrapTException(err2)
+		_write_err73 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err70 == nil && err2 != nil {
-		_write_err70 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err73 == nil && err2 != nil {
+		_write_err73 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err70 == nil && err2 != nil {
-		_write_err70 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err73 == nil && err2 != nil {
+		_write_err73 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err70 == nil && err2 != nil {
-		_write_err70 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err73 == nil && err2 != nil {
+		_write_err73 = thrift.WrapTException(err2)
 	}
-	if _write_err70 != nil {
-		return false, thrift.WrapTException(_write_err70)
+	if _write_err73 != nil {
+		return false, thrift.WrapTException(_write_err73)
 	}
 	return true, err
 }
@@ -4207,7 +4278,7 @@ type trackerProcessorReportEvent struct {
 }
 
 func (p *trackerProcessorReportEvent) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err72 error
+	var _write_err75 error
 	args := TrackerReportEventArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -4257,40 +4328,40 @@ func (p *trackerProcessorReportEvent) Process(ctx context.Context, seqId int32, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc73 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportEvent: "+err2.Error())
+			_exc76 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing reportEvent: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "reportEvent", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err72 = thrift.WrapTException(err2)
+				_write_err75 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc73.Write(ctx, oprot); _write_err72 == nil && err2 != nil {
-				_write_err72 = thrift.WrapTException(err2)
+			if err2 := _exc76.Write(ctx, oprot); _write_err75 == nil && err2 != nil {
+				_write_err75 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err72 == nil && err2 != nil {
-				_write_err72 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err75 == nil && err2 != nil {
+				_write_err75 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err72 == nil && err2 != nil {
-				_write_err72 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err75 == nil && err2 != nil {
+				_write_err75 = thrift.WrapTException(err2)
 			}
-			if _write_err72 != nil {
-				return false, thrift.WrapTException(_write_err72)
+			if _write_err75 != nil {
+				return false, thrift.WrapTException(_write_err75)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "reportEvent", thrift.REPLY, seqId); err2 != nil {
-		_write_err72 = thrift.WrapTException(err2)
+		_write_err75 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err72 == nil && err2 != nil {
-		_write_err72 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err75 == nil && err2 != nil {
+		_write_err75 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err72 == nil && err2 != nil {
-		_write_err72 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err75 == nil && err2 != nil {
+		_write_err75 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err72 == nil && err2 != nil {
-		_write_err72 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err75 == nil && err2 != nil {
+		_write_err75 = thrift.WrapTException(err2)
 	}
-	if _write_err72 != nil {
-		return false, thrift.WrapTException(_write_err72)
+	if _write_err75 != nil {
+		return false, thrift.WrapTException(_write_err75)
 	}
 	return true, err
 }
@@ -4300,7 +4371,7 @@ type trackerProcessorScheduler struct {
 }
 
 func (p *trackerProcessorScheduler) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err74 error
+	var _write_err77 error
 	args := TrackerSchedulerArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -4350,21 +4421,21 @@ func (p *trackerProcessorScheduler) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc75 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing scheduler: "+err2.Error())
+			_exc78 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing scheduler: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "scheduler", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err74 = thrift.WrapTException(err2)
+				_write_err77 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc75.Write(ctx, oprot); _write_err74 == nil && err2 != nil {
-				_write_err74 = thrift.WrapTException(err2)
+			if err2 := _exc78.Write(ctx, oprot); _write_err77 == nil && err2 != nil {
+				_write_err77 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err74 == nil && err2 != nil {
-				_write_err74 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err77 == nil && err2 != nil {
+				_write_err77 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err74 == nil && err2 != nil {
-				_write_err74 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err77 == nil && err2 != nil {
+				_write_err77 = thrift.WrapTException(err2)
 			}
-			if _write_err74 != nil {
-				return false, thrift.WrapTException(_write_err74)
+			if _write_err77 != nil {
+				return false, thrift.WrapTException(_write_err77)
 			}
 			return true, err
 		}
@@ -4373,19 +4444,19 @@ func (p *trackerProcessorScheduler) Process(ctx context.Context, seqId int32, ip
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "scheduler", thrift.REPLY, seqId); err2 != nil {
-		_write_err74 = thrift.WrapTException(err2)
+		_write_err77 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err74 == nil && err2 != nil {
-		_write_err74 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err77 == nil && err2 != nil {
+		_write_err77 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err74 == nil && err2 != nil {
-		_write_err74 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err77 == nil && err2 != nil {
+		_write_err77 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err74 == nil && err2 != nil {
-		_write_err74 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err77 == nil && err2 != nil {
+		_write_err77 = thrift.WrapTException(err2)
 	}
-	if _write_err74 != nil {
-		return false, thrift.WrapTException(_write_err74)
+	if _write_err77 != nil {
+		return false, thrift.WrapTException(_write_err77)
 	}
 	return true, err
 }
@@ -4395,7 +4466,7 @@ type trackerProcessorScale struct {
 }
 
 func (p *trackerProcessorScale) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err76 error
+	var _write_err79 error
 	args := TrackerScaleArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -4445,40 +4516,40 @@ func (p *trackerProcessorScale) Process(ctx context.Context, seqId int32, iprot,
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc77 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing scale: "+err2.Error())
+			_exc80 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing scale: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "scale", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err76 = thrift.WrapTException(err2)
+				_write_err79 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc77.Write(ctx, oprot); _write_err76 == nil && err2 != nil {
-				_write_err76 = thrift.WrapTException(err2)
+			if err2 := _exc80.Write(ctx, oprot); _write_err79 == nil && err2 != nil {
+				_write_err79 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err76 == nil && err2 != nil {
-				_write_err76 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err79 == nil && err2 != nil {
+				_write_err79 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err76 == nil && err2 != nil {
-				_write_err76 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err79 == nil && err2 != nil {
+				_write_err79 = thrift.WrapTException(err2)
 			}
-			if _write_err76 != nil {
-				return false, thrift.WrapTException(_write_err76)
+			if _write_err79 != nil {
+				return false, thrift.WrapTException(_write_err79)
 			}
 			return true, err
 		}
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "scale", thrift.REPLY, seqId); err2 != nil {
-		_write_err76 = thrift.WrapTException(err2)
+		_write_err79 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err76 == nil && err2 != nil {
-		_write_err76 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err79 == nil && err2 != nil {
+		_write_err79 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err76 == nil && err2 != nil {
-		_write_err76 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err79 == nil && err2 != nil {
+		_write_err79 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err76 == nil && err2 != nil {
-		_write_err76 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err79 == nil && err2 != nil {
+		_write_err79 = thrift.WrapTException(err2)
 	}
-	if _write_err76 != nil {
-		return false, thrift.WrapTException(_write_err76)
+	if _write_err79 != nil {
+		return false, thrift.WrapTException(_write_err79)
 	}
 	return true, err
 }
@@ -4488,7 +4559,7 @@ type trackerProcessorView struct {
 }
 
 func (p *trackerProcessorView) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err78 error
+	var _write_err81 error
 	args := TrackerViewArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -4538,21 +4609,21 @@ func (p *trackerProcessorView) Process(ctx context.Context, seqId int32, iprot, 
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc79 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing view: "+err2.Error())
+			_exc82 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing view: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "view", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err78 = thrift.WrapTException(err2)
+				_write_err81 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc79.Write(ctx, oprot); _write_err78 == nil && err2 != nil {
-				_write_err78 = thrift.WrapTException(err2)
+			if err2 := _exc82.Write(ctx, oprot); _write_err81 == nil && err2 != nil {
+				_write_err81 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err78 == nil && err2 != nil {
-				_write_err78 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err81 == nil && err2 != nil {
+				_write_err81 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err78 == nil && err2 != nil {
-				_write_err78 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err81 == nil && err2 != nil {
+				_write_err81 = thrift.WrapTException(err2)
 			}
-			if _write_err78 != nil {
-				return false, thrift.WrapTException(_write_err78)
+			if _write_err81 != nil {
+				return false, thrift.WrapTException(_write_err81)
 			}
 			return true, err
 		}
@@ -4561,19 +4632,19 @@ func (p *trackerProcessorView) Process(ctx context.Context, seqId int32, iprot, 
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "view", thrift.REPLY, seqId); err2 != nil {
-		_write_err78 = thrift.WrapTException(err2)
+		_write_err81 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err78 == nil && err2 != nil {
-		_write_err78 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err81 == nil && err2 != nil {
+		_write_err81 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err78 == nil && err2 != nil {
-		_write_err78 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err81 == nil && err2 != nil {
+		_write_err81 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err78 == nil && err2 != nil {
-		_write_err78 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err81 == nil && err2 != nil {
+		_write_err81 = thrift.WrapTException(err2)
 	}
-	if _write_err78 != nil {
-		return false, thrift.WrapTException(_write_err78)
+	if _write_err81 != nil {
+		return false, thrift.WrapTException(_write_err81)
 	}
 	return true, err
 }
@@ -4583,7 +4654,7 @@ type trackerProcessorJoinEpoch struct {
 }
 
 func (p *trackerProcessorJoinEpoch) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
-	var _write_err80 error
+	var _write_err83 error
 	args := TrackerJoinEpochArgs{}
 	if err2 := args.Read(ctx, iprot); err2 != nil {
 		iprot.ReadMessageEnd(ctx)
@@ -4633,21 +4704,21 @@ func (p *trackerProcessorJoinEpoch) Process(ctx context.Context, seqId int32, ip
 			if errors.Is(err2, thrift.ErrAbandonRequest) {
 				return false, thrift.WrapTException(err2)
 			}
-			_exc81 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing joinEpoch: "+err2.Error())
+			_exc84 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing joinEpoch: "+err2.Error())
 			if err2 := oprot.WriteMessageBegin(ctx, "joinEpoch", thrift.EXCEPTION, seqId); err2 != nil {
-				_write_err80 = thrift.WrapTException(err2)
+				_write_err83 = thrift.WrapTException(err2)
 			}
-			if err2 := _exc81.Write(ctx, oprot); _write_err80 == nil && err2 != nil {
-				_write_err80 = thrift.WrapTException(err2)
+			if err2 := _exc84.Write(ctx, oprot); _write_err83 == nil && err2 != nil {
+				_write_err83 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.WriteMessageEnd(ctx); _write_err80 == nil && err2 != nil {
-				_write_err80 = thrift.WrapTException(err2)
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err83 == nil && err2 != nil {
+				_write_err83 = thrift.WrapTException(err2)
 			}
-			if err2 := oprot.Flush(ctx); _write_err80 == nil && err2 != nil {
-				_write_err80 = thrift.WrapTException(err2)
+			if err2 := oprot.Flush(ctx); _write_err83 == nil && err2 != nil {
+				_write_err83 = thrift.WrapTException(err2)
 			}
-			if _write_err80 != nil {
-				return false, thrift.WrapTException(_write_err80)
+			if _write_err83 != nil {
+				return false, thrift.WrapTException(_write_err83)
 			}
 			return true, err
 		}
@@ -4656,19 +4727,112 @@ func (p *trackerProcessorJoinEpoch) Process(ctx context.Context, seqId int32, ip
 	}
 	tickerCancel()
 	if err2 := oprot.WriteMessageBegin(ctx, "joinEpoch", thrift.REPLY, seqId); err2 != nil {
-		_write_err80 = thrift.WrapTException(err2)
+		_write_err83 = thrift.WrapTException(err2)
 	}
-	if err2 := result.Write(ctx, oprot); _write_err80 == nil && err2 != nil {
-		_write_err80 = thrift.WrapTException(err2)
+	if err2 := result.Write(ctx, oprot); _write_err83 == nil && err2 != nil {
+		_write_err83 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.WriteMessageEnd(ctx); _write_err80 == nil && err2 != nil {
-		_write_err80 = thrift.WrapTException(err2)
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err83 == nil && err2 != nil {
+		_write_err83 = thrift.WrapTException(err2)
 	}
-	if err2 := oprot.Flush(ctx); _write_err80 == nil && err2 != nil {
-		_write_err80 = thrift.WrapTException(err2)
+	if err2 := oprot.Flush(ctx); _write_err83 == nil && err2 != nil {
+		_write_err83 = thrift.WrapTException(err2)
 	}
-	if _write_err80 != nil {
-		return false, thrift.WrapTException(_write_err80)
+	if _write_err83 != nil {
+		return false, thrift.WrapTException(_write_err83)
+	}
+	return true, err
+}
+
+type trackerProcessorPlanEpochs struct {
+	handler Tracker
+}
+
+func (p *trackerProcessorPlanEpochs) Process(ctx context.Context, seqId int32, iprot, oprot thrift.TProtocol) (success bool, err thrift.TException) {
+	var _write_err85 error
+	args := TrackerPlanEpochsArgs{}
+	if err2 := args.Read(ctx, iprot); err2 != nil {
+		iprot.ReadMessageEnd(ctx)
+		x := thrift.NewTApplicationException(thrift.PROTOCOL_ERROR, err2.Error())
+		oprot.WriteMessageBegin(ctx, "planEpochs", thrift.EXCEPTION, seqId)
+		x.Write(ctx, oprot)
+		oprot.WriteMessageEnd(ctx)
+		oprot.Flush(ctx)
+		return false, thrift.WrapTException(err2)
+	}
+	iprot.ReadMessageEnd(ctx)
+
+	tickerCancel := func() {}
+	// Start a goroutine to do server side connectivity check.
+	if thrift.ServerConnectivityCheckInterval > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		var tickerCtx context.Context
+		tickerCtx, tickerCancel = context.WithCancel(context.Background())
+		defer tickerCancel()
+		go func(ctx context.Context, cancel context.CancelFunc) {
+			ticker := time.NewTicker(thrift.ServerConnectivityCheckInterval)
+			defer ticker.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-ticker.C:
+					if !iprot.Transport().IsOpen() {
+						cancel()
+						return
+					}
+				}
+			}
+		}(tickerCtx, cancel)
+	}
+
+	result := TrackerPlanEpochsResult{}
+	if err2 := p.handler.PlanEpochs(ctx, args.Secret, args.Epochs); err2 != nil {
+		tickerCancel()
+		err = thrift.WrapTException(err2)
+		switch v := err2.(type) {
+		case *TrackerError:
+			result.Err = v
+		default:
+			if errors.Is(err2, thrift.ErrAbandonRequest) {
+				return false, thrift.WrapTException(err2)
+			}
+			_exc86 := thrift.NewTApplicationException(thrift.INTERNAL_ERROR, "Internal error processing planEpochs: "+err2.Error())
+			if err2 := oprot.WriteMessageBegin(ctx, "planEpochs", thrift.EXCEPTION, seqId); err2 != nil {
+				_write_err85 = thrift.WrapTException(err2)
+			}
+			if err2 := _exc86.Write(ctx, oprot); _write_err85 == nil && err2 != nil {
+				_write_err85 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.WriteMessageEnd(ctx); _write_err85 == nil && err2 != nil {
+				_write_err85 = thrift.WrapTException(err2)
+			}
+			if err2 := oprot.Flush(ctx); _write_err85 == nil && err2 != nil {
+				_write_err85 = thrift.WrapTException(err2)
+			}
+			if _write_err85 != nil {
+				return false, thrift.WrapTException(_write_err85)
+			}
+			return true, err
+		}
+	}
+	tickerCancel()
+	if err2 := oprot.WriteMessageBegin(ctx, "planEpochs", thrift.REPLY, seqId); err2 != nil {
+		_write_err85 = thrift.WrapTException(err2)
+	}
+	if err2 := result.Write(ctx, oprot); _write_err85 == nil && err2 != nil {
+		_write_err85 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.WriteMessageEnd(ctx); _write_err85 == nil && err2 != nil {
+		_write_err85 = thrift.WrapTException(err2)
+	}
+	if err2 := oprot.Flush(ctx); _write_err85 == nil && err2 != nil {
+		_write_err85 = thrift.WrapTException(err2)
+	}
+	if _write_err85 != nil {
+		return false, thrift.WrapTException(_write_err85)
 	}
 	return true, err
 }
@@ -5660,11 +5824,11 @@ func (p *TrackerPlanResult) ReadField0(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*Shard, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem82 := &Shard{}
-		if err := _elem82.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem82), err)
+		_elem87 := &Shard{}
+		if err := _elem87.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem87), err)
 		}
-		p.Success = append(p.Success, _elem82)
+		p.Success = append(p.Success, _elem87)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -5881,19 +6045,19 @@ func (p *TrackerReportMetricsArgs) ReadField4(ctx context.Context, iprot thrift.
 	tMap := make(map[string]float64, size)
 	p.Metrics = tMap
 	for i := 0; i < size; i++ {
-		var _key83 string
+		var _key88 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key83 = v
+			_key88 = v
 		}
-		var _val84 float64
+		var _val89 float64
 		if v, err := iprot.ReadDouble(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val84 = v
+			_val89 = v
 		}
-		p.Metrics[_key83] = _val84
+		p.Metrics[_key88] = _val89
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -7103,19 +7267,19 @@ func (p *TrackerDoneShardsResult) ReadField0(ctx context.Context, iprot thrift.T
 	tMap := make(map[int64]int64, size)
 	p.Success = tMap
 	for i := 0; i < size; i++ {
-		var _key85 int64
+		var _key90 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key85 = v
+			_key90 = v
 		}
-		var _val86 int64
+		var _val91 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val86 = v
+			_val91 = v
 		}
-		p.Success[_key85] = _val86
+		p.Success[_key90] = _val91
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -8721,4 +8885,253 @@ func (p *TrackerJoinEpochResult) String() string {
 		return "<nil>"
 	}
 	return fmt.Sprintf("TrackerJoinEpochResult(%+v)", *p)
+}
+
+// Attributes:
+//   - Secret
+//   - Epochs
+type TrackerPlanEpochsArgs struct {
+	Secret string `thrift:"secret,1" db:"secret" json:"secret"`
+	Epochs int32  `thrift:"epochs,2" db:"epochs" json:"epochs"`
+}
+
+func NewTrackerPlanEpochsArgs() *TrackerPlanEpochsArgs {
+	return &TrackerPlanEpochsArgs{}
+}
+
+func (p *TrackerPlanEpochsArgs) GetSecret() string {
+	return p.Secret
+}
+
+func (p *TrackerPlanEpochsArgs) GetEpochs() int32 {
+	return p.Epochs
+}
+func (p *TrackerPlanEpochsArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRING {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 2:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField2(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerPlanEpochsArgs) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadString(ctx); err != nil {
+		return thrift.PrependError("error reading field 1: ", err)
+	} else {
+		p.Secret = v
+	}
+	return nil
+}
+
+func (p *TrackerPlanEpochsArgs) ReadField2(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 2: ", err)
+	} else {
+		p.Epochs = v
+	}
+	return nil
+}
+
+func (p *TrackerPlanEpochsArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "planEpochs_args"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerPlanEpochsArgs) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "secret", thrift.STRING, 1); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:secret: ", p), err)
+	}
+	if err := oprot.WriteString(ctx, string(p.Secret)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.secret (1) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 1:secret: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerPlanEpochsArgs) writeField2(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "epochs", thrift.I32, 2); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 2:epochs: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Epochs)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.epochs (2) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:epochs: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerPlanEpochsArgs) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerPlanEpochsArgs(%+v)", *p)
+}
+
+// Attributes:
+//   - Err
+type TrackerPlanEpochsResult struct {
+	Err *TrackerError `thrift:"err,1" db:"err" json:"err,omitempty"`
+}
+
+func NewTrackerPlanEpochsResult() *TrackerPlanEpochsResult {
+	return &TrackerPlanEpochsResult{}
+}
+
+var TrackerPlanEpochsResult_Err_DEFAULT *TrackerError
+
+func (p *TrackerPlanEpochsResult) GetErr() *TrackerError {
+	if !p.IsSetErr() {
+		return TrackerPlanEpochsResult_Err_DEFAULT
+	}
+	return p.Err
+}
+func (p *TrackerPlanEpochsResult) IsSetErr() bool {
+	return p.Err != nil
+}
+
+func (p *TrackerPlanEpochsResult) Read(ctx context.Context, iprot thrift.TProtocol) error {
+	if _, err := iprot.ReadStructBegin(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read error: ", p), err)
+	}
+
+	for {
+		_, fieldTypeId, fieldId, err := iprot.ReadFieldBegin(ctx)
+		if err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T field %d read error: ", p, fieldId), err)
+		}
+		if fieldTypeId == thrift.STOP {
+			break
+		}
+		switch fieldId {
+		case 1:
+			if fieldTypeId == thrift.STRUCT {
+				if err := p.ReadField1(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		default:
+			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+				return err
+			}
+		}
+		if err := iprot.ReadFieldEnd(ctx); err != nil {
+			return err
+		}
+	}
+	if err := iprot.ReadStructEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T read struct end error: ", p), err)
+	}
+	return nil
+}
+
+func (p *TrackerPlanEpochsResult) ReadField1(ctx context.Context, iprot thrift.TProtocol) error {
+	p.Err = &TrackerError{}
+	if err := p.Err.Read(ctx, iprot); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", p.Err), err)
+	}
+	return nil
+}
+
+func (p *TrackerPlanEpochsResult) Write(ctx context.Context, oprot thrift.TProtocol) error {
+	if err := oprot.WriteStructBegin(ctx, "planEpochs_result"); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
+	}
+	if p != nil {
+		if err := p.writeField1(ctx, oprot); err != nil {
+			return err
+		}
+	}
+	if err := oprot.WriteFieldStop(ctx); err != nil {
+		return thrift.PrependError("write field stop error: ", err)
+	}
+	if err := oprot.WriteStructEnd(ctx); err != nil {
+		return thrift.PrependError("write struct stop error: ", err)
+	}
+	return nil
+}
+
+func (p *TrackerPlanEpochsResult) writeField1(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if p.IsSetErr() {
+		if err := oprot.WriteFieldBegin(ctx, "err", thrift.STRUCT, 1); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field begin error 1:err: ", p), err)
+		}
+		if err := p.Err.Write(ctx, oprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error writing struct: ", p.Err), err)
+		}
+		if err := oprot.WriteFieldEnd(ctx); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T write field end error 1:err: ", p), err)
+		}
+	}
+	return err
+}
+
+func (p *TrackerPlanEpochsResult) String() string {
+	if p == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("TrackerPlanEpochsResult(%+v)", *p)
 }
