@@ -142,8 +142,8 @@ const MaxLineCount = 256 << 20
 // offset of the call before when this one is further on, so that the
 // lines of several records in order cost one read. It is for errors, not
 // for every line. ok is false for a reader NewLineReader made, for an
-// offset past MaxLineCount, after Close, and when that read fails: the byte offset
-// then has to do.
+// offset past MaxLineCount, after Close, and when that read fails: the
+// byte offset then has to do.
 func (lr *LineReader) LineAt(offset int64) (line int64, ok bool) {
 	if lr.reopen == nil || lr.closed || offset < 0 || offset > MaxLineCount {
 		return 0, false
@@ -155,7 +155,7 @@ func (lr *LineReader) LineAt(offset int64) (line int64, ok bool) {
 		if err != nil {
 			return 0, false
 		}
-		*c = lineCount{f: f, line: 1}
+		c.f, c.off, c.line = f, 0, 1
 	}
 	if c.buf == nil {
 		c.buf = make([]byte, 64<<10)
@@ -164,6 +164,9 @@ func (lr *LineReader) LineAt(offset int64) (line int64, ok bool) {
 		n, err := c.f.Read(c.buf[:min(int64(len(c.buf)), offset-c.off)])
 		c.line += int64(bytes.Count(c.buf[:n], []byte{'\n'}))
 		c.off += int64(n)
+		if n == 0 && err == nil {
+			err = io.ErrNoProgress
+		}
 		if err != nil && c.off < offset {
 			c.close()
 			return 0, false
