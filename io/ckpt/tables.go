@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path"
 	"strings"
 
@@ -77,7 +78,10 @@ func elemType(s string) (ElemType, error) {
 	return 0, fmt.Errorf("element type %q, want float32 or float64", s)
 }
 
-// checkpointDir resolves the directory of checkpoint n.
+// checkpointDir resolves the directory of checkpoint n, to write in: one
+// already committed (its manifest exists) is refused with an error
+// wrapping fs.ErrExist, since its files are the ones its manifest lists
+// and a job may resume from them.
 func (s *TableStore) checkpointDir(ctx context.Context, n int) (dfs.FileSystem, string, error) {
 	if s.dir == "" {
 		return nil, "", errors.New("ckpt: the job has no checkpoint directory")
@@ -87,6 +91,13 @@ func (s *TableStore) checkpointDir(ctx context.Context, n int) (dfs.FileSystem, 
 		return nil, "", fmt.Errorf("ckpt: %s: %w", s.dir, err)
 	}
 	cdir := Path(base, n)
+	mname := path.Join(cdir, ManifestName)
+	switch _, err := fsys.Stat(ctx, mname); {
+	case err == nil:
+		return nil, "", fmt.Errorf("ckpt: checkpoint %d is committed already (%s): its files are not written again: %w", n, fsys.URI(mname), fs.ErrExist)
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, "", fmt.Errorf("ckpt: checkpoint %d: %w", n, err)
+	}
 	if err := fsys.MkdirAll(ctx, cdir, 0o755); err != nil {
 		return nil, "", fmt.Errorf("ckpt: %w", err)
 	}

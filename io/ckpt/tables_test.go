@@ -77,6 +77,17 @@ func TestTableStoreRoundTrip(t *testing.T) {
 	if got, err := Latest(ctx, dfs.Local{}, dir, true); err != nil || got.N != 3 {
 		t.Fatalf("latest: %v %v", got.N, err)
 	}
+	// A committed checkpoint's files are not written again: a job could
+	// resume from them.
+	if _, err := s.WriteTable(ctx, 3, 0, tables(0)[0]); !errors.Is(err, fs.ErrExist) || !strings.Contains(err.Error(), "checkpoint 3 is committed already") {
+		t.Errorf("a table written into committed checkpoint 3: %v", err)
+	}
+	if _, err := s.WriteFile(ctx, 3, "tables.json", []byte(`{}`)); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("a file written into committed checkpoint 3: %v", err)
+	}
+	if _, err := Latest(ctx, dfs.Local{}, dir, true); err != nil {
+		t.Fatalf("checkpoint 3 after the refused writes: %v", err)
+	}
 	from := "file://" + Path(dir, 3)
 	for rank := 0; rank < 2; rank++ {
 		for _, tb := range tables(rank) {
