@@ -694,3 +694,57 @@ func TestStartTaskNamesTheBadVariable(t *testing.T) {
 		t.Errorf("StartTask = %v, %v; want no task and an error naming DMLC_NUM_WORKER", task, err)
 	}
 }
+
+// TestOpenEpoch: a worker of an asynchronous job begins at the first
+// epoch whose shards are not all done, as the tracker counts them.
+func TestOpenEpoch(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res := resolver(t)
+	plan := shards(t, res, writeFiles(t, []int{1, 1, 1}, nil))
+	st := tracker.NewState(slices.Clone(plan), time.Now())
+	svc, err := tracker.Serve(ctx, "127.0.0.1:0", st, "s", quietLog())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	c := tracker.NewClient(svc.Addr(), "s")
+	defer c.Close()
+	open := func(first, epochs int) int {
+		t.Helper()
+		e, err := OpenEpoch(ctx, c, first, epochs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	// doShards reads n shards of epoch e.
+	doShards := func(e, n int) {
+		t.Helper()
+		for range n {
+			sh, d, _, err := c.NextShard(ctx, e, 0, 0)
+			if err != nil || d != tracker.Given {
+				t.Fatalf("epoch %d: next shard: %v %v", e, d, err)
+			}
+			if err := c.ShardDone(ctx, e, sh.ID, 0, 0, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if e := open(0, 5); e != 0 {
+		t.Errorf("a new job opens at epoch %d, want 0", e)
+	}
+	doShards(0, 3)
+	doShards(1, 3)
+	doShards(2, 1)
+	if e := open(0, 5); e != 2 {
+		t.Errorf("after epochs 0 and 1 and a shard of 2: epoch %d, want 2", e)
+	}
+	if e := open(3, 5); e != 3 {
+		t.Errorf("resumed at 3: epoch %d, want 3", e)
+	}
+	if e := open(0, 2); e != 2 {
+		t.Errorf("every one of 2 epochs done: epoch %d, want 2 (none left)", e)
+	}
+}

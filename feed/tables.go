@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/spindle-ps/spindle/conf"
@@ -43,6 +44,37 @@ func TablesOptions(job conf.Job, res *dfs.Resolver, tc *tracker.Client, modelFor
 		opts.Model = w
 	}
 	return opts, nil
+}
+
+// OpenEpoch returns the first epoch from first on, below epochs, whose
+// shards are not all done: where a worker of an asynchronous or
+// bounded-delay job begins. For a worker that replaces a dead one, the
+// epochs before it are over, their metrics reported and their
+// checkpoints taken; starting again at first (the job's
+// conf.Job.ResumeEpoch) would report and checkpoint them once more.
+// epochs when every one is done.
+func OpenEpoch(ctx context.Context, t Tracker, first, epochs int) (int, error) {
+	total := -1 // the plan's shards, asked for only if an epoch has any done
+	for e := first; e < epochs; e++ {
+		done, err := t.DoneShards(ctx, e)
+		if err != nil {
+			return 0, fmt.Errorf("the shards done in epoch %d: %w", e, err)
+		}
+		if len(done) == 0 {
+			return e, nil
+		}
+		if total < 0 {
+			plan, err := t.Plan(ctx)
+			if err != nil {
+				return 0, fmt.Errorf("the plan: %w", err)
+			}
+			total = len(plan)
+		}
+		if len(done) < total {
+			return e, nil
+		}
+	}
+	return max(first, epochs), nil
 }
 
 // Rejoin takes a worker that replaces a dead one back into the steps of

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -361,6 +364,52 @@ func TestEveryRecordOnceWithAWorkerKilled(t *testing.T) {
 	t.Logf("test AUC %.4f after worker 1 was killed, %.4f without", r.auc, u.auc)
 	if math.Abs(r.auc-u.auc) > 0.002 {
 		t.Errorf("AUC %.4f after a worker was killed, %.4f without: more than 0.002 apart", r.auc, u.auc)
+	}
+}
+
+// TestAsyncWorker0KilledAfterACheckpoint: in asynchronous mode with a
+// checkpoint after every epoch, worker 0, which takes them, is killed
+// after checkpoint 1 was committed. Its replacement goes on at the
+// job's current epoch: the job succeeds, counts every record once per
+// epoch, and every committed checkpoint still holds the files its
+// manifest lists. (It once started again at epoch 0, had the servers
+// write checkpoint 1's files over the committed ones, and failed on
+// committing it again, attempt after attempt.)
+func TestAsyncWorker0KilledAfterACheckpoint(t *testing.T) {
+	ckDir := filepath.Join(t.TempDir(), "ck")
+	// 29 shards an epoch: worker 0's 30th is in epoch 1 or later.
+	r := runJobWith(t, 2, 2, 1<<20, func(s *job.JobSpec) { s.CheckpointDir, s.CheckpointInterval = ckDir, "1" },
+		"--epochs", "4", "--async", "--die-after", "0:30")
+	for _, tr := range r.res.Tasks {
+		if tr.Role == conf.RoleWorker && tr.Rank == 0 && tr.Attempts != 2 {
+			t.Errorf("worker 0 ran %d times, want 2 (killed once)", tr.Attempts)
+		}
+	}
+	want := int64(countLines(t, filepath.Join(dataDir, "train.libsvm")))
+	for e := 0; e < 4; e++ {
+		if got := r.status.EpochRecords[e]; got != want {
+			t.Errorf("epoch %d counted %d records, want %d", e, got, want)
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(ckDir, "*", ckpt.ManifestName))
+	if len(dirs) == 0 {
+		t.Fatalf("no committed checkpoint in %s", ckDir)
+	}
+	for _, mf := range dirs {
+		data, err := os.ReadFile(mf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m ckpt.Manifest
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatalf("%s: %v", mf, err)
+		}
+		for _, f := range m.Files {
+			b, err := os.ReadFile(filepath.Join(filepath.Dir(mf), f.Name))
+			if sum := sha256.Sum256(b); err != nil || hex.EncodeToString(sum[:]) != f.SHA256 {
+				t.Errorf("checkpoint %d: %s is not the file its manifest lists (%v)", m.N, f.Name, err)
+			}
+		}
 	}
 }
 

@@ -154,6 +154,13 @@ func (l Loop[S]) Run(ctx context.Context) error {
 		return err
 	}
 	opts.Resume = resume
+	if free && !l.Joining {
+		// A worker that replaces a dead one goes on at the job's
+		// current epoch.
+		if first, err = feed.OpenEpoch(ctx, l.Tracker, first, l.Epochs); err != nil {
+			return err
+		}
+	}
 	if l.Joining {
 		// Started for a scale-out: it takes part from the epoch the job
 		// switches at.
