@@ -59,6 +59,7 @@ const (
 	EnvCheckpointInterval = "SPINDLE_CHECKPOINT_INTERVAL"
 	EnvResumeFrom         = "SPINDLE_RESUME_FROM"
 	EnvResumeEpoch        = "SPINDLE_RESUME_EPOCH"
+	EnvJobRun             = "SPINDLE_JOB_RUN"
 	EnvResendRetries      = "SPINDLE_RESEND_RETRIES"
 	EnvDropSeed           = "SPINDLE_DROP_SEED"
 	EnvPartitioner        = "SPINDLE_PARTITIONER"
@@ -217,6 +218,9 @@ func FromEnv(c Config, lookup Lookup) (Config, error) {
 	if integer(EnvResumeEpoch, &c.Job.ResumeEpoch) && c.Job.ResumeEpoch < 0 {
 		errs = append(errs, fmt.Errorf("%s=%d: must not be negative", EnvResumeEpoch, c.Job.ResumeEpoch))
 	}
+	if integer(EnvJobRun, &c.Job.Run) && c.Job.Run < 0 {
+		errs = append(errs, fmt.Errorf("%s=%d: must not be negative", EnvJobRun, c.Job.Run))
+	}
 	if integer(EnvTaskMemoryMB, &c.Job.TaskMemoryMB) && c.Job.TaskMemoryMB < 0 {
 		errs = append(errs, fmt.Errorf("%s=%d: must not be negative", EnvTaskMemoryMB, c.Job.TaskMemoryMB))
 	}
@@ -290,6 +294,9 @@ func (j Job) Environ() []string {
 	}
 	if j.ResumeFrom != "" {
 		out = append(out, EnvResumeEpoch+"="+strconv.Itoa(j.ResumeEpoch))
+	}
+	if j.Run > 0 {
+		out = append(out, EnvJobRun+"="+strconv.Itoa(j.Run))
 	}
 	if j.TaskMemoryMB > 0 {
 		out = append(out, EnvTaskMemoryMB+"="+strconv.Itoa(j.TaskMemoryMB))

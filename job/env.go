@@ -37,6 +37,9 @@ type Contract struct {
 	// checkpoint; empty and 0 from scratch).
 	ResumeFrom  string
 	ResumeEpoch int
+	// Run counts the times the whole job started again before this run
+	// (conf.Job.Run; tracker.State.Rewind).
+	Run int
 	// Servers and Workers are the numbers of servers and workers the
 	// tasks are told (DMLC_NUM_SERVER, DMLC_NUM_WORKER): the job's as of
 	// the launch, which scaling changes (tracker.State.Servers,
@@ -130,6 +133,7 @@ func (c Contract) Env(t Task, attempt int, node string, base []string) []string 
 		CheckpointInterval: spec.CheckpointInterval,
 		ResumeFrom:         c.ResumeFrom,
 		ResumeEpoch:        c.ResumeEpoch,
+		Run:                c.Run,
 		TaskMemoryMB:       spec.MemoryMB(t.Role),
 	}
 	return append(env, job.Environ()...)

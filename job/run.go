@@ -453,7 +453,7 @@ func (r *run) fail(ctx context.Context, err error) (tracker.JobState, error) {
 // job without a scheduler, every worker.
 func (r *run) begin(ctx context.Context) error {
 	r.contract = Contract{Spec: r.spec, Cluster: r.c.Name(), Secret: r.secret, KeysFile: r.keysFile, TrackerAddr: r.trackerAddr,
-		ResumeFrom: r.files.from.uri, ResumeEpoch: r.files.from.epoch, Output: r.files.modelDir()}
+		ResumeFrom: r.files.from.uri, ResumeEpoch: r.files.from.epoch, Output: r.files.modelDir(), Run: r.state.Run()}
 	r.schedulerAlone = false
 	if r.spec.HasScheduler() {
 		port, err := r.c.SchedulerPort(ctx)

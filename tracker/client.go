@@ -45,6 +45,7 @@ type Client struct {
 	addr   string
 	secret string
 	tls    *tls.Config
+	run    int // WithRun
 
 	mu    sync.Mutex
 	trans thrift.TTransport
@@ -58,7 +59,7 @@ func NewClient(addr, secret string, opts ...Option) *Client {
 	for _, f := range opts {
 		f(&o)
 	}
-	return &Client{addr: addr, secret: secret, tls: o.tls}
+	return &Client{addr: addr, secret: secret, tls: o.tls, run: o.run}
 }
 
 // ConfigClient returns a client of the job's tracker as a task sees it
@@ -67,13 +68,13 @@ func NewClient(addr, secret string, opts ...Option) *Client {
 // ps-submit has.
 func ConfigClient(cfg conf.Config) (*Client, error) {
 	if len(cfg.Job.TrackerCert) == 0 {
-		return NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret), nil
+		return NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret, WithRun(cfg.Job.Run)), nil
 	}
 	tc, err := conf.TrackerClientTLS(cfg.Job.TrackerCert)
 	if err != nil {
 		return nil, fmt.Errorf("tracker: %w", err)
 	}
-	return NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret, WithTLS(tc)), nil
+	return NewClient(cfg.Job.TrackerAddr, cfg.PS.JobSecret, WithTLS(tc), WithRun(cfg.Job.Run)), nil
 }
 
 // Close closes the connection.
@@ -171,7 +172,7 @@ func (c *Client) NextShard(ctx context.Context, epoch, worker, attempt int) (sh 
 	var r *trackerrpc.NextShardReply
 	err = c.call(ctx, "next shard", func(rpc *trackerrpc.TrackerClient) error {
 		var err error
-		r, err = rpc.NextShard(ctx, c.secret, int32(epoch), int32(worker), int32(attempt))
+		r, err = rpc.NextShard(ctx, c.secret, int32(epoch), int32(worker), int32(attempt), int32(c.run))
 		return err
 	})
 	if err != nil {
@@ -199,7 +200,7 @@ func (c *Client) NextShard(ctx context.Context, epoch, worker, attempt int) (sh 
 // records.
 func (c *Client) ShardDone(ctx context.Context, epoch int, id int64, worker, attempt int, records int64) error {
 	return c.call(ctx, "shard done", func(rpc *trackerrpc.TrackerClient) error {
-		return rpc.ShardDone(ctx, c.secret, int32(epoch), id, int32(worker), int32(attempt), records)
+		return rpc.ShardDone(ctx, c.secret, int32(epoch), id, int32(worker), int32(attempt), records, int32(c.run))
 	})
 }
 

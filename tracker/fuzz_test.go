@@ -31,8 +31,10 @@ func requestFrames(f *testing.F) [][]byte {
 		}
 		out = append(out, append([]byte(nil), b[4:]...))
 	}
-	call(func(ctx context.Context, c *trackerrpc.TrackerClient) { c.NextShard(ctx, fuzzSecret, 0, 1, 0) })
-	call(func(ctx context.Context, c *trackerrpc.TrackerClient) { c.ShardDone(ctx, fuzzSecret, 0, 1, 1, 0, 42) })
+	call(func(ctx context.Context, c *trackerrpc.TrackerClient) { c.NextShard(ctx, fuzzSecret, 0, 1, 0, 0) })
+	call(func(ctx context.Context, c *trackerrpc.TrackerClient) {
+		c.ShardDone(ctx, fuzzSecret, 0, 1, 1, 0, 42, 0)
+	})
 	call(func(ctx context.Context, c *trackerrpc.TrackerClient) { c.DoneShards(ctx, fuzzSecret, 0) })
 	call(func(ctx context.Context, c *trackerrpc.TrackerClient) { c.Plan(ctx, fuzzSecret) })
 	call(func(ctx context.Context, c *trackerrpc.TrackerClient) {

@@ -133,7 +133,13 @@ type Option func(*options)
 type options struct {
 	tls         *tls.Config
 	authTimeout time.Duration // Serve: 0 means authTimeout
+	run         int           // NewClient: the caller's run of the job
 }
+
+// WithRun makes a client's shard requests and reports those of run of
+// the job (conf.Job.Run; State.Rewind), which the tracker refuses once
+// the whole job started again since (NewClient).
+func WithRun(run int) Option { return func(o *options) { o.run = run } }
 
 // WithTLS serves the RPC over TLS with cfg (Serve), or calls it over TLS
 // trusting what cfg trusts (NewClient). A TLS service refuses plain
@@ -367,11 +373,11 @@ func badRequest(err error) error {
 	return &trackerrpc.TrackerError{Code: codeBadRequest, Message: strings.TrimPrefix(err.Error(), "tracker: ")}
 }
 
-func (h *handler) NextShard(ctx context.Context, secret string, epoch, worker, attempt int32) (*trackerrpc.NextShardReply, error) {
+func (h *handler) NextShard(ctx context.Context, secret string, epoch, worker, attempt, run int32) (*trackerrpc.NextShardReply, error) {
 	if err := h.auth(ctx, secret); err != nil {
 		return nil, err
 	}
-	sh, d, err := h.s.state.WaitShard(ctx, int(epoch), int(worker), int(attempt), shardPoll)
+	sh, d, err := h.s.state.WaitShard(ctx, int(run), int(epoch), int(worker), int(attempt), shardPoll)
 	if err != nil {
 		return nil, badRequest(err)
 	}
@@ -401,11 +407,11 @@ func toWire(sh Shard, epoch int) *trackerrpc.Shard {
 	return &trackerrpc.Shard{ID: sh.ID, URI: sh.URI, Start: sh.Start, Length: sh.Length, Epoch: int32(epoch), FileSize: sh.FileSize, Compressed: sh.Compressed}
 }
 
-func (h *handler) ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker, attempt int32, records int64) error {
+func (h *handler) ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker, attempt int32, records int64, run int32) error {
 	if err := h.auth(ctx, secret); err != nil {
 		return err
 	}
-	if err := h.s.state.ShardDone(int(epoch), shard, int(worker), int(attempt), records); err != nil {
+	if err := h.s.state.ShardDoneOfRun(int(run), int(epoch), shard, int(worker), int(attempt), records); err != nil {
 		return badRequest(err)
 	}
 	return nil

@@ -304,6 +304,8 @@ type State struct {
 	started       time.Time
 	// planned is Status.EpochsPlanned.
 	planned int
+	// run counts the Rewinds: the times the whole job started again.
+	run int
 	// firstData is Status.FirstData.
 	firstData time.Time
 	badNodes  []BadNode
@@ -361,15 +363,17 @@ const WaitHint = 200 * time.Millisecond
 // waits, at most max or until ctx ends, for a shard to be done or to go
 // back to the queue, and asks again: a worker that ran out of shards
 // learns that the epoch is done, or gets a shard another worker gave up,
-// as soon as it is so.
-func (s *State) WaitShard(ctx context.Context, epoch, worker, attempt int, max time.Duration) (Shard, Dispatch, error) {
+// as soon as it is so. The caller is of run of the job (Run; < 0: the
+// current one): one of an earlier run is refused, also once woken by the
+// Rewind that ended its run.
+func (s *State) WaitShard(ctx context.Context, run, epoch, worker, attempt int, max time.Duration) (Shard, Dispatch, error) {
 	t := time.NewTimer(max)
 	defer t.Stop()
 	for {
 		s.mu.Lock()
 		moved := s.shardsMoved // before asking: no move is missed
 		s.mu.Unlock()
-		sh, d, err := s.NextShard(epoch, worker, attempt)
+		sh, d, err := s.nextShard(run, epoch, worker, attempt)
 		if err != nil || d != Wait {
 			return sh, d, err
 		}
@@ -479,6 +483,11 @@ func (s *State) noteAttemptLocked(worker, attempt int) {
 
 // NextShard hands worker (rank, attempt) the next shard of epoch.
 func (s *State) NextShard(epoch, worker, attempt int) (Shard, Dispatch, error) {
+	return s.nextShard(-1, epoch, worker, attempt)
+}
+
+// nextShard is NextShard for a caller of run of the job (checkRunLocked).
+func (s *State) nextShard(run, epoch, worker, attempt int) (Shard, Dispatch, error) {
 	if epoch < 0 || epoch > maxEpoch {
 		return Shard{}, 0, fmt.Errorf("tracker: epoch %d out of range", epoch)
 	}
@@ -487,6 +496,9 @@ func (s *State) NextShard(epoch, worker, attempt int) (Shard, Dispatch, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.checkRunLocked(run, worker); err != nil {
+		return Shard{}, 0, err
+	}
 	s.noteDataLocked()
 	s.noteAttemptLocked(worker, attempt)
 	if attempt < s.attempt[worker] {
@@ -605,6 +617,13 @@ func (s *State) SetWorkerHost(worker int, host string) {
 // process thought dead whose shard went to another worker) is ignored, so
 // every shard's records are counted once.
 func (s *State) ShardDone(epoch int, id int64, worker, attempt int, records int64) error {
+	return s.ShardDoneOfRun(-1, epoch, id, worker, attempt, records)
+}
+
+// ShardDoneOfRun is ShardDone reported by a worker of run of the job, and
+// refused when the whole job started again since (Run); run < 0 is the
+// current run.
+func (s *State) ShardDoneOfRun(run, epoch int, id int64, worker, attempt int, records int64) error {
 	if id < 0 || id >= int64(len(s.shards)) {
 		return fmt.Errorf("tracker: no shard %d", id)
 	}
@@ -616,6 +635,9 @@ func (s *State) ShardDone(epoch int, id int64, worker, attempt int, records int6
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.checkRunLocked(run, worker); err != nil {
+		return err
+	}
 	s.noteAttemptLocked(worker, attempt)
 	ep := s.epochLocked(epoch)
 	if ep.done[id] {
@@ -691,6 +713,7 @@ func (s *State) requeueLocked(worker int) {
 func (s *State) Rewind(epoch int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.run++
 	for e := range s.epochs {
 		if e >= epoch {
 			delete(s.epochs, e)
@@ -704,6 +727,26 @@ func (s *State) Rewind(epoch int) {
 		}
 	}
 	s.scale.rewind(epoch)
+}
+
+// Run returns the job's current run: the number of Rewinds, the times it
+// started again as a whole. Its tasks are told it (conf.Job.Run) and
+// their shard requests and reports carry it (WaitShard, ShardDoneOfRun).
+func (s *State) Run() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.run
+}
+
+// checkRunLocked refuses a call of another run of the job than the
+// current one: a process stopped as the whole job started again may
+// still have had a call on its way, which must neither take a shard of
+// the new run nor report one done. run < 0 means the current run.
+func (s *State) checkRunLocked(run, worker int) error {
+	if run >= 0 && run != s.run {
+		return fmt.Errorf("tracker: worker %d of run %d of the job: the whole job started again since (run %d)", worker, run, s.run)
+	}
+	return nil
 }
 
 // MaxEpochs bounds the epochs a job may plan (PlanEpochs).

@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -384,7 +385,7 @@ func TestWaitShardWakesWhenShardsMove(t *testing.T) {
 	wait := func(worker int) chan answer {
 		c := make(chan answer, 1)
 		go func() {
-			sh, d, err := s.WaitShard(t.Context(), 0, worker, 0, time.Minute)
+			sh, d, err := s.WaitShard(t.Context(), -1, 0, worker, 0, time.Minute)
 			if err != nil {
 				t.Error(err)
 			}
@@ -419,8 +420,61 @@ func TestWaitShardWakesWhenShardsMove(t *testing.T) {
 		t.Fatal("epoch 1: no shard")
 	}
 	next(t, s, 1, 0, 0)
-	if _, d, err := s.WaitShard(t.Context(), 1, 1, 0, time.Millisecond); err != nil || d != Wait {
+	if _, d, err := s.WaitShard(t.Context(), -1, 1, 1, 0, time.Millisecond); err != nil || d != Wait {
 		t.Fatalf("nothing moved: %v %v, want Wait", d, err)
+	}
+}
+
+// TestRewindEndsTheRunsCalls: when the whole job starts again, a call of
+// a process of the run before that was still waiting for a shard, or
+// that reports one done, is refused: it takes no shard of the new run
+// (the new process of its rank, which the tracker cannot tell from it,
+// would never read it, and the epoch would wait for it) and marks none
+// done (its pushes went to servers since restored from a checkpoint).
+func TestRewindEndsTheRunsCalls(t *testing.T) {
+	t.Parallel()
+	s := NewState(shards(2), time.Now())
+	if _, d, err := s.WaitShard(t.Context(), 0, 0, 0, 0, time.Minute); err != nil || d != Given {
+		t.Fatalf("run 0, worker 0: %v %v", d, err)
+	}
+	held, _, err := s.WaitShard(t.Context(), 0, 0, 1, 0, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Worker 0 of run 0 waits for the epoch's last shard.
+	errc := make(chan error, 1)
+	go func() {
+		sh, d, err := s.WaitShard(t.Context(), 0, 0, 0, 0, time.Minute)
+		if err == nil {
+			err = fmt.Errorf("got %v %+v", d, sh)
+		}
+		errc <- err
+	}()
+	for s.waiting.Load() == 0 {
+		runtime.Gosched()
+	}
+	s.Rewind(0)
+	if err := <-errc; err == nil || !strings.Contains(err.Error(), "the whole job started again since (run 1)") {
+		t.Fatalf("run 0's waiting call after the rewind: %v; want it refused", err)
+	}
+	if err := s.ShardDoneOfRun(0, 0, held.ID, 1, 0, 10); err == nil {
+		t.Fatal("run 0's report of a shard done after the rewind was taken")
+	}
+	// Run 1 reads both shards.
+	if s.Run() != 1 {
+		t.Fatalf("run %d after one rewind, want 1", s.Run())
+	}
+	for w := range 2 {
+		sh, d, err := s.WaitShard(t.Context(), 1, 0, w, 0, time.Minute)
+		if err != nil || d != Given {
+			t.Fatalf("run 1, worker %d: %v %v", w, d, err)
+		}
+		if err := s.ShardDoneOfRun(1, 0, sh.ID, w, 0, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Status(); st.ShardsDone != 2 || st.EpochRecords[0] != 10 {
+		t.Fatalf("run 1: %d shards done, %d records; want 2, 10", st.ShardsDone, st.EpochRecords[0])
 	}
 }
 

@@ -95,8 +95,11 @@ exception TrackerError {
 }
 
 service Tracker {
-  NextShardReply nextShard(1: string secret, 2: i32 epoch, 3: i32 worker, 4: i32 attempt) throws (1: TrackerError err)
-  void shardDone(1: string secret, 2: i32 epoch, 3: i64 shard, 4: i32 worker, 5: i32 attempt, 6: i64 records) throws (1: TrackerError err)
+  // run is the caller's run of the job (SPINDLE_JOB_RUN): a call of an
+  // earlier run, from a process stopped as the whole job started again,
+  // is refused.
+  NextShardReply nextShard(1: string secret, 2: i32 epoch, 3: i32 worker, 4: i32 attempt, 5: i32 run) throws (1: TrackerError err)
+  void shardDone(1: string secret, 2: i32 epoch, 3: i64 shard, 4: i32 worker, 5: i32 attempt, 6: i64 records, 7: i32 run) throws (1: TrackerError err)
   list<Shard> plan(1: string secret) throws (1: TrackerError err)
   void reportMetrics(1: string secret, 2: i32 epoch, 3: i32 worker, 4: map<string, double> metrics) throws (1: TrackerError err)
   JobStatus status(1: string secret) throws (1: TrackerError err)

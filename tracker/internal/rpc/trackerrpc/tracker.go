@@ -3032,7 +3032,8 @@ type Tracker interface {
 	//  - Epoch
 	//  - Worker
 	//  - Attempt
-	NextShard(ctx context.Context, secret string, epoch int32, worker int32, attempt int32) (_r *NextShardReply, _err error)
+	//  - Run
+	NextShard(ctx context.Context, secret string, epoch int32, worker int32, attempt int32, run int32) (_r *NextShardReply, _err error)
 	// Parameters:
 	//  - Secret
 	//  - Epoch
@@ -3040,7 +3041,8 @@ type Tracker interface {
 	//  - Worker
 	//  - Attempt
 	//  - Records
-	ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker int32, attempt int32, records int64) (_err error)
+	//  - Run
+	ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker int32, attempt int32, records int64, run int32) (_err error)
 	// Parameters:
 	//  - Secret
 	Plan(ctx context.Context, secret string) (_r []*Shard, _err error)
@@ -3134,12 +3136,14 @@ func (p *TrackerClient) SetLastResponseMeta_(meta thrift.ResponseMeta) {
 //   - Epoch
 //   - Worker
 //   - Attempt
-func (p *TrackerClient) NextShard(ctx context.Context, secret string, epoch int32, worker int32, attempt int32) (_r *NextShardReply, _err error) {
+//   - Run
+func (p *TrackerClient) NextShard(ctx context.Context, secret string, epoch int32, worker int32, attempt int32, run int32) (_r *NextShardReply, _err error) {
 	var _args12 TrackerNextShardArgs
 	_args12.Secret = secret
 	_args12.Epoch = epoch
 	_args12.Worker = worker
 	_args12.Attempt = attempt
+	_args12.Run = run
 	var _result14 TrackerNextShardResult
 	var _meta13 thrift.ResponseMeta
 	_meta13, _err = p.Client_().Call(ctx, "nextShard", &_args12, &_result14)
@@ -3165,7 +3169,8 @@ func (p *TrackerClient) NextShard(ctx context.Context, secret string, epoch int3
 //   - Worker
 //   - Attempt
 //   - Records
-func (p *TrackerClient) ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker int32, attempt int32, records int64) (_err error) {
+//   - Run
+func (p *TrackerClient) ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker int32, attempt int32, records int64, run int32) (_err error) {
 	var _args16 TrackerShardDoneArgs
 	_args16.Secret = secret
 	_args16.Epoch = epoch
@@ -3173,6 +3178,7 @@ func (p *TrackerClient) ShardDone(ctx context.Context, secret string, epoch int3
 	_args16.Worker = worker
 	_args16.Attempt = attempt
 	_args16.Records = records
+	_args16.Run = run
 	var _result18 TrackerShardDoneResult
 	var _meta17 thrift.ResponseMeta
 	_meta17, _err = p.Client_().Call(ctx, "shardDone", &_args16, &_result18)
@@ -3566,7 +3572,7 @@ func (p *trackerProcessorNextShard) Process(ctx context.Context, seqId int32, ip
 	}
 
 	result := TrackerNextShardResult{}
-	if retval, err2 := p.handler.NextShard(ctx, args.Secret, args.Epoch, args.Worker, args.Attempt); err2 != nil {
+	if retval, err2 := p.handler.NextShard(ctx, args.Secret, args.Epoch, args.Worker, args.Attempt, args.Run); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -3661,7 +3667,7 @@ func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, ip
 	}
 
 	result := TrackerShardDoneResult{}
-	if err2 := p.handler.ShardDone(ctx, args.Secret, args.Epoch, args.Shard, args.Worker, args.Attempt, args.Records); err2 != nil {
+	if err2 := p.handler.ShardDone(ctx, args.Secret, args.Epoch, args.Shard, args.Worker, args.Attempt, args.Records, args.Run); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -4844,11 +4850,13 @@ func (p *trackerProcessorPlanEpochs) Process(ctx context.Context, seqId int32, i
 //   - Epoch
 //   - Worker
 //   - Attempt
+//   - Run
 type TrackerNextShardArgs struct {
 	Secret  string `thrift:"secret,1" db:"secret" json:"secret"`
 	Epoch   int32  `thrift:"epoch,2" db:"epoch" json:"epoch"`
 	Worker  int32  `thrift:"worker,3" db:"worker" json:"worker"`
 	Attempt int32  `thrift:"attempt,4" db:"attempt" json:"attempt"`
+	Run     int32  `thrift:"run,5" db:"run" json:"run"`
 }
 
 func NewTrackerNextShardArgs() *TrackerNextShardArgs {
@@ -4869,6 +4877,10 @@ func (p *TrackerNextShardArgs) GetWorker() int32 {
 
 func (p *TrackerNextShardArgs) GetAttempt() int32 {
 	return p.Attempt
+}
+
+func (p *TrackerNextShardArgs) GetRun() int32 {
+	return p.Run
 }
 func (p *TrackerNextShardArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -4917,6 +4929,16 @@ func (p *TrackerNextShardArgs) Read(ctx context.Context, iprot thrift.TProtocol)
 		case 4:
 			if fieldTypeId == thrift.I32 {
 				if err := p.ReadField4(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 5:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField5(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -4975,6 +4997,15 @@ func (p *TrackerNextShardArgs) ReadField4(ctx context.Context, iprot thrift.TPro
 	return nil
 }
 
+func (p *TrackerNextShardArgs) ReadField5(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 5: ", err)
+	} else {
+		p.Run = v
+	}
+	return nil
+}
+
 func (p *TrackerNextShardArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "nextShard_args"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -4990,6 +5021,9 @@ func (p *TrackerNextShardArgs) Write(ctx context.Context, oprot thrift.TProtocol
 			return err
 		}
 		if err := p.writeField4(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField5(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -5050,6 +5084,19 @@ func (p *TrackerNextShardArgs) writeField4(ctx context.Context, oprot thrift.TPr
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write field end error 4:attempt: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerNextShardArgs) writeField5(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "run", thrift.I32, 5); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 5:run: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Run)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.run (5) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 5:run: ", p), err)
 	}
 	return err
 }
@@ -5228,6 +5275,7 @@ func (p *TrackerNextShardResult) String() string {
 //   - Worker
 //   - Attempt
 //   - Records
+//   - Run
 type TrackerShardDoneArgs struct {
 	Secret  string `thrift:"secret,1" db:"secret" json:"secret"`
 	Epoch   int32  `thrift:"epoch,2" db:"epoch" json:"epoch"`
@@ -5235,6 +5283,7 @@ type TrackerShardDoneArgs struct {
 	Worker  int32  `thrift:"worker,4" db:"worker" json:"worker"`
 	Attempt int32  `thrift:"attempt,5" db:"attempt" json:"attempt"`
 	Records int64  `thrift:"records,6" db:"records" json:"records"`
+	Run     int32  `thrift:"run,7" db:"run" json:"run"`
 }
 
 func NewTrackerShardDoneArgs() *TrackerShardDoneArgs {
@@ -5263,6 +5312,10 @@ func (p *TrackerShardDoneArgs) GetAttempt() int32 {
 
 func (p *TrackerShardDoneArgs) GetRecords() int64 {
 	return p.Records
+}
+
+func (p *TrackerShardDoneArgs) GetRun() int32 {
+	return p.Run
 }
 func (p *TrackerShardDoneArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -5331,6 +5384,16 @@ func (p *TrackerShardDoneArgs) Read(ctx context.Context, iprot thrift.TProtocol)
 		case 6:
 			if fieldTypeId == thrift.I64 {
 				if err := p.ReadField6(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
+		case 7:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField7(ctx, iprot); err != nil {
 					return err
 				}
 			} else {
@@ -5407,6 +5470,15 @@ func (p *TrackerShardDoneArgs) ReadField6(ctx context.Context, iprot thrift.TPro
 	return nil
 }
 
+func (p *TrackerShardDoneArgs) ReadField7(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 7: ", err)
+	} else {
+		p.Run = v
+	}
+	return nil
+}
+
 func (p *TrackerShardDoneArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "shardDone_args"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -5428,6 +5500,9 @@ func (p *TrackerShardDoneArgs) Write(ctx context.Context, oprot thrift.TProtocol
 			return err
 		}
 		if err := p.writeField6(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField7(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -5514,6 +5589,19 @@ func (p *TrackerShardDoneArgs) writeField6(ctx context.Context, oprot thrift.TPr
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write field end error 6:records: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerShardDoneArgs) writeField7(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "run", thrift.I32, 7); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 7:run: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Run)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.run (7) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 7:run: ", p), err)
 	}
 	return err
 }
