@@ -377,6 +377,9 @@ func (h *handler) NextShard(ctx context.Context, secret string, epoch, worker, a
 	if err := h.auth(ctx, secret); err != nil {
 		return nil, err
 	}
+	if run < 0 {
+		return nil, badRequest(fmt.Errorf("next shard: run %d of the job", run))
+	}
 	sh, d, err := h.s.state.WaitShard(ctx, int(run), int(epoch), int(worker), int(attempt), shardPoll)
 	if err != nil {
 		return nil, badRequest(err)
@@ -410,6 +413,9 @@ func toWire(sh Shard, epoch int) *trackerrpc.Shard {
 func (h *handler) ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker, attempt int32, records int64, run int32) error {
 	if err := h.auth(ctx, secret); err != nil {
 		return err
+	}
+	if run < 0 {
+		return badRequest(fmt.Errorf("shard done: run %d of the job", run))
 	}
 	if err := h.s.state.ShardDoneOfRun(int(run), int(epoch), shard, int(worker), int(attempt), records); err != nil {
 		return badRequest(err)

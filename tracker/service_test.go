@@ -65,9 +65,21 @@ func TestServiceOverTCP(t *testing.T) {
 	if p, ok := got.Progress(); !ok || p != 0.125 {
 		t.Fatalf("progress %v, %v; want 0.125 (half of the first of 4 epochs)", p, ok)
 	}
-	var planErr *RemoteError
-	if err := c.PlanEpochs(ctx, 0); !errors.As(err, &planErr) {
+	var refused *RemoteError
+	if err := c.PlanEpochs(ctx, 0); !errors.As(err, &refused) {
 		t.Fatalf("planning 0 epochs: %v, want RemoteError", err)
+	}
+	// A caller of another run of the job than the current one, or of
+	// none, is refused.
+	for _, run := range []int{-1, 1} {
+		other := NewClient(svc.Addr(), "s3cret", WithRun(run))
+		if _, _, _, err := other.NextShard(ctx, 0, 1, 0); !errors.As(err, &refused) {
+			t.Errorf("next shard of run %d: %v, want RemoteError", run, err)
+		}
+		if err := other.ShardDone(ctx, 0, 1, 1, 0, 5); !errors.As(err, &refused) {
+			t.Errorf("shard done of run %d: %v, want RemoteError", run, err)
+		}
+		other.Close()
 	}
 	if done, err := c.DoneShards(ctx, 0); err != nil || len(done) != 1 || done[sh.ID] != 42 {
 		t.Fatalf("done shards of epoch 0: %v %v, want shard %d with 42 records", done, err, sh.ID)

@@ -757,7 +757,7 @@ const MaxEpochs = 1 << 20
 // later call replaces it.
 func (s *State) PlanEpochs(n int) error {
 	if n < 1 || n > MaxEpochs {
-		return fmt.Errorf("plan epochs: %d: want 1 to %d", n, MaxEpochs)
+		return fmt.Errorf("tracker: plan epochs: %d: want 1 to %d", n, MaxEpochs)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
