@@ -183,7 +183,7 @@ func writeAppReport(w io.Writer, r yarn.ApplicationReport) error {
 	item("queue", r.Queue)
 	item("state", r.State.String())
 	item("final status", r.FinalStatus.String())
-	item("progress", fmt.Sprintf("%.0f%%", r.Progress*100))
+	item("progress", percent(float64(r.Progress)))
 	item("tracking URL", r.TrackingURL)
 	if !r.StartTime.IsZero() {
 		item("started", r.StartTime.Format(time.RFC3339))

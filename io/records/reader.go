@@ -83,8 +83,7 @@ type Reader struct {
 	src     LineSource
 	opts    Options
 	parse   func([]byte, *Example) error
-	bad     int
-	offsets []int64 // of the malformed records, at most MaxBadRecords+1
+	offsets []int64 // of the malformed records met, at most MaxBadRecords+1
 	samples []*RecordError
 	err     error // sticky
 }
@@ -155,9 +154,8 @@ func (r *Reader) skip(off int64, line []byte, err error) error {
 	if len(line) > maxRecordText {
 		line = line[:maxRecordText]
 	}
-	r.bad++
 	r.offsets = append(r.offsets, off)
-	stop := r.bad > r.opts.MaxBadRecords
+	stop := len(r.offsets) > r.opts.MaxBadRecords
 	if !stop && len(r.samples) >= maxBadSamples {
 		return nil
 	}
@@ -174,7 +172,7 @@ func (r *Reader) skip(off int64, line []byte, err error) error {
 }
 
 // Bad returns how many malformed records were skipped.
-func (r *Reader) Bad() int { return r.bad }
+func (r *Reader) Bad() int { return len(r.offsets) }
 
 // BadOffsets returns the byte offsets of the malformed records met (those
 // skipped, and the one that stopped the Reader), in order.

@@ -124,9 +124,12 @@ type readClosers struct {
 	closers []io.Closer
 }
 
-func (r readClosers) Close() error {
+func (r readClosers) Close() error { return closeAll(r.closers) }
+
+// closeAll closes every one of cs, and returns their errors joined.
+func closeAll(cs []io.Closer) error {
 	var errs []error
-	for _, c := range r.closers {
+	for _, c := range cs {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
@@ -382,11 +385,5 @@ func (lr *LineReader) Close() error {
 	if lr.err == nil {
 		lr.err = fmt.Errorf("split: %s: %w", lr.uri, dfs.ErrClosed)
 	}
-	var errs []error
-	for _, c := range lr.closers {
-		if err := c.Close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return closeAll(lr.closers)
 }
