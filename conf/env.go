@@ -18,6 +18,14 @@ import (
 // --max-attempts - 1 times in all.
 const ExitRestartJob = 75
 
+// ExitBadInput is the exit status by which a task says that its input or
+// its arguments are at fault: a malformed record past --max-bad-records,
+// for instance. Starting it again would fail the same way, so its
+// launcher ends the job at once instead of spending the task's attempts,
+// and for a synchronous worker or a server whole-job restarts, on it. 65
+// is sysexits.h's EX_DATAERR, as 75 is its EX_TEMPFAIL.
+const ExitBadInput = 65
+
 // The environment variables of the ps-lite contract and Spindle's own.
 const (
 	EnvRole              = "DMLC_ROLE"

@@ -34,7 +34,9 @@
 // held-out set into memory, TablesOptions builds the
 // psnode.TablesOptions of a job from its configuration, and ExitStatus
 // says what a worker program exits with (conf.ExitRestartJob when a
-// synchronous worker died, for the launcher to restart the job).
+// synchronous worker died, for the launcher to restart the job;
+// conf.ExitBadInput for a malformed record it could not skip, for the
+// launcher to end the job).
 //
 // A worker's loop:
 //

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/io/records"
 	"github.com/spindle-ps/spindle/psnode"
 )
 
@@ -12,13 +13,18 @@ import (
 // worker died (psnode.ErrSyncWorkerDied: the steps of the epoch cannot be
 // completed) or a server that replaced a dead one could not restore its
 // tables from their replicas (psnode.ErrNoReplica), and the launcher
-// starts the whole job again from its newest checkpoint; 1 otherwise.
+// starts the whole job again from its newest checkpoint;
+// conf.ExitBadInput for a malformed record (records.ErrSyntax) the
+// worker could not skip, which the launcher does not start it again
+// for; 1 otherwise.
 func ExitStatus(err error) int {
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, psnode.ErrSyncWorkerDied), errors.Is(err, psnode.ErrNoReplica):
 		return conf.ExitRestartJob
+	case errors.Is(err, records.ErrSyntax):
+		return conf.ExitBadInput
 	default:
 		return 1
 	}

@@ -289,6 +289,10 @@ func TestBadRecordBudgetAcrossShards(t *testing.T) {
 					if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), plan[tc.failSh].URI+", line ") {
 						t.Fatalf("epoch %d: error %v, want one naming %q and %s with a line", epoch, err, want, plan[tc.failSh].URI)
 					}
+					// The launcher does not start the worker again for it.
+					if got := ExitStatus(err); got != conf.ExitBadInput {
+						t.Errorf("a worker ending on %v exits %d, want %d", err, got, conf.ExitBadInput)
+					}
 					return
 				}
 				if err != nil {

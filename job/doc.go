@@ -32,7 +32,8 @@
 // to the newest usable checkpoint (from scratch when no worker has asked
 // for input yet), or fails the job naming the task when there is no
 // checkpoint directory;
-// the whole job starts again at most MaxAttempts-1 times. A kill over the
+// the whole job starts again at most MaxAttempts-1 times; a task that
+// exits with conf.ExitBadInput fails the job at once. A kill over the
 // tracker RPC or the end of ctx stops every task. The model is committed
 // (manifest, then _SUCCESS) only once every task has exited 0 (or, for
 // the scheduler, is no longer needed), with a part from every server of

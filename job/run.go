@@ -242,6 +242,9 @@ func (j *Job) removeKeys() {
 //     naming the task and the missing checkpoint directory.
 //   - A task that exits with conf.ExitRestartJob asks for the same whole
 //     restart without using up its attempts.
+//   - A task that exits with conf.ExitBadInput fails the job at once:
+//     its input or arguments are at fault, and another attempt would
+//     fail the same way.
 //   - A launch the cluster took away (Exit.Lost: preempted, lost with its
 //     node) starts again without using up an attempt, at most
 //     MaxLostLaunches times per task (a scheduler's or server's still
@@ -611,6 +614,15 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 			err = fmt.Errorf("%w; its last lines:\n%s", err, ex.Tail)
 		}
 		return err
+	}
+	if ex.Code == conf.ExitBadInput {
+		// Its input or arguments are at fault: it would fail the same way
+		// again, and so would its replacement. The node is not blamed.
+		failed := fmt.Sprintf("%s failed: %s on attempt %d of %d, and is not started again: exit status %d says its input or arguments are at fault", t, ex.Desc, t.failures(), r.spec.MaxAttempts, ex.Code)
+		if ex.Tail != "" {
+			return fmt.Errorf("%s; its last lines:\n%s", failed, ex.Tail)
+		}
+		return errors.New(failed)
 	}
 	if ex.Lost && t.lost < MaxLostLaunches {
 		// The cluster's doing, not the task's: a new launch that does

@@ -1033,6 +1033,22 @@ func TestRunPolicy(t *testing.T) {
 			},
 		},
 		{
+			// A server's failure would take the whole job back; bad input
+			// would fail it again, so neither it nor the job starts again.
+			name: "exit 65 fails the job at once",
+			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 2, NumServers: 1, MaxAttempts: 3} },
+			script: func(e *env) func(f *fake, l Launch) {
+				return unless(e, first(server0), exitWith(conf.ExitBadInput))
+			},
+			want:    tracker.Failed,
+			wantErr: []string{"server 0 failed: exit code 65 on attempt 1 of 3, and is not started again", "its input or arguments are at fault"},
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				if n := len(f.launchesOf(server0)); n != 1 || res.Restarts != 0 {
+					t.Errorf("server 0 launched %d times, %d restarts; want 1 and none", n, res.Restarts)
+				}
+			},
+		},
+		{
 			name: "restarts bounded by MaxAttempts",
 			spec: func(e *env) JobSpec { return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2} },
 			script: func(e *env) func(f *fake, l Launch) {

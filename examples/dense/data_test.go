@@ -8,7 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/examples/dense/dense"
+	"github.com/spindle-ps/spindle/feed"
 )
 
 // TestMalformedLine: a line that does not parse is reported with the
@@ -22,5 +24,8 @@ func TestMalformedLine(t *testing.T) {
 	want := "file://" + path + ", line 4 (byte 17)"
 	if !errors.Is(err, dense.ErrSyntax) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v; want a syntax error naming %q", err, want)
+	}
+	if got := feed.ExitStatus(err); got != conf.ExitBadInput {
+		t.Errorf("a worker ending on it exits %d, want %d (not started again)", got, conf.ExitBadInput)
 	}
 }

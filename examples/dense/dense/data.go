@@ -9,6 +9,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
+
+	"github.com/spindle-ps/spindle/io/records"
 )
 
 // Data is a data set of dense examples: row i's features are
@@ -31,8 +33,16 @@ const (
 	MaxFeatures = 1 << 20
 )
 
-// ErrSyntax is wrapped by the errors of ParseLine.
-var ErrSyntax = errors.New("dense: malformed line")
+// ErrSyntax is wrapped by the errors of ParseLine. It is also
+// records.ErrSyntax (errors.Is), so that a worker ending on it exits
+// with conf.ExitBadInput (feed.ExitStatus) and is not started again.
+var ErrSyntax error = syntaxError{}
+
+type syntaxError struct{}
+
+func (syntaxError) Error() string { return "dense: malformed line" }
+
+func (syntaxError) Is(target error) bool { return target == records.ErrSyntax }
 
 // ParseLine parses a line "label,f1,...,fd" into d (which it appends
 // to): a class 0..classes-1 and exactly d.D features, each a finite
