@@ -120,9 +120,11 @@ type Exit struct {
 	// own: it does not use up one of the task's attempts (at most
 	// MaxLostLaunches times per task) and does not count against the node.
 	Lost bool
-	// Tail holds the launch's last lines of output or the cluster's
-	// diagnostics, indented, for the job's error; empty when none.
-	Tail string
+	// Tail holds the launch's last lines of output or, when Diagnostics
+	// is set, the cluster's diagnostics, indented, for the job's error;
+	// empty when none.
+	Tail        string
+	Diagnostics bool
 	// unfinished, set by Run for an exit 0 it judges a failure, says
 	// why; never set by a Cluster.
 	unfinished string

@@ -557,10 +557,26 @@ func (r *run) onEvent(ctx context.Context, ev Event) error {
 	return nil
 }
 
+// tail is what the job's error adds of ex: the launch's last lines of
+// output, or the cluster's diagnostics; empty when it has none.
+func (ex Exit) tail() string {
+	switch {
+	case ex.Tail == "":
+		return ""
+	case ex.Diagnostics:
+		return "; the cluster's diagnostics:\n" + ex.Tail
+	}
+	return "; its last lines:\n" + ex.Tail
+}
+
 // onExit applies the restart rules to t's exit.
 func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	t.code = ex.Code
 	t.exit, t.state = ex.Desc, "failed"
+	if ex.Diagnostics {
+		// The status shows the first line, and the rest on demand.
+		t.exit += "\n" + ex.Tail
+	}
 	if r.elastic(t) {
 		if left, err := r.left(ctx, t, ex); left || err != nil {
 			return err
@@ -609,20 +625,17 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	if ex.Code == conf.ExitRestartJob {
 		// Not the task's failure: the job's restarts are bounded instead.
 		err := r.restartAll(ctx, fmt.Sprintf("%s asked to start the whole job again (%s)", t, ex.Desc), true)
-		if err != nil && ex.Tail != "" {
+		if err != nil {
 			// Its last lines say why it asked.
-			err = fmt.Errorf("%w; its last lines:\n%s", err, ex.Tail)
+			err = fmt.Errorf("%w%s", err, ex.tail())
 		}
 		return err
 	}
 	if ex.Code == conf.ExitBadInput {
 		// Its input or arguments are at fault: it would fail the same way
 		// again, and so would its replacement. The node is not blamed.
-		failed := fmt.Sprintf("%s failed: %s on attempt %d of %d, and is not started again: exit status %d says its input or arguments are at fault", t, ex.Desc, t.failures(), r.spec.MaxAttempts, ex.Code)
-		if ex.Tail != "" {
-			return fmt.Errorf("%s; its last lines:\n%s", failed, ex.Tail)
-		}
-		return errors.New(failed)
+		return fmt.Errorf("%s failed: %s on attempt %d of %d, and is not started again: exit status %d says its input or arguments are at fault%s",
+			t, ex.Desc, t.failures(), r.spec.MaxAttempts, ex.Code, ex.tail())
 	}
 	if ex.Lost && t.lost < MaxLostLaunches {
 		// The cluster's doing, not the task's: a new launch that does
@@ -631,7 +644,11 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 		t.attempt++
 		lost := fmt.Sprintf("%s lost: %s (%d of %d such losses allowed)", t, ex.Desc, t.lost, MaxLostLaunches)
 		if !r.alone(t) {
-			return r.restartAllAfter(ctx, t, lost)
+			err := r.restartAllAfter(ctx, t, lost)
+			if err != nil {
+				err = fmt.Errorf("%w%s", err, ex.tail())
+			}
+			return err
 		}
 		r.log.WithFields(logrus.Fields{"task": t.String(), "lost": t.lost, "exit": ex.Code}).Warn("task's container taken away; starting it again without using up an attempt")
 		return r.startAlone(ctx, t)
@@ -639,19 +656,16 @@ func (r *run) onExit(ctx context.Context, t *taskState, ex Exit) error {
 	r.nodeFailed(t.node)
 	failed := fmt.Sprintf("%s failed: %s on attempt %d of %d", t, ex.Desc, t.failures(), r.spec.MaxAttempts)
 	if t.failures() >= r.spec.MaxAttempts {
-		if ex.Tail != "" {
-			return fmt.Errorf("%s; its last lines:\n%s", failed, ex.Tail)
-		}
-		return errors.New(failed)
+		return errors.New(failed + ex.tail())
 	}
 	t.attempt++
 	if !r.alone(t) {
 		// The others cannot go on without it: a server's parameters, or
 		// a member of the workers' collectives, are gone.
 		err := r.restartAllAfter(ctx, t, failed)
-		if err != nil && ex.Tail != "" {
+		if err != nil {
 			// The job ends here: its last lines say why.
-			err = fmt.Errorf("%w; its last lines:\n%s", err, ex.Tail)
+			err = fmt.Errorf("%w%s", err, ex.tail())
 		}
 		return err
 	}

@@ -399,10 +399,7 @@ func writeJobStatus(w io.Writer, st *web.Status) {
 			if where != "" {
 				where += " / "
 			}
-			exit, _, _ := strings.Cut(t.Exit, "\n")
-			if i := strings.Index(exit, "; YARN diagnostics:"); i >= 0 {
-				exit = exit[:i]
-			}
+			exit, _, _ := strings.Cut(t.Exit, "\n") // the rest is YARN's diagnostics
 			where += exit
 		}
 		fmt.Fprintf(w, "    %-12s %-10s %7d %8d  %-16s %s\n", t.Task, t.State, t.Attempt, t.Restarts, t.Node, where)

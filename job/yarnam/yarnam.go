@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -567,15 +568,12 @@ func (c *Cluster) heartbeat() error {
 		case !lost:
 			c.badNodeLocked(ln)
 		}
-		msg := fmt.Sprintf("%s in container %s on %s", describeExitStatus(s.ExitStatus), s.ID, ln.ct.Node)
-		if d := strings.TrimSpace(s.Diagnostics); d != "" && s.ExitStatus != yarn.ExitSuccess {
-			if len(d) > maxDiagnostics {
-				d = "…" + d[len(d)-maxDiagnostics:]
-			}
-			msg += "; YARN diagnostics: " + d
+		ex := job.Exit{Code: int(s.ExitStatus), Desc: fmt.Sprintf("%s in container %s on %s", describeExitStatus(s.ExitStatus), s.ID, ln.ct.Node), Lost: lost}
+		if d := tidyDiagnostics(s.Diagnostics); d != "" && s.ExitStatus != yarn.ExitSuccess {
+			ex.Tail, ex.Diagnostics = "    "+strings.ReplaceAll(d, "\n", "\n    "), true
 		}
 		c.log.WithFields(logrus.Fields{"task": ln.l.Task.String(), "container": s.ID.String(), "exit": s.ExitStatus}).Info("container completed")
-		c.events.Push(job.Event{Kind: job.Exited, ID: ln.l.ID, Exit: job.Exit{Code: int(s.ExitStatus), Desc: msg, Lost: lost}})
+		c.events.Push(job.Event{Kind: job.Exited, ID: ln.l.ID, Exit: ex})
 	}
 	c.mu.Unlock()
 	if resp.Command != yarn.AMCommandNone {
@@ -777,6 +775,59 @@ func (c *Cluster) nodeAddr(host string) string {
 	}
 	c.addrs[host] = addr
 	return addr
+}
+
+// diagnosticStamp is the time a NodeManager puts before each part of a
+// container's diagnostics.
+var diagnosticStamp = regexp.MustCompile(`\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}\]`)
+
+// emptySection is the heading of a file's last bytes in a container's
+// diagnostics ("Last 4096 bytes of stderr :").
+var emptySection = regexp.MustCompile(`^Last \d+ bytes of \S+ :$`)
+
+// tidyDiagnostics keeps what a completed container's diagnostics say
+// beyond its exit status, at most the last maxDiagnostics bytes: a
+// NodeManager repeats the part about a failed launch's exit, restates
+// the container's id and exit code, and heads files that were empty.
+// The parts are those of its time stamps, which go.
+func tidyDiagnostics(d string) string {
+	var (
+		parts []string
+		seen  = make(map[string]bool)
+	)
+	for _, part := range diagnosticStamp.Split(d, -1) {
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSpace(part), "\n") {
+			l = strings.TrimRight(l, " \t\r")
+			switch {
+			case l == "Exception from container-launch.", strings.HasPrefix(l, "Container id: "), strings.HasPrefix(l, "Exit code: "):
+				continue
+			case len(lines) > 0 && emptySection.MatchString(lines[len(lines)-1]) && (l == "" || emptySection.MatchString(l)):
+				lines = lines[:len(lines)-1] // the file before was empty
+				if l == "" {
+					continue
+				}
+			}
+			lines = append(lines, l)
+		}
+		for len(lines) > 0 && (lines[len(lines)-1] == "" || emptySection.MatchString(lines[len(lines)-1])) {
+			lines = lines[:len(lines)-1]
+		}
+		part = strings.TrimSpace(strings.Join(lines, "\n"))
+		if part != "" && !seen[part] {
+			seen[part] = true
+			parts = append(parts, part)
+		}
+	}
+	out := strings.Join(parts, "\n")
+	if len(out) > maxDiagnostics {
+		out = out[len(out)-maxDiagnostics:]
+		if i := strings.IndexByte(out, '\n'); i >= 0 {
+			out = out[i+1:]
+		}
+		out = "…\n" + out
+	}
+	return out
 }
 
 // describeExitStatus names a container's exit status.

@@ -453,6 +453,15 @@ func TestHadoopRunAM(t *testing.T) {
 			name: "always_exit_3",
 			spec: small(job.JobSpec{Command: []string{"/bin/sh", "-c", "echo failing >&2; exit 3"}, NumWorkers: 1, MaxAttempts: 2}),
 			want: yarn.FinalFailed, wantDiags: []string{"worker 0 failed", "exit status 3", "container_", "attempt 2 of 2"},
+			// What the NodeManager says of the exit comes after, once,
+			// with the task's last words.
+			checkDiag: func(t *testing.T, diag string) {
+				head, rest, ok := strings.Cut(diag, "; the cluster's diagnostics:\n")
+				if !ok || !strings.HasSuffix(head, "attempt 2 of 2") || strings.Count(rest, "non-zero exit code 3") != 1 ||
+					!strings.Contains(rest, "\n    failing") || strings.Contains(rest, "Container id:") {
+					t.Errorf("diagnostics %q; want the failure, then the container's diagnostics once with its stderr", diag)
+				}
+			},
 		},
 		{
 			// Workers as large as the largest container: the NodeManager

@@ -99,7 +99,7 @@ func TestNotFoundHint(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("PATH", dir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	const notFound = "scheduler 0 failed: exit status 127 in container c_1 on n1:8041; YARN diagnostics: /bin/bash: line 1: mytool: command not found"
+	const notFound = "scheduler 0 failed: exit status 127 in container c_1 on n1:8041 on attempt 3 of 3; the cluster's diagnostics:\n    Container exited with a non-zero exit code 127. Error file: prelaunch.err.\n    Last 4096 bytes of stderr :\n    /bin/bash: line 1: mytool: command not found"
 	if got, want := notFoundHint([]string{"mytool", "--epochs", "1"}, notFound), "to ship this machine's "+tool+" with the job, give its path: -- "+tool+")"; !strings.HasSuffix(got, want) {
 		t.Errorf("hint %q; want it to end %q", got, want)
 	}
