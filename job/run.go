@@ -956,6 +956,18 @@ func (r *run) nodeFailed(node string) {
 // cannot go on after losing its scheduler or a server, or a task asked
 // for it (asked: see files.restartPoint).
 func (r *run) restartAll(ctx context.Context, failed string, asked bool) error {
+	// The run's processes stop first, and with them their checkpoint
+	// commits: the newest checkpoint is chosen only then, so that none of
+	// them can commit a later one, which the new run would meet.
+	downSince := time.Now()
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.StopTimeout)
+	if !r.state.EndRun(ectx) {
+		r.log.Warn("a checkpoint commit of the run that ended did not finish in time")
+	}
+	cancel()
+	if err := r.stopAll(ctx); err != nil {
+		return fmt.Errorf("%s, and the job cannot start again: %w", failed, err)
+	}
 	p, err := r.files.restartPoint(ctx, failed, !r.state.Status().FirstData.IsZero(), asked)
 	if err != nil {
 		return err
@@ -965,13 +977,10 @@ func (r *run) restartAll(ctx context.Context, failed string, asked bool) error {
 	if p.uri != "" {
 		from = fmt.Sprintf("from checkpoint %s (epoch %d)", p.uri, p.epoch)
 	}
-	r.jobDownSince = time.Now()
+	r.jobDownSince = downSince
 	r.state.AddEvent(tracker.Event{At: r.jobDownSince, Kind: tracker.EventJobRestart, Detail: firstLine(failed) + "; " + from})
 	for _, t := range r.tasks {
 		t.downSince = time.Time{} // the job's event covers them
-	}
-	if err := r.stopAll(ctx); err != nil {
-		return fmt.Errorf("%s, and the job cannot start again: %w", failed, err)
 	}
 	r.state.Rewind(p.epoch)
 	if r.spec.NumServers > 0 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/ckpt"
+	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/tracker"
 )
 
@@ -41,6 +42,9 @@ type fake struct {
 	running  map[int64]Launch
 	ports    int
 	stopAlls int
+	// onStopAll, when set, runs as StopAll begins, while the launches
+	// still run.
+	onStopAll func()
 	// stopped are the launches stopped alone (Stop).
 	stopped []Launch
 	// startErr, when set, fails a Start.
@@ -153,6 +157,9 @@ func (f *fake) Stop(_ context.Context, id int64) error {
 
 func (f *fake) StopAll(context.Context) error {
 	f.stopAlls++
+	if f.onStopAll != nil {
+		f.onStopAll()
+	}
 	clear(f.running)
 	return nil
 }
@@ -242,17 +249,21 @@ func writeFile(t *testing.T, path string, data []byte) {
 }
 
 // commitCheckpoint writes server 0's file of checkpoint n and commits it
-// through the job's tracker, as a job's worker 0 does.
+// through the job's tracker, as a job's worker 0 of the current run does.
 func commitCheckpoint(f *fake, dir string, n int) {
 	f.t.Helper()
+	if err := commitOfRun(f, dir, n, f.j.State().Run()); err != nil {
+		f.t.Errorf("commit checkpoint %d: %v", n, err)
+	}
+}
+
+// commitOfRun is commitCheckpoint by a worker 0 of the job's run run.
+func commitOfRun(f *fake, dir string, n, run int) error {
 	data := []byte(fmt.Sprintf("parameters after epoch %d", n))
 	writeFile(f.t, filepath.Join(ckpt.Path(dir, n), ckpt.ServerFileName(0)), data)
 	sum := sha256.Sum256(data)
-	err := f.j.State().CommitCheckpoint(f.t.Context(), tracker.CheckpointInfo{N: n, Epoch: n, NextEpoch: n,
+	return f.j.State().CommitCheckpoint(f.t.Context(), tracker.CheckpointInfo{N: n, Epoch: n, NextEpoch: n, Run: run,
 		Files: []tracker.CheckpointFile{{Name: ckpt.ServerFileName(0), Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}}})
-	if err != nil {
-		f.t.Errorf("commit checkpoint %d: %v", n, err)
-	}
 }
 
 // checkEvents compares a status's events, as "task kind: detail"
@@ -850,6 +861,46 @@ func TestRunPolicy(t *testing.T) {
 			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
 				if n := len(f.launchesOf(scheduler)); n != 1 {
 					t.Errorf("the scheduler launched %d times", n)
+				}
+			},
+		},
+		{
+			// Worker 0 commits checkpoint 2 as the job is being stopped to
+			// start again from checkpoint 1: had it been committed, the
+			// new run would meet it when it takes checkpoint 2 itself.
+			name: "a checkpoint of the run that ended is not committed",
+			spec: func(e *env) JobSpec {
+				return JobSpec{NumWorkers: 1, NumServers: 1, MaxAttempts: 2, CheckpointDir: e.ckpt, Output: e.output}
+			},
+			script: func(e *env) func(f *fake, l Launch) {
+				return func(f *fake, l Launch) {
+					switch {
+					case first(server0)(f, l):
+					case first(worker0)(f, l):
+						f.j.State().Plan()
+						commitCheckpoint(f, e.ckpt, 1)
+						f.onStopAll = func() {
+							f.onStopAll = nil
+							if err := commitOfRun(f, e.ckpt, 2, 0); err == nil {
+								f.t.Error("a checkpoint of the run that ended was committed as it stopped")
+							}
+						}
+						srv, _ := f.current(server0)
+						f.exit(srv, 1)
+					default:
+						ok(e)(f, l)
+					}
+				}
+			},
+			want: tracker.Succeeded,
+			check: func(t *testing.T, e *env, f *fake, res Result, err error) {
+				want := "file://" + filepath.Join(e.ckpt, "1")
+				if res.Restarts != 1 || res.ResumedFrom != want {
+					t.Errorf("result %+v; want 1 restart from %s", res, want)
+				}
+				m, err := ckpt.Latest(t.Context(), dfs.Local{}, e.ckpt, true)
+				if err != nil || m.N != 1 {
+					t.Errorf("newest checkpoint %d (%v), want 1", m.N, err)
 				}
 			},
 		},

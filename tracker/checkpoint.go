@@ -3,6 +3,7 @@ package tracker
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // CheckpointInfo describes a checkpoint whose server files are written,
@@ -18,6 +19,9 @@ type CheckpointInfo struct {
 	Partitioner string
 	MaxKey      uint64
 	Files       []CheckpointFile
+	// Run is the run of the job (State.Run) of the worker that wrote it:
+	// one of a run that ended is not committed.
+	Run int
 }
 
 // CheckpointFile is one server's file of a checkpoint.
@@ -39,13 +43,24 @@ func (s *State) SetCheckpointCommitter(f func(context.Context, CheckpointInfo) e
 	s.commit = f
 }
 
-// CommitCheckpoint commits a checkpoint (see SetCheckpointCommitter).
+// CommitCheckpoint commits a checkpoint (see SetCheckpointCommitter),
+// unless the run it was written in ended (EndRun).
 func (s *State) CommitCheckpoint(ctx context.Context, c CheckpointInfo) error {
+	select {
+	case s.committing <- struct{}{}:
+		defer func() { <-s.committing }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	s.mu.Lock()
 	f := s.commit
+	err := s.checkRunLocked(c.Run, 0)
 	s.mu.Unlock()
-	if f == nil {
+	switch {
+	case f == nil:
 		return ErrNoCheckpoints
+	case err != nil:
+		return fmt.Errorf("commit checkpoint %d: %w", c.N, err)
 	}
 	return f(ctx, c)
 }

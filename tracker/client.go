@@ -353,7 +353,7 @@ func (c *Client) CommitCheckpoint(ctx context.Context, info CheckpointInfo) erro
 		w.Files = append(w.Files, &trackerrpc.CheckpointFile{Name: f.Name, Bytes: f.Bytes, Sha256: f.SHA256})
 	}
 	return c.call(ctx, "commit checkpoint", func(rpc *trackerrpc.TrackerClient) error {
-		return rpc.CommitCheckpoint(ctx, c.secret, w)
+		return rpc.CommitCheckpoint(ctx, c.secret, w, int32(c.run))
 	})
 }
 

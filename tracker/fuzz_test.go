@@ -44,7 +44,7 @@ func requestFrames(f *testing.F) [][]byte {
 	call(func(ctx context.Context, c *trackerrpc.TrackerClient) { c.Kill(ctx, fuzzSecret, "fuzz") })
 	call(func(ctx context.Context, c *trackerrpc.TrackerClient) {
 		c.CommitCheckpoint(ctx, fuzzSecret, &trackerrpc.Checkpoint{N: 1, Epoch: 1, NextEpoch: 1, Partitioner: "range",
-			Files: []*trackerrpc.CheckpointFile{{Name: "server-0", Bytes: 3, Sha256: "00"}}})
+			Files: []*trackerrpc.CheckpointFile{{Name: "server-0", Bytes: 3, Sha256: "00"}}}, 0)
 	})
 	call(func(ctx context.Context, c *trackerrpc.TrackerClient) {
 		c.ReportEvent(ctx, fuzzSecret, EventJoined, "worker 1", "ready", 5)

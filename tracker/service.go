@@ -600,14 +600,17 @@ func (h *handler) Kill(ctx context.Context, secret, reason string) error {
 	return nil
 }
 
-func (h *handler) CommitCheckpoint(ctx context.Context, secret string, c *trackerrpc.Checkpoint) error {
+func (h *handler) CommitCheckpoint(ctx context.Context, secret string, c *trackerrpc.Checkpoint, run int32) error {
 	if err := h.auth(ctx, secret); err != nil {
 		return err
 	}
 	if c == nil || len(c.Files) > 1<<20 {
 		return badRequest(errors.New("commit checkpoint: missing or oversized checkpoint"))
 	}
-	info := CheckpointInfo{N: int(c.N), Epoch: int(c.Epoch), NextEpoch: int(c.NextEpoch), Partitioner: c.Partitioner, MaxKey: uint64(c.MaxKey)}
+	if run < 0 {
+		return badRequest(fmt.Errorf("commit checkpoint: run %d of the job", run))
+	}
+	info := CheckpointInfo{N: int(c.N), Epoch: int(c.Epoch), NextEpoch: int(c.NextEpoch), Partitioner: c.Partitioner, MaxKey: uint64(c.MaxKey), Run: int(run)}
 	for _, f := range c.Files {
 		if f != nil {
 			info.Files = append(info.Files, CheckpointFile{Name: f.Name, Bytes: f.Bytes, SHA256: f.Sha256})

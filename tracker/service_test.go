@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +71,12 @@ func TestServiceOverTCP(t *testing.T) {
 		t.Fatalf("planning 0 epochs: %v, want RemoteError", err)
 	}
 	// A caller of another run of the job than the current one, or of
-	// none, is refused.
+	// none, is refused, a checkpoint commit included.
+	var commits []int
+	st.SetCheckpointCommitter(func(_ context.Context, info CheckpointInfo) error {
+		commits = append(commits, info.Run)
+		return nil
+	})
 	for _, run := range []int{-1, 1} {
 		other := NewClient(svc.Addr(), "s3cret", WithRun(run))
 		if _, _, _, err := other.NextShard(ctx, 0, 1, 0); !errors.As(err, &refused) {
@@ -79,7 +85,13 @@ func TestServiceOverTCP(t *testing.T) {
 		if err := other.ShardDone(ctx, 0, 1, 1, 0, 5); !errors.As(err, &refused) {
 			t.Errorf("shard done of run %d: %v, want RemoteError", run, err)
 		}
+		if err := other.CommitCheckpoint(ctx, CheckpointInfo{N: 1, Epoch: 1, NextEpoch: 1}); !errors.As(err, &refused) {
+			t.Errorf("checkpoint commit of run %d: %v, want RemoteError", run, err)
+		}
 		other.Close()
+	}
+	if err := c.CommitCheckpoint(ctx, CheckpointInfo{N: 1, Epoch: 1, NextEpoch: 1}); err != nil || !slices.Equal(commits, []int{0}) {
+		t.Fatalf("checkpoint commit of run 0: %v; committed those of runs %v, want 0 only", err, commits)
 	}
 	if done, err := c.DoneShards(ctx, 0); err != nil || len(done) != 1 || done[sh.ID] != 42 {
 		t.Fatalf("done shards of epoch 0: %v %v, want shard %d with 42 records", done, err, sh.ID)

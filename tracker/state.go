@@ -304,7 +304,7 @@ type State struct {
 	started       time.Time
 	// planned is Status.EpochsPlanned.
 	planned int
-	// run counts the Rewinds: the times the whole job started again.
+	// run counts the EndRuns: the times the whole job started again.
 	run int
 	// firstData is Status.FirstData.
 	firstData time.Time
@@ -331,6 +331,9 @@ type State struct {
 	killReq        chan string
 	reports        chan Event
 	commit         func(context.Context, CheckpointInfo) error
+	// committing is held while a checkpoint is committed (capacity 1),
+	// so that EndRun can wait for a commit under way.
+	committing chan struct{}
 	// scale is the job's elastic servers and workers (scale.go).
 	scale scaling
 	// shardsMoved is closed, and replaced, when a shard is done or goes
@@ -420,6 +423,7 @@ func NewState(shards []Shard, now time.Time) *State {
 		hosts:         make(map[int]string),
 		scale:         newScaling(),
 		shardsMoved:   make(chan struct{}),
+		committing:    make(chan struct{}, 1),
 	}
 	for i := range s.shards {
 		s.shards[i].ID = int64(i)
@@ -705,15 +709,35 @@ func (s *State) requeueLocked(worker int) {
 	}
 }
 
+// EndRun ends the job's current run, as the whole job is to start
+// again: from now on the calls of its processes are refused (a waiting
+// one is woken for that), a checkpoint commit among them too, and one
+// under way is waited for, at most until ctx ends (it reports false
+// then). So what the launcher then finds in the checkpoint directory
+// stays as it is, and the run it starts from there (Rewind) does not
+// meet a checkpoint of the run before that came after it looked.
+func (s *State) EndRun(ctx context.Context) bool {
+	s.mu.Lock()
+	s.run++
+	s.shardsMovedLocked()
+	s.mu.Unlock()
+	select {
+	case s.committing <- struct{}{}:
+		<-s.committing
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // Rewind forgets the epochs from epoch on, their shards, metrics and
 // views (View), for a job that starts again from a checkpoint taken
 // before epoch: every shard of those epochs is read anew and counted
-// once. The launcher calls it only once every process of the previous
-// run has exited.
+// once. The launcher calls it once the previous run ended (EndRun) and
+// every process of it has exited.
 func (s *State) Rewind(epoch int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.run++
 	for e := range s.epochs {
 		if e >= epoch {
 			delete(s.epochs, e)
@@ -729,7 +753,7 @@ func (s *State) Rewind(epoch int) {
 	s.scale.rewind(epoch)
 }
 
-// Run returns the job's current run: the number of Rewinds, the times it
+// Run returns the job's current run: the number of EndRuns, the times it
 // started again as a whole. Its tasks are told it (conf.Job.Run) and
 // their shard requests and reports carry it (WaitShard, ShardDoneOfRun).
 func (s *State) Run() int {

@@ -1,6 +1,7 @@
 package tracker
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"slices"
@@ -453,6 +454,9 @@ func TestRewindEndsTheRunsCalls(t *testing.T) {
 	for s.waiting.Load() == 0 {
 		runtime.Gosched()
 	}
+	if !s.EndRun(t.Context()) {
+		t.Fatal("EndRun waited in vain")
+	}
 	s.Rewind(0)
 	if err := <-errc; err == nil || !strings.Contains(err.Error(), "the whole job started again since (run 1)") {
 		t.Fatalf("run 0's waiting call after the rewind: %v; want it refused", err)
@@ -462,7 +466,7 @@ func TestRewindEndsTheRunsCalls(t *testing.T) {
 	}
 	// Run 1 reads both shards.
 	if s.Run() != 1 {
-		t.Fatalf("run %d after one rewind, want 1", s.Run())
+		t.Fatalf("run %d after the first run ended, want 1", s.Run())
 	}
 	for w := range 2 {
 		sh, d, err := s.WaitShard(t.Context(), 1, 0, w, 0, time.Minute)
@@ -475,6 +479,70 @@ func TestRewindEndsTheRunsCalls(t *testing.T) {
 	}
 	if st := s.Status(); st.ShardsDone != 2 || st.EpochRecords[0] != 10 {
 		t.Fatalf("run 1: %d shards done, %d records; want 2, 10", st.ShardsDone, st.EpochRecords[0])
+	}
+}
+
+// TestEndRunAndCheckpointCommits: ending a run waits for a checkpoint
+// commit under way, and refuses those of the run after it, so that the
+// checkpoint the launcher then starts the job again from is the newest
+// there will be of that run.
+func TestEndRunAndCheckpointCommits(t *testing.T) {
+	t.Parallel()
+	s := NewState(shards(2), time.Now())
+	var committed []int
+	inCommit, release := make(chan struct{}), make(chan struct{})
+	s.SetCheckpointCommitter(func(_ context.Context, c CheckpointInfo) error {
+		if c.N == 2 {
+			close(inCommit)
+			<-release
+		}
+		committed = append(committed, c.N)
+		return nil
+	})
+	if err := s.CommitCheckpoint(t.Context(), CheckpointInfo{N: 1, Run: 0}); err != nil {
+		t.Fatal(err)
+	}
+	// Checkpoint 2 is being committed as the run ends.
+	errc := make(chan error, 1)
+	go func() { errc <- s.CommitCheckpoint(t.Context(), CheckpointInfo{N: 2, Run: 0}) }()
+	<-inCommit
+	ended := make(chan bool, 1)
+	go func() { ended <- s.EndRun(t.Context()) }()
+	for s.Run() != 1 {
+		runtime.Gosched()
+	}
+	select {
+	case <-ended:
+		t.Fatal("the run ended while a checkpoint was being committed")
+	default:
+	}
+	close(release)
+	if err := <-errc; err != nil || !<-ended {
+		t.Fatalf("commit under way: %v", err)
+	}
+	// One of the run that ended, come late, is refused; the new run's is
+	// committed.
+	if err := s.CommitCheckpoint(t.Context(), CheckpointInfo{N: 3, Run: 0}); err == nil || !strings.Contains(err.Error(), "started again since (run 1)") {
+		t.Fatalf("run 0's commit after its end: %v; want it refused", err)
+	}
+	if err := s.CommitCheckpoint(t.Context(), CheckpointInfo{N: 3, Run: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(committed, []int{1, 2, 3}) {
+		t.Fatalf("committed %v, want 1, 2, 3", committed)
+	}
+	// A commit that never ends holds EndRun only as long as its context.
+	s.SetCheckpointCommitter(func(ctx context.Context, _ CheckpointInfo) error { <-ctx.Done(); return ctx.Err() })
+	cctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	go func() { _ = s.CommitCheckpoint(cctx, CheckpointInfo{N: 4, Run: 1}) }()
+	for len(s.committing) == 0 {
+		runtime.Gosched()
+	}
+	ectx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer cancel()
+	if s.EndRun(ectx) {
+		t.Fatal("EndRun reported a commit that never ends as finished")
 	}
 }
 

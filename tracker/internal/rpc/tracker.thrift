@@ -104,7 +104,7 @@ service Tracker {
   void reportMetrics(1: string secret, 2: i32 epoch, 3: i32 worker, 4: map<string, double> metrics) throws (1: TrackerError err)
   JobStatus status(1: string secret) throws (1: TrackerError err)
   void kill(1: string secret, 2: string reason) throws (1: TrackerError err)
-  void commitCheckpoint(1: string secret, 2: Checkpoint ckpt) throws (1: TrackerError err)
+  void commitCheckpoint(1: string secret, 2: Checkpoint ckpt, 3: i32 run) throws (1: TrackerError err)
   // The shards of epoch reported done, each with its record count: where
   // a worker that replaces a dead one need not read again.
   map<i64, i64> doneShards(1: string secret, 2: i32 epoch) throws (1: TrackerError err)

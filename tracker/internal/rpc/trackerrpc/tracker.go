@@ -3062,7 +3062,8 @@ type Tracker interface {
 	// Parameters:
 	//  - Secret
 	//  - Ckpt
-	CommitCheckpoint(ctx context.Context, secret string, ckpt *Checkpoint) (_err error)
+	//  - Run
+	CommitCheckpoint(ctx context.Context, secret string, ckpt *Checkpoint, run int32) (_err error)
 	// Parameters:
 	//  - Secret
 	//  - Epoch
@@ -3288,10 +3289,12 @@ func (p *TrackerClient) Kill(ctx context.Context, secret string, reason string) 
 // Parameters:
 //   - Secret
 //   - Ckpt
-func (p *TrackerClient) CommitCheckpoint(ctx context.Context, secret string, ckpt *Checkpoint) (_err error) {
+//   - Run
+func (p *TrackerClient) CommitCheckpoint(ctx context.Context, secret string, ckpt *Checkpoint, run int32) (_err error) {
 	var _args32 TrackerCommitCheckpointArgs
 	_args32.Secret = secret
 	_args32.Ckpt = ckpt
+	_args32.Run = run
 	var _result34 TrackerCommitCheckpointResult
 	var _meta33 thrift.ResponseMeta
 	_meta33, _err = p.Client_().Call(ctx, "commitCheckpoint", &_args32, &_result34)
@@ -4136,7 +4139,7 @@ func (p *trackerProcessorCommitCheckpoint) Process(ctx context.Context, seqId in
 	}
 
 	result := TrackerCommitCheckpointResult{}
-	if err2 := p.handler.CommitCheckpoint(ctx, args.Secret, args.Ckpt); err2 != nil {
+	if err2 := p.handler.CommitCheckpoint(ctx, args.Secret, args.Ckpt, args.Run); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -6870,9 +6873,11 @@ func (p *TrackerKillResult) String() string {
 // Attributes:
 //   - Secret
 //   - Ckpt
+//   - Run
 type TrackerCommitCheckpointArgs struct {
 	Secret string      `thrift:"secret,1" db:"secret" json:"secret"`
 	Ckpt   *Checkpoint `thrift:"ckpt,2" db:"ckpt" json:"ckpt"`
+	Run    int32       `thrift:"run,3" db:"run" json:"run"`
 }
 
 func NewTrackerCommitCheckpointArgs() *TrackerCommitCheckpointArgs {
@@ -6890,6 +6895,10 @@ func (p *TrackerCommitCheckpointArgs) GetCkpt() *Checkpoint {
 		return TrackerCommitCheckpointArgs_Ckpt_DEFAULT
 	}
 	return p.Ckpt
+}
+
+func (p *TrackerCommitCheckpointArgs) GetRun() int32 {
+	return p.Run
 }
 func (p *TrackerCommitCheckpointArgs) IsSetCkpt() bool {
 	return p.Ckpt != nil
@@ -6929,6 +6938,16 @@ func (p *TrackerCommitCheckpointArgs) Read(ctx context.Context, iprot thrift.TPr
 					return err
 				}
 			}
+		case 3:
+			if fieldTypeId == thrift.I32 {
+				if err := p.ReadField3(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -6961,6 +6980,15 @@ func (p *TrackerCommitCheckpointArgs) ReadField2(ctx context.Context, iprot thri
 	return nil
 }
 
+func (p *TrackerCommitCheckpointArgs) ReadField3(ctx context.Context, iprot thrift.TProtocol) error {
+	if v, err := iprot.ReadI32(ctx); err != nil {
+		return thrift.PrependError("error reading field 3: ", err)
+	} else {
+		p.Run = v
+	}
+	return nil
+}
+
 func (p *TrackerCommitCheckpointArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "commitCheckpoint_args"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -6970,6 +6998,9 @@ func (p *TrackerCommitCheckpointArgs) Write(ctx context.Context, oprot thrift.TP
 			return err
 		}
 		if err := p.writeField2(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField3(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -7004,6 +7035,19 @@ func (p *TrackerCommitCheckpointArgs) writeField2(ctx context.Context, oprot thr
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write field end error 2:ckpt: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerCommitCheckpointArgs) writeField3(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "run", thrift.I32, 3); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 3:run: ", p), err)
+	}
+	if err := oprot.WriteI32(ctx, int32(p.Run)); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T.run (3) field write error: ", p), err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 3:run: ", p), err)
 	}
 	return err
 }
