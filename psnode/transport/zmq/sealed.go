@@ -55,7 +55,8 @@ import (
 // its keys, can open a connection to the sealed route (a PLAIN handshake
 // checked by the transport's ZAP handler; see secureSealedServer); what
 // the receiver keeps of the payloads no envelope names is bounded
-// (heldMax payloads, heldTTL).
+// (heldMax payloads, heldTTL; a connection that holds more than the
+// others gives way first).
 //
 // A frame whose sealed form would be longer than maxFrame, which every
 // socket of the transport accepts at most (see Options.Curve), travels
@@ -644,21 +645,23 @@ func (t *Transport) bindSealed(s *zmq4.Socket, endpoint string, port uint16) (ui
 }
 
 // readSealed reads one message of the sealed route, [identity][tag]
-// [sealed frame]…, keeping the sealed frames in libzmq's memory. It
-// returns ok false for a message that is not of that form (it is
-// dropped), and an EAGAIN error when nothing is waiting.
-func readSealed(raw unsafe.Pointer) (tag [16]byte, frames []*cFrame, ok bool, err error) {
+// [sealed frame]…, keeping the sealed frames in libzmq's memory: the
+// connection's identity, the tag and the frames. It returns ok false for
+// a message that is not of that form (it is dropped), and an EAGAIN error
+// when nothing is waiting.
+func readSealed(raw unsafe.Pointer) (conn []byte, tag [16]byte, frames []*cFrame, ok bool, err error) {
 	id, more, err := recvCFrame(raw, zmq4.DONTWAIT)
 	if err != nil {
-		return tag, nil, false, err
+		return nil, tag, nil, false, err
 	}
+	conn = bytes.Clone(id.bytes())
 	id.close()
 	n := 0
 	for more {
 		var f *cFrame
 		if f, more, err = recvCFrame(raw, 0); err != nil {
 			closeFrames(frames)
-			return tag, nil, false, err
+			return conn, tag, nil, false, err
 		}
 		n++
 		switch {
@@ -675,9 +678,9 @@ func readSealed(raw unsafe.Pointer) (tag [16]byte, frames []*cFrame, ok bool, er
 	}
 	if !ok || len(frames) == 0 || n-1 > maxPayloadFrames {
 		closeFrames(frames)
-		return tag, nil, false, nil
+		return conn, tag, nil, false, nil
 	}
-	return tag, frames, true, nil
+	return conn, tag, frames, true, nil
 }
 
 // learnRoute reads the peer's answer to ctlHello, which comes back on

@@ -286,10 +286,10 @@ func TestInboundOrder(t *testing.T) {
 	r.message(a, plain(2), nil)
 	r.message(b, plain(3), nil)
 	r.want(t, 3)
-	r.sealed(env1.tag, f1)
+	r.sealed(sealedConn, env1.tag, f1)
 	r.want(t, 3, 1, 2)
 	m4, env4, f4 := sealedMessage(t, 4, seq(8, 0), seq(minSealed, 4))
-	r.sealed(env4.tag, f4) // before its envelope
+	r.sealed(sealedConn, env4.tag, f4) // before its envelope
 	r.message(a, m4, env4)
 	r.want(t, 3, 1, 2, 4)
 	if r.busy() || len(r.dropped) > 0 {
@@ -309,7 +309,7 @@ func TestInboundLost(t *testing.T) {
 	r.message(a, m1, env1)
 	r.message(a, m2, env2)
 	r.message(a, plain(3), nil)
-	r.sealed(env2.tag, f2)
+	r.sealed(sealedConn, env2.tag, f2)
 	r.want(t, 2, 3)
 	if len(r.dropped) != 1 || !errors.Is(r.dropped[0], errSealedLost) {
 		t.Fatalf("dropped %v, want message 1 lost", r.dropped)
@@ -330,29 +330,42 @@ func TestInboundLost(t *testing.T) {
 	}
 }
 
+// sealedConn names a connection to the sealed route.
+var sealedConn = []byte("s")
+
 // TestInboundHeldBounded: sealed frames no envelope names are held at
 // most heldMax at once and heldTTL long, and a replayed tag is refused.
+// A connection that floods the route pushes out its own payloads, not
+// another's.
 func TestInboundHeldBounded(t *testing.T) {
 	r := newRecorder()
+	m, envOther, fsOther := sealedMessage(t, 100, seq(minSealed, 100))
+	r.sealed([]byte("other"), envOther.tag, fsOther)
 	var first [16]byte
 	for i := range heldMax + 10 {
 		_, env, fs := sealedMessage(t, int32(i), seq(minSealed, byte(i)))
 		if i == 0 {
 			first = env.tag
 		}
-		r.sealed(env.tag, fs)
+		r.sealed(sealedConn, env.tag, fs)
 	}
 	if len(r.held) != heldMax {
 		t.Fatalf("held %d payloads, want %d", len(r.held), heldMax)
 	}
-	if r.held[0].tag == first {
-		t.Fatal("the oldest payload was not the one let go")
+	if r.held[0].tag != envOther.tag {
+		t.Fatal("another connection's payload was let go for the flood's")
 	}
+	if r.held[1].tag == first {
+		t.Fatal("the flood's oldest payload was not the one let go")
+	}
+	// Its envelope comes: the message is whole.
+	r.message([]byte("a"), m, envOther)
+	r.want(t, 100)
 	tag := r.held[0].tag
 	_, _, fs := sealedMessage(t, 99, seq(minSealed, 9))
-	r.sealed(tag, fs)
-	if len(r.held) != heldMax {
-		t.Fatalf("a replayed tag was held again: %d payloads", len(r.held))
+	r.sealed(sealedConn, tag, fs)
+	if len(r.held) != heldMax-1 {
+		t.Fatalf("a replayed tag was held again: %d payloads, want %d", len(r.held), heldMax-1)
 	}
 	r.clock = r.clock.Add(heldTTL + time.Second)
 	r.tick()

@@ -38,8 +38,10 @@ type pending struct {
 	gone     bool      // dropped: skip it
 }
 
-// payload is what the sealed route carried for one message.
+// payload is what the sealed route carried for one message, on the
+// sealed connection conn.
 type payload struct {
+	conn   string
 	tag    [16]byte
 	frames []*cFrame
 	at     time.Time
@@ -107,18 +109,18 @@ func (in *inbound) complete(m *transport.Message, env *envelope, sealed []*cFram
 }
 
 // sealed takes the sealed frames of one message, read from the sealed
-// route. It reports false when the transport is closing.
-func (in *inbound) sealed(tag [16]byte, frames []*cFrame) bool {
+// route's connection conn. It reports false when the transport is
+// closing.
+func (in *inbound) sealed(conn []byte, tag [16]byte, frames []*cFrame) bool {
 	p := in.waiting[tag]
 	if p == nil {
 		if slices.ContainsFunc(in.held, func(h *payload) bool { return h.tag == tag }) {
 			closeFrames(frames) // a replay
 			return true
 		}
-		in.held = append(in.held, &payload{tag: tag, frames: frames, at: in.now()})
+		in.held = append(in.held, &payload{conn: string(conn), tag: tag, frames: frames, at: in.now()})
 		if len(in.held) > heldMax {
-			closeFrames(in.held[0].frames)
-			in.held = slices.Delete(in.held, 0, 1)
+			in.evict()
 		}
 		return true
 	}
@@ -141,6 +143,27 @@ func (in *inbound) sealed(tag [16]byte, frames []*cFrame) bool {
 		}
 	}
 	return in.flush(p.conn)
+}
+
+// evict lets go of the oldest payload held of the connection that holds
+// the most (the oldest of them on a tie): a connection that floods the
+// route with payloads no envelope names, which only a peer with the
+// route's password can, pushes out its own, not those of the others,
+// whose envelopes are on their way.
+func (in *inbound) evict() {
+	count := make(map[string]int)
+	most := ""
+	for _, h := range in.held {
+		count[h.conn]++
+	}
+	for _, h := range in.held {
+		if most == "" || count[h.conn] > count[most] {
+			most = h.conn
+		}
+	}
+	i := slices.IndexFunc(in.held, func(h *payload) bool { return h.conn == most })
+	closeFrames(in.held[i].frames)
+	in.held = slices.Delete(in.held, i, i+1)
 }
 
 // lose drops a message whose sealed frames will not come.

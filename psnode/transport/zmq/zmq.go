@@ -568,7 +568,7 @@ func (t *Transport) recvLoop(router, sealed, wake *zmq4.Socket) {
 		// The sealed route first: a message's sealed frames are sent
 		// before its envelope.
 		for sealedRaw != nil {
-			tag, frames, ok, err := readSealed(sealedRaw)
+			conn, tag, frames, ok, err := readSealed(sealedRaw)
 			if isErrno(err, syscall.EAGAIN) {
 				break
 			}
@@ -580,7 +580,7 @@ func (t *Transport) recvLoop(router, sealed, wake *zmq4.Socket) {
 				t.dropMalformed(nil, nil, errors.New("not a sealed payload"))
 				continue
 			}
-			if !in.sealed(tag, frames) {
+			if !in.sealed(conn, tag, frames) {
 				return
 			}
 		}
