@@ -32,6 +32,16 @@
 //	joinEpoch                  a worker started to join: the epoch it begins at
 //	scale                      ps-submit scale: other numbers of servers and workers from an epoch on
 //
+// # Runs
+//
+// When the whole job starts again from a checkpoint, the launcher ends
+// its run (EndRun), stops every process, chooses the checkpoint, and
+// begins the next run (Rewind). A task is told its run
+// (conf.Job.Run); its shard requests and reports and its checkpoint
+// commits carry it, and those of a run that ended are refused: a call
+// still on its way from a stopped process takes no shard of the new run,
+// marks none done, and commits no checkpoint the new run would meet.
+//
 // # Elastic servers and workers
 //
 // A synchronous job changes its numbers of servers and workers at an
