@@ -45,6 +45,12 @@ func TestTidyDiagnostics(t *testing.T) {
 				"Container killed on request. Exit code is 143\n" +
 				"Container exited with a non-zero exit code 143.",
 		},
+		{
+			// The task's own lines stay whatever they say.
+			name: "output like the launch's part",
+			in:   "[2026-11-28 21:00:00.003]Container exited with a non-zero exit code 1.\nLast 4096 bytes of stderr :\nExit code: 1\nContainer id: mine\n",
+			want: "Container exited with a non-zero exit code 1.\nLast 4096 bytes of stderr :\nExit code: 1\nContainer id: mine",
+		},
 		{name: "none", in: " \n", want: ""},
 		{name: "plain text", in: "Container preempted by scheduler", want: "Container preempted by scheduler"},
 	} {

@@ -797,10 +797,14 @@ func tidyDiagnostics(d string) string {
 	)
 	for _, part := range diagnosticStamp.Split(d, -1) {
 		var lines []string
-		for _, l := range strings.Split(strings.TrimSpace(part), "\n") {
+		launch := false // the part of a failed launch, which restates the id and code
+		for i, l := range strings.Split(strings.TrimSpace(part), "\n") {
 			l = strings.TrimRight(l, " \t\r")
 			switch {
-			case l == "Exception from container-launch.", strings.HasPrefix(l, "Container id: "), strings.HasPrefix(l, "Exit code: "):
+			case i == 0 && l == "Exception from container-launch.":
+				launch = true
+				continue
+			case launch && (strings.HasPrefix(l, "Container id: ") || strings.HasPrefix(l, "Exit code: ")):
 				continue
 			case len(lines) > 0 && emptySection.MatchString(lines[len(lines)-1]) && (l == "" || emptySection.MatchString(l)):
 				lines = lines[:len(lines)-1] // the file before was empty
