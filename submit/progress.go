@@ -310,7 +310,7 @@ func writeSummary(w io.Writer, name string, res job.Result) error {
 		var codes, attempts []string
 		retried := false
 		for ; j < len(tasks) && tasks[j].Role == tasks[i].Role; j++ {
-			codes = append(codes, exitText(tasks[j]))
+			codes = append(codes, exitText(tasks[j], res.State == tracker.Succeeded))
 			attempts = append(attempts, strconv.Itoa(tasks[j].Attempts))
 			retried = retried || tasks[j].Attempts > 1
 		}
@@ -379,10 +379,14 @@ func roleOrder(role conf.Role) int {
 // exitText is a task's exit code, "killed" for a process ended by a
 // signal, or "unstarted" when its last attempt never ran (one word, as
 // the codes of a role's tasks are listed by rank, space-separated).
-func exitText(t job.TaskResult) string {
+func exitText(t job.TaskResult, succeeded bool) string {
 	switch {
 	case t.NotStarted:
 		return "unstarted"
+	case t.ExitCode < 0 && succeeded:
+		// Only a task no longer needed ends so in a job that succeeded:
+		// the launcher stopped it (job.Result.Summary says which).
+		return "stopped"
 	case t.ExitCode < 0:
 		return "killed"
 	}

@@ -177,6 +177,11 @@ func TestSummary(t *testing.T) {
 			"  exit codes  scheduler 0 · servers 0 0 · workers 0 0\n" +
 			"  model       /tmp/model\n" +
 			"  metrics     loss=0.6931 auc=0.7123 logloss=0.65 lr=0.1 updates_count=1200 (epoch 4)\n"},
+		{"a worker started again and stopped once the servers wrote the model", job.Result{
+			State: tracker.Succeeded, Wall: 25900 * time.Millisecond,
+			Tasks: []job.TaskResult{{Role: "worker", Rank: 0, Attempts: 2, ExitCode: -1}, {Role: "worker", Rank: 1, Attempts: 2}},
+		}, "job spindle:ps-lr SUCCEEDED after 25.9s\n" +
+			"  exit codes  workers stopped 0 (attempts 2 2)\n"},
 		{"failed after retries", job.Result{
 			State: tracker.Failed, Wall: 245 * time.Second,
 			Tasks: []job.TaskResult{{Role: "worker", Rank: 0, Attempts: 3, ExitCode: 3}, {Role: "worker", Rank: 1, Attempts: 1, ExitCode: -1}},
