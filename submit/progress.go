@@ -377,8 +377,10 @@ func roleOrder(role conf.Role) int {
 }
 
 // exitText is a task's exit code, "killed" for a process ended by a
-// signal, or "unstarted" when its last attempt never ran (one word, as
-// the codes of a role's tasks are listed by rank, space-separated).
+// signal ("stopped" in a job that succeeded, where only the launcher
+// ends one so), or "unstarted" when its last attempt never ran (one
+// word, as the codes of a role's tasks are listed by rank,
+// space-separated).
 func exitText(t job.TaskResult, succeeded bool) string {
 	switch {
 	case t.NotStarted:

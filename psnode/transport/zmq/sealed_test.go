@@ -345,6 +345,7 @@ func TestSealedRouteAfterPeerRestart(t *testing.T) {
 		}
 		m := recv(t, srv)
 		for m.Meta.Timestamp < 0 { // a small message sent before
+			m.Release()
 			m = recv(t, srv)
 		}
 		if m.Meta.Timestamp != i || !bytes.Equal(m.Data[0], b) {
