@@ -79,7 +79,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 	o.intVar(fs, &o.NumServers, "num-servers", "`N` server processes, and a scheduler; 0 (given) for a job without servers whose workers still meet at the scheduler, for collectives (ps-dense); not given: plain workers, without a scheduler")
 	o.intVar(fs, &o.Replicas, "replicas", "`K` other servers keep a copy of each server's tables, so that a server that dies is started again alone and restores them, without rolling the job back to a checkpoint; 0 turns it off (default 1 with two servers or more)")
 	fs.StringVar(&o.JobName, "jobname", o.JobName, "job `NAME` (default spindle:<base name of the command>)")
-	o.intVar(fs, &o.MaxAttempts, "max-attempts", "run each task at most `N` times in all, the first attempt included")
+	o.intVar(fs, &o.MaxAttempts, "max-attempts", "run each task at most `N` times in all, the first attempt included (one that exits 65, its input or arguments at fault, is not started again)")
 	fs.StringVar(&o.LogLevel, "log-level", o.LogLevel, "log level of ps-submit and of the tasks, one of `debug|info|warn|error` in any case")
 
 	fs.Var((*listValue)(&o.Inputs), "input", "training data: a `PATH` or glob, local or hdfs://; repeatable")

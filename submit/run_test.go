@@ -62,7 +62,7 @@ func TestHelp(t *testing.T) {
 				"-s, --num-servers N",
 				"-h, --help",
 				`--queue QUEUE` + "\n        YARN QUEUE to submit to (default \"default\")",
-				"--max-attempts N\n        run each task at most N times in all, the first attempt included (default 3)",
+				"--max-attempts N\n        run each task at most N times in all, the first attempt included (one that exits 65, its input or arguments at fault, is not started again) (default 3)",
 			} {
 				if !strings.Contains(stdout, want) {
 					t.Errorf("help lacks %q:\n%s", want, stdout)
