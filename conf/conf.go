@@ -56,8 +56,9 @@ type Job struct {
 	ResumeEpoch int
 	// Run counts the times the whole job started again before this
 	// task's start (SPINDLE_JOB_RUN; 0 in its first run): the tracker
-	// takes shard requests and reports of the current run only, not of
-	// a process of an earlier one whose call was still on its way.
+	// takes shard requests, reports and checkpoint commits of the
+	// current run only, not of a process of an earlier one whose call
+	// was still on its way.
 	Run int
 	// TaskMemoryMB is the memory the launcher gave this task
 	// (SPINDLE_TASK_MEMORY_MB): its YARN container's size, or in a local

@@ -51,8 +51,8 @@ func TablesOptions(job conf.Job, res *dfs.Resolver, tc *tracker.Client, modelFor
 // bounded-delay job begins. For a worker that replaces a dead one, the
 // epochs before it are over, their metrics reported and their
 // checkpoints taken; starting again at first (the job's
-// conf.Job.ResumeEpoch) would report and checkpoint them once more.
-// epochs when every one is done.
+// conf.Job.ResumeEpoch) would report and checkpoint them once more. It
+// returns epochs when every one is done.
 func OpenEpoch(ctx context.Context, t Tracker, first, epochs int) (int, error) {
 	total := -1 // the plan's shards, asked for only if an epoch has any done
 	for e := first; e < epochs; e++ {

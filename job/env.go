@@ -38,7 +38,7 @@ type Contract struct {
 	ResumeFrom  string
 	ResumeEpoch int
 	// Run counts the times the whole job started again before this run
-	// (conf.Job.Run; tracker.State.Rewind).
+	// (conf.Job.Run; tracker.State.EndRun).
 	Run int
 	// Servers and Workers are the numbers of servers and workers the
 	// tasks are told (DMLC_NUM_SERVER, DMLC_NUM_WORKER): the job's as of

@@ -136,9 +136,9 @@ type options struct {
 	run         int           // NewClient: the caller's run of the job
 }
 
-// WithRun makes a client's shard requests and reports those of run of
-// the job (conf.Job.Run; State.Rewind), which the tracker refuses once
-// the whole job started again since (NewClient).
+// WithRun makes a client's shard requests, reports and checkpoint
+// commits those of run of the job (conf.Job.Run; State.EndRun), which the
+// tracker refuses once the whole job started again since (NewClient).
 func WithRun(run int) Option { return func(o *options) { o.run = run } }
 
 // WithTLS serves the RPC over TLS with cfg (Serve), or calls it over TLS

@@ -368,7 +368,7 @@ const WaitHint = 200 * time.Millisecond
 // learns that the epoch is done, or gets a shard another worker gave up,
 // as soon as it is so. The caller is of run of the job (Run; < 0: the
 // current one): one of an earlier run is refused, also once woken by the
-// Rewind that ended its run.
+// EndRun that ended its run.
 func (s *State) WaitShard(ctx context.Context, run, epoch, worker, attempt int, max time.Duration) (Shard, Dispatch, error) {
 	t := time.NewTimer(max)
 	defer t.Stop()
