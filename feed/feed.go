@@ -21,7 +21,7 @@ import (
 type Tracker interface {
 	Plan(ctx context.Context) ([]tracker.Shard, error)
 	NextShard(ctx context.Context, epoch, worker, attempt int) (tracker.Shard, tracker.Dispatch, time.Duration, error)
-	ShardDone(ctx context.Context, epoch int, id int64, worker, attempt int, records int64) error
+	ShardDone(ctx context.Context, epoch int, id int64, worker, attempt int, records int64, m map[string]float64) error
 	DoneShards(ctx context.Context, epoch int) (map[int64]int64, error)
 }
 
@@ -57,6 +57,12 @@ type Options struct {
 	// Async takes shards on demand instead of this worker's share of the
 	// plan.
 	Async bool
+	// ShardMetrics, if set, is called as each shard is read, right before
+	// it is reported done, and returns what the step function added up
+	// since the last call, sums and counts only (names ending in _sum or
+	// _count): they go with the shard, and count towards the epoch's
+	// metrics once, even if this worker dies before the epoch's end.
+	ShardMetrics func() map[string]float64
 	// AfterShard, if set, is called in asynchronous mode after each shard
 	// is read and before it is reported done, with the number of shards
 	// this Feed has read so far (a hook for fault injection: see DieAfter).
@@ -303,7 +309,7 @@ func (f *Feed) asyncEpoch(ctx context.Context, epoch int, fn func(context.Contex
 }
 
 // shard reads one shard, calls the AfterShard hook (asynchronous mode)
-// and reports the shard done.
+// and reports the shard done, with its metrics (ShardMetrics).
 func (f *Feed) shard(ctx context.Context, epoch int, sh tracker.Shard, step *int, fn func(context.Context, Batch) error, st *Stats) error {
 	n, err := f.read(ctx, epoch, sh, step, fn, st)
 	if err != nil {
@@ -314,7 +320,11 @@ func (f *Feed) shard(ctx context.Context, epoch int, sh tracker.Shard, step *int
 	if f.o.Async && f.o.AfterShard != nil {
 		f.o.AfterShard(f.shards)
 	}
-	if err := f.o.Tracker.ShardDone(ctx, epoch, sh.ID, f.o.Rank, f.o.Attempt, n); err != nil {
+	var m map[string]float64
+	if f.o.ShardMetrics != nil {
+		m = f.o.ShardMetrics()
+	}
+	if err := f.o.Tracker.ShardDone(ctx, epoch, sh.ID, f.o.Rank, f.o.Attempt, n, m); err != nil {
 		return fmt.Errorf("shard %d done: %w", sh.ID, err)
 	}
 	return nil

@@ -68,11 +68,12 @@ func shards(t *testing.T, res *dfs.Resolver, dir string) []tracker.Shard {
 
 // fakeTracker serves a fixed plan and records the shards reported done.
 type fakeTracker struct {
-	plan   []tracker.Shard
-	plans  int
-	done   []int64
-	recs   []int64
-	events []tracker.Event
+	plan    []tracker.Shard
+	plans   int
+	done    []int64
+	recs    []int64
+	metrics []map[string]float64 // with each shard done
+	events  []tracker.Event
 }
 
 func (f *fakeTracker) ReportEvent(_ context.Context, e tracker.Event) error {
@@ -97,9 +98,10 @@ func (f *fakeTracker) NextShard(context.Context, int, int, int) (tracker.Shard, 
 	return tracker.Shard{}, 0, 0, errors.New("fakeTracker: no NextShard in synchronous mode")
 }
 
-func (f *fakeTracker) ShardDone(_ context.Context, _ int, id int64, _, _ int, n int64) error {
+func (f *fakeTracker) ShardDone(_ context.Context, _ int, id int64, _, _ int, n int64, m map[string]float64) error {
 	f.done = append(f.done, id)
 	f.recs = append(f.recs, n)
+	f.metrics = append(f.metrics, m)
 	return nil
 }
 
@@ -125,7 +127,15 @@ func TestSyncShareOfThePlan(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("rank%d-of-%d-batch%d", tc.rank, tc.workers, tc.batch), func(t *testing.T) {
 			ft := &fakeTracker{plan: plan}
-			fd, err := New(Options{Tracker: ft, Resolver: res, Rank: tc.rank, Workers: tc.workers, Format: records.FormatLibSVM, Batch: tc.batch})
+			// Each shard goes with the examples stepped since the one
+			// before.
+			var stepped, taken int
+			take := func() map[string]float64 {
+				defer func() { taken = stepped }()
+				return map[string]float64{"examples_count": float64(stepped - taken)}
+			}
+			fd, err := New(Options{Tracker: ft, Resolver: res, Rank: tc.rank, Workers: tc.workers, Format: records.FormatLibSVM, Batch: tc.batch,
+				ShardMetrics: take})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,6 +150,7 @@ func TestSyncShareOfThePlan(t *testing.T) {
 						t.Errorf("batch of %d examples", len(b.Examples))
 					}
 					step++
+					stepped += len(b.Examples)
 					for _, ex := range b.Examples {
 						got = append(got, key(ex))
 					}
@@ -166,6 +177,11 @@ func TestSyncShareOfThePlan(t *testing.T) {
 			}
 			if want := append(slices.Clone(tc.shards), tc.shards...); !slices.Equal(ft.done, want) {
 				t.Errorf("shards done %v, want %v", ft.done, want)
+			}
+			for i, id := range ft.done {
+				if got := ft.metrics[i]["examples_count"]; got != float64(sizes[id]) {
+					t.Errorf("shard %d done with examples_count %v, want its %d records", id, got, sizes[id])
+				}
 			}
 			if ft.plans != 1 {
 				t.Errorf("asked for the plan %d times, want once", ft.plans)
@@ -731,7 +747,7 @@ func TestOpenEpoch(t *testing.T) {
 			if err != nil || d != tracker.Given {
 				t.Fatalf("epoch %d: next shard: %v %v", e, d, err)
 			}
-			if err := c.ShardDone(ctx, e, sh.ID, 0, 0, 1); err != nil {
+			if err := c.ShardDone(ctx, e, sh.ID, 0, 0, 1, nil); err != nil {
 				t.Fatal(err)
 			}
 		}

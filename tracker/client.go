@@ -197,10 +197,11 @@ func (c *Client) NextShard(ctx context.Context, epoch, worker, attempt int) (sh 
 }
 
 // ShardDone reports that worker read shard id of epoch, with records
-// records.
-func (c *Client) ShardDone(ctx context.Context, epoch int, id int64, worker, attempt int, records int64) error {
+// records, and m, what its steps added up over the shard (sums and
+// counts only: see State.ShardDoneOfRun); m may be nil.
+func (c *Client) ShardDone(ctx context.Context, epoch int, id int64, worker, attempt int, records int64, m map[string]float64) error {
 	return c.call(ctx, "shard done", func(rpc *trackerrpc.TrackerClient) error {
-		return rpc.ShardDone(ctx, c.secret, int32(epoch), id, int32(worker), int32(attempt), records, int32(c.run))
+		return rpc.ShardDone(ctx, c.secret, int32(epoch), id, int32(worker), int32(attempt), records, int32(c.run), m)
 	})
 }
 

@@ -24,7 +24,7 @@
 //
 //	nextShard / shardDone      workers, asynchronous mode
 //	plan                       workers, synchronous mode (shard s·W+w in step s)
-//	reportMetrics              workers after each epoch
+//	reportMetrics              workers after each epoch (shardDone brings each shard's sums)
 //	commitCheckpoint           worker 0 once every server wrote its file
 //	status / kill              ps-submit, tests
 //	scheduler                  nodes that lost their scheduler: its replacement's host:port

@@ -33,7 +33,7 @@ func requestFrames(f *testing.F) [][]byte {
 	}
 	call(func(ctx context.Context, c *trackerrpc.TrackerClient) { c.NextShard(ctx, fuzzSecret, 0, 1, 0, 0) })
 	call(func(ctx context.Context, c *trackerrpc.TrackerClient) {
-		c.ShardDone(ctx, fuzzSecret, 0, 1, 1, 0, 42, 0)
+		c.ShardDone(ctx, fuzzSecret, 0, 1, 1, 0, 42, 0, map[string]float64{"loss_sum": 1})
 	})
 	call(func(ctx context.Context, c *trackerrpc.TrackerClient) { c.DoneShards(ctx, fuzzSecret, 0) })
 	call(func(ctx context.Context, c *trackerrpc.TrackerClient) { c.Plan(ctx, fuzzSecret) })

@@ -410,14 +410,14 @@ func toWire(sh Shard, epoch int) *trackerrpc.Shard {
 	return &trackerrpc.Shard{ID: sh.ID, URI: sh.URI, Start: sh.Start, Length: sh.Length, Epoch: int32(epoch), FileSize: sh.FileSize, Compressed: sh.Compressed}
 }
 
-func (h *handler) ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker, attempt int32, records int64, run int32) error {
+func (h *handler) ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker, attempt int32, records int64, run int32, metrics map[string]float64) error {
 	if err := h.auth(ctx, secret); err != nil {
 		return err
 	}
 	if run < 0 {
 		return badRequest(fmt.Errorf("shard done: run %d of the job", run))
 	}
-	if err := h.s.state.ShardDoneOfRun(int(run), int(epoch), shard, int(worker), int(attempt), records); err != nil {
+	if err := h.s.state.ShardDoneOfRun(int(run), int(epoch), shard, int(worker), int(attempt), records, metrics); err != nil {
 		return badRequest(err)
 	}
 	return nil

@@ -42,14 +42,15 @@ func TestServiceOverTCP(t *testing.T) {
 	if err != nil || d != Given || sh.URI != "file:///data" {
 		t.Fatalf("next shard %+v %v %v", sh, d, err)
 	}
-	if err := c.ShardDone(ctx, 0, sh.ID, 0, 0, 42); err != nil {
+	// The shard's sums count with the worker's report at the epoch's end.
+	if err := c.ShardDone(ctx, 0, sh.ID, 0, 0, 42, map[string]float64{"examples_count": 40}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.ReportMetrics(ctx, 0, 0, map[string]float64{"test_auc": 0.75}); err != nil {
+	if err := c.ReportMetrics(ctx, 0, 0, map[string]float64{"test_auc": 0.75, "examples_count": 2}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := c.Status(ctx)
-	if err != nil || got.EpochRecords[0] != 42 || got.Metrics["test_auc"] != 0.75 || got.ShardsTotal != 2 {
+	if err != nil || got.EpochRecords[0] != 42 || got.Metrics["test_auc"] != 0.75 || got.Metrics["examples_count"] != 42 || got.ShardsTotal != 2 {
 		t.Fatalf("status %+v %v", got, err)
 	}
 	// Until the program says how many epochs it trains, the progress is
@@ -82,7 +83,7 @@ func TestServiceOverTCP(t *testing.T) {
 		if _, _, _, err := other.NextShard(ctx, 0, 1, 0); !errors.As(err, &refused) {
 			t.Errorf("next shard of run %d: %v, want RemoteError", run, err)
 		}
-		if err := other.ShardDone(ctx, 0, 1, 1, 0, 5); !errors.As(err, &refused) {
+		if err := other.ShardDone(ctx, 0, 1, 1, 0, 5, nil); !errors.As(err, &refused) {
 			t.Errorf("shard done of run %d: %v, want RemoteError", run, err)
 		}
 		if err := other.CommitCheckpoint(ctx, CheckpointInfo{N: 1, Epoch: 1, NextEpoch: 1}); !errors.As(err, &refused) {

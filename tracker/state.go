@@ -94,8 +94,10 @@ type Status struct {
 	// whose host is known; LocalGiven those of them the worker's host
 	// stores (node-local).
 	LocatedGiven, LocalGiven int
-	// EpochMetrics holds every epoch's aggregated metrics (Metrics is the
-	// newest of them), and MetricsAt when each epoch's last report came.
+	// EpochMetrics holds the aggregated metrics of every epoch a worker
+	// reported (ReportMetrics, with those of its shards added; Metrics is
+	// the newest of them), and MetricsAt when each epoch's last report
+	// came.
 	EpochMetrics map[int]map[string]float64
 	MetricsAt    map[int]time.Time
 	// WorkerRecords counts, per worker rank, the records of the shards it
@@ -351,6 +353,8 @@ type epochState struct {
 	recs    []int64 // records of each shard done
 	ndone   int
 	records int64
+	// metrics add up the metrics reported with the shards done.
+	metrics map[string]float64
 	// given is when each shard went to its owner; waiting, since when
 	// each worker told to Wait has waited for the epoch's last shards
 	// (StalledShards).
@@ -621,13 +625,17 @@ func (s *State) SetWorkerHost(worker int, host string) {
 // process thought dead whose shard went to another worker) is ignored, so
 // every shard's records are counted once.
 func (s *State) ShardDone(epoch int, id int64, worker, attempt int, records int64) error {
-	return s.ShardDoneOfRun(-1, epoch, id, worker, attempt, records)
+	return s.ShardDoneOfRun(-1, epoch, id, worker, attempt, records, nil)
 }
 
 // ShardDoneOfRun is ShardDone reported by a worker of run of the job, and
 // refused when the whole job started again since (Run); run < 0 is the
-// current run.
-func (s *State) ShardDoneOfRun(run, epoch int, id int64, worker, attempt int, records int64) error {
+// current run. m are what the worker's steps added up over the shard,
+// every name ending in "_sum" or "_count": they count once, with the
+// shard, towards the epoch's metrics (Status.EpochMetrics, beside the
+// workers' ReportMetrics), so that a worker that dies in an epoch takes
+// with it only what it had not reported with a shard.
+func (s *State) ShardDoneOfRun(run, epoch int, id int64, worker, attempt int, records int64, m map[string]float64) error {
 	if id < 0 || id >= int64(len(s.shards)) {
 		return fmt.Errorf("tracker: no shard %d", id)
 	}
@@ -636,6 +644,9 @@ func (s *State) ShardDoneOfRun(run, epoch int, id int64, worker, attempt int, re
 	}
 	if records < 0 {
 		return fmt.Errorf("tracker: negative record count %d", records)
+	}
+	if err := checkShardMetrics(m); err != nil {
+		return fmt.Errorf("tracker: shard %d: %w", id, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -646,6 +657,9 @@ func (s *State) ShardDoneOfRun(run, epoch int, id int64, worker, attempt int, re
 	ep := s.epochLocked(epoch)
 	if ep.done[id] {
 		return nil
+	}
+	if err := ep.addMetrics(m); err != nil {
+		return fmt.Errorf("tracker: shard %d: %w", id, err)
 	}
 	ep.done[id] = true
 	ep.recs[id] = records
@@ -661,6 +675,49 @@ func (s *State) ShardDoneOfRun(run, epoch int, id int64, worker, attempt int, re
 		}
 	}
 	s.shardsMovedLocked()
+	return nil
+}
+
+// maxMetrics bounds the metrics of one report, and the distinct names
+// of an epoch's shard reports.
+const maxMetrics = 256
+
+// checkShardMetrics refuses a shard's metrics that are not sums or
+// counts, or too many.
+func checkShardMetrics(m map[string]float64) error {
+	if len(m) > maxMetrics {
+		return fmt.Errorf("%d metrics in one report; at most %d", len(m), maxMetrics)
+	}
+	for k := range m {
+		if !additive(k) {
+			return fmt.Errorf("metric %q: a shard reports only sums and counts (names ending in _sum or _count)", k)
+		}
+	}
+	return nil
+}
+
+// additive reports whether metrics named k add up across reports.
+func additive(k string) bool {
+	return strings.HasSuffix(k, "_sum") || strings.HasSuffix(k, "_count")
+}
+
+// addMetrics adds a shard's metrics to the epoch's, refusing a name
+// beyond the epoch's maxMetrics distinct ones.
+func (ep *epochState) addMetrics(m map[string]float64) error {
+	names := len(ep.metrics)
+	for k := range m {
+		if _, ok := ep.metrics[k]; !ok {
+			if names++; names > maxMetrics {
+				return fmt.Errorf("metric %q: the epoch's shards would report more than %d names", k, maxMetrics)
+			}
+		}
+	}
+	if len(m) > 0 && ep.metrics == nil {
+		ep.metrics = make(map[string]float64, len(m))
+	}
+	for k, v := range m {
+		ep.metrics[k] += v
+	}
 	return nil
 }
 
@@ -806,15 +863,18 @@ func (st Status) Progress() (p float64, ok bool) {
 	return min(max(done/float64(st.EpochsPlanned), 0), 1), true
 }
 
-// ReportMetrics records worker's metrics for epoch. Aggregation across
-// workers: names ending in "_sum" or "_count" are added up; any other name
-// keeps the value of the lowest-ranked worker that reported it.
+// ReportMetrics records worker's metrics for epoch, replacing what it
+// reported of epoch before. Aggregation across workers: names ending in
+// "_sum" or "_count" are added up, and so are those the epoch's shards
+// were reported done with (ShardDoneOfRun); any other name keeps the
+// value of the lowest-ranked worker that reported it. An epoch's metrics
+// show (Status) from its first report on.
 func (s *State) ReportMetrics(epoch, worker int, m map[string]float64) error {
 	if epoch < 0 || epoch > maxEpoch {
 		return fmt.Errorf("tracker: epoch %d out of range", epoch)
 	}
-	if len(m) > 256 {
-		return fmt.Errorf("tracker: %d metrics in one report; at most 256", len(m))
+	if len(m) > maxMetrics {
+		return fmt.Errorf("tracker: %d metrics in one report; at most %d", len(m), maxMetrics)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -842,7 +902,7 @@ func aggregate(byWorker map[int]map[string]float64) map[string]float64 {
 	out := make(map[string]float64)
 	for _, r := range ranks {
 		for k, v := range byWorker[r] {
-			if strings.HasSuffix(k, "_sum") || strings.HasSuffix(k, "_count") {
+			if additive(k) {
 				out[k] += v
 			} else if _, ok := out[k]; !ok {
 				out[k] = v
@@ -1110,6 +1170,11 @@ func (s *State) Status() Status {
 	}
 	for e, m := range s.metrics {
 		agg := aggregate(m)
+		if ep := s.epochs[e]; ep != nil {
+			for k, v := range ep.metrics {
+				agg[k] += v
+			}
+		}
 		st.EpochMetrics[e] = agg
 		if e > st.MetricsEpoch {
 			st.MetricsEpoch, st.Metrics = e, agg

@@ -3,6 +3,7 @@ package tracker
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -203,6 +204,83 @@ func TestMetricsAggregate(t *testing.T) {
 	_ = s.ReportMetrics(1, 1, map[string]float64{"loss_sum": 5, "test_auc": 0.9})
 	if m := s.Status().Metrics; m["loss_sum"] != 7 || m["test_auc"] != 0.9 {
 		t.Fatalf("aggregate %v, want loss_sum 7 and worker 1's test_auc", m)
+	}
+}
+
+// TestShardMetrics: the sums a shard is reported done with count once
+// towards its epoch's metrics, beside the workers' reports, so that those
+// of a worker that died before its report are kept; an epoch shows once a
+// worker reported it, and a rewind forgets them with the epoch.
+func TestShardMetrics(t *testing.T) {
+	t.Parallel()
+	s := NewState(shards(3), time.Now())
+	part := func(n float64) map[string]float64 { return map[string]float64{"examples_count": n, "loss_sum": n / 2} }
+	// Worker 1 reports shard 0 done, then dies; worker 0 reports shard 0
+	// again (it was thought dead) and reads the other two.
+	if err := s.ShardDoneOfRun(-1, 0, 0, 1, 0, 10, part(10)); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Status(); st.MetricsEpoch != -1 || len(st.EpochMetrics) != 0 {
+		t.Fatalf("metrics of epoch %d (%v) before any worker's report, want none", st.MetricsEpoch, st.EpochMetrics)
+	}
+	for id := int64(0); id < 3; id++ {
+		if err := s.ShardDoneOfRun(-1, 0, id, 0, 0, 10, part(10)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The epoch's report brings the rest of worker 0's.
+	if err := s.ReportMetrics(0, 0, map[string]float64{"examples_count": 1, "loss_sum": 0.5, "test_auc": 0.7}); err != nil {
+		t.Fatal(err)
+	}
+	m := s.Status().EpochMetrics[0]
+	if m["examples_count"] != 31 || m["loss_sum"] != 15.5 || m["test_auc"] != 0.7 {
+		t.Fatalf("epoch 0's metrics %v, want examples_count 31 (10 a shard once, and 1), loss_sum 15.5, test_auc 0.7", m)
+	}
+	// Epoch 1: worker 0 reads a shard, then the job starts again from
+	// the checkpoint before epoch 1.
+	if err := s.ShardDoneOfRun(-1, 1, 0, 0, 0, 10, part(10)); err != nil {
+		t.Fatal(err)
+	}
+	_ = s.ReportMetrics(1, 0, map[string]float64{"examples_count": 0})
+	s.Rewind(1)
+	_ = s.ReportMetrics(1, 0, map[string]float64{"examples_count": 3})
+	if got := s.Status().EpochMetrics[1]["examples_count"]; got != 3 {
+		t.Fatalf("epoch 1 after the rewind counts %v examples, want 3 (the shard of the run before forgotten)", got)
+	}
+	// Only sums and counts go with a shard, and a bounded number.
+	many := map[string]float64{}
+	for i := range maxMetrics + 1 {
+		many[fmt.Sprintf("m%d_sum", i)] = 1
+	}
+	for _, bad := range []map[string]float64{{"test_auc": 0.5}, many} {
+		if err := s.ShardDoneOfRun(-1, 1, 1, 0, 0, 10, bad); err == nil {
+			t.Errorf("shard done with %d metrics, %v...: accepted", len(bad), slices.Collect(maps.Keys(bad))[:1])
+		}
+	}
+	for i := range maxMetrics + 1 {
+		err := s.ShardDoneOfRun(-1, 2, 0, 0, 0, 10, map[string]float64{fmt.Sprintf("m%d_sum", i): 1})
+		if i == 0 && err != nil {
+			t.Fatal(err)
+		}
+		// Only the first report of the shard counts: the later ones are
+		// not added, and their names not checked against the epoch's.
+		if i > 0 && err != nil {
+			t.Fatalf("shard 0 of epoch 2 reported again with metric %d: %v", i, err)
+		}
+	}
+	// Epoch 2's shards have reported one name; shard 1 brings the rest.
+	m = map[string]float64{}
+	for i := range maxMetrics - 1 {
+		m[fmt.Sprintf("s%d_sum", i)] = 1
+	}
+	if err := s.ShardDoneOfRun(-1, 2, 1, 0, 0, 10, m); err != nil {
+		t.Fatalf("epoch 2's shards reporting %d names: %v", maxMetrics, err)
+	}
+	if err := s.ShardDoneOfRun(-1, 2, 2, 0, 0, 10, map[string]float64{"m0_sum": 1, "one_more_sum": 1}); err == nil {
+		t.Errorf("epoch 2's shards reported %d distinct names: accepted", maxMetrics+1)
+	}
+	if got := s.Status().EpochRecords[2]; got != 20 {
+		t.Errorf("epoch 2 counts %d records, want 20: a shard refused for its metrics is not done", got)
 	}
 }
 
@@ -461,7 +539,7 @@ func TestRewindEndsTheRunsCalls(t *testing.T) {
 	if err := <-errc; err == nil || !strings.Contains(err.Error(), "the whole job started again since (run 1)") {
 		t.Fatalf("run 0's waiting call after the rewind: %v; want it refused", err)
 	}
-	if err := s.ShardDoneOfRun(0, 0, held.ID, 1, 0, 10); err == nil {
+	if err := s.ShardDoneOfRun(0, 0, held.ID, 1, 0, 10, nil); err == nil {
 		t.Fatal("run 0's report of a shard done after the rewind was taken")
 	}
 	// Run 1 reads both shards.
@@ -473,7 +551,7 @@ func TestRewindEndsTheRunsCalls(t *testing.T) {
 		if err != nil || d != Given {
 			t.Fatalf("run 1, worker %d: %v %v", w, d, err)
 		}
-		if err := s.ShardDoneOfRun(1, 0, sh.ID, w, 0, 5); err != nil {
+		if err := s.ShardDoneOfRun(1, 0, sh.ID, w, 0, 5, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

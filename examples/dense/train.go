@@ -179,7 +179,7 @@ func (w *worker) train(ctx context.Context) error {
 		}
 		// This worker's shards of the plan, for the tracker's count.
 		for i := rank; i < len(plan); i += g.Size() {
-			if err := w.tc.ShardDone(ctx, epoch, plan[i].ID, rank, w.attempt, counts[i]); err != nil {
+			if err := w.tc.ShardDone(ctx, epoch, plan[i].ID, rank, w.attempt, counts[i], nil); err != nil {
 				return fmt.Errorf("shard %d done: %w", plan[i].ID, err)
 			}
 		}

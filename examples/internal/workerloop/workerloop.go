@@ -171,6 +171,11 @@ func (l Loop[S]) Run(ctx context.Context) error {
 	if free {
 		opts.Idle = l.Pipe.IdleHook(l.Tables, l.RequestTimeout)
 	}
+	// The tables' traffic is reported by epoch, from where this worker
+	// begins; what the steps added up and the traffic go with each shard
+	// reported done, the rest with the epoch's report.
+	t := tally{counts: l.Counts, tables: l.Tables, traffic: l.Tables.Bytes()}
+	opts.ShardMetrics = t.take
 	fd, err := feed.New(opts)
 	if err != nil {
 		return err
@@ -181,12 +186,9 @@ func (l Loop[S]) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	// The tables' traffic is reported by epoch, from where this worker
-	// begins.
-	traffic := l.Tables.Bytes()
 	// A resumed job starts where its checkpoint left off.
 	for epoch := first; epoch < l.Epochs; epoch++ {
-		*l.Counts = Counts{}
+		*l.Counts, t.sent = Counts{}, Counts{}
 		if !free {
 			// The servers and workers may change between epochs
 			// (ps-submit scale); a worker left out stops here.
@@ -209,7 +211,7 @@ func (l Loop[S]) Run(ctx context.Context) error {
 				return fmt.Errorf("epoch %d: %w", epoch, err)
 			}
 		}
-		if traffic, err = l.report(ctx, epoch, st, traffic); err != nil {
+		if err := l.report(ctx, epoch, st, &t); err != nil {
 			return err
 		}
 		// Worker 0 asks for checkpoints. In synchronous mode no step of
@@ -223,27 +225,50 @@ func (l Loop[S]) Run(ctx context.Context) error {
 	return nil
 }
 
-// report sends an epoch's metrics, with what the feed read of it and the
-// tables' traffic since traffic; worker 0 scores the model first. It
-// returns the tables' traffic after the scoring, whose pulls are not the
-// next epoch's.
-func (l Loop[S]) report(ctx context.Context, epoch int, st feed.Stats, traffic psnode.AppBytes) (psnode.AppBytes, error) {
+// report sends an epoch's metrics: what the steps added up and the
+// tables' traffic since the last shard reported done (t), and what the
+// feed read of it; worker 0 scores the model first. The scoring's pulls
+// are left out of the traffic, this epoch's and the next's.
+func (l Loop[S]) report(ctx context.Context, epoch int, st feed.Stats, t *tally) error {
 	for _, e := range st.BadSamples {
 		fmt.Fprintf(l.Out, "epoch %d: skipped a malformed record (--max-bad-records): %v\n", epoch, e)
 	}
-	m := map[string]float64{"loss_sum": l.Counts.LossSum, "examples_count": float64(l.Counts.Examples), "bad_records_sum": float64(st.Bad)}
-	feed.AddTraffic(m, traffic, l.Tables.Bytes())
+	m := t.take()
+	m["bad_records_sum"] = float64(st.Bad)
 	if l.Evaluate != nil {
 		auc, logloss, ok, err := l.Evaluate(ctx)
 		if err != nil {
-			return traffic, err
+			return err
 		}
 		if ok {
 			m["test_auc"], m["test_logloss"] = auc, logloss
 			fmt.Fprintf(l.Out, "epoch %d: test AUC %.4f, log loss %.4f\n", epoch, auc, logloss)
 		}
+		t.traffic = l.Tables.Bytes()
 	}
-	return l.Tables.Bytes(), l.Tracker.ReportMetrics(ctx, epoch, l.Feed.Rank, m)
+	return l.Tracker.ReportMetrics(ctx, epoch, l.Feed.Rank, m)
+}
+
+// tally hands out a worker's sums in parts: each shard reported done
+// takes what the steps added up, and the traffic, since the part before
+// (feed.Options.ShardMetrics), and the epoch's report the rest. The
+// tracker adds the parts up, and keeps those of a worker that died in the
+// epoch. A shard's last batches may still be computing as it is reported
+// done: what they add goes with the next part.
+type tally struct {
+	counts  *Counts
+	sent    Counts // of counts, what was taken; Run clears both each epoch
+	tables  *psnode.Tables
+	traffic psnode.AppBytes // of tables, when it was last taken
+}
+
+// take returns the sums since the last take.
+func (t *tally) take() map[string]float64 {
+	m := map[string]float64{"loss_sum": t.counts.LossSum - t.sent.LossSum, "examples_count": float64(t.counts.Examples - t.sent.Examples)}
+	now := t.tables.Bytes()
+	feed.AddTraffic(m, t.traffic, now)
+	t.sent, t.traffic = *t.counts, now
+	return m
 }
 
 // DefaultRequestTimeout is a worker's --request-timeout when not given.

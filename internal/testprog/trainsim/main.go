@@ -277,7 +277,7 @@ func readEpoch(ctx context.Context, tc *tracker.Client, tick *time.Ticker, e, ra
 		case <-tick.C:
 		}
 		recs := int64(1000 + 100*rank)
-		if err := tc.ShardDone(ctx, e, sh.ID, rank, attempt, recs); err != nil {
+		if err := tc.ShardDone(ctx, e, sh.ID, rank, attempt, recs, nil); err != nil {
 			return n, err
 		}
 		n += recs

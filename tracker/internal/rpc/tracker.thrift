@@ -99,7 +99,11 @@ service Tracker {
   // earlier run, from a process stopped as the whole job started again,
   // is refused.
   NextShardReply nextShard(1: string secret, 2: i32 epoch, 3: i32 worker, 4: i32 attempt, 5: i32 run) throws (1: TrackerError err)
-  void shardDone(1: string secret, 2: i32 epoch, 3: i64 shard, 4: i32 worker, 5: i32 attempt, 6: i64 records, 7: i32 run) throws (1: TrackerError err)
+  // metrics are what the worker's steps added up over the shard, each
+  // named with the suffix _sum or _count: they count towards the epoch's
+  // metrics once, with the shard, even if the worker dies before its
+  // report at the epoch's end (reportMetrics).
+  void shardDone(1: string secret, 2: i32 epoch, 3: i64 shard, 4: i32 worker, 5: i32 attempt, 6: i64 records, 7: i32 run, 8: map<string, double> metrics) throws (1: TrackerError err)
   list<Shard> plan(1: string secret) throws (1: TrackerError err)
   void reportMetrics(1: string secret, 2: i32 epoch, 3: i32 worker, 4: map<string, double> metrics) throws (1: TrackerError err)
   JobStatus status(1: string secret) throws (1: TrackerError err)

@@ -3042,7 +3042,8 @@ type Tracker interface {
 	//  - Attempt
 	//  - Records
 	//  - Run
-	ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker int32, attempt int32, records int64, run int32) (_err error)
+	//  - Metrics
+	ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker int32, attempt int32, records int64, run int32, metrics map[string]float64) (_err error)
 	// Parameters:
 	//  - Secret
 	Plan(ctx context.Context, secret string) (_r []*Shard, _err error)
@@ -3171,7 +3172,8 @@ func (p *TrackerClient) NextShard(ctx context.Context, secret string, epoch int3
 //   - Attempt
 //   - Records
 //   - Run
-func (p *TrackerClient) ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker int32, attempt int32, records int64, run int32) (_err error) {
+//   - Metrics
+func (p *TrackerClient) ShardDone(ctx context.Context, secret string, epoch int32, shard int64, worker int32, attempt int32, records int64, run int32, metrics map[string]float64) (_err error) {
 	var _args16 TrackerShardDoneArgs
 	_args16.Secret = secret
 	_args16.Epoch = epoch
@@ -3180,6 +3182,7 @@ func (p *TrackerClient) ShardDone(ctx context.Context, secret string, epoch int3
 	_args16.Attempt = attempt
 	_args16.Records = records
 	_args16.Run = run
+	_args16.Metrics = metrics
 	var _result18 TrackerShardDoneResult
 	var _meta17 thrift.ResponseMeta
 	_meta17, _err = p.Client_().Call(ctx, "shardDone", &_args16, &_result18)
@@ -3670,7 +3673,7 @@ func (p *trackerProcessorShardDone) Process(ctx context.Context, seqId int32, ip
 	}
 
 	result := TrackerShardDoneResult{}
-	if err2 := p.handler.ShardDone(ctx, args.Secret, args.Epoch, args.Shard, args.Worker, args.Attempt, args.Records, args.Run); err2 != nil {
+	if err2 := p.handler.ShardDone(ctx, args.Secret, args.Epoch, args.Shard, args.Worker, args.Attempt, args.Records, args.Run, args.Metrics); err2 != nil {
 		tickerCancel()
 		err = thrift.WrapTException(err2)
 		switch v := err2.(type) {
@@ -5279,14 +5282,16 @@ func (p *TrackerNextShardResult) String() string {
 //   - Attempt
 //   - Records
 //   - Run
+//   - Metrics
 type TrackerShardDoneArgs struct {
-	Secret  string `thrift:"secret,1" db:"secret" json:"secret"`
-	Epoch   int32  `thrift:"epoch,2" db:"epoch" json:"epoch"`
-	Shard   int64  `thrift:"shard,3" db:"shard" json:"shard"`
-	Worker  int32  `thrift:"worker,4" db:"worker" json:"worker"`
-	Attempt int32  `thrift:"attempt,5" db:"attempt" json:"attempt"`
-	Records int64  `thrift:"records,6" db:"records" json:"records"`
-	Run     int32  `thrift:"run,7" db:"run" json:"run"`
+	Secret  string             `thrift:"secret,1" db:"secret" json:"secret"`
+	Epoch   int32              `thrift:"epoch,2" db:"epoch" json:"epoch"`
+	Shard   int64              `thrift:"shard,3" db:"shard" json:"shard"`
+	Worker  int32              `thrift:"worker,4" db:"worker" json:"worker"`
+	Attempt int32              `thrift:"attempt,5" db:"attempt" json:"attempt"`
+	Records int64              `thrift:"records,6" db:"records" json:"records"`
+	Run     int32              `thrift:"run,7" db:"run" json:"run"`
+	Metrics map[string]float64 `thrift:"metrics,8" db:"metrics" json:"metrics"`
 }
 
 func NewTrackerShardDoneArgs() *TrackerShardDoneArgs {
@@ -5319,6 +5324,10 @@ func (p *TrackerShardDoneArgs) GetRecords() int64 {
 
 func (p *TrackerShardDoneArgs) GetRun() int32 {
 	return p.Run
+}
+
+func (p *TrackerShardDoneArgs) GetMetrics() map[string]float64 {
+	return p.Metrics
 }
 func (p *TrackerShardDoneArgs) Read(ctx context.Context, iprot thrift.TProtocol) error {
 	if _, err := iprot.ReadStructBegin(ctx); err != nil {
@@ -5404,6 +5413,16 @@ func (p *TrackerShardDoneArgs) Read(ctx context.Context, iprot thrift.TProtocol)
 					return err
 				}
 			}
+		case 8:
+			if fieldTypeId == thrift.MAP {
+				if err := p.ReadField8(ctx, iprot); err != nil {
+					return err
+				}
+			} else {
+				if err := iprot.Skip(ctx, fieldTypeId); err != nil {
+					return err
+				}
+			}
 		default:
 			if err := iprot.Skip(ctx, fieldTypeId); err != nil {
 				return err
@@ -5482,6 +5501,34 @@ func (p *TrackerShardDoneArgs) ReadField7(ctx context.Context, iprot thrift.TPro
 	return nil
 }
 
+func (p *TrackerShardDoneArgs) ReadField8(ctx context.Context, iprot thrift.TProtocol) error {
+	_, _, size, err := iprot.ReadMapBegin(ctx)
+	if err != nil {
+		return thrift.PrependError("error reading map begin: ", err)
+	}
+	tMap := make(map[string]float64, size)
+	p.Metrics = tMap
+	for i := 0; i < size; i++ {
+		var _key87 string
+		if v, err := iprot.ReadString(ctx); err != nil {
+			return thrift.PrependError("error reading field 0: ", err)
+		} else {
+			_key87 = v
+		}
+		var _val88 float64
+		if v, err := iprot.ReadDouble(ctx); err != nil {
+			return thrift.PrependError("error reading field 0: ", err)
+		} else {
+			_val88 = v
+		}
+		p.Metrics[_key87] = _val88
+	}
+	if err := iprot.ReadMapEnd(ctx); err != nil {
+		return thrift.PrependError("error reading map end: ", err)
+	}
+	return nil
+}
+
 func (p *TrackerShardDoneArgs) Write(ctx context.Context, oprot thrift.TProtocol) error {
 	if err := oprot.WriteStructBegin(ctx, "shardDone_args"); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write struct begin error: ", p), err)
@@ -5506,6 +5553,9 @@ func (p *TrackerShardDoneArgs) Write(ctx context.Context, oprot thrift.TProtocol
 			return err
 		}
 		if err := p.writeField7(ctx, oprot); err != nil {
+			return err
+		}
+		if err := p.writeField8(ctx, oprot); err != nil {
 			return err
 		}
 	}
@@ -5605,6 +5655,30 @@ func (p *TrackerShardDoneArgs) writeField7(ctx context.Context, oprot thrift.TPr
 	}
 	if err := oprot.WriteFieldEnd(ctx); err != nil {
 		return thrift.PrependError(fmt.Sprintf("%T write field end error 7:run: ", p), err)
+	}
+	return err
+}
+
+func (p *TrackerShardDoneArgs) writeField8(ctx context.Context, oprot thrift.TProtocol) (err error) {
+	if err := oprot.WriteFieldBegin(ctx, "metrics", thrift.MAP, 8); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field begin error 8:metrics: ", p), err)
+	}
+	if err := oprot.WriteMapBegin(ctx, thrift.STRING, thrift.DOUBLE, len(p.Metrics)); err != nil {
+		return thrift.PrependError("error writing map begin: ", err)
+	}
+	for k, v := range p.Metrics {
+		if err := oprot.WriteString(ctx, string(k)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T. (0) field write error: ", p), err)
+		}
+		if err := oprot.WriteDouble(ctx, float64(v)); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T. (0) field write error: ", p), err)
+		}
+	}
+	if err := oprot.WriteMapEnd(ctx); err != nil {
+		return thrift.PrependError("error writing map end: ", err)
+	}
+	if err := oprot.WriteFieldEnd(ctx); err != nil {
+		return thrift.PrependError(fmt.Sprintf("%T write field end error 8:metrics: ", p), err)
 	}
 	return err
 }
@@ -5915,11 +5989,11 @@ func (p *TrackerPlanResult) ReadField0(ctx context.Context, iprot thrift.TProtoc
 	tSlice := make([]*Shard, 0, size)
 	p.Success = tSlice
 	for i := 0; i < size; i++ {
-		_elem87 := &Shard{}
-		if err := _elem87.Read(ctx, iprot); err != nil {
-			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem87), err)
+		_elem89 := &Shard{}
+		if err := _elem89.Read(ctx, iprot); err != nil {
+			return thrift.PrependError(fmt.Sprintf("%T error reading struct: ", _elem89), err)
 		}
-		p.Success = append(p.Success, _elem87)
+		p.Success = append(p.Success, _elem89)
 	}
 	if err := iprot.ReadListEnd(ctx); err != nil {
 		return thrift.PrependError("error reading list end: ", err)
@@ -6136,19 +6210,19 @@ func (p *TrackerReportMetricsArgs) ReadField4(ctx context.Context, iprot thrift.
 	tMap := make(map[string]float64, size)
 	p.Metrics = tMap
 	for i := 0; i < size; i++ {
-		var _key88 string
+		var _key90 string
 		if v, err := iprot.ReadString(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key88 = v
+			_key90 = v
 		}
-		var _val89 float64
+		var _val91 float64
 		if v, err := iprot.ReadDouble(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val89 = v
+			_val91 = v
 		}
-		p.Metrics[_key88] = _val89
+		p.Metrics[_key90] = _val91
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
@@ -7399,19 +7473,19 @@ func (p *TrackerDoneShardsResult) ReadField0(ctx context.Context, iprot thrift.T
 	tMap := make(map[int64]int64, size)
 	p.Success = tMap
 	for i := 0; i < size; i++ {
-		var _key90 int64
+		var _key92 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_key90 = v
+			_key92 = v
 		}
-		var _val91 int64
+		var _val93 int64
 		if v, err := iprot.ReadI64(ctx); err != nil {
 			return thrift.PrependError("error reading field 0: ", err)
 		} else {
-			_val91 = v
+			_val93 = v
 		}
-		p.Success[_key90] = _val91
+		p.Success[_key92] = _val93
 	}
 	if err := iprot.ReadMapEnd(ctx); err != nil {
 		return thrift.PrependError("error reading map end: ", err)
