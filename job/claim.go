@@ -1,6 +1,7 @@
 package job
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,8 +24,9 @@ import (
 // jobs writing into one directory would leave parts of each under one
 // _SUCCESS, or clear each other's checkpoints. A claim older than that,
 // or one made on this host by a process that is gone (a ps-submit killed
-// by SIGKILL), is void, and the next job takes it over. A later attempt
-// of the job's ApplicationMaster takes over its own job's claims.
+// by SIGKILL, whether its parent collected it yet or not), is void, and
+// the next job takes it over. A later attempt of the job's
+// ApplicationMaster takes over its own job's claims.
 const (
 	claimFile  = "_spindle_job"
 	claimRenew = 15 * time.Second
@@ -124,11 +126,28 @@ func live(c claim, at, now time.Time) bool {
 		return false
 	}
 	if h, err := os.Hostname(); err == nil && h == c.Host && c.Container == "" && c.PID > 0 {
-		if err := syscall.Kill(c.PID, 0); errors.Is(err, syscall.ESRCH) {
+		if err := syscall.Kill(c.PID, 0); errors.Is(err, syscall.ESRCH) || zombie(c.PID) {
 			return false
 		}
 	}
 	return true
+}
+
+// zombie reports whether process pid has ended and waits for its parent
+// to collect its status (a ps-submit killed from a script that has not
+// waited for it yet): it is gone, though signals still find it. False
+// where /proc does not say.
+func zombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// "pid (comm) state ...": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 // takeClaim claims directory name (the value dir of field) for this

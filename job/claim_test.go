@@ -13,6 +13,7 @@ import (
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/tracker"
+	"golang.org/x/sys/unix"
 )
 
 // TestClaimsKeepJobsApart: while a job runs, another job given the same
@@ -81,8 +82,8 @@ func TestClaimsKeepJobsApart(t *testing.T) {
 }
 
 // TestVoidClaims: a claim not renewed for claimStale, or made on this
-// host by a process that is gone, is taken over; a fresh one from
-// another host, or from a process that runs, is not.
+// host by a process that is gone (a zombie too), is taken over; a fresh
+// one from another host, or from a process that runs, is not.
 func TestVoidClaims(t *testing.T) {
 	t.Parallel()
 	host, err := os.Hostname()
@@ -95,6 +96,19 @@ func TestVoidClaims(t *testing.T) {
 			gone = p.Pid
 		}
 	}
+	// A child killed and not waited for: a zombie until it is.
+	sleeper, err := os.StartProcess("/bin/sleep", []string{"sleep", "60"}, &os.ProcAttr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sleeper.Wait()
+	if err := sleeper.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, sleeper.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name  string
 		c     claim
@@ -104,6 +118,7 @@ func TestVoidClaims(t *testing.T) {
 		{"fresh, another host", claim{Job: "other", Host: "elsewhere.example", PID: 1}, 0, false},
 		{"fresh, a process that runs here", claim{Job: "other", Host: host, PID: os.Getpid()}, 0, false},
 		{"fresh, a process gone from here", claim{Job: "other", Host: host, PID: gone}, 0, gone != os.Getpid()},
+		{"fresh, a process killed here, not waited for", claim{Job: "other", Host: host, PID: sleeper.Pid}, 0, true},
 		{"stale, another host", claim{Job: "other", Host: "elsewhere.example", PID: 1}, claimStale + time.Minute, true},
 		{"stale, unreadable", claim{}, claimStale + time.Minute, true},
 	}
