@@ -41,6 +41,7 @@ var fieldFlags = map[string]string{
 var fieldWords = func() *strings.Replacer {
 	pairs := []string{
 		"set Overwrite", "pass --overwrite",
+		"set Resume", "pass --resume",
 		"set CheckpointDir and CheckpointInterval", "give --checkpoint-dir and --checkpoint-interval",
 		"needs CheckpointDir", "needs --checkpoint-dir",
 	}

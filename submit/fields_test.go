@@ -24,6 +24,8 @@ func TestWithFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, outputErr := local.Run(t.Context(), job.JobSpec{Command: []string{"true"}, NumWorkers: 1, MaxAttempts: 1, Output: out}, local.Options{})
+	// An earlier job's checkpoints, which a job may go on from.
+	_, ckptErr := local.Run(t.Context(), job.JobSpec{Command: []string{"true"}, NumWorkers: 1, MaxAttempts: 1, CheckpointDir: out, CheckpointInterval: "1"}, local.Options{})
 	tests := []struct {
 		name string
 		err  error
@@ -32,6 +34,7 @@ func TestWithFlags(t *testing.T) {
 		{"validate", job.JobSpec{Command: []string{"x"}, MaxAttempts: 1}.Validate(), "--num-workers 0: need at least 1"},
 		{"joined and wrapped", fmt.Errorf("start: %w", job.JobSpec{Command: []string{"x"}, NumWorkers: 1}.Validate()), "start: --max-attempts 0: need at least 1"},
 		{"output exists", outputErr, "--output " + out + ": exists and is not empty (pass --overwrite to replace it)"},
+		{"checkpoints exist", ckptErr, "--checkpoint-dir " + out + ": exists and is not empty (pass --resume to go on from its newest checkpoint, or pass --overwrite to clear it)"},
 		{"resume without a dir", job.ErrResumeNeedsCheckpointDir, "--resume: needs --checkpoint-dir"},
 		{"text from the ApplicationMaster", errors.New("server 0 failed: exit status 1: a parameter-server job cannot go on without it, and this job has no CheckpointDir to start again from (set CheckpointDir and CheckpointInterval to survive the loss of a server)"),
 			"server 0 failed: exit status 1: a parameter-server job cannot go on without it, and this job has no --checkpoint-dir to start again from (give --checkpoint-dir and --checkpoint-interval to survive the loss of a server)"},
