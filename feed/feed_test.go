@@ -1,6 +1,8 @@
 package feed
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -618,10 +620,37 @@ func TestExitStatus(t *testing.T) {
 		{nil, 0},
 		{errors.New("x"), 1},
 		{fmt.Errorf("epoch 2: %w", psnode.ErrSyncWorkerDied), conf.ExitRestartJob},
+		{fmt.Errorf("epoch 2: %w", records.ErrSyntax), conf.ExitBadInput},
 	} {
 		if got := ExitStatus(tc.err); got != tc.want {
 			t.Errorf("ExitStatus(%v) = %d, want %d", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestCutShortGzipIsBadInput: an epoch over a gzip file cut short fails
+// naming the file, with the status that tells the launcher not to start
+// the worker again (it would meet the same end).
+func TestCutShortGzipIsBadInput(t *testing.T) {
+	t.Parallel()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	for j := range 5000 {
+		fmt.Fprintf(zw, "%d %d:1\n", j%2, j+1)
+	}
+	zw.Close()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "part-0.gz"), gz.Bytes()[:gz.Len()/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := resolver(t)
+	fd, err := New(Options{Tracker: &fakeTracker{plan: shards(t, res, dir)}, Resolver: res, Workers: 1, Format: records.FormatLibSVM, Batch: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fd.Epoch(context.Background(), 0, func(context.Context, Batch) error { return nil })
+	if got := ExitStatus(err); got != conf.ExitBadInput || !strings.Contains(err.Error(), "part-0.gz") {
+		t.Errorf("epoch over a gzip file cut short: %v, exit status %d; want %d, naming the file", err, got, conf.ExitBadInput)
 	}
 }
 

@@ -3,6 +3,7 @@ package split
 import (
 	"bufio"
 	"bytes"
+	"compress/flate"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -212,11 +213,12 @@ func openFile(ctx context.Context, f dfs.File, s Split, opts ReaderOptions) (*Li
 	}
 	opts = opts.withDefaults()
 	if s.Compressed {
-		gz, err := gzip.NewReader(bufio.NewReaderSize(f, opts.BufferSize))
+		raw := &endReader{r: f}
+		gz, err := gzip.NewReader(bufio.NewReaderSize(raw, opts.BufferSize))
 		if err != nil {
-			return nil, &LineError{URI: s.URI, Offset: 0, Err: fmt.Errorf("gzip: %w", err)}
+			return nil, &LineError{URI: s.URI, Offset: 0, Err: corrupt(err, raw)}
 		}
-		lr := newLineReader(gz, s.URI, 0, math.MaxInt64, false, opts)
+		lr := newLineReader(gunzip{gz, raw}, s.URI, 0, math.MaxInt64, false, opts)
 		lr.closers = []io.Closer{gz, f}
 		return lr, nil
 	}
@@ -230,6 +232,55 @@ func openFile(ctx context.Context, f dfs.File, s Split, opts ReaderOptions) (*Li
 	lr := newLineReader(f, s.URI, pos, s.Start+s.Length, skip, opts)
 	lr.closers = []io.Closer{f}
 	return lr, nil
+}
+
+// ErrCorrupt is wrapped by the error for a compressed file whose data is
+// not valid: not gzip, damaged, or cut short. Reading it again fails the
+// same way.
+var ErrCorrupt = errors.New("corrupt gzip data")
+
+// gunzip is a gzip file's decompressed stream, whose errors that come
+// from the file's contents wrap ErrCorrupt.
+type gunzip struct {
+	gz  *gzip.Reader
+	raw *endReader
+}
+
+func (g gunzip) Read(p []byte) (int, error) {
+	n, err := g.gz.Read(p)
+	if err != nil && err != io.EOF {
+		err = corrupt(err, g.raw)
+	}
+	return n, err
+}
+
+// corrupt returns err, an error of the gzip reader over raw, wrapping
+// ErrCorrupt when the file's contents are at fault: a bad header or
+// checksum, a bad deflate stream, or the stream unfinished where the file
+// ended. An error reading the file is returned as it is.
+func corrupt(err error, raw *endReader) error {
+	var bad flate.CorruptInputError
+	switch {
+	case errors.Is(err, gzip.ErrHeader), errors.Is(err, gzip.ErrChecksum), errors.As(err, &bad):
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	case raw.ended && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)):
+		return fmt.Errorf("%w: the file ends before its compressed stream does (cut short?): %w", ErrCorrupt, err)
+	}
+	return err
+}
+
+// endReader notes whether its reader came to its end.
+type endReader struct {
+	r     io.Reader
+	ended bool
+}
+
+func (e *endReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err == io.EOF {
+		e.ended = true
+	}
+	return n, err
 }
 
 // NewLineReader reads the lines of r, whose first byte is at offset pos

@@ -220,6 +220,67 @@ func TestGzipIsOneSplit(t *testing.T) {
 	}
 }
 
+// TestCorruptGzip: a gzip file whose contents are at fault (damaged, cut
+// short, not gzip, with something else after its members) fails with an
+// error that wraps split.ErrCorrupt and names the file, so that the
+// worker is not started again to read it (feed.ExitStatus); one whose
+// reading fails (the disk, the network) does not: read again, it may
+// work.
+func TestCorruptGzip(t *testing.T) {
+	t.Parallel()
+	var plain bytes.Buffer
+	for i := range 20000 {
+		fmt.Fprintf(&plain, "line %d\n", i)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(plain.Bytes())
+	zw.Close()
+	good := gz.Bytes()
+	damaged := bytes.Clone(good)
+	damaged[len(damaged)/2] ^= 0xff
+	tests := []struct {
+		name    string
+		data    []byte
+		failAt  int64 // < 0: reading does not fail
+		corrupt bool
+	}{
+		{"damaged", damaged, -1, true},
+		{"cut short", good[:len(good)/2], -1, true},
+		{"cut in its trailer", good[:len(good)-4], -1, true},
+		{"cut in its header", good[:5], -1, true},
+		{"not gzip", plain.Bytes(), -1, true},
+		{"something after it", append(bytes.Clone(good), "trailing text\n"...), -1, true},
+		{"a read fails", good, int64(len(good) / 2), false},
+		{"a read fails in its header", good, 5, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := memFS{files: map[string][]byte{"d.gz": tt.data}}
+			if tt.failAt >= 0 {
+				m.failAt = map[string]int64{"d.gz": tt.failAt}
+			}
+			n := int64(len(tt.data))
+			lr, err := split.Open(context.Background(), m, split.Split{URI: "mem://d.gz", Length: n, FileSize: n, Compressed: true}, split.ReaderOptions{})
+			if err == nil {
+				defer lr.Close()
+				for err == nil {
+					_, _, err = lr.Next()
+				}
+			}
+			switch {
+			case errors.Is(err, io.EOF):
+				t.Fatalf("read to its end, want an error")
+			case errors.Is(err, split.ErrCorrupt) != tt.corrupt:
+				t.Errorf("%v: wraps ErrCorrupt %v, want %v", err, !tt.corrupt, tt.corrupt)
+			case !strings.Contains(err.Error(), "mem://d.gz"):
+				t.Errorf("%v: does not name the file", err)
+			}
+		})
+	}
+}
+
 // readSplitsUnchecked is readSplits for compressed splits, whose line
 // offsets are in the decompressed stream.
 func readSplitsUnchecked(t *testing.T, r split.Resolver, splits []split.Split) []line {

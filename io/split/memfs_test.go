@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
 	"time"
 
@@ -15,6 +16,9 @@ import (
 // URI "mem:///name" names files[name].
 type memFS struct {
 	files map[string][]byte
+	// failAt makes reading a file fail past that many bytes, as a disk
+	// or a connection that fails would.
+	failAt map[string]int64
 }
 
 func (m memFS) Resolve(ctx context.Context, uri string) (dfs.FileSystem, string, error) {
@@ -52,7 +56,28 @@ func (m memFS) Open(ctx context.Context, name string) (dfs.File, error) {
 	if !ok {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	}
-	return memFile{bytes.NewReader(b), memInfo{name, int64(len(b))}}, nil
+	f := memFile{bytes.NewReader(b), memInfo{name, int64(len(b))}}
+	if at, ok := m.failAt[name]; ok {
+		return failingFile{f, at}, nil
+	}
+	return f, nil
+}
+
+// errFailedRead is the error of a failingFile.
+var errFailedRead = errors.New("memfs: read failed")
+
+// failingFile is a memFile whose reads fail past at bytes.
+type failingFile struct {
+	memFile
+	at int64
+}
+
+func (f failingFile) Read(p []byte) (int, error) {
+	pos, _ := f.Seek(0, io.SeekCurrent)
+	if pos >= f.at {
+		return 0, errFailedRead
+	}
+	return f.memFile.Read(p[:min(int64(len(p)), f.at-pos)])
 }
 
 func (m memFS) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
