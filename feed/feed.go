@@ -47,6 +47,9 @@ type Options struct {
 	Rank, Workers, Attempt int
 	// Format is the records' format (records.FormatLibSVM, FormatCSV).
 	Format string
+	// CSVHeader says the first line of each CSV file is a header, not a
+	// record (records.Options.CSVHeader).
+	CSVHeader bool
 	// Batch is the number of examples per mini-batch; the last batch of
 	// a shard may hold fewer.
 	Batch int
@@ -344,7 +347,7 @@ func (f *Feed) read(ctx context.Context, epoch int, sh tracker.Shard, step *int,
 	// The budget of malformed records is this worker's, across its
 	// shards; one met in an earlier epoch does not count again.
 	budget := max(0, f.o.MaxBadRecords-f.nbad+len(f.bad[sh.Split()]))
-	rd, err := records.NewReader(src, records.Options{Format: f.o.Format, MaxBadRecords: budget})
+	rd, err := records.NewReader(src, records.Options{Format: f.o.Format, CSVHeader: f.o.CSVHeader, MaxBadRecords: budget})
 	if err != nil {
 		return 0, err
 	}

@@ -2,14 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 
 	"github.com/spindle-ps/spindle/examples/fm/fm"
 	"github.com/spindle-ps/spindle/examples/internal/subcmd"
+	"github.com/spindle-ps/spindle/examples/internal/workerloop"
 	"github.com/spindle-ps/spindle/io/model"
-	"github.com/spindle-ps/spindle/io/records"
 )
 
 // evalMain prints the test AUC of a model written by a job, in either
@@ -17,7 +18,9 @@ import (
 func evalMain(ctx context.Context, args []string, stdout io.Writer, lookup func(string) (string, bool)) error {
 	fl := flag.NewFlagSet("ps-fm eval", flag.ContinueOnError)
 	dir := fl.String("model", "", "the job's --output directory (local or hdfs://)")
-	test := fl.String("test", "", "libsvm file to evaluate on")
+	test := fl.String("test", "", "file to evaluate on, in --format")
+	var layout workerloop.Layout
+	layout.Register(fl)
 	scale := fl.Float64("init-scale", fm.DefaultInitScale, "the training's --init-scale: the initial embeddings of keys the model lacks")
 	if err := subcmd.Parse(fl, args); err != nil {
 		return err
@@ -25,6 +28,9 @@ func evalMain(ctx context.Context, args []string, stdout io.Writer, lookup func(
 	if *dir == "" || *test == "" {
 		fmt.Fprintln(fl.Output(), "ps-fm eval: --model and --test are required")
 		return errUsage
+	}
+	if err := errors.Join(layout.Check()...); err != nil {
+		return err
 	}
 	res, err := newResolver(lookup)
 	if err != nil {
@@ -35,7 +41,7 @@ func evalMain(ctx context.Context, args []string, stdout io.Writer, lookup func(
 	if err != nil {
 		return err
 	}
-	examples, err := readExamples(ctx, res, *test, records.Options{Format: records.FormatLibSVM})
+	examples, err := readExamples(ctx, res, *test, layout.Records())
 	if err != nil {
 		return fmt.Errorf("--test: %w", err)
 	}

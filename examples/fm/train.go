@@ -81,7 +81,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	f.Flags.Register(fl)
 	fl.DurationVar(&f.requestTimeout, "request-timeout", workerloop.DefaultRequestTimeout, "longest wait for one push or pull (in synchronous mode, also for the slowest worker's step); the worker fails past it. Not given: at least a minute more than the job's stall timeout (ps-submit --stall-timeout), so that a hung worker is started again first")
 	fl.StringVar(&f.partitioner, "partitioner", "hash", "how feature ids are spread over servers: hash, consistent (hashing that moves the fewest ids when servers come or go), or range over [0, DMLC_MAX_DIMENSION)")
-	fl.StringVar(&f.test, "test", "", "held-out libsvm file (local or hdfs://) to report AUC on after each epoch")
+	fl.StringVar(&f.test, "test", "", "held-out file in --format (local or hdfs://) to report AUC on after each epoch")
 	fl.StringVar(&f.modelFormat, "model-format", model.PartText, "format of the written model's parts: "+model.PartText+" or "+model.PartBinary)
 	if err := subcmd.Parse(fl, args); err != nil {
 		return f, err

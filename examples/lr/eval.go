@@ -2,28 +2,34 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"slices"
 
 	"github.com/spindle-ps/spindle/examples/internal/subcmd"
+	"github.com/spindle-ps/spindle/examples/internal/workerloop"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/io/model"
-	"github.com/spindle-ps/spindle/io/records"
 )
 
 // evalMain prints the test AUC of a model written by a job.
 func evalMain(ctx context.Context, args []string, stdout io.Writer, lookup func(string) (string, bool)) error {
 	fl := flag.NewFlagSet("ps-lr eval", flag.ContinueOnError)
 	dir := fl.String("model", "", "the job's --output directory (local or hdfs://)")
-	test := fl.String("test", "", "libsvm file to evaluate on")
+	test := fl.String("test", "", "file to evaluate on, in --format")
+	var layout workerloop.Layout
+	layout.Register(fl)
 	if err := subcmd.Parse(fl, args); err != nil {
 		return err
 	}
 	if *dir == "" || *test == "" {
 		fmt.Fprintln(fl.Output(), "ps-lr eval: --model and --test are required")
 		return errUsage
+	}
+	if err := errors.Join(layout.Check()...); err != nil {
+		return err
 	}
 	res, err := newResolver(lookup)
 	if err != nil {
@@ -57,7 +63,7 @@ func evalMain(ctx context.Context, args []string, stdout io.Writer, lookup func(
 	for i, j := range idx {
 		sorted.Keys[i], sorted.W[i] = m.Keys[j], m.W[j]
 	}
-	examples, err := readExamples(ctx, res, *test, records.Options{Format: records.FormatLibSVM})
+	examples, err := readExamples(ctx, res, *test, layout.Records())
 	if err != nil {
 		return fmt.Errorf("--test: %w", err)
 	}

@@ -36,6 +36,8 @@ func TestUpdaterFlags(t *testing.T) {
 		{"kkt without l1", []string{"--async", "--kkt", "0.1", "--updater", "adam"}, nil, "--kkt 0.1: needs --updater ftrl with --l1 > 0 (have --updater adam"},
 		{"kkt not finite", []string{"--async", "--kkt", "NaN"}, nil, "--kkt NaN: want a finite number >= 0"},
 		{"negative cache", []string{"--cache-mb", "-2"}, nil, "--cache-mb -2: want -1 (a quarter of the worker's memory) or 0 to 1048576"},
+		{"unknown format", []string{"--format", "tsv"}, nil, `--format "tsv": want libsvm or csv`},
+		{"header without csv", []string{"--csv-header"}, nil, "--csv-header: only with --format csv"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

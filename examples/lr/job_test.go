@@ -160,6 +160,57 @@ func evalAUC(t *testing.T, uri string, lookup func(string) (string, bool)) float
 	return auc
 }
 
+// TestCSVWithHeader trains on CSV files whose first line is a header
+// (--format csv --csv-header), scoring the held-out CSV file after each
+// epoch, and ps-lr eval scores the model on it the same way; without
+// --csv-header, eval stops at the header, naming its line.
+func TestCSVWithHeader(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// y is 1 when x1 + x2 > 1; x3 is noise.
+	write := func(name string, rows int, seed uint64) string {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		var b strings.Builder
+		b.WriteString("clicked,x1,x2,x3\n")
+		for range rows {
+			x1, x2, x3 := rng.Float64(), rng.Float64(), rng.Float64()
+			y := 0
+			if x1+x2 > 1 {
+				y = 1
+			}
+			fmt.Fprintf(&b, "%d,%.3f,%.3f,%.3f\n", y, x1, x2, x3)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	train, test := write("train.csv", 20000, 1), write("test.csv", 2000, 2)
+	args := []string{"--format", "csv", "--csv-header", "--test", test, "--updater", "adagrad", "--lr", "0.5", "--l2", "0"}
+	r := runJobWith(t, 1, 1, 0, func(s *job.JobSpec) {
+		s.Inputs = []string{train}
+		s.Command = append([]string{psLR, "--epochs", "3"}, args...)
+	})
+	ctx := t.Context()
+	var out bytes.Buffer
+	if err := evalMain(ctx, append([]string{"--model", r.model}, args[:5]...), &out, func(string) (string, bool) { return "", false }); err != nil {
+		t.Fatalf("eval: %v", err)
+	}
+	var auc float64
+	if _, err := fmt.Sscanf(out.String(), "test AUC %g", &auc); err != nil || auc < 0.9 {
+		t.Errorf("eval: %q (%v); want a test AUC above 0.9", out.String(), err)
+	}
+	t.Logf("test AUC %.4f", auc)
+	if got := r.status.Metrics["test_auc"]; math.Abs(got-auc) > 5e-5 {
+		t.Errorf("the job's last test_auc %.6f, eval's %.6f", got, auc)
+	}
+	err := evalMain(ctx, []string{"--model", r.model, "--format", "csv", "--test", test}, &out, func(string) (string, bool) { return "", false })
+	if err == nil || !strings.Contains(err.Error(), "test.csv, line 1") {
+		t.Errorf("eval without --csv-header: %v; want an error at the header, line 1", err)
+	}
+}
+
 var syncRun, waitingRun, singleRun hadooptest.Shared[jobRun]
 
 // syncJob runs the synchronous 2×2 job over 2 epochs, pipelined (the

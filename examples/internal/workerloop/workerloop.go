@@ -24,10 +24,40 @@ import (
 	"github.com/spindle-ps/spindle/tracker"
 )
 
+// Layout are the flags that say how records are written, for training
+// and for scoring a model alike.
+type Layout struct {
+	Format    string // --format
+	CSVHeader bool   // --csv-header
+}
+
+// Register defines the flags on fl.
+func (l *Layout) Register(fl *flag.FlagSet) {
+	fl.StringVar(&l.Format, "format", records.FormatLibSVM, "input format: libsvm, or csv (the label first, then each feature's value; a feature's id is its column, the label's being 0)")
+	fl.BoolVar(&l.CSVHeader, "csv-header", false, "with --format csv: the first line of each file is a header, not a record")
+}
+
+// Check reports the flags' errors.
+func (l Layout) Check() []error {
+	var errs []error
+	if l.Format != records.FormatLibSVM && l.Format != records.FormatCSV {
+		errs = append(errs, fmt.Errorf("--format %q: want %s or %s", l.Format, records.FormatLibSVM, records.FormatCSV))
+	}
+	if l.CSVHeader && l.Format != records.FormatCSV {
+		errs = append(errs, fmt.Errorf("--csv-header: only with --format %s", records.FormatCSV))
+	}
+	return errs
+}
+
+// Records are the options of reading records so written.
+func (l Layout) Records() records.Options {
+	return records.Options{Format: l.Format, CSVHeader: l.CSVHeader}
+}
+
 // Data are the trainers' flags for how a worker reads its shards.
 type Data struct {
+	Layout               // --format, --csv-header
 	Batch         int    // --batch
-	Format        string // --format
 	MaxBadRecords int    // --max-bad-records
 	CacheMB       int    // --cache-mb
 	DieAfter      string // --die-after (tests: fault injection)
@@ -57,7 +87,7 @@ func (d Data) CacheBytes(memMB int) int64 {
 // Register defines the flags on fl.
 func (d *Data) Register(fl *flag.FlagSet) {
 	fl.IntVar(&d.Batch, "batch", 100, "examples per mini-batch")
-	fl.StringVar(&d.Format, "format", records.FormatLibSVM, "input format: libsvm or csv")
+	d.Layout.Register(fl)
 	fl.IntVar(&d.MaxBadRecords, "max-bad-records", 0, "malformed records each worker may skip (and count) before failing, one met again in a later epoch counting once; the first 10 skipped are printed with their file and line; 0 fails on the first")
 	fl.IntVar(&d.CacheMB, "cache-mb", AutoCache, "MiB of parsed examples each worker keeps in memory for the next epochs, which then read no file for the shards kept; -1: a quarter of the worker's memory (its container's: ps-submit --worker-memory), 0: read the files every epoch")
 	fl.StringVar(&d.DieAfter, "die-after", "", "testing: RANK:N makes that worker's first attempt SIGKILL itself after N shards")
@@ -66,7 +96,7 @@ func (d *Data) Register(fl *flag.FlagSet) {
 
 // Check reports the flags' errors.
 func (d Data) Check() []error {
-	var errs []error
+	errs := d.Layout.Check()
 	if d.Batch < 1 {
 		errs = append(errs, fmt.Errorf("--batch %d: need at least 1", d.Batch))
 	}
@@ -81,7 +111,9 @@ func (d Data) Check() []error {
 
 // Records are the options of reading a held-out set.
 func (d Data) Records() records.Options {
-	return records.Options{Format: d.Format, MaxBadRecords: d.MaxBadRecords}
+	o := d.Layout.Records()
+	o.MaxBadRecords = d.MaxBadRecords
+	return o
 }
 
 // Feed returns the feed options of worker n, attempt attempt, given
@@ -102,7 +134,7 @@ func (d Data) Feed(n *psnode.Node, tc *tracker.Client, res *dfs.Resolver, attemp
 	return feed.Options{
 		Tracker: tc, Resolver: res,
 		Rank: n.Rank(), Workers: n.NumWorkers(), Attempt: attempt,
-		Format: d.Format, Batch: d.Batch, MaxBadRecords: d.MaxBadRecords,
+		Format: d.Format, CSVHeader: d.CSVHeader, Batch: d.Batch, MaxBadRecords: d.MaxBadRecords,
 		CacheBytes: d.CacheBytes(memMB),
 		Async:      async, AfterShard: die,
 	}, nil
