@@ -228,15 +228,7 @@ func TestGzipIsOneSplit(t *testing.T) {
 // work.
 func TestCorruptGzip(t *testing.T) {
 	t.Parallel()
-	var plain bytes.Buffer
-	for i := range 20000 {
-		fmt.Fprintf(&plain, "line %d\n", i)
-	}
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	zw.Write(plain.Bytes())
-	zw.Close()
-	good := gz.Bytes()
+	plain, good := numberedGzip(20000)
 	damaged := bytes.Clone(good)
 	damaged[len(damaged)/2] ^= 0xff
 	tests := []struct {
@@ -249,7 +241,7 @@ func TestCorruptGzip(t *testing.T) {
 		{"cut short", good[:len(good)/2], -1, true},
 		{"cut in its trailer", good[:len(good)-4], -1, true},
 		{"cut in its header", good[:5], -1, true},
-		{"not gzip", plain.Bytes(), -1, true},
+		{"not gzip", plain, -1, true},
 		{"something after it", append(bytes.Clone(good), "trailing text\n"...), -1, true},
 		{"a read fails", good, int64(len(good) / 2), false},
 		{"a read fails in its header", good, 5, false},
@@ -279,6 +271,18 @@ func TestCorruptGzip(t *testing.T) {
 			}
 		})
 	}
+}
+
+// numberedGzip returns n lines "line i" and their gzip file.
+func numberedGzip(n int) (plain, gz []byte) {
+	var p, z bytes.Buffer
+	for i := range n {
+		fmt.Fprintf(&p, "line %d\n", i)
+	}
+	zw := gzip.NewWriter(&z)
+	zw.Write(p.Bytes())
+	zw.Close()
+	return p.Bytes(), z.Bytes()
 }
 
 // readSplitsUnchecked is readSplits for compressed splits, whose line
@@ -480,23 +484,16 @@ func TestLineAt(t *testing.T) {
 		})
 	}
 	t.Run("gzip", func(t *testing.T) {
-		var plain bytes.Buffer
-		for i := range 3000 {
-			fmt.Fprintf(&plain, "line %d\n", i)
-		}
-		var gz bytes.Buffer
-		zw := gzip.NewWriter(&gz)
-		zw.Write(plain.Bytes())
-		zw.Close()
+		plain, gz := numberedGzip(3000)
 		path := filepath.Join(dir, "numbered.gz")
-		if err := os.WriteFile(path, gz.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(path, gz, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		splits, err := split.Plan(context.Background(), r, []string{path}, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
-		check(t, path, splits, referenceLines(plain.Bytes()))
+		check(t, path, splits, referenceLines(plain))
 	})
 	t.Run("cannot count", func(t *testing.T) {
 		lr := split.NewLineReader(strings.NewReader("a\nb\n"), "mem", 0, 4, false, split.ReaderOptions{})
