@@ -213,7 +213,7 @@ func openFile(ctx context.Context, f dfs.File, s Split, opts ReaderOptions) (*Li
 	}
 	opts = opts.withDefaults()
 	if s.Compressed {
-		raw := &endReader{r: f}
+		raw := &endReader{r: f, size: s.FileSize}
 		gz, err := gzip.NewReader(bufio.NewReaderSize(raw, opts.BufferSize))
 		if err != nil {
 			return nil, &LineError{URI: s.URI, Offset: 0, Err: corrupt(err, raw)}
@@ -269,15 +269,18 @@ func corrupt(err error, raw *endReader) error {
 	return err
 }
 
-// endReader notes whether its reader came to its end.
+// endReader notes whether its reader came to its end, having read the
+// size bytes of the file (a reader that ends early has failed).
 type endReader struct {
-	r     io.Reader
-	ended bool
+	r          io.Reader
+	size, read int64
+	ended      bool
 }
 
 func (e *endReader) Read(p []byte) (int, error) {
 	n, err := e.r.Read(p)
-	if err == io.EOF {
+	e.read += int64(n)
+	if err == io.EOF && e.read >= e.size {
 		e.ended = true
 	}
 	return n, err

@@ -234,7 +234,7 @@ func TestCorruptGzip(t *testing.T) {
 	tests := []struct {
 		name    string
 		data    []byte
-		failAt  int64 // < 0: reading does not fail
+		failAt  int64 // -1: reading does not fail; -2: it ends early
 		corrupt bool
 	}{
 		{"damaged", damaged, -1, true},
@@ -245,6 +245,7 @@ func TestCorruptGzip(t *testing.T) {
 		{"something after it", append(bytes.Clone(good), "trailing text\n"...), -1, true},
 		{"a read fails", good, int64(len(good) / 2), false},
 		{"a read fails in its header", good, 5, false},
+		{"the file ends before its size", good[:len(good)/2], -2, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -254,6 +255,12 @@ func TestCorruptGzip(t *testing.T) {
 				m.failAt = map[string]int64{"d.gz": tt.failAt}
 			}
 			n := int64(len(tt.data))
+			if tt.failAt == -2 {
+				// Its size is the whole file's: a reader that ends
+				// early (a DataNode gone), not a file cut short.
+				n = int64(len(good))
+				m.size = map[string]int64{"d.gz": n}
+			}
 			lr, err := split.Open(context.Background(), m, split.Split{URI: "mem://d.gz", Length: n, FileSize: n, Compressed: true}, split.ReaderOptions{})
 			if err == nil {
 				defer lr.Close()

@@ -19,6 +19,9 @@ type memFS struct {
 	// failAt makes reading a file fail past that many bytes, as a disk
 	// or a connection that fails would.
 	failAt map[string]int64
+	// size, when it has the file, is the size its Stat says, which may
+	// be more than it has: its reads then end early.
+	size map[string]int64
 }
 
 func (m memFS) Resolve(ctx context.Context, uri string) (dfs.FileSystem, string, error) {
@@ -56,7 +59,7 @@ func (m memFS) Open(ctx context.Context, name string) (dfs.File, error) {
 	if !ok {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	}
-	f := memFile{bytes.NewReader(b), memInfo{name, int64(len(b))}}
+	f := memFile{bytes.NewReader(b), memInfo{name, m.sizeOf(name, b)}}
 	if at, ok := m.failAt[name]; ok {
 		return failingFile{f, at}, nil
 	}
@@ -85,7 +88,15 @@ func (m memFS) Stat(ctx context.Context, name string) (fs.FileInfo, error) {
 	if !ok {
 		return nil, &fs.PathError{Op: "stat", Path: name, Err: fs.ErrNotExist}
 	}
-	return memInfo{name, int64(len(b))}, nil
+	return memInfo{name, m.sizeOf(name, b)}, nil
+}
+
+// sizeOf is the size file name, holding b, says it has.
+func (m memFS) sizeOf(name string, b []byte) int64 {
+	if n, ok := m.size[name]; ok {
+		return n
+	}
+	return int64(len(b))
 }
 
 var errReadOnly = errors.New("memfs: read-only")
