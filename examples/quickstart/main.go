@@ -31,8 +31,10 @@ func main() {
 	defer stop()
 	if err := run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
-		// 1, or conf.ExitRestartJob for an error that asks the launcher
-		// to restart the whole job from its checkpoint.
+		// 1; conf.ExitRestartJob for an error that asks the launcher to
+		// restart the whole job from its checkpoint; conf.ExitBadInput
+		// for input at fault (a malformed record, a corrupt gzip file),
+		// which the launcher does not start the task again for.
 		os.Exit(feed.ExitStatus(err))
 	}
 }
