@@ -946,6 +946,22 @@ func checkRejoined(t *testing.T, res job.Result, err error, out string, attempts
 			t.Errorf("epoch %d counted %d records, want %d", e, got, rows)
 		}
 	}
+	// The epochs' metrics count the dead workers' examples too, but for
+	// those of the shard each was reading that the servers had (the
+	// replacement skips them): per kill, at most about a shard's.
+	kills := 0
+	for _, n := range attempts {
+		kills += n - 1
+	}
+	shard := 2 * rows / max(res.Status.ShardsTotal, 1) // a shard's records, with room
+	total := 0.0
+	for e := 0; e < 4; e++ {
+		total += res.Status.EpochMetrics[e]["examples_count"]
+	}
+	t.Logf("the epochs' metrics count %d examples of %d after %d kill(s)", int(total), 4*rows, kills)
+	if lost := 4*rows - int(total); lost < 0 || lost > kills*shard {
+		t.Errorf("the epochs' metrics count %d examples of %d: %d lost for %d kills, want at most %d", int(total), 4*rows, lost, kills, kills*shard)
+	}
 	if !strings.Contains(out, "rejoined") {
 		t.Errorf("no replacement says it rejoined the steps:\n%s", out)
 	}
