@@ -165,7 +165,6 @@ func evalAUC(t *testing.T, uri string, lookup func(string) (string, bool)) float
 // epoch, and ps-lr eval scores the model on it the same way; without
 // --csv-header, eval stops at the header, naming its line.
 func TestCSVWithHeader(t *testing.T) {
-	t.Parallel()
 	dir := t.TempDir()
 	// y is 1 when x1 + x2 > 1; x3 is noise.
 	write := func(name string, rows int, seed uint64) string {
