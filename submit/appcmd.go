@@ -88,8 +88,9 @@ or a local job's id (local-<date>-<time>-<hex>, printed when it starts)
 or directory; scale also takes the status page's address it printed.
 
 status prints the job's own progress: state, epoch and shards, the last
-epoch's metrics (loss, AUC), each worker's examples per second, and every
-task's state, attempt, restarts, node, container and last exit; for a
+epoch's metrics (loss, AUC), the newest epochs' loss, AUC and examples a
+line each, each worker's examples per second, and every task's state,
+attempt, restarts, node, container and last exit; for a
 YARN application first the ResourceManager's report (state, final status,
 progress, tracking URL, diagnostics). It reads the job's status page
 while the job runs, and what the job kept once it is over.

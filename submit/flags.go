@@ -245,11 +245,12 @@ meet at the scheduler (collectives); without -s the command runs as
 plain workers, with no scheduler. Flags take one dash or two; the command
 follows -- or starts at the first argument that is not a flag.
 
-'%[1]s status JOB' prints a job's progress and metrics (epoch, loss, AUC,
-examples/s, tasks and attempts) and, on YARN, the application's report;
-'%[1]s logs JOB' prints the output of its tasks (--task worker:0 for one,
---follow to keep printing); JOB is a YARN application id or the id of a
-local job, printed when it starts with the address of its status page.
+'%[1]s status JOB' prints a job's progress and metrics (epoch, loss and
+AUC by epoch, examples/s, tasks and attempts) and, on YARN, the
+application's report; '%[1]s logs JOB' prints the output of its tasks
+(--task worker:0 for one, --follow to keep printing); JOB is a YARN
+application id or the id of a local job, printed when it starts with the
+address of its status page.
 '%[1]s kill JOB' stops a job (a YARN application or a local job) and
 waits until it ended. '%[1]s scale JOB --servers N --workers N' asks a running
 synchronous job to change its number of servers or workers (or both) at

@@ -333,8 +333,8 @@ func runJobCommand(ctx context.Context, args []string, stdout, stderr io.Writer,
 	return 0
 }
 
-// writeJobStatus writes the job's own progress: state, epoch, metrics,
-// speeds and tasks.
+// writeJobStatus writes the job's own progress: state, epoch, metrics
+// (the newest epochs' too), speeds, tasks and events.
 func writeJobStatus(w io.Writer, st *web.Status) {
 	item := func(name, value string) { fmt.Fprintf(w, "  %-14s %s\n", name, value) }
 	fmt.Fprintf(w, "\njob %s\n", st.Name)
@@ -367,6 +367,7 @@ func writeJobStatus(w io.Writer, st *web.Status) {
 	} else {
 		item("metrics", "(none yet)")
 	}
+	writeEpochs(w, st.Epochs)
 	var speeds []string
 	for _, wr := range st.Speed.Workers {
 		rate := "–"
@@ -405,6 +406,37 @@ func writeJobStatus(w io.Writer, st *web.Status) {
 		fmt.Fprintf(w, "    %-12s %-10s %7d %8d  %-16s %s\n", t.Task, t.State, t.Attempt, t.Restarts, t.Node, where)
 	}
 	writeEvents(w, st.Events)
+}
+
+// maxEpochsShown is how many of the newest epochs status prints.
+const maxEpochsShown = 10
+
+// writeEpochs prints the newest epochs' metrics, a line each: when its
+// last report came, its loss and AUC, and the examples it trained.
+func writeEpochs(w io.Writer, epochs []web.EpochPoint) {
+	if len(epochs) == 0 {
+		return
+	}
+	if n := len(epochs); n > maxEpochsShown {
+		fmt.Fprintf(w, "  epochs (the newest %d of %d):\n", maxEpochsShown, n)
+		epochs = epochs[n-maxEpochsShown:]
+	} else {
+		fmt.Fprintf(w, "  epochs:\n")
+	}
+	orDash := func(v *float64) string {
+		if v == nil {
+			return "–"
+		}
+		return formatNumber(*v)
+	}
+	fmt.Fprintf(w, "    %-6s %-12s %-8s %-8s %s\n", "EPOCH", "REPORTED", "LOSS", "AUC", "EXAMPLES")
+	for _, e := range epochs {
+		examples := "–"
+		if n, ok := e.Metrics["examples_count"]; ok {
+			examples = formatNumber(n)
+		}
+		fmt.Fprintf(w, "    %-6d %-12s %-8s %-8s %s\n", e.Epoch, e.At.Local().Format("15:04:05.000"), orDash(e.Loss), orDash(e.AUC), examples)
+	}
 }
 
 // maxEventsShown is how many of the newest events status prints.

@@ -112,6 +112,7 @@ func TestLogsAndStatusOfALocalJob(t *testing.T) {
 	}
 	code, out, errOut = cmd("status", id, "--jobs-dir", jobs)
 	for _, want := range []string{"local job " + id, "state          RUNNING", "metrics        epoch ", "loss=", "  loss, AUC      loss ", ", AUC 0.", "worker 0 ", "worker 1 ",
+		"\n    EPOCH  REPORTED     LOSS     AUC      EXAMPLES\n",
 		"    worker 1     running          1        1  127.0.0.1        exit code 3",
 		"  events:\n", "  worker 1     exited: exit code 3\n", " s: running again (attempt 1) in 127.0.0.1\n"} {
 		if code != 0 || !strings.Contains(out, want) {
@@ -229,6 +230,35 @@ func TestParseJobCommandLogin(t *testing.T) {
 
 // TestWriteEventsWithoutDetail: an event that carries no detail (a
 // server that joined) ends with its kind, not a dangling colon.
+// TestWriteEpochs: status lists the newest epochs, each with when its
+// last report came, its loss and AUC and its examples, a dash for what
+// it lacks.
+func TestWriteEpochs(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 28, 7, 23, 2, 192e6, time.Local)
+	loss, auc := 0.3894, 0.81234
+	var epochs []web.EpochPoint
+	for e := range maxEpochsShown + 2 {
+		epochs = append(epochs, web.EpochPoint{Epoch: e, At: at, Loss: &loss, Metrics: map[string]float64{"examples_count": 400000}})
+	}
+	epochs[len(epochs)-1].AUC = &auc
+	epochs[len(epochs)-2].Metrics = nil
+	var b strings.Builder
+	writeEpochs(&b, epochs)
+	want := "  epochs (the newest 10 of 12):\n    EPOCH  REPORTED     LOSS     AUC      EXAMPLES\n" +
+		"    2      07:23:02.192 0.3894   –        400000\n"
+	if !strings.HasPrefix(b.String(), want) {
+		t.Errorf("writeEpochs begins\n%q\nwant\n%q", b.String(), want)
+	}
+	if end := "    10     07:23:02.192 0.3894   –        –\n    11     07:23:02.192 0.3894   0.8123   400000\n"; !strings.HasSuffix(b.String(), end) {
+		t.Errorf("writeEpochs ends\n%q\nwant\n%q", b.String(), end)
+	}
+	b.Reset()
+	if writeEpochs(&b, nil); b.Len() != 0 {
+		t.Errorf("writeEpochs of none: %q", b.String())
+	}
+}
+
 func TestWriteEventsWithoutDetail(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 11, 28, 7, 23, 2, 192e6, time.Local)
