@@ -33,20 +33,6 @@ func localResolver() Resolver { return dfs.NewResolver(conf.HadoopConf{}, "") }
 // it.
 var ErrOutputExists = errors.New("exists and is not empty (set Overwrite to replace it)")
 
-// errCheckpointsExist is ErrOutputExists for a checkpoint directory,
-// which a job may also go on from.
-var errCheckpointsExist error = textError{ErrOutputExists,
-	"exists and is not empty (set Resume to go on from its newest checkpoint, or set Overwrite to clear it)"}
-
-// textError is err said another way.
-type textError struct {
-	err  error
-	text string
-}
-
-func (e textError) Error() string { return e.text }
-func (e textError) Unwrap() error { return e.err }
-
 // ErrResumeNeedsCheckpointDir is the error for Resume without a
 // CheckpointDir.
 var ErrResumeNeedsCheckpointDir = &FieldError{Field: "Resume", Problem: "needs CheckpointDir"}
@@ -538,12 +524,13 @@ func checkDir(ctx context.Context, r Resolver, dir, field string, overwrite, tak
 		return nil, "", false, false, dirError(field, dir, err)
 	}
 	entries = slices.DeleteFunc(entries, func(e fs.FileInfo) bool { return isClaim(e.Name()) })
-	if len(entries) > 0 && !overwrite {
-		err := ErrOutputExists
-		if field == "CheckpointDir" {
-			err = errCheckpointsExist
-		}
-		return nil, "", false, false, dirError(field, dir, err)
+	switch {
+	case len(entries) > 0 && !overwrite && field == "CheckpointDir":
+		// A job may also go on from them.
+		return nil, "", false, false, &FieldError{Field: field, Value: dir, Err: ErrOutputExists,
+			Problem: "exists and is not empty (set Resume to go on from its newest checkpoint, or set Overwrite to clear it)"}
+	case len(entries) > 0 && !overwrite:
+		return nil, "", false, false, dirError(field, dir, ErrOutputExists)
 	}
 	return fsys, name, true, len(entries) > 0, nil
 }

@@ -408,6 +408,17 @@ func writeJobStatus(w io.Writer, st *web.Status) {
 	writeEvents(w, st.Events)
 }
 
+// newest writes the heading of a list of n things, of which status
+// prints at most the newest limit, and returns how many it prints.
+func newest(w io.Writer, things string, n, limit int) int {
+	if n > limit {
+		fmt.Fprintf(w, "  %s (the newest %d of %d):\n", things, limit, n)
+		return limit
+	}
+	fmt.Fprintf(w, "  %s:\n", things)
+	return n
+}
+
 // maxEpochsShown is how many of the newest epochs status prints.
 const maxEpochsShown = 10
 
@@ -417,12 +428,7 @@ func writeEpochs(w io.Writer, epochs []web.EpochPoint) {
 	if len(epochs) == 0 {
 		return
 	}
-	if n := len(epochs); n > maxEpochsShown {
-		fmt.Fprintf(w, "  epochs (the newest %d of %d):\n", maxEpochsShown, n)
-		epochs = epochs[n-maxEpochsShown:]
-	} else {
-		fmt.Fprintf(w, "  epochs:\n")
-	}
+	epochs = epochs[len(epochs)-newest(w, "epochs", len(epochs), maxEpochsShown):]
 	orDash := func(v *float64) string {
 		if v == nil {
 			return "–"
@@ -448,12 +454,7 @@ func writeEvents(w io.Writer, events []web.Event) {
 	if len(events) == 0 {
 		return
 	}
-	if n := len(events); n > maxEventsShown {
-		fmt.Fprintf(w, "  events (the newest %d of %d):\n", maxEventsShown, n)
-		events = events[n-maxEventsShown:]
-	} else {
-		fmt.Fprintf(w, "  events:\n")
-	}
+	events = events[len(events)-newest(w, "events", len(events), maxEventsShown):]
 	for _, e := range events {
 		task := e.Task
 		if task == "" {
