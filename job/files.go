@@ -96,6 +96,11 @@ type resumePoint struct {
 	servers int
 }
 
+// String says where a run starts: "from checkpoint URI (epoch N)".
+func (p resumePoint) String() string {
+	return fmt.Sprintf("from checkpoint %s (epoch %d)", p.uri, p.epoch)
+}
+
 // prepare readies the directories before any task starts: the output is
 // checked (and cleared with Overwrite), and the checkpoint directory is
 // checked, or for Resume searched for the newest committed checkpoint

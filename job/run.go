@@ -129,6 +129,9 @@ func New(ctx context.Context, spec JobSpec, opts Options) (*Job, error) {
 		j.files.dropEmpty(ctx)
 		return nil, err
 	}
+	if p := j.files.from; p.uri != "" {
+		j.state.AddEvent(tracker.Event{At: time.Now(), Kind: tracker.EventResumed, Detail: p.String()})
+	}
 	if j.keysFile == "" {
 		if err := j.writeKeys(); err != nil {
 			j.files.dropEmpty(ctx)
@@ -975,7 +978,7 @@ func (r *run) restartAll(ctx context.Context, failed string, asked bool) error {
 	r.log.WithFields(logrus.Fields{"cause": failed, "checkpoint": p.uri, "epoch": p.epoch}).Warn("starting the whole job again")
 	from := "from the start"
 	if p.uri != "" {
-		from = fmt.Sprintf("from checkpoint %s (epoch %d)", p.uri, p.epoch)
+		from = p.String()
 	}
 	r.jobDownSince = downSince
 	r.state.AddEvent(tracker.Event{At: r.jobDownSince, Kind: tracker.EventJobRestart, Detail: firstLine(failed) + "; " + from})

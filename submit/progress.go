@@ -288,7 +288,8 @@ var summaryRoles = map[conf.Role]int{conf.RoleScheduler: 0, conf.RoleServer: 1, 
 
 // writeSummary writes how the job ended: its state and wall time, each
 // task's exit code by role (and attempts when a task ran more than once),
-// where the model is, and the last metrics.
+// where the model is, the checkpoint the job started from, and the last
+// metrics.
 func writeSummary(w io.Writer, name string, res job.Result) error {
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "job %s %s after %s\n", name, res.State, formatWall(res.Wall))
@@ -331,6 +332,15 @@ func writeSummary(w io.Writer, name string, res job.Result) error {
 	}
 	if res.Output != "" {
 		fmt.Fprintf(bw, "  model       %s\n", res.Output)
+	}
+	switch from := res.ResumedFrom; {
+	case res.Restarts > 0:
+		if from == "" {
+			from = "the start"
+		}
+		fmt.Fprintf(bw, "  restarts    %d (the whole job started again), the last from %s\n", res.Restarts, from)
+	case from != "":
+		fmt.Fprintf(bw, "  resumed     from %s\n", from)
 	}
 	if m := formatMetrics(res.Status.Metrics); m != "" {
 		fmt.Fprintf(bw, "  metrics     %s (epoch %d)\n", m, res.Status.MetricsEpoch)

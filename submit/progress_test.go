@@ -193,6 +193,18 @@ func TestSummary(t *testing.T) {
 				{Role: "worker", Rank: 1, Attempts: 1, NotStarted: true}},
 		}, "job spindle:ps-lr FAILED after 5ms\n" +
 			"  exit codes  scheduler killed · workers unstarted unstarted\n"},
+		{"resumed", job.Result{
+			State: tracker.Succeeded, Wall: 3 * time.Second, Output: "/tmp/model", ResumedFrom: "file:///tmp/ckpt/4",
+		}, "job spindle:ps-lr SUCCEEDED after 3s\n" +
+			"  model       /tmp/model\n" +
+			"  resumed     from file:///tmp/ckpt/4\n"},
+		{"started again", job.Result{
+			State: tracker.Succeeded, Wall: 3 * time.Second, Restarts: 2, ResumedFrom: "file:///tmp/ckpt/4",
+		}, "job spindle:ps-lr SUCCEEDED after 3s\n" +
+			"  restarts    2 (the whole job started again), the last from file:///tmp/ckpt/4\n"},
+		{"started again from the start", job.Result{State: tracker.Failed, Wall: 3 * time.Second, Restarts: 1},
+			"job spindle:ps-lr FAILED after 3s\n" +
+				"  restarts    1 (the whole job started again), the last from the start\n"},
 		{"killed at once", job.Result{State: tracker.Killed, Wall: 850 * time.Microsecond * 1000}, "job spindle:ps-lr KILLED after 850ms\n"},
 	}
 	for _, tt := range tests {

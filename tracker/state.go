@@ -128,6 +128,10 @@ const (
 	EventExited = "exited"
 	// EventBack: a task that exited runs again; Took is since its exit.
 	EventBack = "back"
+	// EventResumed: the job's first run starts from a committed
+	// checkpoint (--resume, or a later attempt of a YARN job's
+	// ApplicationMaster); Detail names it and the epoch it starts at.
+	EventResumed = "resumed"
 	// EventJobRestart: the whole job starts again (from a checkpoint).
 	EventJobRestart = "job restart"
 	// EventJobBack: after a job restart every task runs again; Took is

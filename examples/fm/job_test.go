@@ -661,6 +661,9 @@ func TestResumeReachesTheSameModel(t *testing.T) {
 	if tr := resumed.manifest.Training; tr == nil || !strings.HasPrefix(tr.ResumedFrom, "file://"+ck+"/2") {
 		t.Errorf("the resumed job's training section %+v; want it resumed from checkpoint 2", tr)
 	}
+	if want := "  resumed     from file://" + ck + "/2\n"; !strings.Contains(resumed.out, want) {
+		t.Errorf("ps-submit's summary does not say %q:\n%s", want, resumed.out)
+	}
 	straight := straightJob(t)
 	if len(resumed.parts) != len(straight.parts) {
 		t.Errorf("parts %v, the job never stopped wrote %v", keysOf(resumed.parts), keysOf(straight.parts))

@@ -1154,6 +1154,26 @@ func TestResumeReachesTheSameModel(t *testing.T) {
 	if len(straight.parts) != 2 {
 		t.Fatalf("%d parts", len(straight.parts))
 	}
+	// The result and the status's events name the checkpoint each
+	// started from.
+	for _, r := range []struct {
+		run   jobRun
+		dir   string
+		n     int
+		epoch int
+	}{{resumed, ckDir, 2, 2}, {fellBack, corrupt, 1, 1}} {
+		uri := fmt.Sprintf("file://%s/%d", r.dir, r.n)
+		if r.run.res.ResumedFrom != uri {
+			t.Errorf("resumed from %q; want %q", r.run.res.ResumedFrom, uri)
+		}
+		want := fmt.Sprintf("from checkpoint %s (epoch %d)", uri, r.epoch)
+		if !slices.ContainsFunc(r.run.status.Events, func(e tracker.Event) bool { return e.Kind == tracker.EventResumed && e.Detail == want }) {
+			t.Errorf("events %+v; want one %q %q", r.run.status.Events, tracker.EventResumed, want)
+		}
+	}
+	if slices.ContainsFunc(straight.status.Events, func(e tracker.Event) bool { return e.Kind == tracker.EventResumed }) {
+		t.Errorf("the job that never stopped has a %q event: %+v", tracker.EventResumed, straight.status.Events)
+	}
 }
 
 // TestMalformedRecords: a job fails on a malformed record by default,

@@ -23,6 +23,7 @@ import (
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/model"
 	"github.com/spindle-ps/spindle/job"
+	"github.com/spindle-ps/spindle/job/web"
 	"github.com/spindle-ps/spindle/submit/yarnclient"
 	"github.com/spindle-ps/spindle/tracker"
 	"github.com/spindle-ps/spindle/yarn"
@@ -565,6 +566,24 @@ func amStopped(t *testing.T, c *hadooptest.Cluster, straight jobRun, sig syscall
 		t.Errorf("the second attempt did not start from a checkpoint: %+v", tr)
 	}
 	t.Logf("second attempt started from %s", tr.ResumedFrom)
+	// ps-submit's summary and the job's final status say so too.
+	if res.ResumedFrom != tr.ResumedFrom {
+		t.Errorf("the client's result resumed from %q, the manifest says %q", res.ResumedFrom, tr.ResumedFrom)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
+	defer scancel()
+	_, st, stErr, err := yarnclient.JobStatus(sctx, app, os.LookupEnv, yarnclient.Login{})
+	if err == nil {
+		err = stErr
+	}
+	if err != nil || st == nil {
+		t.Fatalf("the final status of %s: %v", app, err)
+	}
+	if !slices.ContainsFunc(st.Events, func(e web.Event) bool {
+		return e.Kind == tracker.EventResumed && strings.HasPrefix(e.Detail, "from checkpoint "+tr.ResumedFrom+" (epoch ")
+	}) {
+		t.Errorf("the final status's events %+v do not say the second attempt resumed from %s", st.Events, tr.ResumedFrom)
+	}
 }
 
 // TestHadoopYARNScale is TestScaleServersOutAndBack on YARN: the

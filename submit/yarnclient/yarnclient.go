@@ -335,6 +335,7 @@ func Submit(ctx context.Context, spec job.JobSpec, opts Options) (res job.Result
 			if tr := m.Training; tr != nil {
 				res.Status.EpochRecords, res.Status.Metrics, res.Status.MetricsEpoch = tr.EpochRecords, tr.Metrics, tr.MetricsEpoch
 				res.Status.LocatedGiven, res.Status.LocalGiven = tr.LocatedShards, tr.NodeLocalShards
+				res.ResumedFrom, res.Restarts = tr.ResumedFrom, tr.Restarts
 			}
 		}
 		return res, nil

@@ -117,7 +117,7 @@
   function drawEvents(st) {
     var body = $("events").tBodies[0];
     var rows = document.createDocumentFragment();
-    var names = { "exited": "exited", "back": "running again", "rejoined": "rejoined the synchronous steps", "restored": "restored from the replicas", "scheduler-rebuilt": "replaced the scheduler", "job restart": "whole job restarting", "job back": "whole job running again" };
+    var names = { "exited": "exited", "back": "running again", "rejoined": "rejoined the synchronous steps", "restored": "restored from the replicas", "scheduler-rebuilt": "replaced the scheduler", "resumed": "resumed from a checkpoint", "job restart": "whole job restarting", "job back": "whole job running again" };
     (st.events || []).slice().reverse().forEach(function (e) {
       var tr = document.createElement("tr");
       tr.className = "event-" + e.kind.replace(" ", "-");
