@@ -42,6 +42,10 @@ func readModel(ctx context.Context, res model.Resolver, dir string, d int) (dens
 // evalMain prints the test accuracy of a model written by a job.
 func evalMain(ctx context.Context, args []string, stdout io.Writer, lookup func(string) (string, bool)) error {
 	fl := flag.NewFlagSet("ps-dense eval", flag.ContinueOnError)
+	subcmd.Usage(fl, `Usage: ps-dense eval --model DIR --test FILE [flags]
+
+Prints the test accuracy of the model a ps-dense job wrote to DIR (its
+--output, local or hdfs://) on the csv FILE.`)
 	dir := fl.String("model", "", "the job's --output directory (local or hdfs://)")
 	test := fl.String("test", "", "csv file to evaluate on")
 	if err := subcmd.Parse(fl, args); err != nil {

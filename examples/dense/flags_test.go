@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/spindle-ps/spindle/examples/internal/subcmd/subcmdtest"
 )
 
 // TestTrainFlags: bad flags are reported together, each by its name, and
@@ -49,3 +51,7 @@ func TestTrainFlags(t *testing.T) {
 		t.Errorf("an unknown flag: exit %d, want 2", code)
 	}
 }
+
+// TestHelp: -h says how ps-dense and its subcommands are called, then
+// the flags.
+func TestHelp(t *testing.T) { subcmdtest.Help(t, psDense, "ps-dense", "gen", "eval") }

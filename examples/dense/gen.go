@@ -18,6 +18,10 @@ import (
 func genMain(ctx context.Context, args []string, stdout io.Writer) error {
 	cfg := dense.DefaultGen()
 	fl := flag.NewFlagSet("ps-dense gen", flag.ContinueOnError)
+	subcmd.Usage(fl, `Usage: ps-dense gen --out DIR [flags]
+
+Writes DIR/train.csv and DIR/test.csv ("label,f1,...,fd"), classes drawn
+from a known softmax model, and prints that model's test accuracy.`)
 	out := fl.String("out", "", "directory for train.csv and test.csv (required)")
 	testRows := fl.Int("test-rows", 5000, "rows of the held-out test set")
 	fl.IntVar(&cfg.Rows, "rows", cfg.Rows, "rows of the training set")

@@ -45,6 +45,22 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv, os.Environ()))
 }
 
+// trainUsage heads ps-dense -h.
+const trainUsage = `Usage: ps-dense [train] [flags]                       as the command of a ps-submit job
+       ps-dense gen --out DIR [flags]                  write a generated data set
+       ps-dense eval --model DIR --test FILE [flags]   score a written model
+
+ps-dense trains softmax regression on dense csv data ("label,f1,...,fd",
+the label a class from 0) data-parallel, with collectives and no
+parameter servers: every worker holds the parameters, and the workers
+reduce their gradients each step. ps-submit runs it as a job without
+servers, whose workers meet at a scheduler (-s 0):
+
+  ps-submit -n 4 -s 0 --input data/train.csv --output /tmp/dense -- \
+      ps-dense --epochs 5 --test data/test.csv
+
+'ps-dense gen -h' and 'ps-dense eval -h' list their own flags.`
+
 // run dispatches to the subcommands; training is the default.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool), environ []string) int {
 	return subcmd.Run("ps-dense", args, stderr, map[string]func([]string) error{

@@ -42,6 +42,7 @@ type trainFlags struct {
 func parseTrainFlags(args []string) (trainFlags, error) {
 	f := trainFlags{cfg: dense.Config{Adam: dense.DefaultAdam()}}
 	fl := flag.NewFlagSet("ps-dense", flag.ContinueOnError)
+	subcmd.Usage(fl, trainUsage)
 	fl.StringVar(&f.cfg.Mode, "mode", dense.ModePlain, "plain (all-reduce the gradient; every worker holds the whole optimizer state) or zero (reduce-scatter; each worker holds its shard)")
 	fl.IntVar(&f.epochs, "epochs", 5, "passes over the input")
 	fl.IntVar(&f.cfg.Batch, "batch", 256, fmt.Sprintf("global batch: examples per step over all workers, at most %d", dense.MaxBatch))

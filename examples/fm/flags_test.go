@@ -5,6 +5,8 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/spindle-ps/spindle/examples/internal/subcmd/subcmdtest"
 )
 
 // TestTrainFlags: every bad flag is reported at once, naming the flag.
@@ -63,4 +65,11 @@ func TestUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHelp: -h says how ps-fm and its subcommands are called, then the
+// flags.
+func TestHelp(t *testing.T) {
+	setup(t)
+	subcmdtest.Help(t, psFM, "ps-fm", "gen", "eval")
 }

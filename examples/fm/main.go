@@ -46,6 +46,22 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv, os.Environ()))
 }
 
+// trainUsage heads ps-fm -h.
+const trainUsage = `Usage: ps-fm [train] [flags]                       as the command of a ps-submit job
+       ps-fm gen --out DIR [flags]                  write a generated data set (ps-lr's)
+       ps-fm eval --model DIR --test FILE [flags]   score a written model
+
+ps-fm trains a factorization machine with parameter servers: table "w"
+holds the linear weights and the bias, table "v" a --dim-dimensional
+embedding per feature. ps-submit starts it once per role:
+
+  ps-submit -n 2 -s 2 --input data/train.libsvm --output /tmp/fm -- \
+      ps-fm --epochs 3 --test data/test.libsvm
+
+Synchronous by default (bit-identical models from the same data and
+flags); --async and --staleness T let workers run ahead. 'ps-fm gen -h'
+and 'ps-fm eval -h' list their own flags.`
+
 // errUsage reports a usage error that was already printed.
 var errUsage = subcmd.ErrUsage
 

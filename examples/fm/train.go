@@ -64,6 +64,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	f := trainFlags{model: fm.DefaultConfig()}
 	def := lr.DefaultFTRLParams()
 	fl := flag.NewFlagSet("ps-fm", flag.ContinueOnError)
+	subcmd.Usage(fl, trainUsage)
 	fl.IntVar(&f.epochs, "epochs", 3, "passes over the input")
 	f.Data.Register(fl)
 	fl.IntVar(&f.model.Dim, "dim", fm.DefaultDim, "embedding dimension: values per feature in table v")

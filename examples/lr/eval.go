@@ -17,6 +17,10 @@ import (
 // evalMain prints the test AUC of a model written by a job.
 func evalMain(ctx context.Context, args []string, stdout io.Writer, lookup func(string) (string, bool)) error {
 	fl := flag.NewFlagSet("ps-lr eval", flag.ContinueOnError)
+	subcmd.Usage(fl, `Usage: ps-lr eval --model DIR --test FILE [flags]
+
+Prints the test AUC of the model a ps-lr job wrote to DIR (its --output,
+local or hdfs://) on FILE, read in the training's --format.`)
 	dir := fl.String("model", "", "the job's --output directory (local or hdfs://)")
 	test := fl.String("test", "", "file to evaluate on, in --format")
 	var layout workerloop.Layout

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spindle-ps/spindle/examples/internal/subcmd/subcmdtest"
 	"github.com/spindle-ps/spindle/examples/lr/lr"
 	"github.com/spindle-ps/spindle/psnode/store"
 )
@@ -58,3 +59,7 @@ func TestUpdaterFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestHelp: -h says how ps-lr and its subcommands are called, then the
+// flags.
+func TestHelp(t *testing.T) { subcmdtest.Help(t, psLR, "ps-lr", "gen", "eval") }

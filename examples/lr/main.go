@@ -54,6 +54,23 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv, os.Environ()))
 }
 
+// trainUsage heads ps-lr -h.
+const trainUsage = `Usage: ps-lr [train] [flags]                       as the command of a ps-submit job
+       ps-lr gen --out DIR [flags]                  write a generated data set
+       ps-lr eval --model DIR --test FILE [flags]   score a written model
+
+ps-lr trains sparse logistic regression with parameter servers: the
+servers hold the weights, the workers read shards of the input, pull the
+weights of each mini-batch's features and push their gradients.
+ps-submit starts it once per role:
+
+  ps-submit -n 2 -s 2 --input data/train.libsvm --output /tmp/model -- \
+      ps-lr --epochs 3 --test data/test.libsvm
+
+Synchronous by default (bit-identical models from the same data and
+flags); --async and --staleness T let workers run ahead. 'ps-lr gen -h'
+and 'ps-lr eval -h' list their own flags.`
+
 // run dispatches to the subcommands; training is the default.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool), environ []string) int {
 	return subcmd.Run("ps-lr", args, stderr, map[string]func([]string) error{

@@ -55,6 +55,7 @@ func parseTrainFlags(args []string) (trainFlags, error) {
 	def := lr.DefaultFTRLParams()
 	adam := store.DefaultAdam[float32]()
 	fl := flag.NewFlagSet("ps-lr", flag.ContinueOnError)
+	subcmd.Usage(fl, trainUsage)
 	fl.IntVar(&f.epochs, "epochs", 3, "passes over the input")
 	f.Data.Register(fl)
 	fl.StringVar(&f.updater, "updater", "ftrl", "server-side updater: "+strings.Join(store.UpdaterNames(), ", "))

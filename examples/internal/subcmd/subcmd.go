@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spindle-ps/spindle/feed"
 )
@@ -35,6 +36,16 @@ func Parse(fl *flag.FlagSet, args []string) error {
 	}
 	fmt.Fprintf(out, "%s: %v ('%s -h' lists the flags)\n", fl.Name(), err, fl.Name())
 	return ErrUsage
+}
+
+// Usage makes fl's usage, which -h and --help print, start with heading
+// (how the command is called and what it does) before the flags, rather
+// than the flag package's bare "Usage of NAME:".
+func Usage(fl *flag.FlagSet, heading string) {
+	fl.Usage = func() {
+		fmt.Fprintf(fl.Output(), "%s\n\nFlags:\n", strings.TrimSpace(heading))
+		fl.PrintDefaults()
+	}
 }
 
 // Default is the subcommand that runs when args name none.

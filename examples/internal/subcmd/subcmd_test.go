@@ -88,3 +88,20 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// TestUsage: -h prints the heading, then the flags.
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	fl := flag.NewFlagSet("ps-x", flag.ContinueOnError)
+	fl.SetOutput(&out)
+	fl.Int("epochs", 3, "passes over the input")
+	Usage(fl, "\nUsage: ps-x [flags]\n\nps-x trains.\n")
+	if err := Parse(fl, []string{"-h"}); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("Parse(-h): %v", err)
+	}
+	want := "Usage: ps-x [flags]\n\nps-x trains.\n\nFlags:\n  -epochs int\n    \tpasses over the input (default 3)\n"
+	if out.String() != want {
+		t.Errorf("-h printed\n%q\nwant\n%q", out.String(), want)
+	}
+}

@@ -17,6 +17,11 @@ import (
 func Main(prog string, args []string, stdout io.Writer) error {
 	cfg := Default()
 	fl := flag.NewFlagSet(prog, flag.ContinueOnError)
+	subcmd.Usage(fl, fmt.Sprintf(`Usage: %s --out DIR [flags]
+
+Writes DIR/train.libsvm and DIR/test.libsvm, binary labels drawn from a
+known sparse logistic model, and prints that model's test AUC: the best
+a trained model can hope for.`, prog))
 	out := fl.String("out", "", "directory for train.libsvm and test.libsvm (required)")
 	testRows := fl.Int("test-rows", 20000, "rows of the held-out test set")
 	fl.IntVar(&cfg.Rows, "rows", cfg.Rows, "rows of the training set")
