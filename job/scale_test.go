@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -440,17 +441,14 @@ func TestScaleThenRestartFromCheckpoint(t *testing.T) {
 	}
 }
 
-// TestRerunResumesTheScaledServers: a later attempt of the AM resumes a
-// job that scaled in from its checkpoint, with the servers that wrote
-// it: the spec's other servers are not started.
-func TestRerunResumesTheScaledServers(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	ckptDir, output := filepath.Join(dir, "ckpt"), filepath.Join(dir, "model")
-	m := ckpt.Manifest{Format: ckpt.ManifestFormat, N: 2, Epoch: 2, NextEpoch: 2, Servers: 2, Partitioner: "consistent", Created: time.Now()}
-	for r := range 2 {
+// writeCommittedCheckpoint commits checkpoint n, of the epochs before
+// n, in ckptDir: one small file per server.
+func writeCommittedCheckpoint(t *testing.T, ckptDir string, n, servers int) {
+	t.Helper()
+	m := ckpt.Manifest{Format: ckpt.ManifestFormat, N: n, Epoch: n, NextEpoch: n, Servers: servers, Partitioner: "consistent", Created: time.Now()}
+	for r := range servers {
 		data := []byte(fmt.Sprintf("server %d", r))
-		writeFile(t, filepath.Join(ckpt.Path(ckptDir, 2), ckpt.ServerFileName(r)), data)
+		writeFile(t, filepath.Join(ckpt.Path(ckptDir, n), ckpt.ServerFileName(r)), data)
 		sum := sha256.Sum256(data)
 		m.Files = append(m.Files, ckpt.FileEntry{Name: ckpt.ServerFileName(r), Bytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:])})
 	}
@@ -461,6 +459,62 @@ func TestRerunResumesTheScaledServers(t *testing.T) {
 	if err := ckpt.Commit(t.Context(), fsys, name, m); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestResumeWithOverwrite: --resume with --overwrite replaces the model
+// but resumes from the newest checkpoint, which stays; the status's
+// events and the result name it.
+func TestResumeWithOverwrite(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ckptDir, output := filepath.Join(dir, "ckpt"), filepath.Join(dir, "model")
+	writeCommittedCheckpoint(t, ckptDir, 3, 1)
+	writeFile(t, filepath.Join(output, "part-00000"), []byte("an old model"))
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	f := newFake(t, func(f *fake, l Launch) {
+		if l.Task == worker0 {
+			finish(f, output, server0, worker0, scheduler)
+		}
+	})
+	spec := JobSpec{Command: []string{"prog"}, NumWorkers: 1, NumServers: 1, MaxAttempts: 1, CheckpointDir: ckptDir, Output: output,
+		Resume: true, Overwrite: true}
+	j, err := New(ctx, spec, Options{Log: quietLog()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	f.j = j
+	res, err := j.Run(ctx, f)
+	if res.State != tracker.Succeeded || err != nil {
+		t.Fatalf("job %v: %v", res.State, err)
+	}
+	uri := "file://" + ckpt.Path(ckptDir, 3)
+	if got := envOf(f.launchesOf(server0)[0], conf.EnvResumeFrom); got != uri {
+		t.Errorf("server 0 resumes from %q, want %q", got, uri)
+	}
+	if _, err := os.Stat(filepath.Join(ckpt.Path(ckptDir, 3), ckpt.ManifestName)); err != nil {
+		t.Errorf("checkpoint 3 after the job: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(output, "part-00000")); err != nil || string(b) == "an old model" {
+		t.Errorf("the output's part-00000 after the job: %q %v; want the new model's", b, err)
+	}
+	want := "from checkpoint " + uri + " (epoch 3)"
+	if res.ResumedFrom != uri || !slices.ContainsFunc(res.Status.Events, func(e tracker.Event) bool {
+		return e.Kind == tracker.EventResumed && e.Detail == want
+	}) {
+		t.Errorf("resumed from %q, events %+v; want %q and an event %q", res.ResumedFrom, res.Status.Events, uri, want)
+	}
+}
+
+// TestRerunResumesTheScaledServers: a later attempt of the AM resumes a
+// job that scaled in from its checkpoint, with the servers that wrote
+// it: the spec's other servers are not started.
+func TestRerunResumesTheScaledServers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ckptDir, output := filepath.Join(dir, "ckpt"), filepath.Join(dir, "model")
+	writeCommittedCheckpoint(t, ckptDir, 2, 2)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	f := newFake(t, func(f *fake, l Launch) {

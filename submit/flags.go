@@ -85,7 +85,7 @@ func (o *Options) flagSet() *flag.FlagSet {
 	fs.Var((*listValue)(&o.Inputs), "input", "training data: a `PATH` or glob, local or hdfs://; repeatable")
 	fs.StringVar(&o.SplitSize, "split-size", o.SplitSize, "target shard `SIZE`: 512k, 64m, 1g, or a number of bytes")
 	fs.StringVar(&o.Output, "output", o.Output, "`PATH` where the servers write the model; no model if empty")
-	fs.BoolVar(&o.Overwrite, "overwrite", o.Overwrite, "replace an existing non-empty --output (and clear --checkpoint-dir) instead of refusing to start; a complete model there stays until the new one is complete")
+	fs.BoolVar(&o.Overwrite, "overwrite", o.Overwrite, "replace an existing non-empty --output (and clear --checkpoint-dir, unless --resume) instead of refusing to start; a complete model there stays until the new one is complete")
 	fs.StringVar(&o.CheckpointDir, "checkpoint-dir", o.CheckpointDir, "`PATH` where the servers write checkpoints")
 	o.intVar(fs, &o.CheckpointKeep, "checkpoint-keep", "keep the newest `N` committed checkpoints")
 	fs.BoolVar(&o.Resume, "resume", o.Resume, "continue from the newest committed checkpoint in --checkpoint-dir")
