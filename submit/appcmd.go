@@ -104,11 +104,13 @@ where the ApplicationMaster copies every container's output when it ends
 (no yarn command, no JVM needed). A local job keeps it in its directory's
 logs/ (--jobs-dir, default $HOME/.spindle/jobs/<id>/logs).
 
-kill kills a YARN application and waits (up to %[2]v) until YARN
-reports it ended, then removes its staging directory. A local job it asks
-through its status page to stop its tasks and end KILLED, and waits as
-long for it to end; the ps-submit that runs the job then prints its
-summary and exits 1.
+kill asks a job to stop its tasks and end KILLED, keeping their output
+and its status: a YARN job through its tracker (as scale does), a local
+job through its status page. It waits (up to %[2]v) until the job
+ended; a YARN application that has not ended within half of that, or
+whose job cannot be asked, it kills through the ResourceManager. It then
+removes a YARN application's staging directory. The ps-submit that runs
+the job prints its summary and exits 1.
 
 scale asks a running synchronous job to change its number of servers
 (--servers, 1 to 64), of workers (--workers, 1 to 256) or both, at an
@@ -152,7 +154,7 @@ func runYARNKill(ctx context.Context, args []string, stdout, stderr io.Writer, l
 	case already:
 		fmt.Fprintf(stdout, "%s: application %s had already ended: %s\n", progName, id, appState(r))
 	case r.State.Terminal():
-		fmt.Fprintf(stdout, "%s: application %s %s\n", progName, id, r.State)
+		fmt.Fprintf(stdout, "%s: application %s %s\n", progName, id, appState(r))
 	}
 	if err != nil {
 		writeLines(stderr, progName+": ", err.Error())

@@ -155,8 +155,9 @@ type amJobConfig struct {
 // KILLED. The result is tracker.Succeeded only when YARN's final status is
 // SUCCEEDED; otherwise the error carries YARN's diagnostics.
 //
-// When ctx ends first, the application is killed and Submit waits
-// (bounded by KillTimeout) until YARN reports it KILLED, and returns a
+// When ctx ends first, the job is asked to end KILLED, as "ps-submit
+// kill" does (Kill), else the application is killed, and Submit waits
+// (bounded by KillTimeout) until YARN reports it ended, and returns a
 // tracker.Killed result. The staging directory is removed in every case (by the
 // ApplicationMaster too, when the job ends).
 //
@@ -531,10 +532,25 @@ func follow(ctx context.Context, rm *rmConn, retry rmRetry, id yarn.ApplicationI
 		}
 		break
 	}
-	// Stopped: kill the application and wait, bounded, until it ends.
+	// Stopped: ask the job to end, else kill the application, and wait,
+	// bounded, until it ends.
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.KillTimeout)
 	defer cancel()
 	stopErr := fmt.Errorf("yarnclient: job stopped: %w", context.Cause(ctx))
+	if err := askJobToEnd(kctx, last, keys, "ps-submit stopped: "+context.Cause(ctx).Error()); err == nil {
+		log.Info("asked the job to end")
+		wait := half(kctx)
+		gctx, gcancel := context.WithTimeout(kctx, wait)
+		r, ended := waitEnded(gctx, func(ctx context.Context) (yarn.ApplicationReport, error) { return rm.report(ctx, id) }, last, opts.Poll)
+		gcancel()
+		if ended {
+			report(r)
+			return r, fmt.Errorf("%w; application %s killed", stopErr, id)
+		}
+		log.Warnf("the job did not end within %v of the request", wait.Round(time.Millisecond))
+	} else {
+		log.WithError(err).Debug("the job could not be asked to end")
+	}
 	log.Info("killing the application")
 	_, err = rm.c.Kill(kctx, id)
 	if err != nil && rm.redial(kctx) == nil {
@@ -940,12 +956,16 @@ func yarnClient(ctx context.Context, lookup conf.Lookup, login Login) (*yarn.RMC
 	return rm, hcl, nil
 }
 
-// Kill kills application id and waits, polling every poll (0 means
-// 500 ms) until ctx ends, for YARN to report it ended. It returns the
-// last report and whether the application had already ended before the
-// kill (then nothing was killed). Once the application has ended its
-// staging directory, /user/<user>/.spindle/<id>/, is removed: a killed
-// ApplicationMaster cannot remove it itself.
+// Kill ends application id, and waits, polling every poll (0 means
+// 500 ms) until ctx ends, for YARN to report it ended. It first asks the
+// job to end KILLED through its tracker (askJobToEnd: the tasks' output
+// and the job's final status are kept) and waits for that up to half of
+// what remains of ctx; an application that did not end by then, or whose
+// job could not be asked, is killed through the ResourceManager. It
+// returns the last report and whether the application had already ended
+// before the kill (then nothing was killed). Once the application has
+// ended its staging directory, /user/<user>/.spindle/<id>/, is removed:
+// a killed ApplicationMaster cannot remove it itself.
 func Kill(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login Login, poll time.Duration) (r yarn.ApplicationReport, already bool, err error) {
 	if poll <= 0 {
 		poll = 500 * time.Millisecond
@@ -960,19 +980,19 @@ func Kill(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login 
 	}
 	already = r.State.Terminal()
 	if !already {
-		if _, err := rm.Kill(ctx, id); err != nil {
-			return r, false, fmt.Errorf("yarnclient: kill application %s: %w", id, err)
+		report := func(ctx context.Context) (yarn.ApplicationReport, error) { return rm.ApplicationReport(ctx, id) }
+		ended := false
+		if keys, err := stagedKeys(ctx, hcl, id); err == nil && askJobToEnd(ctx, r, keys, "ps-submit kill") == nil {
+			gctx, cancel := context.WithTimeout(ctx, half(ctx))
+			r, ended = waitEnded(gctx, report, r, poll)
+			cancel()
 		}
-		tick := time.NewTicker(poll)
-		defer tick.Stop()
-		for !r.State.Terminal() {
-			select {
-			case <-ctx.Done():
-				return r, false, fmt.Errorf("yarnclient: application %s still %v after the kill: %w", id, r.State, context.Cause(ctx))
-			case <-tick.C:
+		if !ended {
+			if _, err := rm.Kill(ctx, id); err != nil {
+				return r, false, fmt.Errorf("yarnclient: kill application %s: %w", id, err)
 			}
-			if nr, err := rm.ApplicationReport(ctx, id); err == nil {
-				r = nr
+			if r, ended = waitEnded(ctx, report, r, poll); !ended {
+				return r, false, fmt.Errorf("yarnclient: application %s still %v after the kill: %w", id, r.State, context.Cause(ctx))
 			}
 		}
 	}

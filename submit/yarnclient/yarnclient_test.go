@@ -343,6 +343,18 @@ func TestHadoopSubmitYARN(t *testing.T) {
 		t.Logf("ps-submit %s:\n%s", strings.Join(args, " "), out)
 		return string(out), cmd.ProcessState.ExitCode()
 	}
+	// checkKept: after a kill, the job's final status says KILLED and
+	// every one of its workers' output ("started-worker") was kept, for
+	// ps-submit status and logs.
+	checkKept := func(t *testing.T, ctx context.Context, app yarn.ApplicationID, workers int) {
+		t.Helper()
+		if out, code := psSubmit(t, ctx, "status", app.String()); code != 0 || !strings.Contains(out, "\n  state          KILLED\n") {
+			t.Errorf("ps-submit status after the kill: exit %d, want 0 and the job's state KILLED", code)
+		}
+		if out, code := psSubmit(t, ctx, "logs", app.String()); code != 0 || strings.Count(out, "started-worker") != workers {
+			t.Errorf("ps-submit logs after the kill: exit %d, want 0 and the output of %d workers", code, workers)
+		}
+	}
 
 	t.Run("detach", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -385,7 +397,7 @@ func TestHadoopSubmitYARN(t *testing.T) {
 			t.Fatal(err)
 		}
 		app := submitDetached(t, ctx, "--jobname", "spindle-test-detach-kill", "--output", cl.FS.URI(output), "--checkpoint-dir", cl.FS.URI(ckpt),
-			"--", "/bin/sh", "-c", "sleep 600; : "+marker)
+			"--", "/bin/sh", "-c", "echo started-$DMLC_ROLE; sleep 600; : "+marker)
 		// Killed once the ApplicationMaster runs the tasks.
 		for r, err := rm.ApplicationReport(ctx, app); err != nil || r.State != yarn.AppRunning || r.RPCPort <= 0; r, err = rm.ApplicationReport(ctx, app) {
 			if err == nil && r.State.Terminal() || ctx.Err() != nil {
@@ -399,17 +411,20 @@ func TestHadoopSubmitYARN(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		// The job is asked to end: its ApplicationMaster stops the
+		// task, keeps its output and the job's status, and unregisters.
 		out, code := psSubmit(t, ctx, "kill", app.String())
-		if code != 0 || !strings.Contains(out, app.String()+" KILLED") {
-			t.Errorf("ps-submit kill: exit %d, want 0 and KILLED", code)
+		if code != 0 || !strings.Contains(out, app.String()+" FINISHED KILLED") {
+			t.Errorf("ps-submit kill: exit %d, want 0 and FINISHED KILLED:\n%s", code, out)
 		}
 		r, err := rm.ApplicationReport(ctx, app)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.State != yarn.AppKilled {
-			t.Errorf("application %v is %v %v after ps-submit kill, want KILLED", app, r.State, r.FinalStatus)
+		if r.State != yarn.AppFinished || r.FinalStatus != yarn.FinalKilled {
+			t.Errorf("application %v is %v %v after ps-submit kill, want FINISHED KILLED", app, r.State, r.FinalStatus)
 		}
+		checkKept(t, ctx, app, 1)
 		checkStagingGone(t, cl, app)
 		if _, err := cl.FS.Stat(ctx, output); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("the output the killed job made and left empty: Stat = %v, want it removed", err)
@@ -508,7 +523,7 @@ func TestHadoopSubmitYARN(t *testing.T) {
 		defer cancel()
 		marker := "spindle-submit-kill-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 		cmd, out := run(t, ctx, append(append([]string{"--cluster", "yarn", "-n", "2", "--jobname", "spindle-test-kill"}, small...),
-			"--", "/bin/sh", "-c", "sleep 600; : "+marker)...)
+			"--", "/bin/sh", "-c", "echo started-$DMLC_ROLE; sleep 600; : "+marker)...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -544,9 +559,10 @@ func TestHadoopSubmitYARN(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.State != yarn.AppKilled {
-			t.Errorf("application %v ended %v %v, want KILLED", app, r.State, r.FinalStatus)
+		if r.State != yarn.AppFinished || r.FinalStatus != yarn.FinalKilled {
+			t.Errorf("application %v ended %v %v, want FINISHED KILLED (the job asked to end)", app, r.State, r.FinalStatus)
 		}
+		checkKept(t, ctx, app, 2)
 		checkStagingGone(t, cl, app)
 		deadline := time.Now().Add(30 * time.Second)
 		for markedProcesses(marker) > 0 {
