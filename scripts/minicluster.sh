@@ -45,7 +45,8 @@
 # (renewer: its principal); containers get KRB5_CONFIG and JAVA_TOOL_OPTIONS=-Djava.security.krb5.conf.
 # Log aggregation is off (it needs Hadoop's native library with Kerberos): container logs are only in
 # the NodeManagers' log dirs (nodemanager_N_log_dirs in ready), neither `yarn logs` nor the
-# NodeManagers' web servers can read them. The conf dir has the principals and protections, no keytab
+# NodeManagers' web servers can read them. Every web server asks for Kerberos (SPNEGO, as HTTP/localhost):
+# hadoop.http.authentication.type=kerberos. The conf dir has the principals and protections, no keytab
 # paths. `env` then also exports KRB5_CONFIG, KRB5CCNAME=FILE:<alice.ccache> and
 # SPINDLE_MINICLUSTER_{KERBEROS=1,REALM,KDC,PRINCIPAL,KEYTAB,WRONG_KEYTAB,EXPIRED_CCACHE}; in plain mode
 # it unsets those (KRB5_CONFIG and KRB5CCNAME only when they point into this state dir's kdc/).

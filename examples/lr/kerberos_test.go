@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -230,5 +231,56 @@ func TestKerberosTokenLifetime(t *testing.T) {
 		t.Errorf("a token obtained before the job was renewed %v after", took.Round(time.Second))
 	} else {
 		t.Logf("a token obtained before the job: %v", err)
+	}
+}
+
+// TestKerberosRunningJobCommands: the secured cluster's web servers ask
+// for Kerberos (SPNEGO), the ResourceManager's proxy to a job's status
+// page among them. ps-submit status reads a running job's status through
+// it, logged in from the ticket cache, and ps-submit kill ends the job.
+// The job's worker 0 hangs after its first shard, so that the job is
+// still running when both are asked.
+func TestKerberosRunningJobCommands(t *testing.T) {
+	c := hadooptest.ConnectKerberos(t)
+	dir := uploadData(t, c)
+	spec := lrSpec(dir, "model-hung")
+	spec.Command = []string{psLR, "--epochs", "2", "--hang-after", "0:1"}
+	spec.MaxAttempts = 1
+	bin := psSubmit(t)
+	var asked bool
+	var unauthenticated int
+	var status, kill []byte
+	var statusErr, killErr error
+	r := runYARN(t, spec, func(app yarn.ApplicationID, st tracker.Status) {
+		if asked || st.ShardsDone < 1 {
+			return
+		}
+		asked = true
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		// Without a login the proxy refuses.
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+os.Getenv("SPINDLE_MINICLUSTER_RM_WEB")+"/proxy/"+app.String()+"/status.json", nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			unauthenticated = resp.StatusCode
+			resp.Body.Close()
+		}
+		status, statusErr = exec.CommandContext(ctx, bin, "status", app.String()).CombinedOutput()
+		kill, killErr = exec.CommandContext(ctx, bin, "kill", app.String()).CombinedOutput()
+	})
+	if !asked {
+		t.Fatalf("the job ended (%v: %v) before worker 0 read a shard", r.res.State, r.err)
+	}
+	if unauthenticated != http.StatusUnauthorized {
+		t.Errorf("the proxy answered a request without a login %d; want 401 (is the cluster's web authentication kerberos?)", unauthenticated)
+	}
+	if statusErr != nil || !strings.Contains(string(status), "\njob model-hung\n  state          RUNNING\n") {
+		t.Errorf("ps-submit status of the running job: %v\n%s", statusErr, status)
+	}
+	if killErr != nil || r.res.State != tracker.Killed {
+		t.Errorf("ps-submit kill: %v\n%s\nthe job ended %v: %v", killErr, kill, r.res.State, r.err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadoop/creds"
@@ -63,6 +65,31 @@ func newHadoopClient(lookup conf.Lookup, login Login) (*hadoopClient, error) {
 }
 
 func (c *hadoopClient) secure() bool { return c.id.Kerberos != nil }
+
+// web returns the client for the cluster's web servers whose Kerberos
+// principal setting is principalKey: one that logs in with SPNEGO when
+// they ask (hadoop.http.authentication.type=kerberos) on a secured
+// cluster, the plain one elsewhere.
+func (c *hadoopClient) web(principalKey string) *http.Client {
+	if !c.secure() {
+		return webClient
+	}
+	principal := kerberos.DefaultHTTPPrincipal
+	for _, k := range []string{principalKey, "hadoop.http.authentication.kerberos.principal"} {
+		if v, ok := c.hc.Get(k); ok && strings.TrimSpace(v) != "" {
+			principal = v
+			break
+		}
+	}
+	return &http.Client{Timeout: webTimeout, Transport: kerberos.Transport(nil, c.id.Kerberos, principal)}
+}
+
+// The settings of the principals of the ResourceManager's web server (and
+// its proxy, the tracking URLs) and of the NodeManagers'.
+const (
+	rmWebPrincipal = "yarn.resourcemanager.webapp.spnego-principal"
+	nmWebPrincipal = "yarn.nodemanager.webapp.spnego-principal"
+)
 
 func (c *hadoopClient) resolver() *dfs.Resolver { return dfs.NewSecureResolver(c.hc, c.user, c.cred) }
 

@@ -48,7 +48,7 @@ func JobStatus(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, l
 		return r, nil, nil, fmt.Errorf("yarnclient: report of application %s: %w", id, err)
 	}
 	if r.State == yarn.AppRunning {
-		st, stErr = pageStatus(ctx, hc, r)
+		st, stErr = pageStatus(ctx, hc, hcl.web(rmWebPrincipal), r)
 		if stErr == nil {
 			return r, st, nil, nil
 		}
@@ -64,12 +64,12 @@ func JobStatus(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, l
 
 // pageStatus reads the running ApplicationMaster's status.json through
 // r's tracking URL.
-func pageStatus(ctx context.Context, hc conf.HadoopConf, r yarn.ApplicationReport) (*web.Status, error) {
+func pageStatus(ctx context.Context, hc conf.HadoopConf, client *http.Client, r yarn.ApplicationReport) (*web.Status, error) {
 	u, err := trackingURL(hc, r)
 	if err != nil {
 		return nil, err
 	}
-	b, err := getWeb(ctx, u+"status.json", r.ID)
+	b, err := getWeb(ctx, client, u+"status.json", r.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -105,13 +105,13 @@ func trackingURL(hc conf.HadoopConf, r yarn.ApplicationReport) (string, error) {
 
 // getWeb GETs u, with the cookie that takes the ResourceManager's proxy
 // past its warning page for application id.
-func getWeb(ctx context.Context, u string, id yarn.ApplicationID) ([]byte, error) {
+func getWeb(ctx context.Context, client *http.Client, u string, id yarn.ApplicationID) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.AddCookie(&http.Cookie{Name: "checked_" + id.String(), Value: "true"})
-	resp, err := webClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("yarnclient: %w", err)
 	}
@@ -183,11 +183,12 @@ func Logs(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login 
 	defer resolver.Close()
 	seen := map[string]bool{}
 	if !r.State.Terminal() {
-		st, err := pageStatus(ctx, hc, r)
+		st, err := pageStatus(ctx, hc, hcl.web(rmWebPrincipal), r)
 		if err != nil && r.State == yarn.AppRunning {
 			return nil, false, err
 		}
 		if st != nil {
+			nm := hcl.web(nmWebPrincipal)
 			for _, t := range st.Tasks {
 				if t.Container == "" || t.LogsAt == "" {
 					continue
@@ -198,7 +199,7 @@ func Logs(ctx context.Context, id yarn.ApplicationID, lookup conf.Lookup, login 
 					seen[job.LogName(task, seq, stream)] = true
 					files = append(files, LogFile{Task: task, Seq: seq, Stream: stream, Where: cont + " on " + addr,
 						open: func(ctx context.Context) (io.ReadCloser, error) {
-							return yarn.ContainerLog(ctx, webClient, addr, cont, stream, user)
+							return yarn.ContainerLog(ctx, nm, addr, cont, stream, user)
 						}})
 				}
 			}

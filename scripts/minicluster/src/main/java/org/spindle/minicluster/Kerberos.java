@@ -240,6 +240,14 @@ final class Kerberos {
     put(conf, "yarn.resourcemanager.webapp.spnego-keytab-file", keytab);
     put(conf, "yarn.nodemanager.webapp.spnego-principal", http);
     put(conf, "yarn.nodemanager.webapp.spnego-keytab-file", keytab);
+    // Every web server (the consoles, the REST APIs, the ResourceManager's proxy to the
+    // ApplicationMasters) asks for Kerberos too, as on clusters that secure their web consoles:
+    // a request without a SPNEGO token is answered 401 "WWW-Authenticate: Negotiate".
+    put(conf, "hadoop.http.authentication.type", "kerberos");
+    put(conf, "hadoop.http.authentication.kerberos.principal", http);
+    put(conf, "hadoop.http.authentication.kerberos.keytab", keytab);
+    put(conf, "hadoop.http.authentication.simple.anonymous.allowed", "false");
+    put(conf, "hadoop.http.filter.initializers", "org.apache.hadoop.security.AuthenticationFilterInitializer");
     // Log aggregation is off by default in this mode (the script's SPINDLE_MINICLUSTER_LOG_AGGREGATION:
     // the NodeManagers would read the logs with SecureIOUtils, which needs Hadoop's native library).
     // Without it a NodeManager keeps a finished application for log.retain-seconds, and waits for
