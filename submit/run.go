@@ -13,7 +13,6 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/job"
 	"github.com/spindle-ps/spindle/job/local"
@@ -231,11 +230,8 @@ func (o *Options) runLocalJob(ctx context.Context) error {
 	defer resolver.Close()
 	planner := o.Planner
 	if planner == nil {
-		planner = tracker.InputPlanner(resolver)
-		if h, err := conf.LoadHadoop(o.LookupEnv); err == nil {
-			// Workers get the shards stored on their host first.
-			planner = tracker.WithLocations(planner, dfs.NewLocator(h.Conf, h.User).Blocks)
-		}
+		// Workers get the shards stored on their host first.
+		planner = tracker.WithLocations(tracker.InputPlanner(resolver), resolver.Locator().Blocks)
 	}
 	jobsDir := o.JobsDir
 	if jobsDir == "" {

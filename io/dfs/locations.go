@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/internal/hadoop/kerberos"
 )
 
 // BlockLocation is where one block of a file is stored.
@@ -30,13 +31,16 @@ type BlockLocation struct {
 
 // Locator finds which hosts store the blocks of HDFS files, for placing
 // work beside its data. It asks the NameNode's WebHDFS API
-// (GETFILEBLOCKLOCATIONS, simple authentication): github.com/colinmarc/hdfs
-// does not expose block locations, and they are a hint, so a cluster
-// whose WebHDFS is off or needs Kerberos just yields no locations.
+// (GETFILEBLOCKLOCATIONS): github.com/colinmarc/hdfs does not expose block
+// locations. They are a hint, so a cluster whose WebHDFS is off, or
+// refuses the Locator, just yields no locations. A Locator of a Resolver
+// (Resolver.Locator) authenticates as the Resolver's HDFS clients do;
+// one from NewLocator as a user (simple authentication).
 type Locator struct {
 	hc     conf.HadoopConf
 	user   string
 	client *http.Client
+	r      *Resolver // nil for simple authentication
 }
 
 // Bounds of the Locator's answers.
@@ -51,6 +55,47 @@ const (
 // user.
 func NewLocator(hc conf.HadoopConf, user string) *Locator {
 	return &Locator{hc: hc, user: user, client: &http.Client{Timeout: locateTimeout}}
+}
+
+// Locator returns a Locator that authenticates to a Kerberos-secured
+// HDFS as r's clients of it do: with their delegation token (WebHDFS's
+// delegation parameter) or their Kerberos login (SPNEGO, as
+// dfs.web.authentication.kerberos.principal names the NameNode's web
+// server, HTTP/_HOST unless set); elsewhere as r's user.
+func (r *Resolver) Locator() *Locator {
+	l := NewLocator(r.hc, r.user)
+	l.r = r
+	return l
+}
+
+// auth sets how the request for the blocks of uri authenticates: q's
+// parameters, and the client that sends it.
+func (l *Locator) auth(ctx context.Context, uri string, q url.Values) (*http.Client, error) {
+	if l.user != "" {
+		q.Set("user.name", l.user)
+	}
+	if l.r == nil {
+		return l.client, nil
+	}
+	fsys, _, err := l.r.Resolve(ctx, uri)
+	if err != nil {
+		return nil, err
+	}
+	h, ok := fsys.(*HDFS)
+	if !ok || !h.opts.Kerberos {
+		return l.client, nil
+	}
+	q.Del("user.name") // who asks is in the token or the ticket
+	if t := h.token.Load(); t != nil {
+		s, err := t.EncodeURLString()
+		if err != nil {
+			return nil, fmt.Errorf("dfs: delegation token of %s: %w", h.URI("/"), err)
+		}
+		q.Set("delegation", s)
+		return l.client, nil
+	}
+	principal := l.hc.GetDefault("dfs.web.authentication.kerberos.principal", kerberos.DefaultHTTPPrincipal)
+	return &http.Client{Timeout: locateTimeout, Transport: kerberos.Transport(nil, h.opts.Login, principal)}, nil
 }
 
 // httpAddr is the WebHDFS address of the NameNode of authority (host:port
@@ -103,8 +148,9 @@ func (l *Locator) Blocks(ctx context.Context, uri string) ([]BlockLocation, erro
 		return nil, err
 	}
 	q := url.Values{"op": {"GETFILEBLOCKLOCATIONS"}, "offset": {"0"}, "length": {"9223372036854775807"}}
-	if l.user != "" {
-		q.Set("user.name", l.user)
+	client, err := l.auth(ctx, uri, q)
+	if err != nil {
+		return nil, fmt.Errorf("dfs: block locations of %s: %w", uri, err)
 	}
 	target := (&url.URL{Scheme: "http", Host: addr, Path: path.Join("/webhdfs/v1", u.Path), RawQuery: q.Encode()}).String()
 	ctx, cancel := context.WithTimeout(ctx, locateTimeout)
@@ -113,7 +159,7 @@ func (l *Locator) Blocks(ctx context.Context, uri string) ([]BlockLocation, erro
 	if err != nil {
 		return nil, err
 	}
-	resp, err := l.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("dfs: block locations of %s from %s: %w", uri, addr, err)
 	}

@@ -835,7 +835,7 @@ func runAMMain(ctx context.Context, args []string, log *logrus.Entry, lookup con
 		Host:              host,
 		Resources:         jc.Resources,
 		Env:               taskEnv(),
-		Planner:           tracker.WithLocations(tracker.InputPlanner(resolver), dfs.NewLocator(hc, user).Blocks),
+		Planner:           tracker.WithLocations(tracker.InputPlanner(resolver), resolver.Locator().Blocks),
 		Resolver:          resolver,
 		Rerun:             attempt > 1,
 		MoreAttempts:      more,
