@@ -461,6 +461,23 @@ func writeCommittedCheckpoint(t *testing.T, ckptDir string, n, servers int) {
 	}
 }
 
+// runToSuccess runs the job of spec on f and fails t unless it
+// succeeds.
+func runToSuccess(t *testing.T, ctx context.Context, spec JobSpec, opts Options, f *fake) Result {
+	t.Helper()
+	j, err := New(ctx, spec, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	f.j = j
+	res, err := j.Run(ctx, f)
+	if res.State != tracker.Succeeded || err != nil {
+		t.Fatalf("job %v: %v", res.State, err)
+	}
+	return res
+}
+
 // TestResumeWithOverwrite: --resume with --overwrite replaces the model
 // but resumes from the newest checkpoint, which stays; the status's
 // events and the result name it.
@@ -479,16 +496,7 @@ func TestResumeWithOverwrite(t *testing.T) {
 	})
 	spec := JobSpec{Command: []string{"prog"}, NumWorkers: 1, NumServers: 1, MaxAttempts: 1, CheckpointDir: ckptDir, Output: output,
 		Resume: true, Overwrite: true}
-	j, err := New(ctx, spec, Options{Log: quietLog()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	f.j = j
-	res, err := j.Run(ctx, f)
-	if res.State != tracker.Succeeded || err != nil {
-		t.Fatalf("job %v: %v", res.State, err)
-	}
+	res := runToSuccess(t, ctx, spec, Options{Log: quietLog()}, f)
 	uri := "file://" + ckpt.Path(ckptDir, 3)
 	if got := envOf(f.launchesOf(server0)[0], conf.EnvResumeFrom); got != uri {
 		t.Errorf("server 0 resumes from %q, want %q", got, uri)
@@ -523,16 +531,7 @@ func TestRerunResumesTheScaledServers(t *testing.T) {
 		}
 	})
 	spec := JobSpec{Command: []string{"prog"}, NumWorkers: 1, NumServers: 3, MaxAttempts: 1, CheckpointDir: ckptDir, Output: output}
-	j, err := New(ctx, spec, Options{Log: quietLog(), Rerun: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer j.Close()
-	f.j = j
-	res, err := j.Run(ctx, f)
-	if res.State != tracker.Succeeded || err != nil {
-		t.Fatalf("job %v: %v", res.State, err)
-	}
+	runToSuccess(t, ctx, spec, Options{Log: quietLog(), Rerun: true}, f)
 	if n := len(f.launchesOf(server2)); n != 0 {
 		t.Errorf("server 2 launched %d times; the checkpoint had 2 servers", n)
 	}
