@@ -108,9 +108,28 @@ func ContainerLog(ctx context.Context, client *http.Client, addr, container, nam
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 2048))
-	msg := fmt.Sprintf("yarn: log %s of container %s from node manager %s: %s: %s", name, container, addr, resp.Status, strings.TrimSpace(string(b)))
+	msg := fmt.Sprintf("yarn: log %s of container %s from node manager %s: %s: %s", name, container, addr, resp.Status, firstLine(b))
 	if resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusBadRequest {
 		return nil, fmt.Errorf("%s (%w)", msg, fs.ErrNotExist)
 	}
 	return nil, errors.New(msg)
+}
+
+// maxErrorLine bounds what an error quotes of a NodeManager's answer.
+const maxErrorLine = 300
+
+// firstLine is the first non-blank line of an error answer, at most
+// maxErrorLine bytes: Jetty's error pages go on with the request's URI, the
+// servlet and every cause of a Java exception, which would fill the
+// user's screen.
+func firstLine(b []byte) string {
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			if len(l) > maxErrorLine {
+				l = strings.ToValidUTF8(l[:maxErrorLine], "") + "…"
+			}
+			return l
+		}
+	}
+	return ""
 }

@@ -28,6 +28,8 @@ func TestContainerLogUnwrapsTheNodeManagersFormat(t *testing.T) {
 			io.WriteString(w, content)
 		case "/ws/v1/node/containerlogs/container_1_0001_01_000002/bad":
 			io.WriteString(w, "Container: c\nLogLength:x\nLogContents:\n")
+		case "/ws/v1/node/containerlogs/container_1_0001_01_000002/broken":
+			http.Error(w, "HTTP ERROR 500 javax.servlet.ServletException: no native code\nURI: /ws/v1/node/containerlogs\nSTATUS: 500\nCAUSED BY java.lang.RuntimeException", http.StatusInternalServerError)
 		default:
 			http.Error(w, "Cannot find this log on the local disk.", http.StatusNotFound)
 		}
@@ -53,6 +55,10 @@ func TestContainerLogUnwrapsTheNodeManagersFormat(t *testing.T) {
 	}
 	if _, err := read("stderr"); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "Cannot find this log") {
 		t.Errorf("missing log: %v", err)
+	}
+	// A server's error page is quoted by its first line.
+	if _, err := read("broken"); err == nil || !strings.HasSuffix(err.Error(), ": 500 Internal Server Error: HTTP ERROR 500 javax.servlet.ServletException: no native code") {
+		t.Errorf("a failed answer: %v; want its first line only", err)
 	}
 	if _, err := ContainerLog(context.Background(), nil, addr, "../x", "stdout", ""); err == nil {
 		t.Error("a malformed container id was accepted")
