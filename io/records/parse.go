@@ -43,16 +43,23 @@ func quote(b []byte) string {
 
 // ParseLibSVM parses one libsvm line into ex:
 //
-//	label index:value index:value ...
+//	label [qid:N] index:value index:value ... [# comment]
 //
 // separated by spaces or tabs. The label is 0 or 1, or -1 or +1 (mapped
-// to 0 and 1), in any float notation ("1", "+1", "1.0"). An index is a
-// decimal uint64, taken as written (no shift between 0- and 1-based
-// data); a value is a finite float32. Features may appear in any order:
-// ex gets them sorted by index; a repeated index is an error. Every error
-// wraps ErrSyntax.
+// to 0 and 1), in any float notation ("1", "+1", "1.0"). A query id
+// (qid:N, N a uint64, as ranking data has it) is read and ignored, and so
+// is everything from a '#' to the line's end, as dmlc-core and
+// scikit-learn's svmlight reader do. An instance weight (label:weight)
+// is an error: nothing here weighs examples. An index is a decimal
+// uint64, taken as written (no shift between 0- and 1-based data); a
+// value is a finite float32. Features may appear in any order: ex gets
+// them sorted by index; a repeated index is an error. Every error wraps
+// ErrSyntax.
 func ParseLibSVM(line []byte, ex *Example) error {
 	ex.reset()
+	if c := bytes.IndexByte(line, '#'); c >= 0 {
+		line = line[:c]
+	}
 	i := skipSpace(line, 0)
 	j := skipToken(line, i)
 	if i == j {
@@ -60,9 +67,20 @@ func ParseLibSVM(line []byte, ex *Example) error {
 	}
 	label, err := parseLabel(line[i:j])
 	if err != nil {
+		if c := bytes.IndexByte(line[i:j], ':'); c > 0 {
+			if _, lerr := parseLabel(line[i : i+c]); lerr == nil {
+				return syntaxErr("label %s: instance weights (label:weight) are not supported", quote(line[i:j]))
+			}
+		}
 		return err
 	}
 	ex.Label = label
+	if i = skipSpace(line, j); bytes.HasPrefix(line[i:], qidPrefix) {
+		j = skipToken(line, i)
+		if _, ok := parseUint64(line[i+len(qidPrefix) : j]); !ok {
+			return syntaxErr("query id %s: not a uint64", quote(line[i:j]))
+		}
+	}
 	sorted := true
 	for i = skipSpace(line, j); i < len(line); i = skipSpace(line, j) {
 		key, v, end, ok := scanFeature(line, i)
@@ -94,6 +112,17 @@ func ParseLibSVM(line []byte, ex *Example) error {
 		}
 	}
 	return nil
+}
+
+// qidPrefix starts a libsvm line's query id.
+var qidPrefix = []byte("qid:")
+
+// LibSVMComment reports whether a libsvm line holds a comment only: its
+// first character that is not a space is '#'. Readers skip such lines, as
+// they skip blank ones.
+func LibSVMComment(line []byte) bool {
+	i := skipSpace(line, 0)
+	return i < len(line) && line[i] == '#'
 }
 
 // CSVOptions describes a CSV layout.

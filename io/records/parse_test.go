@@ -41,7 +41,15 @@ func TestParseLibSVM(t *testing.T) {
 		{name: "float32 overflow", in: "1 3:1e39", wantErr: "finite"},
 		{name: "duplicate adjacent", in: "1 3:1 3:2", wantErr: "repeated"},
 		{name: "duplicate apart", in: "1 3:1 1:1 3:2", wantErr: "repeated"},
-		{name: "qid", in: "1 qid:3 1:1", wantErr: "not a uint64"},
+		{name: "qid", in: "1 qid:3 2:1 1:1", want: records.Example{Label: 1, Keys: []uint64{1, 2}, Vals: []float32{1, 1}}},
+		{name: "qid alone", in: "0\tqid:18446744073709551615", want: records.Example{}},
+		{name: "bad qid", in: "1 qid:x 1:1", wantErr: `query id "qid:x": not a uint64`},
+		{name: "qid not first", in: "1 1:1 qid:3", wantErr: "not a uint64"},
+		{name: "comment", in: "1 3:0.5 7:2 # id=17 3:9", want: records.Example{Label: 1, Keys: []uint64{3, 7}, Vals: []float32{0.5, 2}}},
+		{name: "comment at once", in: "0 3:1#x", want: records.Example{Keys: []uint64{3}, Vals: []float32{1}}},
+		{name: "comment only", in: " # 1 3:1", wantErr: "empty record"},
+		{name: "weight", in: "1:0.5 3:1", wantErr: `label "1:0.5": instance weights (label:weight) are not supported`},
+		{name: "label colon text", in: "x:0.5 3:1", wantErr: "not a number"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -156,7 +164,8 @@ func checkExample(t *testing.T, ex *records.Example) {
 }
 
 func FuzzParseLibSVM(f *testing.F) {
-	for _, s := range []string{"1 3:0.5 7:2", "0 9:1 2:2 5:3", "-1", "+1 18446744073709551615:1e-30", "1 3:1 3:2", "1 a:b", " \t0\t1:1 \r"} {
+	for _, s := range []string{"1 3:0.5 7:2", "0 9:1 2:2 5:3", "-1", "+1 18446744073709551615:1e-30", "1 3:1 3:2", "1 a:b", " \t0\t1:1 \r",
+		"1 qid:7 2:1 # c", "1:2 3:1", "0 #", "qid:1"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {

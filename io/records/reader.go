@@ -77,7 +77,8 @@ const (
 	maxBadSamples = 10
 )
 
-// Reader parses the records of a LineSource, skipping empty lines. It is
+// Reader parses the records of a LineSource, skipping empty lines (and,
+// in libsvm, lines that hold only a comment). It is
 // not safe for concurrent use.
 type Reader struct {
 	src     LineSource
@@ -132,7 +133,7 @@ func (r *Reader) Next(ex *Example) error {
 			r.err = err
 			return err
 		}
-		if isBlank(line) {
+		if isBlank(line) || r.opts.Format == FormatLibSVM && LibSVMComment(line) {
 			continue
 		}
 		if off == 0 && r.opts.CSVHeader && r.opts.Format == FormatCSV {

@@ -123,6 +123,33 @@ func TestReaderCSV(t *testing.T) {
 	}
 }
 
+// TestReaderLibSVMComments: in libsvm, a line that holds only a comment
+// is skipped as a blank one is, and a comment after a record ends it; in
+// CSV a '#' is no comment.
+func TestReaderLibSVMComments(t *testing.T) {
+	t.Parallel()
+	text := "# written by a tool\n1 qid:2 3:1 # first\n  \t# indented\n\n0 4:2\n"
+	rd, err := records.NewReader(&lines{text: text}, records.Options{Format: records.FormatLibSVM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ex records.Example
+	var got []string
+	for rd.Next(&ex) == nil {
+		got = append(got, fmt.Sprint(ex.Label, ex.Keys, ex.Vals))
+	}
+	if want := []string{"1 [3] [1]", "0 [4] [2]"}; fmt.Sprint(got) != fmt.Sprint(want) || rd.Bad() != 0 {
+		t.Errorf("got %q and %d bad records, want %q and none", got, rd.Bad(), want)
+	}
+	rd, err = records.NewReader(&lines{text: "# a,b\n1,2\n"}, records.Options{Format: records.FormatCSV})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.Next(&ex); !errors.Is(err, records.ErrSyntax) {
+		t.Errorf("a CSV line starting with '#': %v; want it malformed", err)
+	}
+}
+
 func TestNewReaderValidates(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
