@@ -571,8 +571,23 @@ func Check(ctx context.Context, spec JobSpec, r Resolver, planner tracker.Planne
 			return err
 		}
 	}
-	_, err := planShards(ctx, spec, planner)
-	return err
+	shards, err := planShards(ctx, spec, planner)
+	if err != nil || len(shards) == 0 {
+		return err
+	}
+	// What keeps the workers from opening the input fails the job now:
+	// its first file is opened, and closed.
+	fsys, name, err := r.Resolve(ctx, shards[0].URI)
+	if err == nil {
+		var f dfs.File
+		if f, err = fsys.Open(ctx, name); err == nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("job: Inputs: %w", err)
+	}
+	return nil
 }
 
 // planShards cuts spec's inputs into shards with planner; a job without

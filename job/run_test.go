@@ -1644,3 +1644,30 @@ func TestEmptyInput(t *testing.T) {
 		t.Errorf("Check with one non-empty input: %v", err)
 	}
 }
+
+// openRefused is a Resolver of local files that cannot be opened.
+type openRefused struct{ dfs.Local }
+
+func (openRefused) Open(ctx context.Context, name string) (dfs.File, error) {
+	return nil, &fs.PathError{Op: "open", Path: name, Err: dfs.ErrProtectedReads}
+}
+
+func (o openRefused) Resolve(ctx context.Context, uri string) (dfs.FileSystem, string, error) {
+	_, name, err := localResolver().Resolve(ctx, uri)
+	return o, name, err
+}
+
+// TestCheckOpensTheInput: Check fails a job whose first input file the
+// workers could not open, before any task starts.
+func TestCheckOpensTheInput(t *testing.T) {
+	t.Parallel()
+	in := filepath.Join(t.TempDir(), "train.libsvm")
+	writeFile(t, in, []byte("1 3:1\n"))
+	spec := JobSpec{Command: []string{"prog"}, NumWorkers: 1, MaxAttempts: 1, Inputs: []string{in}}
+	if err := Check(t.Context(), spec, openRefused{}, tracker.InputPlanner(localResolver())); !errors.Is(err, dfs.ErrProtectedReads) || !strings.Contains(err.Error(), in) {
+		t.Errorf("Check of an input that cannot be opened: %v; want the open's error, naming %s", err, in)
+	}
+	if err := Check(t.Context(), spec, localResolver(), tracker.InputPlanner(localResolver())); err != nil {
+		t.Errorf("Check of a readable input: %v", err)
+	}
+}

@@ -53,6 +53,8 @@ type HDFSOptions struct {
 	// DataTransferProtection is "", "authentication", "integrity" or
 	// "privacy" (dfs.data.transfer.protection, dfs.encrypt.data.transfer).
 	DataTransferProtection string
+	// EncryptDataTransfer is dfs.encrypt.data.transfer.
+	EncryptDataTransfer bool
 
 	// Kerberos is set when the cluster uses Kerberos
 	// (hadoop.security.authentication=kerberos); exactly one of Login and
@@ -145,6 +147,7 @@ func HDFSOptionsFromConf(hc conf.HadoopConf, authority, user string) (HDFSOption
 	copts := hdfs.ClientOptionsFromConf(hadoopconf.HadoopConf(hc))
 	o.UseDatanodeHostname = copts.UseDatanodeHostname
 	o.DataTransferProtection = copts.DataTransferProtection
+	o.EncryptDataTransfer = strings.EqualFold(strings.TrimSpace(hc.GetDefault("dfs.encrypt.data.transfer", "false")), "true")
 	return o, nil
 }
 
@@ -384,6 +387,9 @@ func (h *HDFS) Glob(ctx context.Context, pattern string) ([]string, error) {
 // status; the first Read asks it for the block locations.
 func (h *HDFS) Open(ctx context.Context, name string) (File, error) {
 	name = cleanHDFS(name)
+	if p := h.opts.DataTransferProtection; (p == "integrity" || p == "privacy") && !h.opts.EncryptDataTransfer {
+		return nil, pathError("open", h.URI(name), fmt.Errorf("%w (dfs.data.transfer.protection=%s)", ErrProtectedReads, p))
+	}
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return nil, pathError("open", h.URI(name), err)

@@ -2,9 +2,11 @@ package dfs
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadoop/creds"
@@ -67,5 +69,42 @@ func TestLoadCredentials(t *testing.T) {
 	}
 	if _, err := LoadCredentials(conf.HadoopSecurity{Kerberos: true, TokenFile: filepath.Join(dir, "missing")}); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("a missing credentials file: %v", err)
+	}
+}
+
+// TestProtectedReadsRefused: an HDFS whose DataNodes sign or encrypt what
+// they send (dfs.data.transfer.protection integrity or privacy, without
+// dfs.encrypt.data.transfer) refuses to open a file at once, before any
+// call, with ErrProtectedReads naming the setting; authentication, or
+// dfs.encrypt.data.transfer, does not.
+func TestProtectedReadsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		protection, encrypt string
+		refused             bool
+	}{
+		{"integrity", "", true},
+		{"authentication,privacy", "", true},
+		{"authentication", "", false},
+		{"", "", false},
+		{"privacy", "true", false},
+	} {
+		hc := conf.HadoopConf{"fs.defaultFS": "hdfs://127.0.0.1:1", "dfs.data.transfer.protection": tc.protection,
+			"dfs.encrypt.data.transfer": tc.encrypt, "ipc.client.connect.timeout": "100", "ipc.client.connect.max.retries": "0"}
+		r := NewResolver(hc, "alice")
+		fsys, name, err := r.Resolve(context.Background(), "hdfs:///data/f")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = fsys.Open(ctx, name)
+		cancel()
+		r.Close()
+		if refused := errors.Is(err, ErrProtectedReads); refused != tc.refused {
+			t.Errorf("protection %q, encrypt %q: Open: %v; refused %v, want %v", tc.protection, tc.encrypt, err, refused, tc.refused)
+		}
+		if tc.refused && !strings.Contains(err.Error(), "hdfs://127.0.0.1:1/data/f") {
+			t.Errorf("the refusal does not name the file: %v", err)
+		}
 	}
 }
