@@ -106,10 +106,11 @@ func TestReaderBadRecords(t *testing.T) {
 	}
 }
 
-func TestReaderCSV(t *testing.T) {
-	t.Parallel()
-	text := "label,a,b\n1,0.5,2\n\n0,,3\n"
-	rd, err := records.NewReader(&lines{text: text}, records.Options{Format: records.FormatCSV, CSVHeader: true})
+// readText reads every record of text with opts, each as "label keys
+// vals", and the Reader.
+func readText(t *testing.T, text string, opts records.Options) ([]string, *records.Reader) {
+	t.Helper()
+	rd, err := records.NewReader(&lines{text: text}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,6 +119,12 @@ func TestReaderCSV(t *testing.T) {
 	for rd.Next(&ex) == nil {
 		got = append(got, fmt.Sprint(ex.Label, ex.Keys, ex.Vals))
 	}
+	return got, rd
+}
+
+func TestReaderCSV(t *testing.T) {
+	t.Parallel()
+	got, _ := readText(t, "label,a,b\n1,0.5,2\n\n0,,3\n", records.Options{Format: records.FormatCSV, CSVHeader: true})
 	if want := []string{"1 [1 2] [0.5 2]", "0 [2] [3]"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("got %q, want %q", got, want)
 	}
@@ -128,23 +135,15 @@ func TestReaderCSV(t *testing.T) {
 // CSV a '#' is no comment.
 func TestReaderLibSVMComments(t *testing.T) {
 	t.Parallel()
-	text := "# written by a tool\n1 qid:2 3:1 # first\n  \t# indented\n\n0 4:2\n"
-	rd, err := records.NewReader(&lines{text: text}, records.Options{Format: records.FormatLibSVM})
+	got, rd := readText(t, "# written by a tool\n1 qid:2 3:1 # first\n  \t# indented\n\n0 4:2\n", records.Options{Format: records.FormatLibSVM})
+	if want := []string{"1 [3] [1]", "0 [4] [2]"}; fmt.Sprint(got) != fmt.Sprint(want) || rd.Bad() != 0 {
+		t.Errorf("got %q and %d bad records, want %q and none", got, rd.Bad(), want)
+	}
+	rd, err := records.NewReader(&lines{text: "# a,b\n1,2\n"}, records.Options{Format: records.FormatCSV})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var ex records.Example
-	var got []string
-	for rd.Next(&ex) == nil {
-		got = append(got, fmt.Sprint(ex.Label, ex.Keys, ex.Vals))
-	}
-	if want := []string{"1 [3] [1]", "0 [4] [2]"}; fmt.Sprint(got) != fmt.Sprint(want) || rd.Bad() != 0 {
-		t.Errorf("got %q and %d bad records, want %q and none", got, rd.Bad(), want)
-	}
-	rd, err = records.NewReader(&lines{text: "# a,b\n1,2\n"}, records.Options{Format: records.FormatCSV})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := rd.Next(&ex); !errors.Is(err, records.ErrSyntax) {
 		t.Errorf("a CSV line starting with '#': %v; want it malformed", err)
 	}
