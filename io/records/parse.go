@@ -117,10 +117,10 @@ func ParseLibSVM(line []byte, ex *Example) error {
 // qidPrefix starts a libsvm line's query id.
 var qidPrefix = []byte("qid:")
 
-// LibSVMComment reports whether a libsvm line holds a comment only: its
+// libsvmComment reports whether a libsvm line holds a comment only: its
 // first character that is not a space is '#'. Readers skip such lines, as
 // they skip blank ones.
-func LibSVMComment(line []byte) bool {
+func libsvmComment(line []byte) bool {
 	i := skipSpace(line, 0)
 	return i < len(line) && line[i] == '#'
 }

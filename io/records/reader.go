@@ -133,7 +133,7 @@ func (r *Reader) Next(ex *Example) error {
 			r.err = err
 			return err
 		}
-		if isBlank(line) || r.opts.Format == FormatLibSVM && LibSVMComment(line) {
+		if isBlank(line) || r.opts.Format == FormatLibSVM && libsvmComment(line) {
 			continue
 		}
 		if off == 0 && r.opts.CSVHeader && r.opts.Format == FormatCSV {

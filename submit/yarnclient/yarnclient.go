@@ -537,14 +537,24 @@ func follow(ctx context.Context, rm *rmConn, retry rmRetry, id yarn.ApplicationI
 	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.KillTimeout)
 	defer cancel()
 	stopErr := fmt.Errorf("yarnclient: job stopped: %w", context.Cause(ctx))
+	// reported asks for a report, as the loop above does, and dials the
+	// ResourceManager again after a failure.
+	reported := func(ctx context.Context) (yarn.ApplicationReport, error) {
+		r, err := rm.report(ctx, id)
+		if err == nil {
+			report(r)
+		} else if err := rm.redial(ctx); err != nil {
+			log.WithError(err).Debug("the resource manager: dial again")
+		}
+		return r, err
+	}
 	if err := askJobToEnd(kctx, last, keys, "ps-submit stopped: "+context.Cause(ctx).Error()); err == nil {
 		log.Info("asked the job to end")
 		wait := half(kctx)
 		gctx, gcancel := context.WithTimeout(kctx, wait)
-		r, ended := waitEnded(gctx, func(ctx context.Context) (yarn.ApplicationReport, error) { return rm.report(ctx, id) }, last, opts.Poll)
+		r, ended := waitEnded(gctx, reported, last, opts.Poll)
 		gcancel()
 		if ended {
-			report(r)
 			return r, fmt.Errorf("%w; application %s killed", stopErr, id)
 		}
 		log.Warnf("the job did not end within %v of the request", wait.Round(time.Millisecond))
@@ -559,22 +569,10 @@ func follow(ctx context.Context, rm *rmConn, retry rmRetry, id yarn.ApplicationI
 	if err != nil {
 		return last, errors.Join(stopErr, fmt.Errorf("yarnclient: kill application %s: %w", id, err))
 	}
-	for {
-		r, err := rm.report(kctx, id)
-		if err == nil {
-			report(r)
-			if r.State.Terminal() {
-				return r, fmt.Errorf("%w; application %s killed", stopErr, id)
-			}
-		} else if err := rm.redial(kctx); err != nil {
-			log.WithError(err).Debug("the resource manager: dial again")
-		}
-		select {
-		case <-kctx.Done():
-			return last, errors.Join(stopErr, fmt.Errorf("yarnclient: application %s not reported ended within %v of the kill", id, opts.KillTimeout))
-		case <-tick.C:
-		}
+	if r, ended := waitEnded(kctx, reported, last, opts.Poll); ended {
+		return r, fmt.Errorf("%w; application %s killed", stopErr, id)
 	}
+	return last, errors.Join(stopErr, fmt.Errorf("yarnclient: application %s not reported ended within %v of the kill", id, opts.KillTimeout))
 }
 
 // sleepCtx waits d, or until ctx ends; it reports whether d passed.
