@@ -1649,7 +1649,7 @@ func TestEmptyInput(t *testing.T) {
 type openRefused struct{ dfs.Local }
 
 func (openRefused) Open(ctx context.Context, name string) (dfs.File, error) {
-	return nil, &fs.PathError{Op: "open", Path: name, Err: dfs.ErrProtectedReads}
+	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrPermission}
 }
 
 func (o openRefused) Resolve(ctx context.Context, uri string) (dfs.FileSystem, string, error) {
@@ -1664,7 +1664,7 @@ func TestCheckOpensTheInput(t *testing.T) {
 	in := filepath.Join(t.TempDir(), "train.libsvm")
 	writeFile(t, in, []byte("1 3:1\n"))
 	spec := JobSpec{Command: []string{"prog"}, NumWorkers: 1, MaxAttempts: 1, Inputs: []string{in}}
-	if err := Check(t.Context(), spec, openRefused{}, tracker.InputPlanner(localResolver())); !errors.Is(err, dfs.ErrProtectedReads) || !strings.Contains(err.Error(), in) {
+	if err := Check(t.Context(), spec, openRefused{}, tracker.InputPlanner(localResolver())); !errors.Is(err, fs.ErrPermission) || !strings.Contains(err.Error(), in) {
 		t.Errorf("Check of an input that cannot be opened: %v; want the open's error, naming %s", err, in)
 	}
 	if err := Check(t.Context(), spec, localResolver(), tracker.InputPlanner(localResolver())); err != nil {

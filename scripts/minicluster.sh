@@ -38,8 +38,9 @@
 #   expired.ccache   a TGT for alice that expired seconds after it was issued, before the cluster was ready
 #   jvm-conf/        the cluster JVM's own core-site.xml (the Kerberos settings)
 # HDFS: block access tokens; SASL on the DataNodes' data transfer port (dfs.data.transfer.protection=
-# authentication) on unprivileged ports and plain HTTP (ignore.secure.ports.for.testing=true, no
-# HTTPS); hadoop.rpc.protection=authentication, which `start --kerberos hadoop.rpc.protection=privacy`
+# authentication, which `start --kerberos dfs.data.transfer.protection=privacy` changes) on
+# unprivileged ports and plain HTTP (ignore.secure.ports.for.testing=true, no HTTPS);
+# hadoop.rpc.protection=authentication, which `start --kerberos hadoop.rpc.protection=privacy`
 # changes. YARN: DefaultContainerExecutor (containers run as this script's user, whatever the
 # application's user); the ResourceManager renews the HDFS delegation tokens applications come with
 # (renewer: its principal); containers get KRB5_CONFIG and JAVA_TOOL_OPTIONS=-Djava.security.krb5.conf.

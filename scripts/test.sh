@@ -69,13 +69,13 @@ go test -race -count=1 -timeout 20m -run 'Hadoop' $pkgs
 
 # The Kerberos tests (TestKerberos...) need the cluster secured: its own KDC,
 # HDFS and YARN that accept only Kerberos and delegation tokens. They run
-# twice: with Hadoop's default RPC protection (authentication), and with
-# every RPC signed and encrypted (privacy).
+# twice: with Hadoop's default protection (authentication), and with every
+# RPC and every block sent signed and encrypted (privacy).
 export SPINDLE_TEST_KERBEROS=required
 for protection in authentication privacy; do
-  say "Kerberos stage: restarting the mini cluster secured with Kerberos, hadoop.rpc.protection=$protection"
+  say "Kerberos stage: restarting the mini cluster secured with Kerberos, hadoop.rpc.protection and dfs.data.transfer.protection=$protection"
   scripts/minicluster.sh stop
-  scripts/minicluster.sh start --kerberos "hadoop.rpc.protection=$protection"
+  scripts/minicluster.sh start --kerberos "hadoop.rpc.protection=$protection" "dfs.data.transfer.protection=$protection"
   eval "$(scripts/minicluster.sh env)"
   say "Kerberos stage: go test -race -run Kerberos against the secured cluster ($protection)"
   pkgs=$(packages_with Kerberos)
@@ -83,11 +83,13 @@ for protection in authentication privacy; do
 done
 # A job that outlives its delegation tokens (TestKerberosTokenLifetime)
 # needs tokens that live 45 s however often they are renewed (and 30 s
-# without a renewal), as they live 7 days (1 day) on a real cluster.
+# without a renewal), as they live 7 days (1 day) on a real cluster. Its
+# DataNodes sign every block they send (integrity), the third setting of
+# dfs.data.transfer.protection.
 export SPINDLE_TEST_TOKEN_LIFETIME=required
-say "Kerberos stage: restarting the secured mini cluster with delegation tokens that live 45 s"
+say "Kerberos stage: restarting the secured mini cluster with delegation tokens that live 45 s, dfs.data.transfer.protection=integrity"
 scripts/minicluster.sh stop
-scripts/minicluster.sh start --kerberos dfs.namenode.delegation.token.max-lifetime=45000 dfs.namenode.delegation.token.renew-interval=30000
+scripts/minicluster.sh start --kerberos dfs.namenode.delegation.token.max-lifetime=45000 dfs.namenode.delegation.token.renew-interval=30000 dfs.data.transfer.protection=integrity
 eval "$(scripts/minicluster.sh env)"
 say "Kerberos stage: go test -race -run TokenLifetime (a job past its tokens' lifetime)"
 pkgs=$(packages_with TokenLifetime)

@@ -115,15 +115,6 @@ const LocalBlockSize = 32 << 20
 // ErrClosed is returned by a file system, File or Writer used after Close.
 var ErrClosed = errors.New("dfs: closed")
 
-// ErrProtectedReads is the error of opening a file of an HDFS whose
-// DataNodes sign or encrypt what they send (dfs.data.transfer.protection
-// integrity or privacy, without dfs.encrypt.data.transfer): the HDFS
-// client (github.com/colinmarc/hdfs v2.4.0) loses bytes of such answers
-// whenever one read spans two of their SASL frames, so no file could be
-// read right. Writing is not affected.
-var ErrProtectedReads = errors.New("reading from DataNodes that sign or encrypt their answers is not supported yet: " +
-	"the HDFS client library loses bytes of them; writing works, and so does reading with dfs.data.transfer.protection=authentication")
-
 // pathError builds the error every method returns: a *fs.PathError naming
 // the full URI, behind a "dfs: " prefix.
 func pathError(op, uri string, err error) error {

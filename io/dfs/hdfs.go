@@ -205,6 +205,14 @@ type HDFS struct {
 	closed   bool
 
 	token atomic.Pointer[creds.Token] // the delegation token new connections use; see SetToken
+
+	// reads, when DataNodes sign or encrypt, opens files: an HDFS whose
+	// client leaves the DataNodes' SASL exchange to datanodeSASL. Its
+	// readQOPs are the qualities of protection it accepts, and blockTok
+	// the block access token it authenticates with.
+	reads    *HDFS
+	readQOPs []string
+	blockTok atomic.Pointer[blockToken]
 }
 
 var _ FileSystem = (*HDFS)(nil)
@@ -233,6 +241,12 @@ func NewHDFS(opts HDFSOptions) (*HDFS, error) {
 	}
 	h := &HDFS{opts: opts.withDefaults()}
 	h.token.Store(opts.Token)
+	if qops, ok := protectedReads(h.opts); ok {
+		ro := h.opts
+		ro.DataTransferProtection = ""
+		h.reads = &HDFS{opts: ro, readQOPs: qops}
+		h.reads.token.Store(opts.Token)
+	}
 	return h, nil
 }
 
@@ -254,6 +268,9 @@ func (h *HDFS) SetToken(t creds.Token) error {
 		return fmt.Errorf("dfs: hdfs://%s: a delegation token of %q cannot replace one of %q", h.opts.Authority, d.Owner, h.opts.User)
 	}
 	h.token.Store(&t)
+	if h.reads != nil {
+		h.reads.token.Store(&t)
+	}
 	return nil
 }
 
@@ -285,6 +302,11 @@ func (h *HDFS) Close() error {
 	var errs []error
 	for _, s := range all {
 		if err := s.close(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if h.reads != nil {
+		if err := h.reads.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -384,12 +406,14 @@ func (h *HDFS) Glob(ctx context.Context, pattern string) ([]string, error) {
 }
 
 // Open implements FileSystem. Opening asks the NameNode for the file's
-// status; the first Read asks it for the block locations.
+// status; the first Read asks it for the block locations. Where the
+// DataNodes sign or encrypt, opening a file with blocks also makes sure
+// of a block access token to authenticate to them with.
 func (h *HDFS) Open(ctx context.Context, name string) (File, error) {
-	name = cleanHDFS(name)
-	if p := h.opts.DataTransferProtection; (p == "integrity" || p == "privacy") && !h.opts.EncryptDataTransfer {
-		return nil, pathError("open", h.URI(name), fmt.Errorf("%w (dfs.data.transfer.protection=%s)", ErrProtectedReads, p))
+	if h.reads != nil {
+		return h.reads.Open(ctx, name)
 	}
+	name = cleanHDFS(name)
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return nil, pathError("open", h.URI(name), err)
@@ -404,6 +428,12 @@ func (h *HDFS) Open(ctx context.Context, name string) (File, error) {
 			r, err = c.Open(name)
 			return err
 		})
+		if err == nil && h.readQOPs != nil && r.Stat().Size() > 0 {
+			if err = h.ensureBlockToken(ctx, name); err != nil {
+				r.Close()
+				err = pathError("open", h.URI(name), err)
+			}
+		}
 		if err != nil {
 			h.release(s)
 			if lost && attempt == 0 {

@@ -137,6 +137,14 @@ func (s *session) dialDatanode(ctx context.Context, network, addr string) (net.C
 			return nil, err
 		}
 	}
+	if s.h.readQOPs != nil {
+		wrapped, err := s.h.datanodeSASL(ctx, c, addr)
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		c = wrapped
+	}
 	return c, nil
 }
 

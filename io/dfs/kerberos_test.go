@@ -1,7 +1,10 @@
 package dfs_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"math/rand"
 	"os"
 	"strings"
 	"testing"
@@ -102,4 +105,73 @@ func TestKerberosBlockLocations(t *testing.T) {
 	if _, err := dfs.NewLocator(c.Conf, c.User).Blocks(ctx, uri); err == nil || !strings.Contains(err.Error(), "401") {
 		t.Errorf("simple authentication: %v; want 401", err)
 	}
+}
+
+// TestKerberosReads: on the Kerberos-secured cluster, whatever its
+// DataNodes' dfs.data.transfer.protection (the CI stages start it with
+// authentication, integrity and privacy), a file of several blocks and
+// many packets reads back byte for byte: whole, from an offset inside
+// its second block, and in pieces that span blocks. With a ticket-cache
+// login (ps-submit) and with a delegation token alone (a task).
+func TestKerberosReads(t *testing.T) {
+	c := hadooptest.ConnectKerberos(t)
+	t.Logf("dfs.data.transfer.protection=%s", c.Conf["dfs.data.transfer.protection"])
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := c.TempDir(t)
+	data := make([]byte, 3<<20+12345)
+	rand.New(rand.NewSource(1)).Read(data)
+	c.WriteFile(t, dir+"/f", data, dfs.CreateOptions{BlockSize: 1 << 20})
+	var empty []byte
+	c.WriteFile(t, dir+"/empty", empty, dfs.CreateOptions{})
+
+	check := func(what string, fsys dfs.FileSystem) {
+		t.Helper()
+		f, err := fsys.Open(ctx, dir+"/f")
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		defer f.Close()
+		got, err := io.ReadAll(f)
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("%s: read %d bytes (%v), differing from the %d written", what, len(got), err, len(data))
+		}
+		off := int64(1<<20 + 777)
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			t.Fatalf("%s: seek: %v", what, err)
+		}
+		got, err = io.ReadAll(f)
+		if err != nil || !bytes.Equal(got, data[off:]) {
+			t.Fatalf("%s: from %d read %d bytes (%v), differing from the %d written", what, off, len(got), err, len(data)-int(off))
+		}
+		piece := make([]byte, 100_000)
+		for _, at := range []int64{0, 1<<20 - 50_000, 2<<20 - 1, int64(len(data)) - int64(len(piece))} {
+			if _, err := f.ReadAt(piece, at); err != nil || !bytes.Equal(piece, data[at:at+int64(len(piece))]) {
+				t.Fatalf("%s: ReadAt %d: %v, or the bytes differ", what, at, err)
+			}
+		}
+		e, err := fsys.Open(ctx, dir+"/empty")
+		if err != nil {
+			t.Fatalf("%s: an empty file: %v", what, err)
+		}
+		defer e.Close()
+		if b, err := io.ReadAll(e); err != nil || len(b) != 0 {
+			t.Fatalf("%s: an empty file read %d bytes, %v", what, len(b), err)
+		}
+	}
+	check("the ticket cache's login", c.FS)
+
+	tok, err := c.FS.DelegationToken(ctx, os.Getenv("SPINDLE_MINICLUSTER_PRINCIPAL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := creds.New()
+	cr.Tokens[tok.Service] = tok
+	r := dfs.NewSecureResolver(c.Conf, c.User, dfs.Credentials{Tokens: cr})
+	defer r.Close()
+	fsys, _, err := r.Resolve(ctx, c.FS.URI("/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("a delegation token alone", fsys)
 }

@@ -143,9 +143,16 @@ func (h *HDFS) kerberosCall(ctx context.Context, what string, call func(ctx cont
 	if h.opts.Login == nil {
 		return fmt.Errorf("dfs: hdfs://%s: %s needs a Kerberos login", h.opts.Authority, what)
 	}
+	return h.namenodeCall(ctx, what, call)
+}
+
+// namenodeCall runs call on a connection of this package's own to each
+// NameNode of h in turn until one succeeds, authenticated as h's client
+// is: with the Kerberos login, the delegation token, or as the user.
+func (h *HDFS) namenodeCall(ctx context.Context, what string, call func(ctx context.Context, nn string, c *hrpc.Conn) error) error {
 	var errs []error
 	for _, nn := range h.opts.Namenodes {
-		err := h.kerberosCallTo(ctx, nn, call)
+		err := h.namenodeCallTo(ctx, nn, call)
 		if err == nil {
 			return nil
 		}
@@ -157,21 +164,27 @@ func (h *HDFS) kerberosCall(ctx context.Context, what string, call func(ctx cont
 	return fmt.Errorf("dfs: hdfs://%s: %s: %w", h.opts.Authority, what, errors.Join(errs...))
 }
 
-func (h *HDFS) kerberosCallTo(ctx context.Context, nn string, call func(ctx context.Context, nn string, c *hrpc.Conn) error) error {
-	spn, _, err := kerberos.ServicePrincipal(ctx, h.opts.NamenodePrincipal, nn)
-	if err != nil {
-		return err
+func (h *HDFS) namenodeCallTo(ctx context.Context, nn string, call func(ctx context.Context, nn string, c *hrpc.Conn) error) error {
+	o := hrpc.Options{
+		Protocol: namenodeProtocol, DialTimeout: h.opts.DialTimeout, Protection: h.opts.Protection,
+		User: h.opts.User,
+	}
+	switch t := h.token.Load(); {
+	case h.opts.Login != nil:
+		spn, _, err := kerberos.ServicePrincipal(ctx, h.opts.NamenodePrincipal, nn)
+		if err != nil {
+			return err
+		}
+		o.Auth, o.Kerberos, o.ServicePrincipal = hrpc.AuthKerberos, h.opts.Login, spn
+	case h.opts.Kerberos && t != nil:
+		o.Auth, o.TokenIdentifier, o.TokenPassword = hrpc.AuthToken, t.Identifier, t.Password
 	}
 	if h.opts.RPCTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, h.opts.RPCTimeout)
 		defer cancel()
 	}
-	c, err := hrpc.Dial(ctx, nn, hrpc.Options{
-		Protocol: namenodeProtocol, Auth: hrpc.AuthKerberos,
-		Kerberos: h.opts.Login, ServicePrincipal: spn, DialTimeout: h.opts.DialTimeout,
-		Protection: h.opts.Protection,
-	})
+	c, err := hrpc.Dial(ctx, nn, o)
 	if err != nil {
 		return err
 	}

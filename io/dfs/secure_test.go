@@ -2,11 +2,9 @@ package dfs
 
 import (
 	"context"
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadoop/creds"
@@ -72,39 +70,43 @@ func TestLoadCredentials(t *testing.T) {
 	}
 }
 
-// TestProtectedReadsRefused: an HDFS whose DataNodes sign or encrypt what
-// they send (dfs.data.transfer.protection integrity or privacy, without
-// dfs.encrypt.data.transfer) refuses to open a file at once, before any
-// call, with ErrProtectedReads naming the setting; authentication, or
-// dfs.encrypt.data.transfer, does not.
-func TestProtectedReadsRefused(t *testing.T) {
+// TestProtectedReads: files of an HDFS whose DataNodes sign or encrypt
+// what they send (dfs.data.transfer.protection integrity or privacy,
+// without dfs.encrypt.data.transfer) are read through this package's SASL
+// layer, with the qualities of protection the setting allows; the other
+// settings leave the DataNode exchange to the HDFS client.
+func TestProtectedReads(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		protection, encrypt string
-		refused             bool
+		want                []string
 	}{
-		{"integrity", "", true},
-		{"authentication,privacy", "", true},
-		{"authentication", "", false},
-		{"", "", false},
-		{"privacy", "true", false},
+		{"integrity", "", []string{"auth-int", "auth-conf"}},
+		{"authentication,privacy", "", []string{"auth-conf"}},
+		{"authentication", "", nil},
+		{"", "", nil},
+		{"privacy", "true", nil},
 	} {
 		hc := conf.HadoopConf{"fs.defaultFS": "hdfs://127.0.0.1:1", "dfs.data.transfer.protection": tc.protection,
-			"dfs.encrypt.data.transfer": tc.encrypt, "ipc.client.connect.timeout": "100", "ipc.client.connect.max.retries": "0"}
-		r := NewResolver(hc, "alice")
-		fsys, name, err := r.Resolve(context.Background(), "hdfs:///data/f")
+			"dfs.encrypt.data.transfer": tc.encrypt}
+		o, err := HDFSOptionsFromConf(hc, "", "alice")
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err = fsys.Open(ctx, name)
-		cancel()
-		r.Close()
-		if refused := errors.Is(err, ErrProtectedReads); refused != tc.refused {
-			t.Errorf("protection %q, encrypt %q: Open: %v; refused %v, want %v", tc.protection, tc.encrypt, err, refused, tc.refused)
+		h, err := NewHDFS(o)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if tc.refused && !strings.Contains(err.Error(), "hdfs://127.0.0.1:1/data/f") {
-			t.Errorf("the refusal does not name the file: %v", err)
+		var got []string
+		if h.reads != nil {
+			got = h.reads.readQOPs
+			if h.reads.opts.DataTransferProtection != "" {
+				t.Errorf("protection %q: the reading client still does SASL itself", tc.protection)
+			}
 		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("protection %q, encrypt %q: reads accept %v, want %v", tc.protection, tc.encrypt, got, tc.want)
+		}
+		h.Close()
 	}
 }

@@ -1,0 +1,267 @@
+package dfs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/spindle-ps/spindle/internal/hadoop/creds"
+	"github.com/spindle-ps/spindle/internal/hadoop/hrpc"
+	hpb "github.com/spindle-ps/spindle/internal/hadoop/proto"
+	"github.com/spindle-ps/spindle/internal/hadoop/sasl"
+)
+
+// Reading from DataNodes that sign or encrypt (dfs.data.transfer.protection
+// integrity or privacy, without dfs.encrypt.data.transfer) goes through a
+// SASL layer of this package's own: the HDFS client's loses bytes when a
+// read spans two of the DataNode's wrapped tokens. An HDFS that needs it
+// opens files through a second HDFS (HDFS.reads) whose client does no
+// SASL and whose DataNode connections this file authenticates and wraps,
+// as Hadoop's SaslDataTransferClient does, with a block access token.
+//
+// The DataNode checks the SASL credentials as a block token of its block
+// pool that has not expired; which block the token names matters only to
+// the read request, which carries the token of its own block. So one
+// token, taken with the first file opened and renewed before it expires,
+// serves every connection.
+
+// protectedReads reports whether reads from o's DataNodes need this
+// package's SASL layer, and returns the qualities of protection to accept,
+// best first.
+func protectedReads(o HDFSOptions) ([]string, bool) {
+	if o.EncryptDataTransfer {
+		return nil, false // the client's own encrypted stream, keyed by the NameNode
+	}
+	switch o.DataTransferProtection {
+	case "privacy":
+		return []string{sasl.QOPPrivacy}, true
+	case "integrity":
+		return []string{sasl.QOPIntegrity, sasl.QOPPrivacy}, true
+	}
+	return nil, false
+}
+
+// blockToken is a block access token and when it expires.
+type blockToken struct {
+	identifier, password []byte
+	expiry               time.Time
+	name                 string // the file it came with, to ask for another
+}
+
+// blockTokenMargin is how long before its expiry a block token is
+// replaced: longer than a dial and its handshake take.
+const blockTokenMargin = 5 * time.Minute
+
+// blockTokenFallbackLife is how long a token whose expiry cannot be read
+// is used: far below Hadoop's dfs.block.access.token.lifetime (10 h).
+const blockTokenFallbackLife = 10 * time.Minute
+
+func (t *blockToken) fresh(now time.Time) bool {
+	return t != nil && now.Add(blockTokenMargin).Before(t.expiry)
+}
+
+// blockTokenExpiry reads the expiry date of a block token's identifier:
+// the first field of BlockTokenIdentifier, a vlong of Unix milliseconds
+// in its Writable form, field 1 of its protobuf form
+// (dfs.block.access.token.protobuf.enable).
+func blockTokenExpiry(id []byte) (time.Time, bool) {
+	plausible := func(ms int64) bool { return ms > 1e12 && ms < 1e13 } // 2001 to 2286
+	if ms, err := creds.ReadVLong(bytes.NewReader(id)); err == nil && plausible(ms) {
+		return time.UnixMilli(ms), true
+	}
+	if num, typ, n := protowire.ConsumeTag(id); n > 0 && num == 1 && typ == protowire.VarintType {
+		if v, m := protowire.ConsumeVarint(id[n:]); m > 0 && plausible(int64(v)) {
+			return time.UnixMilli(int64(v)), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// ensureBlockToken makes h.blockTok a token that is not about to expire,
+// asking the NameNode for the block locations of name if needed. A file
+// without blocks leaves it as it is: nothing will be read from it.
+func (h *HDFS) ensureBlockToken(ctx context.Context, name string) error {
+	if h.blockTok.Load().fresh(time.Now()) {
+		return nil
+	}
+	var tok *blockToken
+	err := h.namenodeCall(ctx, "block access token", func(ctx context.Context, _ string, c *hrpc.Conn) error {
+		resp := &hpb.GetBlockLocationsResponseProto{}
+		req := &hpb.GetBlockLocationsRequestProto{Src: proto.String(name), Offset: proto.Uint64(0), Length: proto.Uint64(1)}
+		if err := c.Call(ctx, "getBlockLocations", req, resp); err != nil {
+			return err
+		}
+		for _, b := range resp.GetLocations().GetBlocks() {
+			bt := b.GetBlockToken()
+			if len(bt.GetIdentifier()) == 0 {
+				continue
+			}
+			tok = &blockToken{identifier: bt.GetIdentifier(), password: bt.GetPassword(), name: name}
+			var ok bool
+			if tok.expiry, ok = blockTokenExpiry(tok.identifier); !ok {
+				tok.expiry = time.Now().Add(blockTokenFallbackLife)
+			}
+			return nil
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if tok != nil {
+		h.blockTok.Store(tok)
+	}
+	return nil
+}
+
+// datanodeSASL runs the SASL exchange that opens a connection to a
+// DataNode, authenticating with the current block token, and returns
+// the connection wrapped in the negotiated security layer. DataNodes on
+// privileged ports (below 1024) are trusted as Hadoop trusts them, with
+// no exchange. ctx bounds a renewal of the token.
+func (h *HDFS) datanodeSASL(ctx context.Context, c net.Conn, addr string) (net.Conn, error) {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok && ta.Port < 1024 {
+		return c, nil
+	}
+	tok := h.blockTok.Load()
+	if tok != nil && !tok.fresh(time.Now()) {
+		if err := h.ensureBlockToken(ctx, tok.name); err != nil {
+			return nil, fmt.Errorf("DataNode %s: renew the block access token: %w", addr, err)
+		}
+		tok = h.blockTok.Load()
+	}
+	if tok == nil {
+		return nil, fmt.Errorf("DataNode %s: no block access token to authenticate with", addr)
+	}
+	wrapped, err := saslHandshake(c, tok, h.readQOPs)
+	if err != nil {
+		return nil, fmt.Errorf("DataNode %s: %w", addr, err)
+	}
+	return wrapped, nil
+}
+
+// saslMagic opens the DataNode's SASL exchange (SaslDataTransferServer's
+// SASL_TRANSFER_MAGIC_NUMBER).
+const saslMagic = 0xDEADBEEF
+
+// maxSASLMessage bounds a message of the exchange read from a DataNode.
+const maxSASLMessage = 64 << 10
+
+// saslHandshake authenticates c with DIGEST-MD5 and tok, accepting the
+// qops of prefer, and returns c behind the negotiated layer (c itself for
+// qop auth).
+func saslHandshake(c net.Conn, tok *blockToken, prefer []string) (net.Conn, error) {
+	first := binary.BigEndian.AppendUint32(nil, saslMagic)
+	first, err := appendSASLMessage(first, nil)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write(first); err != nil {
+		return nil, fmt.Errorf("sasl: %w", err)
+	}
+	br := bufio.NewReaderSize(&exactReader{c}, 16)
+	challenge, err := readSASLMessage(br)
+	if err != nil {
+		return nil, err
+	}
+	ch, err := sasl.ParseChallenge(challenge)
+	if err != nil {
+		return nil, err
+	}
+	nonce := make([]byte, 16)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	d := sasl.Digest{
+		Username:  base64.StdEncoding.EncodeToString(tok.identifier),
+		Password:  base64.StdEncoding.EncodeToString(tok.password),
+		DigestURI: "hdfs/0", // the DataNode's protocol and server id
+		CNonce:    base64.StdEncoding.EncodeToString(nonce),
+	}
+	resp, rspauth, layer, err := d.Respond(ch, prefer)
+	if err != nil {
+		return nil, fmt.Errorf("%w (dfs.data.transfer.protection)", err)
+	}
+	msg, err := appendSASLMessage(nil, resp)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.Write(msg); err != nil {
+		return nil, fmt.Errorf("sasl: %w", err)
+	}
+	final, err := readSASLMessage(br)
+	if err != nil {
+		return nil, err
+	}
+	if err := sasl.VerifyRspAuth(final, rspauth); err != nil {
+		return nil, err
+	}
+	if layer == nil {
+		return c, nil
+	}
+	return sasl.NewConn(c, layer), nil
+}
+
+// exactReader reads one byte at a time, so that the bufio.Reader over it
+// never takes bytes beyond the message it is asked for.
+type exactReader struct{ r io.Reader }
+
+func (e *exactReader) Read(b []byte) (int, error) {
+	if len(b) > 1 {
+		b = b[:1]
+	}
+	return e.r.Read(b)
+}
+
+// appendSASLMessage appends a SUCCESS message carrying payload,
+// length-delimited, to b.
+func appendSASLMessage(b, payload []byte) ([]byte, error) {
+	m, err := proto.Marshal(&hpb.DataTransferEncryptorMessageProto{
+		Status:  hpb.DataTransferEncryptorMessageProto_SUCCESS.Enum(),
+		Payload: append([]byte{}, payload...),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(protowire.AppendVarint(b, uint64(len(m))), m...), nil
+}
+
+// readSASLMessage reads a length-delimited message of the exchange and
+// returns its payload; a status other than SUCCESS is an error with the
+// DataNode's message.
+func readSASLMessage(r *bufio.Reader) ([]byte, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, fmt.Errorf("sasl: read the DataNode's answer: %w", err)
+	}
+	if n > maxSASLMessage {
+		return nil, fmt.Errorf("sasl: the DataNode's answer of %d bytes exceeds %d", n, maxSASLMessage)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, fmt.Errorf("sasl: read the DataNode's answer: %w", err)
+	}
+	m := &hpb.DataTransferEncryptorMessageProto{}
+	if err := proto.Unmarshal(b, m); err != nil {
+		return nil, fmt.Errorf("sasl: the DataNode's answer: %w", err)
+	}
+	switch m.GetStatus() {
+	case hpb.DataTransferEncryptorMessageProto_SUCCESS:
+		return m.GetPayload(), nil
+	case hpb.DataTransferEncryptorMessageProto_ERROR_UNKNOWN_KEY:
+		return nil, fmt.Errorf("sasl: the DataNode does not know the key: %s", strings.TrimSpace(m.GetMessage()))
+	default:
+		return nil, fmt.Errorf("sasl: the DataNode refused: %s", strings.TrimSpace(m.GetMessage()))
+	}
+}

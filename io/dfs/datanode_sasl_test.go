@@ -1,0 +1,146 @@
+package dfs
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/spindle-ps/spindle/internal/hadoop/creds"
+	hpb "github.com/spindle-ps/spindle/internal/hadoop/proto"
+	"github.com/spindle-ps/spindle/internal/hadoop/sasl"
+)
+
+// saslAnswer is a DataNode's message of the exchange, length-delimited.
+func saslAnswer(t testing.TB, status hpb.DataTransferEncryptorMessageProto_DataTransferEncryptorStatus, payload []byte, msg string) []byte {
+	m, err := proto.Marshal(&hpb.DataTransferEncryptorMessageProto{Status: status.Enum(), Payload: payload, Message: proto.String(msg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(protowire.AppendVarint(nil, uint64(len(m))), m...)
+}
+
+// TestDataNodeSASLExchange: the client opens with the magic number and
+// an empty SUCCESS message, answers the DataNode's challenge for the qop
+// it accepts, and fails, saying why, when the DataNode refuses the token,
+// offers no qop it accepts, or sends a malformed or oversized answer.
+func TestDataNodeSASLExchange(t *testing.T) {
+	t.Parallel()
+	tok := &blockToken{identifier: []byte("id"), password: []byte("pw")}
+	challenge := []byte(`realm="0",nonce="bm9uY2U=",qop="auth-conf",charset=utf-8,cipher="rc4",algorithm=md5-sess`)
+	for _, tc := range []struct {
+		name    string
+		answers func(t testing.TB) []byte // what the DataNode sends, all at once
+		prefer  []string
+		want    string
+	}{
+		{"token refused", func(t testing.TB) []byte {
+			return saslAnswer(t, hpb.DataTransferEncryptorMessageProto_ERROR, nil, "Block token with block_token_identifier (expiryDate=1) is expired.")
+		}, []string{sasl.QOPPrivacy}, "the DataNode refused: Block token with"},
+		{"unknown key", func(t testing.TB) []byte {
+			return saslAnswer(t, hpb.DataTransferEncryptorMessageProto_ERROR_UNKNOWN_KEY, nil, "Can't re-compute encryption key")
+		}, []string{sasl.QOPPrivacy}, "does not know the key: Can't"},
+		{"qop", func(t testing.TB) []byte {
+			return saslAnswer(t, hpb.DataTransferEncryptorMessageProto_SUCCESS, challenge, "")
+		}, []string{sasl.QOPIntegrity}, "server offers qop [auth-conf], the client accepts [auth-int] (dfs.data.transfer.protection)"},
+		{"wrong rspauth", func(t testing.TB) []byte {
+			return append(saslAnswer(t, hpb.DataTransferEncryptorMessageProto_SUCCESS, challenge, ""),
+				saslAnswer(t, hpb.DataTransferEncryptorMessageProto_SUCCESS, []byte("rspauth=00000000000000000000000000000000"), "")...)
+		}, []string{sasl.QOPPrivacy}, "rspauth"},
+		{"oversized", func(testing.TB) []byte { return protowire.AppendVarint(nil, maxSASLMessage+1) }, []string{sasl.QOPPrivacy}, "exceeds"},
+		{"malformed", func(testing.TB) []byte { return []byte{3, 0xff, 0xff, 0xff} }, []string{sasl.QOPPrivacy}, "the DataNode's answer"},
+		{"cut off", func(testing.TB) []byte { return []byte{10, 8} }, []string{sasl.QOPPrivacy}, io.ErrUnexpectedEOF.Error()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client, dn := net.Pipe()
+			defer client.Close()
+			client.SetDeadline(time.Now().Add(10 * time.Second))
+			sent := make(chan []byte, 1)
+			go func() {
+				defer dn.Close()
+				// The opening: magic, then an empty SUCCESS message.
+				br := bufio.NewReader(dn)
+				head := make([]byte, 4)
+				io.ReadFull(br, head)
+				n, _ := binary.ReadUvarint(br)
+				m := make([]byte, n)
+				io.ReadFull(br, m)
+				sent <- append(head, m...)
+				go io.Copy(io.Discard, br) // the client's answer, if any
+				dn.Write(tc.answers(t))
+			}()
+			_, err := saslHandshake(client, tok, tc.prefer)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("handshake: %v; want an error saying %q", err, tc.want)
+			}
+			opening := <-sent
+			if binary.BigEndian.Uint32(opening) != saslMagic {
+				t.Errorf("opened with %x, want the magic number", opening[:4])
+			}
+			m := &hpb.DataTransferEncryptorMessageProto{}
+			if err := proto.Unmarshal(opening[4:], m); err != nil || m.GetStatus() != hpb.DataTransferEncryptorMessageProto_SUCCESS || len(m.GetPayload()) != 0 {
+				t.Errorf("the opening message: %v, %v; want an empty SUCCESS", m, err)
+			}
+		})
+	}
+}
+
+// TestBlockTokenExpiry reads the expiry date from both forms of a block
+// token identifier and refuses what is neither.
+func TestBlockTokenExpiry(t *testing.T) {
+	t.Parallel()
+	when := time.UnixMilli(1_800_000_000_123)
+	writable := creds.AppendVLong(nil, when.UnixMilli())
+	writable = creds.AppendVLong(writable, 7) // keyId
+	writable = append(writable, 5, 'a', 'l', 'i', 'c', 'e')
+	pb := protowire.AppendTag(nil, 1, protowire.VarintType)
+	pb = protowire.AppendVarint(pb, uint64(when.UnixMilli()))
+	pb = protowire.AppendTag(pb, 2, protowire.VarintType)
+	pb = protowire.AppendVarint(pb, 7)
+	for _, tc := range []struct {
+		name string
+		id   []byte
+		ok   bool
+	}{
+		{"writable", writable, true},
+		{"protobuf", pb, true},
+		{"empty", nil, false},
+		{"small number", []byte{8, 1}, false},
+		{"garbage", bytes.Repeat([]byte{0xff}, 12), false},
+	} {
+		got, ok := blockTokenExpiry(tc.id)
+		if ok != tc.ok || (ok && !got.Equal(when)) {
+			t.Errorf("%s: %v, %v; want %v, %v", tc.name, got, ok, when, tc.ok)
+		}
+	}
+	if (&blockToken{expiry: time.Now().Add(blockTokenMargin / 2)}).fresh(time.Now()) {
+		t.Error("a token about to expire counts as fresh")
+	}
+}
+
+// FuzzReadSASLMessage reads arbitrary bytes as a DataNode's answer:
+// nothing panics, and a payload comes only from a SUCCESS message that
+// fits the bound.
+func FuzzReadSASLMessage(f *testing.F) {
+	f.Add(saslAnswer(f, hpb.DataTransferEncryptorMessageProto_SUCCESS, []byte("realm=\"0\""), ""))
+	f.Add(saslAnswer(f, hpb.DataTransferEncryptorMessageProto_ERROR, nil, "no"))
+	f.Add(protowire.AppendVarint(nil, maxSASLMessage+1))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		payload, err := readSASLMessage(bufio.NewReader(bytes.NewReader(b)))
+		if err != nil {
+			return
+		}
+		n, k := protowire.ConsumeVarint(b)
+		if k < 0 || n > maxSASLMessage || len(payload) > int(n) {
+			t.Fatalf("accepted %x: payload of %d bytes", b, len(payload))
+		}
+	})
+}
