@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/spindle-ps/spindle/conf"
+	"github.com/spindle-ps/spindle/io/dfs"
 	"github.com/spindle-ps/spindle/io/records"
 	"github.com/spindle-ps/spindle/io/split"
 	"github.com/spindle-ps/spindle/psnode"
@@ -17,15 +18,16 @@ import (
 // starts the whole job again from its newest checkpoint;
 // conf.ExitBadInput for a malformed record (records.ErrSyntax) the
 // worker could not skip, a compressed input file that is corrupt
-// (split.ErrCorrupt), which the launcher does not start it again for;
-// 1 otherwise.
+// (split.ErrCorrupt), or an HDFS this client cannot read from
+// (dfs.ErrProtectedReads), which the launcher does not start it again
+// for; 1 otherwise.
 func ExitStatus(err error) int {
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, psnode.ErrSyncWorkerDied), errors.Is(err, psnode.ErrNoReplica):
 		return conf.ExitRestartJob
-	case errors.Is(err, records.ErrSyntax), errors.Is(err, split.ErrCorrupt):
+	case errors.Is(err, records.ErrSyntax), errors.Is(err, split.ErrCorrupt), errors.Is(err, dfs.ErrProtectedReads):
 		return conf.ExitBadInput
 	default:
 		return 1

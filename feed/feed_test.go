@@ -621,6 +621,7 @@ func TestExitStatus(t *testing.T) {
 		{errors.New("x"), 1},
 		{fmt.Errorf("epoch 2: %w", psnode.ErrSyncWorkerDied), conf.ExitRestartJob},
 		{fmt.Errorf("epoch 2: %w", records.ErrSyntax), conf.ExitBadInput},
+		{fmt.Errorf("open: %w", dfs.ErrProtectedReads), conf.ExitBadInput},
 	} {
 		if got := ExitStatus(tc.err); got != tc.want {
 			t.Errorf("ExitStatus(%v) = %d, want %d", tc.err, got, tc.want)

@@ -38,10 +38,13 @@ import (
 
 // protectedReads reports whether reads from o's DataNodes need this
 // package's SASL layer, and returns the qualities of protection to accept,
-// best first.
+// best first. With dfs.encrypt.data.transfer the client library runs the
+// exchange whatever it is told (the NameNode's server defaults ask it
+// to): its AES stream reads right, its DIGEST-MD5 one does not (see
+// ErrProtectedReads).
 func protectedReads(o HDFSOptions) ([]string, bool) {
 	if o.EncryptDataTransfer {
-		return nil, false // the client's own encrypted stream, keyed by the NameNode
+		return nil, false
 	}
 	switch o.DataTransferProtection {
 	case "privacy":
@@ -50,6 +53,17 @@ func protectedReads(o HDFSOptions) ([]string, bool) {
 		return []string{sasl.QOPIntegrity, sasl.QOPPrivacy}, true
 	}
 	return nil, false
+}
+
+// aesSuite reports whether suites (dfs.encrypt.data.transfer.cipher.suites)
+// has AES/CTR/NoPadding, which DataNodes then encrypt blocks with.
+func aesSuite(suites string) bool {
+	for _, s := range strings.Split(suites, ",") {
+		if strings.EqualFold(strings.TrimSpace(s), "AES/CTR/NoPadding") {
+			return true
+		}
+	}
+	return false
 }
 
 // blockToken is a block access token and when it expires.

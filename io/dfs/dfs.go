@@ -115,6 +115,15 @@ const LocalBlockSize = 32 << 20
 // ErrClosed is returned by a file system, File or Writer used after Close.
 var ErrClosed = errors.New("dfs: closed")
 
+// ErrProtectedReads is the error of opening a file of an HDFS whose
+// DataNodes encrypt blocks with a DIGEST-MD5 cipher negotiated with the
+// NameNode's data encryption key (dfs.encrypt.data.transfer without AES
+// among dfs.encrypt.data.transfer.cipher.suites): the HDFS client library
+// (github.com/colinmarc/hdfs v2.4.0) loses bytes of such streams, so no
+// file could be read right. Writing is not affected.
+var ErrProtectedReads = errors.New("reading from DataNodes that encrypt blocks (dfs.encrypt.data.transfer=true) " +
+	"needs AES: set dfs.encrypt.data.transfer.cipher.suites=AES/CTR/NoPadding on the cluster and in its client configuration")
+
 // pathError builds the error every method returns: a *fs.PathError naming
 // the full URI, behind a "dfs: " prefix.
 func pathError(op, uri string, err error) error {

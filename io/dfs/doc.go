@@ -44,6 +44,12 @@
 // afterwards use them (OnTokens tells of each attempt). HDFS can also
 // obtain, renew and cancel delegation tokens with a Kerberos login.
 //
+// DataNodes are reached as dfs.data.transfer.protection asks. Where they
+// sign or encrypt what they send (integrity, privacy), files are read
+// through a SASL layer of this package's own, authenticated with a block
+// access token it asks the NameNode for; writes, and the other settings,
+// use the HDFS client's.
+//
 // # Contexts
 //
 // Methods of FileSystem return when their context ends. The context

@@ -55,6 +55,9 @@ type HDFSOptions struct {
 	DataTransferProtection string
 	// EncryptDataTransfer is dfs.encrypt.data.transfer.
 	EncryptDataTransfer bool
+	// EncryptCipherSuites is dfs.encrypt.data.transfer.cipher.suites: with
+	// EncryptDataTransfer, AES/CTR/NoPadding there lets blocks be read.
+	EncryptCipherSuites string
 
 	// Kerberos is set when the cluster uses Kerberos
 	// (hadoop.security.authentication=kerberos); exactly one of Login and
@@ -148,6 +151,7 @@ func HDFSOptionsFromConf(hc conf.HadoopConf, authority, user string) (HDFSOption
 	o.UseDatanodeHostname = copts.UseDatanodeHostname
 	o.DataTransferProtection = copts.DataTransferProtection
 	o.EncryptDataTransfer = strings.EqualFold(strings.TrimSpace(hc.GetDefault("dfs.encrypt.data.transfer", "false")), "true")
+	o.EncryptCipherSuites = strings.TrimSpace(hc.GetDefault("dfs.encrypt.data.transfer.cipher.suites", ""))
 	return o, nil
 }
 
@@ -414,6 +418,9 @@ func (h *HDFS) Open(ctx context.Context, name string) (File, error) {
 		return h.reads.Open(ctx, name)
 	}
 	name = cleanHDFS(name)
+	if h.opts.EncryptDataTransfer && !aesSuite(h.opts.EncryptCipherSuites) {
+		return nil, pathError("open", h.URI(name), ErrProtectedReads)
+	}
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return nil, pathError("open", h.URI(name), err)

@@ -2,9 +2,12 @@ package dfs
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadoop/creds"
@@ -74,21 +77,27 @@ func TestLoadCredentials(t *testing.T) {
 // what they send (dfs.data.transfer.protection integrity or privacy,
 // without dfs.encrypt.data.transfer) are read through this package's SASL
 // layer, with the qualities of protection the setting allows; the other
-// settings leave the DataNode exchange to the HDFS client.
+// settings leave the DataNode exchange to the HDFS client, and with
+// dfs.encrypt.data.transfer but no AES cipher suite opening a file fails
+// at once, before any call, with ErrProtectedReads naming the file.
 func TestProtectedReads(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		protection, encrypt string
-		want                []string
+		protection, encrypt, suites string
+		want                        []string
+		refused                     bool
 	}{
-		{"integrity", "", []string{"auth-int", "auth-conf"}},
-		{"authentication,privacy", "", []string{"auth-conf"}},
-		{"authentication", "", nil},
-		{"", "", nil},
-		{"privacy", "true", nil},
+		{"integrity", "", "", []string{"auth-int", "auth-conf"}, false},
+		{"authentication,privacy", "", "", []string{"auth-conf"}, false},
+		{"authentication", "", "", nil, false},
+		{"", "", "", nil, false},
+		{"privacy", "true", "", nil, true},
+		{"", "true", "AES/CTR/NoPadding", nil, false},
 	} {
+		name := fmt.Sprintf("protection %q, encrypt %q, suites %q", tc.protection, tc.encrypt, tc.suites)
 		hc := conf.HadoopConf{"fs.defaultFS": "hdfs://127.0.0.1:1", "dfs.data.transfer.protection": tc.protection,
-			"dfs.encrypt.data.transfer": tc.encrypt}
+			"dfs.encrypt.data.transfer": tc.encrypt, "dfs.encrypt.data.transfer.cipher.suites": tc.suites,
+			"ipc.client.connect.timeout": "100", "ipc.client.connect.max.retries": "0"}
 		o, err := HDFSOptionsFromConf(hc, "", "alice")
 		if err != nil {
 			t.Fatal(err)
@@ -101,12 +110,21 @@ func TestProtectedReads(t *testing.T) {
 		if h.reads != nil {
 			got = h.reads.readQOPs
 			if h.reads.opts.DataTransferProtection != "" {
-				t.Errorf("protection %q: the reading client still does SASL itself", tc.protection)
+				t.Errorf("%s: the reading client still does SASL itself", name)
 			}
 		}
 		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
-			t.Errorf("protection %q, encrypt %q: reads accept %v, want %v", tc.protection, tc.encrypt, got, tc.want)
+			t.Errorf("%s: reads accept %v, want %v", name, got, tc.want)
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err = h.Open(ctx, "/data/f")
+		cancel()
 		h.Close()
+		if refused := errors.Is(err, ErrProtectedReads); refused != tc.refused {
+			t.Errorf("%s: Open: %v; refused %v, want %v", name, err, refused, tc.refused)
+		}
+		if tc.refused && !strings.Contains(err.Error(), "hdfs://127.0.0.1:1/data/f") {
+			t.Errorf("the refusal does not name the file: %v", err)
+		}
 	}
 }
