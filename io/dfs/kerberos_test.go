@@ -92,6 +92,18 @@ func TestKerberosBlockLocations(t *testing.T) {
 	}
 	check("the ticket cache's login", c.Resolver.Locator())
 
+	r := tokenResolver(ctx, t, c)
+	check("a delegation token alone", r.Locator())
+
+	if _, err := dfs.NewLocator(c.Conf, c.User).Blocks(ctx, uri); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("simple authentication: %v; want 401", err)
+	}
+}
+
+// tokenResolver is a Resolver of the cluster that has no Kerberos login,
+// only a delegation token the test's user obtained: as a task's.
+func tokenResolver(ctx context.Context, t *testing.T, c *hadooptest.Cluster) *dfs.Resolver {
+	t.Helper()
 	tok, err := c.FS.DelegationToken(ctx, os.Getenv("SPINDLE_MINICLUSTER_PRINCIPAL"))
 	if err != nil {
 		t.Fatal(err)
@@ -99,12 +111,8 @@ func TestKerberosBlockLocations(t *testing.T) {
 	cr := creds.New()
 	cr.Tokens[tok.Service] = tok
 	r := dfs.NewSecureResolver(c.Conf, c.User, dfs.Credentials{Tokens: cr})
-	defer r.Close()
-	check("a delegation token alone", r.Locator())
-
-	if _, err := dfs.NewLocator(c.Conf, c.User).Blocks(ctx, uri); err == nil || !strings.Contains(err.Error(), "401") {
-		t.Errorf("simple authentication: %v; want 401", err)
-	}
+	t.Cleanup(func() { r.Close() })
+	return r
 }
 
 // TestKerberosReads: on the Kerberos-secured cluster, whatever its
@@ -161,14 +169,7 @@ func TestKerberosReads(t *testing.T) {
 	}
 	check("the ticket cache's login", c.FS)
 
-	tok, err := c.FS.DelegationToken(ctx, os.Getenv("SPINDLE_MINICLUSTER_PRINCIPAL"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cr := creds.New()
-	cr.Tokens[tok.Service] = tok
-	r := dfs.NewSecureResolver(c.Conf, c.User, dfs.Credentials{Tokens: cr})
-	defer r.Close()
+	r := tokenResolver(ctx, t, c)
 	fsys, _, err := r.Resolve(ctx, c.FS.URI("/"))
 	if err != nil {
 		t.Fatal(err)
