@@ -33,8 +33,8 @@ import (
 // The DataNode checks the SASL credentials as a block token of its block
 // pool that has not expired; which block the token names matters only to
 // the read request, which carries the token of its own block. So one
-// token, taken with the first file opened and renewed before it expires,
-// serves every connection.
+// token, taken with the first file opened and renewed by the open or read
+// that finds it about to expire, serves every connection.
 
 // protectedReads reports whether reads from o's DataNodes need this
 // package's SASL layer, and returns the qualities of protection to accept,
@@ -70,11 +70,11 @@ func aesSuite(suites string) bool {
 type blockToken struct {
 	identifier, password []byte
 	expiry               time.Time
-	name                 string // the file it came with, to ask for another
 }
 
 // blockTokenMargin is how long before its expiry a block token is
-// replaced: longer than a dial and its handshake take.
+// replaced: longer than a read (bounded by IOTimeout) and the dials and
+// handshakes within it take.
 const blockTokenMargin = 5 * time.Minute
 
 // blockTokenFallbackLife is how long a token whose expiry cannot be read
@@ -121,7 +121,7 @@ func (h *HDFS) ensureBlockToken(ctx context.Context, name string) error {
 			if len(bt.GetIdentifier()) == 0 {
 				continue
 			}
-			tok = &blockToken{identifier: bt.GetIdentifier(), password: bt.GetPassword(), name: name}
+			tok = &blockToken{identifier: bt.GetIdentifier(), password: bt.GetPassword()}
 			var ok bool
 			if tok.expiry, ok = blockTokenExpiry(tok.identifier); !ok {
 				tok.expiry = time.Now().Add(blockTokenFallbackLife)
@@ -143,18 +143,12 @@ func (h *HDFS) ensureBlockToken(ctx context.Context, name string) error {
 // DataNode, authenticating with the current block token, and returns
 // the connection wrapped in the negotiated security layer. DataNodes on
 // privileged ports (below 1024) are trusted as Hadoop trusts them, with
-// no exchange. ctx bounds a renewal of the token.
-func (h *HDFS) datanodeSASL(ctx context.Context, c net.Conn, addr string) (net.Conn, error) {
+// no exchange.
+func (h *HDFS) datanodeSASL(c net.Conn, addr string) (net.Conn, error) {
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok && ta.Port < 1024 {
 		return c, nil
 	}
 	tok := h.blockTok.Load()
-	if tok != nil && !tok.fresh(time.Now()) {
-		if err := h.ensureBlockToken(ctx, tok.name); err != nil {
-			return nil, fmt.Errorf("DataNode %s: renew the block access token: %w", addr, err)
-		}
-		tok = h.blockTok.Load()
-	}
 	if tok == nil {
 		return nil, fmt.Errorf("DataNode %s: no block access token to authenticate with", addr)
 	}

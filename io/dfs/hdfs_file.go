@@ -94,6 +94,9 @@ type hdfsFile struct {
 }
 
 func (f *hdfsFile) Read(b []byte) (int, error) {
+	if err := f.ensureToken(); err != nil {
+		return 0, err
+	}
 	d, err := f.enter("read")
 	if err != nil {
 		return 0, err
@@ -105,6 +108,9 @@ func (f *hdfsFile) Read(b []byte) (int, error) {
 
 // ReadAt implements io.ReaderAt, leaving the offset of Read unchanged.
 func (f *hdfsFile) ReadAt(b []byte, off int64) (int, error) {
+	if err := f.ensureToken(); err != nil {
+		return 0, err
+	}
 	d, err := f.enter("read")
 	if err != nil {
 		return 0, err
@@ -116,6 +122,19 @@ func (f *hdfsFile) ReadAt(b []byte, off int64) (int, error) {
 		err = serr
 	}
 	return n, f.exit("read", err)
+}
+
+// ensureToken makes sure, where this package authenticates to the
+// DataNodes, of a block access token that outlives the connections a
+// read may make (see ensureBlockToken: a cheap check while it is fresh).
+func (f *hdfsFile) ensureToken() error {
+	if f.h.readQOPs == nil || f.info.Size() == 0 {
+		return nil
+	}
+	if err := f.h.ensureBlockToken(f.ctx, f.name); err != nil {
+		return pathError("read", f.h.URI(f.name), err)
+	}
+	return nil
 }
 
 func (f *hdfsFile) Seek(off int64, whence int) (int64, error) {

@@ -138,7 +138,7 @@ func (s *session) dialDatanode(ctx context.Context, network, addr string) (net.C
 		}
 	}
 	if s.h.readQOPs != nil {
-		wrapped, err := s.h.datanodeSASL(ctx, c, addr)
+		wrapped, err := s.h.datanodeSASL(c, addr)
 		if err != nil {
 			c.Close()
 			return nil, err

@@ -25,10 +25,10 @@ func TestNoRegistryConflict(t *testing.T) {
 		}
 		return true
 	})
-	if theirs == 0 || ours != 2 {
-		t.Fatalf("registered files: %d of colinmarc/hdfs's, %d of ours; want some and 2", theirs, ours)
+	if theirs == 0 || ours != 3 {
+		t.Fatalf("registered files: %d of colinmarc/hdfs's, %d of ours; want some and 3", theirs, ours)
 	}
-	for _, m := range []protoreflect.ProtoMessage{&hpb.RpcRequestHeaderProto{}, &pb.ApplicationReportProto{}} {
+	for _, m := range []protoreflect.ProtoMessage{&hpb.RpcRequestHeaderProto{}, &hpb.DataTransferEncryptorMessageProto{}, &pb.ApplicationReportProto{}} {
 		name := m.ProtoReflect().Descriptor().FullName()
 		if _, err := protoregistry.GlobalTypes.FindMessageByName(name); err != nil {
 			t.Errorf("%s: %v", name, err)
