@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -22,27 +23,30 @@ import (
 	"github.com/spindle-ps/spindle/internal/hadoop/sasl"
 )
 
-// Reading from DataNodes that sign or encrypt (dfs.data.transfer.protection
+// Talking to DataNodes that sign or encrypt (dfs.data.transfer.protection
 // integrity or privacy, without dfs.encrypt.data.transfer) goes through a
 // SASL layer of this package's own: the HDFS client's loses bytes when a
-// read spans two of the DataNode's wrapped tokens. An HDFS that needs it
-// opens files through a second HDFS (HDFS.reads) whose client does no
-// SASL and whose DataNode connections this file authenticates and wraps,
-// as Hadoop's SaslDataTransferClient does, with a block access token.
+// read spans two of the DataNode's wrapped tokens, and races on its
+// deadlines while a block is written. The client is then told to do no
+// SASL, and every DataNode connection it dials is authenticated and
+// wrapped here, as Hadoop's SaslDataTransferClient does, with a block
+// access token.
 //
 // The DataNode checks the SASL credentials as a block token of its block
 // pool that has not expired; which block the token names matters only to
-// the read request, which carries the token of its own block. So one
-// token, taken with the first file opened and renewed by the open or read
-// that finds it about to expire, serves every connection.
+// the request that follows, which carries the token of its own block. So
+// one token serves every connection: taken when a file with blocks is
+// opened (or, for a new file's first block, by the dial, from a file
+// being written), and renewed by the open, read or dial that finds it
+// about to expire.
 
-// protectedReads reports whether reads from o's DataNodes need this
-// package's SASL layer, and returns the qualities of protection to accept,
-// best first. With dfs.encrypt.data.transfer the client library runs the
+// protectedTransfer reports whether o's DataNodes need this package's
+// SASL layer, and returns the qualities of protection to accept, best
+// first. With dfs.encrypt.data.transfer the client library runs the
 // exchange whatever it is told (the NameNode's server defaults ask it
 // to): its AES stream reads right, its DIGEST-MD5 one does not (see
 // ErrProtectedReads).
-func protectedReads(o HDFSOptions) ([]string, bool) {
+func protectedTransfer(o HDFSOptions) ([]string, bool) {
 	if o.EncryptDataTransfer {
 		return nil, false
 	}
@@ -116,7 +120,9 @@ func (h *HDFS) ensureBlockToken(ctx context.Context, name string) error {
 		if err := c.Call(ctx, "getBlockLocations", req, resp); err != nil {
 			return err
 		}
-		for _, b := range resp.GetLocations().GetBlocks() {
+		// A file being written has its newest block apart.
+		locs := resp.GetLocations()
+		for _, b := range append(locs.GetBlocks(), locs.GetLastBlock()) {
 			bt := b.GetBlockToken()
 			if len(bt.GetIdentifier()) == 0 {
 				continue
@@ -148,15 +154,70 @@ func (h *HDFS) datanodeSASL(c net.Conn, addr string) (net.Conn, error) {
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok && ta.Port < 1024 {
 		return c, nil
 	}
-	tok := h.blockTok.Load()
-	if tok == nil {
-		return nil, fmt.Errorf("DataNode %s: no block access token to authenticate with", addr)
+	tok, err := h.dialToken()
+	if err != nil {
+		return nil, fmt.Errorf("DataNode %s: %w", addr, err)
 	}
-	wrapped, err := saslHandshake(c, tok, h.readQOPs)
+	wrapped, err := saslHandshake(c, tok, h.saslQOPs)
 	if err != nil {
 		return nil, fmt.Errorf("DataNode %s: %w", addr, err)
 	}
 	return wrapped, nil
+}
+
+// noteWriting counts name as open for writing (delta 1) or no longer
+// (-1).
+func (h *HDFS) noteWriting(name string, delta int) {
+	if h.saslQOPs == nil {
+		return
+	}
+	h.writingMu.Lock()
+	defer h.writingMu.Unlock()
+	if h.writing == nil {
+		h.writing = make(map[string]int)
+	}
+	if h.writing[name] += delta; h.writing[name] <= 0 {
+		delete(h.writing, name)
+	}
+}
+
+// dialToken returns the block token to open a DataNode connection with:
+// the current one while it is fresh, else one asked for with a file
+// being written (a dial for its new block follows the block's
+// allocation, so the file has a block with a token by then). A stale
+// token is better than none: the DataNode says if it has expired.
+func (h *HDFS) dialToken() (*blockToken, error) {
+	if t := h.blockTok.Load(); t.fresh(time.Now()) {
+		return t, nil
+	}
+	h.writingMu.Lock()
+	names := make([]string, 0, len(h.writing))
+	for n := range h.writing {
+		names = append(names, n)
+	}
+	h.writingMu.Unlock()
+	var errs []error
+	for _, n := range names {
+		// The client dials with no context; a NameNode call is bounded by
+		// RPCTimeout, and DialTimeout bounds this when RPCTimeout does not.
+		ctx, cancel := context.WithTimeout(context.Background(), max(h.opts.RPCTimeout, h.opts.DialTimeout))
+		err := h.ensureBlockToken(ctx, n)
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if t := h.blockTok.Load(); t.fresh(time.Now()) {
+			return t, nil
+		}
+	}
+	if t := h.blockTok.Load(); t != nil {
+		return t, nil
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("no block access token to authenticate with: %w", errors.Join(errs...))
+	}
+	return nil, errors.New("no block access token to authenticate with (no file with blocks opened or being written)")
 }
 
 // saslMagic opens the DataNode's SASL exchange (SaslDataTransferServer's

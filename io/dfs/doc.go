@@ -45,10 +45,10 @@
 // obtain, renew and cancel delegation tokens with a Kerberos login.
 //
 // DataNodes are reached as dfs.data.transfer.protection asks. Where they
-// sign or encrypt what they send (integrity, privacy), files are read
-// through a SASL layer of this package's own, authenticated with a block
-// access token it asks the NameNode for; writes, and the other settings,
-// use the HDFS client's.
+// sign or encrypt what they send (integrity, privacy), every DataNode
+// connection goes through a SASL layer of this package's own,
+// authenticated with a block access token it asks the NameNode for; the
+// other settings use the HDFS client's.
 //
 // # Contexts
 //

@@ -210,13 +210,15 @@ type HDFS struct {
 
 	token atomic.Pointer[creds.Token] // the delegation token new connections use; see SetToken
 
-	// reads, when DataNodes sign or encrypt, opens files: an HDFS whose
-	// client leaves the DataNodes' SASL exchange to datanodeSASL. Its
-	// readQOPs are the qualities of protection it accepts, and blockTok
-	// the block access token it authenticates with.
-	reads    *HDFS
-	readQOPs []string
-	blockTok atomic.Pointer[blockToken]
+	// saslQOPs, when DataNodes sign or encrypt, are the qualities of
+	// protection datanodeSASL accepts (the client then does no SASL of
+	// its own), and blockTok the block access token it authenticates
+	// with. writing counts the files open for writing: where a dial for
+	// a new block finds a token, if it has none.
+	saslQOPs  []string
+	blockTok  atomic.Pointer[blockToken]
+	writingMu sync.Mutex
+	writing   map[string]int
 }
 
 var _ FileSystem = (*HDFS)(nil)
@@ -245,12 +247,7 @@ func NewHDFS(opts HDFSOptions) (*HDFS, error) {
 	}
 	h := &HDFS{opts: opts.withDefaults()}
 	h.token.Store(opts.Token)
-	if qops, ok := protectedReads(h.opts); ok {
-		ro := h.opts
-		ro.DataTransferProtection = ""
-		h.reads = &HDFS{opts: ro, readQOPs: qops}
-		h.reads.token.Store(opts.Token)
-	}
+	h.saslQOPs, _ = protectedTransfer(h.opts)
 	return h, nil
 }
 
@@ -272,9 +269,6 @@ func (h *HDFS) SetToken(t creds.Token) error {
 		return fmt.Errorf("dfs: hdfs://%s: a delegation token of %q cannot replace one of %q", h.opts.Authority, d.Owner, h.opts.User)
 	}
 	h.token.Store(&t)
-	if h.reads != nil {
-		h.reads.token.Store(&t)
-	}
 	return nil
 }
 
@@ -306,11 +300,6 @@ func (h *HDFS) Close() error {
 	var errs []error
 	for _, s := range all {
 		if err := s.close(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if h.reads != nil {
-		if err := h.reads.Close(); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -414,9 +403,6 @@ func (h *HDFS) Glob(ctx context.Context, pattern string) ([]string, error) {
 // DataNodes sign or encrypt, opening a file with blocks also makes sure
 // of a block access token to authenticate to them with.
 func (h *HDFS) Open(ctx context.Context, name string) (File, error) {
-	if h.reads != nil {
-		return h.reads.Open(ctx, name)
-	}
 	name = cleanHDFS(name)
 	if h.opts.EncryptDataTransfer && !aesSuite(h.opts.EncryptCipherSuites) {
 		return nil, pathError("open", h.URI(name), ErrProtectedReads)
@@ -435,7 +421,7 @@ func (h *HDFS) Open(ctx context.Context, name string) (File, error) {
 			r, err = c.Open(name)
 			return err
 		})
-		if err == nil && h.readQOPs != nil && r.Stat().Size() > 0 {
+		if err == nil && h.saslQOPs != nil && r.Stat().Size() > 0 {
 			if err = h.ensureBlockToken(ctx, name); err != nil {
 				r.Close()
 				err = pathError("open", h.URI(name), err)
@@ -508,5 +494,6 @@ func (h *HDFS) Create(ctx context.Context, name string, opts CreateOptions) (Wri
 		h.release(s)
 		return nil, pathError("create", h.URI(name), fmt.Errorf("the NameNode reports block size %d", bs))
 	}
+	h.noteWriting(name, 1)
 	return &hdfsWriter{stream: newStream(h, s, ctx, name), w: w, blockSize: bs}, nil
 }

@@ -128,7 +128,7 @@ func (f *hdfsFile) ReadAt(b []byte, off int64) (int, error) {
 // DataNodes, of a block access token that outlives the connections a
 // read may make (see ensureBlockToken: a cheap check while it is fresh).
 func (f *hdfsFile) ensureToken() error {
-	if f.h.readQOPs == nil || f.info.Size() == 0 {
+	if f.h.saslQOPs == nil || f.info.Size() == 0 {
 		return nil
 	}
 	if err := f.h.ensureBlockToken(f.ctx, f.name); err != nil {
@@ -256,6 +256,7 @@ func (w *hdfsWriter) Close() error {
 		return pathError("close", w.h.URI(w.name), ErrClosed)
 	}
 	defer w.release()
+	defer w.h.noteWriting(w.name, -1)
 	if w.err != nil {
 		return w.err
 	}

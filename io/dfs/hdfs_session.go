@@ -137,7 +137,7 @@ func (s *session) dialDatanode(ctx context.Context, network, addr string) (net.C
 			return nil, err
 		}
 	}
-	if s.h.readQOPs != nil {
+	if s.h.saslQOPs != nil {
 		wrapped, err := s.h.datanodeSASL(c, addr)
 		if err != nil {
 			c.Close()
@@ -217,6 +217,9 @@ func (h *HDFS) connect(ctx context.Context) (*session, error) {
 		NamenodeDialFunc:       s.dialNamenode,
 		DatanodeDialFunc:       s.dialDatanode,
 		DataTransferProtection: h.opts.DataTransferProtection,
+	}
+	if h.saslQOPs != nil {
+		copts.DataTransferProtection = "" // dialDatanode runs the exchange
 	}
 	if h.opts.Kerberos && h.opts.Token == nil {
 		// The client speaks GSSAPI itself, and mutually authenticates.

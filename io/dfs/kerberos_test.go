@@ -115,27 +115,41 @@ func tokenResolver(ctx context.Context, t *testing.T, c *hadooptest.Cluster) *df
 	return r
 }
 
-// TestKerberosReads: on the Kerberos-secured cluster, whatever its
-// DataNodes' dfs.data.transfer.protection (the CI stages start it with
-// authentication, integrity and privacy), a file of several blocks and
-// many packets reads back byte for byte: whole, from an offset inside
-// its second block, and in pieces that span blocks. With a ticket-cache
-// login (ps-submit) and with a delegation token alone (a task).
-func TestKerberosReads(t *testing.T) {
-	c := hadooptest.ConnectKerberos(t)
+// TestKerberosDataTransfer: on the Kerberos-secured cluster, whatever
+// its DataNodes' dfs.data.transfer.protection (the CI stages start it
+// with authentication, integrity and privacy), a file of several blocks
+// and many packets, written by a file system that has read nothing yet,
+// reads back byte for byte: whole, from an offset inside its second
+// block, and in pieces that span blocks. With a ticket-cache login
+// (ps-submit) and with a delegation token alone (a task).
+func TestKerberosDataTransfer(t *testing.T) {
+	c := hadooptest.ConnectKerberos(t) // its own file system: nothing read yet
 	t.Logf("dfs.data.transfer.protection=%s", c.Conf["dfs.data.transfer.protection"])
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := c.TempDir(t)
 	data := make([]byte, 3<<20+12345)
 	rand.New(rand.NewSource(1)).Read(data)
-	c.WriteFile(t, dir+"/f", data, dfs.CreateOptions{BlockSize: 1 << 20})
-	var empty []byte
-	c.WriteFile(t, dir+"/empty", empty, dfs.CreateOptions{})
 
 	check := func(what string, fsys dfs.FileSystem) {
 		t.Helper()
-		f, err := fsys.Open(ctx, dir+"/f")
+		name := dir + "/" + strings.ReplaceAll(what, " ", "-")
+		for _, f := range []struct {
+			name string
+			data []byte
+		}{{name, data}, {name + ".empty", nil}} {
+			w, err := fsys.Create(ctx, f.name, dfs.CreateOptions{BlockSize: 1 << 20})
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			if _, err := w.Write(f.data); err != nil {
+				t.Fatalf("%s: write %s: %v", what, f.name, err)
+			}
+			if err := w.Close(); err != nil {
+				t.Fatalf("%s: close %s: %v", what, f.name, err)
+			}
+		}
+		f, err := fsys.Open(ctx, name)
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
@@ -158,7 +172,7 @@ func TestKerberosReads(t *testing.T) {
 				t.Fatalf("%s: ReadAt %d: %v, or the bytes differ", what, at, err)
 			}
 		}
-		e, err := fsys.Open(ctx, dir+"/empty")
+		e, err := fsys.Open(ctx, name+".empty")
 		if err != nil {
 			t.Fatalf("%s: an empty file: %v", what, err)
 		}
