@@ -91,7 +91,7 @@ say "Kerberos stage: restarting the secured mini cluster with delegation tokens 
 scripts/minicluster.sh stop
 scripts/minicluster.sh start --kerberos dfs.namenode.delegation.token.max-lifetime=45000 dfs.namenode.delegation.token.renew-interval=30000 dfs.data.transfer.protection=integrity
 eval "$(scripts/minicluster.sh env)"
-say "Kerberos stage: go test -race -run TokenLifetime (a job past its tokens' lifetime), and reads from signing DataNodes"
+say "Kerberos stage: go test -race -run TokenLifetime (a job past its tokens' lifetime), and reads and writes through signing DataNodes"
 pkgs=$(packages_with TokenLifetime)
 go test -race -count=1 -timeout 10m -run 'TokenLifetime' $pkgs
 go test -race -count=1 -timeout 5m -run 'TestKerberosDataTransfer' ./io/dfs/

@@ -1,7 +1,6 @@
 package dfs
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -40,23 +39,23 @@ import (
 // being written), and renewed by the open, read or dial that finds it
 // about to expire.
 
-// protectedTransfer reports whether o's DataNodes need this package's
-// SASL layer, and returns the qualities of protection to accept, best
-// first. With dfs.encrypt.data.transfer the client library runs the
-// exchange whatever it is told (the NameNode's server defaults ask it
-// to): its AES stream reads right, its DIGEST-MD5 one does not (see
-// ErrProtectedReads).
-func protectedTransfer(o HDFSOptions) ([]string, bool) {
+// protectedTransfer returns the qualities of protection to accept, best
+// first, where o's DataNodes need this package's SASL layer, and nil
+// where they do not. With dfs.encrypt.data.transfer the client library
+// runs the exchange whatever it is told (the NameNode's server defaults
+// ask it to): its AES stream reads right, its DIGEST-MD5 one does not
+// (see ErrProtectedReads).
+func protectedTransfer(o HDFSOptions) []string {
 	if o.EncryptDataTransfer {
-		return nil, false
+		return nil
 	}
 	switch o.DataTransferProtection {
 	case "privacy":
-		return []string{sasl.QOPPrivacy}, true
+		return []string{sasl.QOPPrivacy}
 	case "integrity":
-		return []string{sasl.QOPIntegrity, sasl.QOPPrivacy}, true
+		return []string{sasl.QOPIntegrity, sasl.QOPPrivacy}
 	}
-	return nil, false
+	return nil
 }
 
 // aesSuite reports whether suites (dfs.encrypt.data.transfer.cipher.suites)
@@ -239,8 +238,7 @@ func saslHandshake(c net.Conn, tok *blockToken, prefer []string) (net.Conn, erro
 	if _, err := c.Write(first); err != nil {
 		return nil, fmt.Errorf("sasl: %w", err)
 	}
-	br := bufio.NewReaderSize(&exactReader{c}, 16)
-	challenge, err := readSASLMessage(br)
+	challenge, err := readSASLMessage(c)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +267,7 @@ func saslHandshake(c net.Conn, tok *blockToken, prefer []string) (net.Conn, erro
 	if _, err := c.Write(msg); err != nil {
 		return nil, fmt.Errorf("sasl: %w", err)
 	}
-	final, err := readSASLMessage(br)
+	final, err := readSASLMessage(c)
 	if err != nil {
 		return nil, err
 	}
@@ -282,15 +280,14 @@ func saslHandshake(c net.Conn, tok *blockToken, prefer []string) (net.Conn, erro
 	return sasl.NewConn(c, layer), nil
 }
 
-// exactReader reads one byte at a time, so that the bufio.Reader over it
-// never takes bytes beyond the message it is asked for.
-type exactReader struct{ r io.Reader }
+// byteReader reads a length prefix a byte at a time, so that nothing
+// beyond the message is taken from the connection.
+type byteReader struct{ r io.Reader }
 
-func (e *exactReader) Read(b []byte) (int, error) {
-	if len(b) > 1 {
-		b = b[:1]
-	}
-	return e.r.Read(b)
+func (b byteReader) ReadByte() (byte, error) {
+	var one [1]byte
+	_, err := io.ReadFull(b.r, one[:])
+	return one[0], err
 }
 
 // appendSASLMessage appends a SUCCESS message carrying payload,
@@ -309,8 +306,8 @@ func appendSASLMessage(b, payload []byte) ([]byte, error) {
 // readSASLMessage reads a length-delimited message of the exchange and
 // returns its payload; a status other than SUCCESS is an error with the
 // DataNode's message.
-func readSASLMessage(r *bufio.Reader) ([]byte, error) {
-	n, err := binary.ReadUvarint(r)
+func readSASLMessage(r io.Reader) ([]byte, error) {
+	n, err := binary.ReadUvarint(byteReader{r})
 	if err != nil {
 		return nil, fmt.Errorf("sasl: read the DataNode's answer: %w", err)
 	}

@@ -134,7 +134,7 @@ func FuzzReadSASLMessage(f *testing.F) {
 	f.Add(protowire.AppendVarint(nil, maxSASLMessage+1))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		payload, err := readSASLMessage(bufio.NewReader(bytes.NewReader(b)))
+		payload, err := readSASLMessage(bytes.NewReader(b))
 		if err != nil {
 			return
 		}

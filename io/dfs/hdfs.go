@@ -247,7 +247,7 @@ func NewHDFS(opts HDFSOptions) (*HDFS, error) {
 	}
 	h := &HDFS{opts: opts.withDefaults()}
 	h.token.Store(opts.Token)
-	h.saslQOPs, _ = protectedTransfer(h.opts)
+	h.saslQOPs = protectedTransfer(h.opts)
 	return h, nil
 }
 
