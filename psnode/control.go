@@ -290,7 +290,7 @@ func (n *Node) recoverLocked(reg transport.Node) ([]*transport.Message, string) 
 	// only then does the new process get its table and start sending.
 	// Otherwise a peer could drop its first messages (the id still marked
 	// dead there) or answer them at the dead process's address.
-	waiting := make(map[int32]bool)
+	waiting := make(map[int32]int64)
 	for _, id := range n.groupMembers(transport.ServerGroup | transport.WorkerGroup) {
 		// A peer being admitted itself gets the whole table, with this
 		// one, when it is; until then it takes no update (it would ignore
@@ -299,7 +299,7 @@ func (n *Node) recoverLocked(reg transport.Node) ([]*transport.Message, string) 
 			m := n.tableMessage(id, []transport.Node{nd})
 			m.Meta.Request = true // acknowledge, please
 			out = append(out, m)
-			waiting[id] = true
+			waiting[id] = m.Meta.Control.Nonce
 		}
 	}
 	n.admitting[nd.ID] = waiting
@@ -320,9 +320,12 @@ func (n *Node) admitIfReadyLocked(id int32) []*transport.Message {
 	return []*transport.Message{n.tableMessage(id, n.tableLocked())}
 }
 
-// onTableAck notes a peer's acknowledgement of a table update at the
-// scheduler, admitting recovering nodes that waited only for it.
-func (n *Node) onTableAck(from int32) {
+// onTableAck notes a peer's acknowledgement of the table update of nonce
+// at the scheduler, admitting the recovering node that waited only for
+// it. The nonce tells the updates apart: with two nodes admitted at once,
+// a peer's acknowledgement of the first says nothing of the second, still
+// on its way.
+func (n *Node) onTableAck(from int32, nonce int64) {
 	n.mu.Lock()
 	if _, known := n.table[from]; !known {
 		n.mu.Unlock()
@@ -330,7 +333,7 @@ func (n *Node) onTableAck(from int32) {
 	}
 	var out []*transport.Message
 	for id, waiting := range n.admitting {
-		if waiting[from] {
+		if sent, ok := waiting[from]; ok && sent == nonce {
 			delete(waiting, from)
 			out = append(out, n.admitIfReadyLocked(id)...)
 		}
@@ -1037,7 +1040,7 @@ func (n *Node) markGoneLocked(id int32, reason string, replaced bool, silent tim
 	var out []*transport.Message
 	// A recovering node does not wait for a dead peer's acknowledgement.
 	for rid, waiting := range n.admitting {
-		if waiting[id] {
+		if _, ok := waiting[id]; ok {
 			delete(waiting, id)
 			out = append(out, n.admitIfReadyLocked(rid)...)
 		}

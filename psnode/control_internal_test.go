@@ -217,3 +217,68 @@ func TestPausedSchedulerDeclaresNoneDead(t *testing.T) {
 		}
 	}
 }
+
+// TestTwoJoinersAwaitTheirOwnAcknowledgements: two servers that join at
+// once are each admitted only once every peer has applied that server's
+// entry. A peer's acknowledgement of the first update says nothing of
+// the second, which may still wait in its queue: taken for both, it let
+// the second server start while a worker did not know it yet, and the
+// worker's first request to it failed ("no node 14 in the table").
+func TestTwoJoinersAwaitTheirOwnAcknowledgements(t *testing.T) {
+	n := fuzzNode(t, fuzzSchedRunning, "job-secret", false)
+	defer n.Close()
+	join := func(rank int32, inc int64) (int32, map[int32]int64) {
+		t.Helper()
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		out, refusal := n.recoverLocked(transport.Node{Role: transport.RoleServer, Rank: rank, Host: "joiner", Port: 50 + rank, Incarnation: inc})
+		if refusal != "" {
+			t.Fatalf("server %d refused: %s", rank, refusal)
+		}
+		sent := make(map[int32]int64)
+		for _, m := range out {
+			if m.Meta.Control.Cmd == transport.CmdAddNode && m.Meta.Request {
+				sent[m.Meta.Recver] = m.Meta.Control.Nonce
+			}
+		}
+		return transport.ServerID(int(rank)), sent
+	}
+	first, firstSent := join(2, 200)
+	second, secondSent := join(3, 201)
+	peers := []int32{transport.ServerID(0), transport.ServerID(1), transport.WorkerID(0), transport.WorkerID(1)}
+	for _, id := range peers {
+		if firstSent[id] == 0 || secondSent[id] == 0 || firstSent[id] == secondSent[id] {
+			t.Fatalf("peer %d was sent updates of nonces %d and %d, want two distinct ones", id, firstSent[id], secondSent[id])
+		}
+	}
+	waiting := func(joiner int32) int {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		w, ok := n.admitting[joiner]
+		if !ok {
+			return 0
+		}
+		return len(w)
+	}
+	// Every peer applies the first update only.
+	for _, id := range peers {
+		n.onTableAck(id, firstSent[id])
+	}
+	if got := waiting(first); got != 0 {
+		t.Fatalf("server %d still waits for %d acknowledgements after all its peers gave theirs", first, got)
+	}
+	if got := waiting(second); got != len(peers) {
+		t.Fatalf("server %d waits for %d acknowledgements after its peers acknowledged only the other joiner, want %d", second, got, len(peers))
+	}
+	// An acknowledgement of an unknown update counts for nothing.
+	n.onTableAck(peers[0], secondSent[peers[0]]+1)
+	if got := waiting(second); got != len(peers) {
+		t.Fatalf("an acknowledgement with a wrong nonce was counted: %d left, want %d", got, len(peers))
+	}
+	for _, id := range peers {
+		n.onTableAck(id, secondSent[id])
+	}
+	if got := waiting(second); got != 0 {
+		t.Fatalf("server %d still waits for %d acknowledgements after all its peers gave theirs", second, got)
+	}
+}

@@ -73,20 +73,20 @@ type Node struct {
 	handlers    map[int32]*customer
 	borrowing   sync.Map // app id → struct{}: its request handler borrows lent messages (lends)
 	unclaimed   map[unclaimedKey][]unclaimedMsg
-	heldMsgs    int                      // messages unclaimed holds (maxUnclaimed)
-	heldBytes   int                      // their data bytes (maxUnclaimedBytes)
-	early       []*transport.Message     // data messages that came before the table
-	locator     SchedulerLocator         // node: where a replacement scheduler is (follow.go)
-	schedAddr   string                   // node: the address of the route to the scheduler
-	schedLost   time.Time                // node: since when a replacement scheduler is sought; zero otherwise
-	leaving     bool                     // Finalize is past its barrier (the scheduler: past every barrier)
-	retired     bool                     // node: out of the job's view since a scale-in
-	rebuilt     bool                     // scheduler: its table was rebuilt from a running job's nodes
-	left        map[int32]bool           // scheduler: nodes that finished
-	admitting   map[int32]map[int32]bool // scheduler: recovering node → peers yet to acknowledge it
-	leftCh      chan struct{}            // scheduler: signalled on each leave
-	answering   int                      // scheduler: LEAVE answers being queued (onLeave)
-	leaveAck    chan struct{}            // node: closed when the scheduler acknowledged our leave
+	heldMsgs    int                       // messages unclaimed holds (maxUnclaimed)
+	heldBytes   int                       // their data bytes (maxUnclaimedBytes)
+	early       []*transport.Message      // data messages that came before the table
+	locator     SchedulerLocator          // node: where a replacement scheduler is (follow.go)
+	schedAddr   string                    // node: the address of the route to the scheduler
+	schedLost   time.Time                 // node: since when a replacement scheduler is sought; zero otherwise
+	leaving     bool                      // Finalize is past its barrier (the scheduler: past every barrier)
+	retired     bool                      // node: out of the job's view since a scale-in
+	rebuilt     bool                      // scheduler: its table was rebuilt from a running job's nodes
+	left        map[int32]bool            // scheduler: nodes that finished
+	admitting   map[int32]map[int32]int64 // scheduler: recovering node → peers yet to acknowledge it → the nonce of their update
+	leftCh      chan struct{}             // scheduler: signalled on each leave
+	answering   int                       // scheduler: LEAVE answers being queued (onLeave)
+	leaveAck    chan struct{}             // node: closed when the scheduler acknowledged our leave
 	stats       Stats
 	bytes       wireBytes
 
@@ -164,7 +164,7 @@ func New(cfg conf.PS, tr transport.Transport, opts ...Option) (*Node, error) {
 		handlers:    make(map[int32]*customer),
 		unclaimed:   make(map[unclaimedKey][]unclaimedMsg),
 		left:        make(map[int32]bool),
-		admitting:   make(map[int32]map[int32]bool),
+		admitting:   make(map[int32]map[int32]int64),
 		leftCh:      make(chan struct{}, 1),
 		leaveAck:    make(chan struct{}),
 	}
@@ -778,7 +778,7 @@ func (n *Node) route(m *transport.Message) bool {
 	case transport.CmdAddNode:
 		switch {
 		case n.role == transport.RoleScheduler && len(meta.Control.Nodes) == 0:
-			n.onTableAck(meta.Sender)
+			n.onTableAck(meta.Sender, meta.Control.Nonce)
 		case n.role == transport.RoleScheduler:
 			n.onRegister(m)
 		default:
@@ -789,10 +789,11 @@ func (n *Node) route(m *transport.Message) bool {
 			}
 			if ok && meta.Request {
 				// The scheduler admits a recovering node once every
-				// peer has applied its entry: acknowledge.
+				// peer has applied its entry: acknowledge this update,
+				// by its nonce (two nodes may be admitted at once).
 				n.sendAll([]*transport.Message{{Meta: transport.Meta{
 					Recver:  transport.SchedulerID,
-					Control: transport.Control{Cmd: transport.CmdAddNode},
+					Control: transport.Control{Cmd: transport.CmdAddNode, Nonce: meta.Control.Nonce},
 				}}})
 			}
 		}
