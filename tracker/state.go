@@ -850,9 +850,15 @@ func (s *State) PlanEpochs(n int) error {
 	return nil
 }
 
+// runningCeiling bounds a running job's progress: once every epoch is
+// trained the model is still to be written, and 100% would tell the user
+// (and YARN) that the job is done while it is not.
+const runningCeiling = 0.99
+
 // Progress is how far a job is, 0 to 1: the epochs done and the shards
-// done of the current one over st.EpochsPlanned; 1 once it succeeded, and
-// ok false while its program has not said how many epochs it trains.
+// done of the current one over st.EpochsPlanned, at most 0.99 while it
+// runs; 1 once it succeeded, and ok false while its program has not said
+// how many epochs it trains.
 func (st Status) Progress() (p float64, ok bool) {
 	switch {
 	case st.State == Succeeded:
@@ -864,7 +870,7 @@ func (st Status) Progress() (p float64, ok bool) {
 	if st.ShardsTotal > 0 {
 		done += float64(min(st.ShardsDone, st.ShardsTotal)) / float64(st.ShardsTotal)
 	}
-	return min(max(done/float64(st.EpochsPlanned), 0), 1), true
+	return min(max(done/float64(st.EpochsPlanned), 0), runningCeiling), true
 }
 
 // ReportMetrics records worker's metrics for epoch, replacing what it

@@ -625,8 +625,8 @@ func TestEndRunAndCheckpointCommits(t *testing.T) {
 }
 
 // TestProgress: a job's progress counts the epochs done and the shards of
-// the current one against the epochs planned, and is whole once it
-// succeeded.
+// the current one against the epochs planned, and is whole only once it
+// succeeded: a job that trained every epoch still writes its model.
 func TestProgress(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -637,8 +637,9 @@ func TestProgress(t *testing.T) {
 		{Status{State: Running, Epoch: 2, ShardsDone: 3, ShardsTotal: 4}, 0, false},
 		{Status{State: Running, EpochsPlanned: 4}, 0, true},
 		{Status{State: Running, Epoch: 2, ShardsDone: 3, ShardsTotal: 4, EpochsPlanned: 4}, 0.6875, true},
-		{Status{State: Running, Epoch: 3, ShardsDone: 4, ShardsTotal: 4, EpochsPlanned: 4}, 1, true},
-		{Status{State: Running, Epoch: 9, ShardsDone: 4, ShardsTotal: 4, EpochsPlanned: 4}, 1, true}, // planned fewer than it runs
+		{Status{State: Running, Epoch: 3, ShardsDone: 4, ShardsTotal: 4, EpochsPlanned: 4}, 0.99, true},
+		{Status{State: Running, Epoch: 4, EpochsPlanned: 4}, 0.99, true},                                // writing the model
+		{Status{State: Running, Epoch: 9, ShardsDone: 4, ShardsTotal: 4, EpochsPlanned: 4}, 0.99, true}, // planned fewer than it runs
 		{Status{State: Succeeded, Epoch: 0}, 1, true},
 	} {
 		if p, ok := tc.st.Progress(); p != tc.want || ok != tc.ok {
