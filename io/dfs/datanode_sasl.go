@@ -3,6 +3,8 @@ package dfs
 import (
 	"bytes"
 	"context"
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
@@ -10,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -157,9 +160,12 @@ func (h *HDFS) datanodeSASL(c net.Conn, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DataNode %s: %w", addr, err)
 	}
-	wrapped, err := saslHandshake(c, tok, h.saslQOPs)
+	wrapped, err := saslHandshake(c, tok, h.saslQOPs, aesSuite(h.opts.EncryptCipherSuites))
 	if err != nil {
 		return nil, fmt.Errorf("DataNode %s: %w", addr, err)
+	}
+	if _, ok := wrapped.(*ctrConn); ok {
+		h.aesConns.Add(1)
 	}
 	return wrapped, nil
 }
@@ -228,10 +234,15 @@ const maxSASLMessage = 64 << 10
 
 // saslHandshake authenticates c with DIGEST-MD5 and tok, accepting the
 // qops of prefer, and returns c behind the negotiated layer (c itself for
-// qop auth).
-func saslHandshake(c net.Conn, tok *blockToken, prefer []string) (net.Conn, error) {
+// qop auth). With offerAES (AES/CTR/NoPadding in
+// dfs.encrypt.data.transfer.cipher.suites) the client offers the DataNode
+// to stream with AES-CTR once privacy is negotiated, as Hadoop's client
+// does; a DataNode configured with the suite then answers with keys for
+// each direction, sent under the SASL layer, and the connection is
+// encrypted with them instead of the layer's own cipher (rc4 or 3des).
+func saslHandshake(c net.Conn, tok *blockToken, prefer []string, offerAES bool) (net.Conn, error) {
 	first := binary.BigEndian.AppendUint32(nil, saslMagic)
-	first, err := appendSASLMessage(first, nil)
+	first, err := appendSASLMessage(first, nil, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -260,24 +271,120 @@ func saslHandshake(c net.Conn, tok *blockToken, prefer []string) (net.Conn, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w (dfs.data.transfer.protection)", err)
 	}
-	msg, err := appendSASLMessage(nil, resp)
+	var offer []*hpb.CipherOptionProto
+	if offerAES && slices.Contains(prefer, sasl.QOPPrivacy) {
+		offer = append(offer, &hpb.CipherOptionProto{Suite: hpb.CipherSuiteProto_AES_CTR_NOPADDING.Enum()})
+	}
+	msg, err := appendSASLMessage(nil, resp, offer)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := c.Write(msg); err != nil {
 		return nil, fmt.Errorf("sasl: %w", err)
 	}
-	final, err := readSASLMessage(c)
+	final, err := readSASLAnswer(c)
 	if err != nil {
 		return nil, err
 	}
-	if err := sasl.VerifyRspAuth(final, rspauth); err != nil {
+	if err := sasl.VerifyRspAuth(final.GetPayload(), rspauth); err != nil {
 		return nil, err
+	}
+	if opts := final.GetCipherOption(); len(opts) > 0 {
+		if offer == nil || !sasl.Confidential(layer) {
+			return nil, errors.New("sasl: the DataNode chose a cipher the client did not offer, or without privacy")
+		}
+		return aesStreams(c, layer, opts[0])
 	}
 	if layer == nil {
 		return c, nil
 	}
 	return sasl.NewConn(c, layer), nil
+}
+
+// aesStreams returns c encrypted with the AES-CTR keys and IVs of opt,
+// whose keys came wrapped by layer: the client writes with the "in" key
+// and IV (the DataNode's input) and reads with the "out" ones.
+func aesStreams(c net.Conn, layer sasl.Layer, opt *hpb.CipherOptionProto) (net.Conn, error) {
+	if opt.GetSuite() != hpb.CipherSuiteProto_AES_CTR_NOPADDING {
+		return nil, fmt.Errorf("sasl: the DataNode chose cipher suite %v, the client offered AES/CTR/NoPadding", opt.GetSuite())
+	}
+	// The DataNode wraps the in key, then the out key: unwrapped in that
+	// order, they take the layer's sequence numbers 0 and 1.
+	inKey, err := layer.Unwrap(opt.GetInKey())
+	if err != nil {
+		return nil, fmt.Errorf("sasl: the DataNode's AES key: %w", err)
+	}
+	outKey, err := layer.Unwrap(opt.GetOutKey())
+	if err != nil {
+		return nil, fmt.Errorf("sasl: the DataNode's AES key: %w", err)
+	}
+	w, err := ctrStream(inKey, opt.GetInIv())
+	if err != nil {
+		return nil, err
+	}
+	r, err := ctrStream(outKey, opt.GetOutIv())
+	if err != nil {
+		return nil, err
+	}
+	return &ctrConn{Conn: c, r: r, w: w}, nil
+}
+
+// ctrStream is AES-CTR with key and iv as Hadoop's AES/CTR/NoPadding
+// streams use them: the IV is the first counter block, counted up as one
+// 128-bit big-endian number.
+func ctrStream(key, iv []byte) (cipher.Stream, error) {
+	if len(iv) != aes.BlockSize {
+		return nil, fmt.Errorf("sasl: the DataNode's AES IV has %d bytes, want %d", len(iv), aes.BlockSize)
+	}
+	b, err := aes.NewCipher(key) // 16, 24 or 32 bytes (dfs.encrypt.data.transfer.cipher.key.bitlength)
+	if err != nil {
+		return nil, fmt.Errorf("sasl: the DataNode's AES key: %w", err)
+	}
+	return cipher.NewCTR(b, iv), nil
+}
+
+// ctrConn encrypts what is written to a connection and decrypts what is
+// read from it, each direction with its own stream. A Read and a Write
+// may run at once (the client reads a block's acks while it writes);
+// neither may run alongside another of its kind. A write that fails
+// leaves the stream behind what the peer has: the connection fails for
+// good then.
+type ctrConn struct {
+	net.Conn
+	r, w cipher.Stream
+	buf  []byte
+	werr error
+}
+
+// ctrWriteChunk is the most a Write encrypts before sending it.
+const ctrWriteChunk = 64 << 10
+
+func (c *ctrConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.r.XORKeyStream(b[:n], b[:n])
+	return n, err
+}
+
+func (c *ctrConn) Write(b []byte) (int, error) {
+	if c.werr != nil {
+		return 0, c.werr
+	}
+	if c.buf == nil {
+		c.buf = make([]byte, ctrWriteChunk)
+	}
+	done := 0
+	for done < len(b) {
+		chunk := b[done:min(len(b), done+ctrWriteChunk)]
+		out := c.buf[:len(chunk)]
+		c.w.XORKeyStream(out, chunk)
+		n, err := c.Conn.Write(out)
+		done += n
+		if err != nil {
+			c.werr = fmt.Errorf("encrypted DataNode connection: %w", err)
+			return done, err
+		}
+	}
+	return done, nil
 }
 
 // byteReader reads a length prefix a byte at a time, so that nothing
@@ -290,12 +397,13 @@ func (b byteReader) ReadByte() (byte, error) {
 	return one[0], err
 }
 
-// appendSASLMessage appends a SUCCESS message carrying payload,
-// length-delimited, to b.
-func appendSASLMessage(b, payload []byte) ([]byte, error) {
+// appendSASLMessage appends a SUCCESS message carrying payload and the
+// cipher options offered, length-delimited, to b.
+func appendSASLMessage(b, payload []byte, offer []*hpb.CipherOptionProto) ([]byte, error) {
 	m, err := proto.Marshal(&hpb.DataTransferEncryptorMessageProto{
-		Status:  hpb.DataTransferEncryptorMessageProto_SUCCESS.Enum(),
-		Payload: append([]byte{}, payload...),
+		Status:       hpb.DataTransferEncryptorMessageProto_SUCCESS.Enum(),
+		Payload:      append([]byte{}, payload...),
+		CipherOption: offer,
 	})
 	if err != nil {
 		return nil, err
@@ -307,6 +415,15 @@ func appendSASLMessage(b, payload []byte) ([]byte, error) {
 // returns its payload; a status other than SUCCESS is an error with the
 // DataNode's message.
 func readSASLMessage(r io.Reader) ([]byte, error) {
+	m, err := readSASLAnswer(r)
+	if err != nil {
+		return nil, err
+	}
+	return m.GetPayload(), nil
+}
+
+// readSASLAnswer is readSASLMessage returning the whole message.
+func readSASLAnswer(r io.Reader) (*hpb.DataTransferEncryptorMessageProto, error) {
 	n, err := binary.ReadUvarint(byteReader{r})
 	if err != nil {
 		return nil, fmt.Errorf("sasl: read the DataNode's answer: %w", err)
@@ -324,7 +441,7 @@ func readSASLMessage(r io.Reader) ([]byte, error) {
 	}
 	switch m.GetStatus() {
 	case hpb.DataTransferEncryptorMessageProto_SUCCESS:
-		return m.GetPayload(), nil
+		return m, nil
 	case hpb.DataTransferEncryptorMessageProto_ERROR_UNKNOWN_KEY:
 		return nil, fmt.Errorf("sasl: the DataNode does not know the key: %s", strings.TrimSpace(m.GetMessage()))
 	default:

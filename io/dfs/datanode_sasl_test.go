@@ -76,7 +76,7 @@ func TestDataNodeSASLExchange(t *testing.T) {
 				go io.Copy(io.Discard, br) // the client's answer, if any
 				dn.Write(tc.answers(t))
 			}()
-			_, err := saslHandshake(client, tok, tc.prefer)
+			_, err := saslHandshake(client, tok, tc.prefer, false)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("handshake: %v; want an error saying %q", err, tc.want)
 			}

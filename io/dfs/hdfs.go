@@ -219,6 +219,9 @@ type HDFS struct {
 	blockTok  atomic.Pointer[blockToken]
 	writingMu sync.Mutex
 	writing   map[string]int
+	// aesConns counts the DataNode connections that negotiated AES-CTR
+	// streams in datanodeSASL.
+	aesConns atomic.Int64
 }
 
 var _ FileSystem = (*HDFS)(nil)

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"maps"
 	"math/rand"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spindle-ps/spindle/conf"
 	"github.com/spindle-ps/spindle/internal/hadoop/creds"
 	"github.com/spindle-ps/spindle/internal/hadooptest"
 	"github.com/spindle-ps/spindle/io/dfs"
@@ -92,7 +94,7 @@ func TestKerberosBlockLocations(t *testing.T) {
 	}
 	check("the ticket cache's login", c.Resolver.Locator())
 
-	r := tokenResolver(ctx, t, c)
+	r := tokenResolver(ctx, t, c, c.Conf)
 	check("a delegation token alone", r.Locator())
 
 	if _, err := dfs.NewLocator(c.Conf, c.User).Blocks(ctx, uri); err == nil || !strings.Contains(err.Error(), "401") {
@@ -100,9 +102,10 @@ func TestKerberosBlockLocations(t *testing.T) {
 	}
 }
 
-// tokenResolver is a Resolver of the cluster that has no Kerberos login,
-// only a delegation token the test's user obtained: as a task's.
-func tokenResolver(ctx context.Context, t *testing.T, c *hadooptest.Cluster) *dfs.Resolver {
+// tokenResolver is a Resolver of the cluster, configured with hc, that
+// has no Kerberos login, only a delegation token the test's user
+// obtained: as a task's.
+func tokenResolver(ctx context.Context, t *testing.T, c *hadooptest.Cluster, hc conf.HadoopConf) *dfs.Resolver {
 	t.Helper()
 	tok, err := c.FS.DelegationToken(ctx, os.Getenv("SPINDLE_MINICLUSTER_PRINCIPAL"))
 	if err != nil {
@@ -110,7 +113,7 @@ func tokenResolver(ctx context.Context, t *testing.T, c *hadooptest.Cluster) *df
 	}
 	cr := creds.New()
 	cr.Tokens[tok.Service] = tok
-	r := dfs.NewSecureResolver(c.Conf, c.User, dfs.Credentials{Tokens: cr})
+	r := dfs.NewSecureResolver(hc, c.User, dfs.Credentials{Tokens: cr})
 	t.Cleanup(func() { r.Close() })
 	return r
 }
@@ -182,11 +185,35 @@ func TestKerberosDataTransfer(t *testing.T) {
 		}
 	}
 	check("the ticket cache's login", c.FS)
+	// DataNodes at privacy with AES/CTR/NoPadding among their cipher
+	// suites stream with AES-CTR once the client offers it (as it does
+	// when its own configuration names the suite); else with the SASL
+	// layer's cipher.
+	suites := c.Conf["dfs.encrypt.data.transfer.cipher.suites"]
+	wantAES := c.Conf["dfs.data.transfer.protection"] == "privacy" && strings.Contains(suites, "AES/CTR/NoPadding")
+	if n := dfs.AESConns(c.FS); (n > 0) != wantAES {
+		t.Errorf("%d DataNode connections streamed with AES-CTR, cipher suites %q: want AES-CTR %v", n, suites, wantAES)
+	}
 
-	r := tokenResolver(ctx, t, c)
+	r := tokenResolver(ctx, t, c, c.Conf)
 	fsys, _, err := r.Resolve(ctx, c.FS.URI("/"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	check("a delegation token alone", fsys)
+
+	if suites != "" {
+		// A client that does not name the suite gets the SASL layer's
+		// cipher from the same DataNodes.
+		hc := maps.Clone(c.Conf)
+		delete(hc, "dfs.encrypt.data.transfer.cipher.suites")
+		fsys, _, err := tokenResolver(ctx, t, c, hc).Resolve(ctx, c.FS.URI("/"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check("no cipher suites", fsys)
+		if n := dfs.AESConns(fsys.(*dfs.HDFS)); n != 0 {
+			t.Errorf("%d DataNode connections streamed with AES-CTR without the cipher suites configured", n)
+		}
+	}
 }

@@ -1,6 +1,6 @@
 // A subset of HDFS's messages (ClientNamenodeProtocol's getBlockLocations,
 // the located blocks it answers, and the SASL exchange that opens a
-// DataNode connection), written for Spindle from the field numbers Hadoop
+// DataNode connection, with its cipher negotiation), written for Spindle from the field numbers Hadoop
 // 3.4 uses on the wire. Fields Spindle does not read are left out: a
 // decoder keeps them as unknown fields.
 
@@ -25,6 +25,62 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+type CipherSuiteProto int32
+
+const (
+	CipherSuiteProto_UNKNOWN           CipherSuiteProto = 1
+	CipherSuiteProto_AES_CTR_NOPADDING CipherSuiteProto = 2
+)
+
+// Enum value maps for CipherSuiteProto.
+var (
+	CipherSuiteProto_name = map[int32]string{
+		1: "UNKNOWN",
+		2: "AES_CTR_NOPADDING",
+	}
+	CipherSuiteProto_value = map[string]int32{
+		"UNKNOWN":           1,
+		"AES_CTR_NOPADDING": 2,
+	}
+)
+
+func (x CipherSuiteProto) Enum() *CipherSuiteProto {
+	p := new(CipherSuiteProto)
+	*p = x
+	return p
+}
+
+func (x CipherSuiteProto) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CipherSuiteProto) Descriptor() protoreflect.EnumDescriptor {
+	return file_internal_hadoop_proto_hdfs_proto_enumTypes[0].Descriptor()
+}
+
+func (CipherSuiteProto) Type() protoreflect.EnumType {
+	return &file_internal_hadoop_proto_hdfs_proto_enumTypes[0]
+}
+
+func (x CipherSuiteProto) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Do not use.
+func (x *CipherSuiteProto) UnmarshalJSON(b []byte) error {
+	num, err := protoimpl.X.UnmarshalJSONEnum(x.Descriptor(), b)
+	if err != nil {
+		return err
+	}
+	*x = CipherSuiteProto(num)
+	return nil
+}
+
+// Deprecated: Use CipherSuiteProto.Descriptor instead.
+func (CipherSuiteProto) EnumDescriptor() ([]byte, []int) {
+	return file_internal_hadoop_proto_hdfs_proto_rawDescGZIP(), []int{0}
+}
 
 type DataTransferEncryptorMessageProto_DataTransferEncryptorStatus int32
 
@@ -59,11 +115,11 @@ func (x DataTransferEncryptorMessageProto_DataTransferEncryptorStatus) String() 
 }
 
 func (DataTransferEncryptorMessageProto_DataTransferEncryptorStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_internal_hadoop_proto_hdfs_proto_enumTypes[0].Descriptor()
+	return file_internal_hadoop_proto_hdfs_proto_enumTypes[1].Descriptor()
 }
 
 func (DataTransferEncryptorMessageProto_DataTransferEncryptorStatus) Type() protoreflect.EnumType {
-	return &file_internal_hadoop_proto_hdfs_proto_enumTypes[0]
+	return &file_internal_hadoop_proto_hdfs_proto_enumTypes[1]
 }
 
 func (x DataTransferEncryptorMessageProto_DataTransferEncryptorStatus) Number() protoreflect.EnumNumber {
@@ -323,6 +379,9 @@ type DataTransferEncryptorMessageProto struct {
 	Status  *DataTransferEncryptorMessageProto_DataTransferEncryptorStatus `protobuf:"varint,1,req,name=status,enum=spindle.hadoop.common.DataTransferEncryptorMessageProto_DataTransferEncryptorStatus" json:"status,omitempty"`
 	Payload []byte                                                         `protobuf:"bytes,2,opt,name=payload" json:"payload,omitempty"`
 	Message *string                                                        `protobuf:"bytes,3,opt,name=message" json:"message,omitempty"`
+	// The client offers the ciphers it can stream with; the DataNode
+	// answers with the one it chose, its keys wrapped by the SASL layer.
+	CipherOption []*CipherOptionProto `protobuf:"bytes,4,rep,name=cipherOption" json:"cipherOption,omitempty"`
 }
 
 func (x *DataTransferEncryptorMessageProto) Reset() {
@@ -378,6 +437,95 @@ func (x *DataTransferEncryptorMessageProto) GetMessage() string {
 	return ""
 }
 
+func (x *DataTransferEncryptorMessageProto) GetCipherOption() []*CipherOptionProto {
+	if x != nil {
+		return x.CipherOption
+	}
+	return nil
+}
+
+// A cipher for a DataNode connection after a SASL exchange that
+// negotiated privacy: the client writes with inKey and inIv and reads
+// with outKey and outIv.
+type CipherOptionProto struct {
+	state         protoimpl.MessageState
+	sizeCache     protoimpl.SizeCache
+	unknownFields protoimpl.UnknownFields
+
+	Suite  *CipherSuiteProto `protobuf:"varint,1,req,name=suite,enum=spindle.hadoop.common.CipherSuiteProto" json:"suite,omitempty"`
+	InKey  []byte            `protobuf:"bytes,2,opt,name=inKey" json:"inKey,omitempty"`
+	InIv   []byte            `protobuf:"bytes,3,opt,name=inIv" json:"inIv,omitempty"`
+	OutKey []byte            `protobuf:"bytes,4,opt,name=outKey" json:"outKey,omitempty"`
+	OutIv  []byte            `protobuf:"bytes,5,opt,name=outIv" json:"outIv,omitempty"`
+}
+
+func (x *CipherOptionProto) Reset() {
+	*x = CipherOptionProto{}
+	if protoimpl.UnsafeEnabled {
+		mi := &file_internal_hadoop_proto_hdfs_proto_msgTypes[5]
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		ms.StoreMessageInfo(mi)
+	}
+}
+
+func (x *CipherOptionProto) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CipherOptionProto) ProtoMessage() {}
+
+func (x *CipherOptionProto) ProtoReflect() protoreflect.Message {
+	mi := &file_internal_hadoop_proto_hdfs_proto_msgTypes[5]
+	if protoimpl.UnsafeEnabled && x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CipherOptionProto.ProtoReflect.Descriptor instead.
+func (*CipherOptionProto) Descriptor() ([]byte, []int) {
+	return file_internal_hadoop_proto_hdfs_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CipherOptionProto) GetSuite() CipherSuiteProto {
+	if x != nil && x.Suite != nil {
+		return *x.Suite
+	}
+	return CipherSuiteProto_UNKNOWN
+}
+
+func (x *CipherOptionProto) GetInKey() []byte {
+	if x != nil {
+		return x.InKey
+	}
+	return nil
+}
+
+func (x *CipherOptionProto) GetInIv() []byte {
+	if x != nil {
+		return x.InIv
+	}
+	return nil
+}
+
+func (x *CipherOptionProto) GetOutKey() []byte {
+	if x != nil {
+		return x.OutKey
+	}
+	return nil
+}
+
+func (x *CipherOptionProto) GetOutIv() []byte {
+	if x != nil {
+		return x.OutIv
+	}
+	return nil
+}
+
 var File_internal_hadoop_proto_hdfs_proto protoreflect.FileDescriptor
 
 var file_internal_hadoop_proto_hdfs_proto_rawDesc = []byte{
@@ -419,7 +567,7 @@ var file_internal_hadoop_proto_hdfs_proto_rawDesc = []byte{
 	0x20, 0x01, 0x28, 0x0b, 0x32, 0x21, 0x2e, 0x73, 0x70, 0x69, 0x6e, 0x64, 0x6c, 0x65, 0x2e, 0x68,
 	0x61, 0x64, 0x6f, 0x6f, 0x70, 0x2e, 0x63, 0x6f, 0x6d, 0x6d, 0x6f, 0x6e, 0x2e, 0x54, 0x6f, 0x6b,
 	0x65, 0x6e, 0x50, 0x72, 0x6f, 0x74, 0x6f, 0x52, 0x0a, 0x62, 0x6c, 0x6f, 0x63, 0x6b, 0x54, 0x6f,
-	0x6b, 0x65, 0x6e, 0x22, 0x93, 0x02, 0x0a, 0x21, 0x44, 0x61, 0x74, 0x61, 0x54, 0x72, 0x61, 0x6e,
+	0x6b, 0x65, 0x6e, 0x22, 0xe1, 0x02, 0x0a, 0x21, 0x44, 0x61, 0x74, 0x61, 0x54, 0x72, 0x61, 0x6e,
 	0x73, 0x66, 0x65, 0x72, 0x45, 0x6e, 0x63, 0x72, 0x79, 0x70, 0x74, 0x6f, 0x72, 0x4d, 0x65, 0x73,
 	0x73, 0x61, 0x67, 0x65, 0x50, 0x72, 0x6f, 0x74, 0x6f, 0x12, 0x6c, 0x0a, 0x06, 0x73, 0x74, 0x61,
 	0x74, 0x75, 0x73, 0x18, 0x01, 0x20, 0x02, 0x28, 0x0e, 0x32, 0x54, 0x2e, 0x73, 0x70, 0x69, 0x6e,
@@ -431,15 +579,35 @@ var file_internal_hadoop_proto_hdfs_proto_rawDesc = []byte{
 	0x06, 0x73, 0x74, 0x61, 0x74, 0x75, 0x73, 0x12, 0x18, 0x0a, 0x07, 0x70, 0x61, 0x79, 0x6c, 0x6f,
 	0x61, 0x64, 0x18, 0x02, 0x20, 0x01, 0x28, 0x0c, 0x52, 0x07, 0x70, 0x61, 0x79, 0x6c, 0x6f, 0x61,
 	0x64, 0x12, 0x18, 0x0a, 0x07, 0x6d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x18, 0x03, 0x20, 0x01,
-	0x28, 0x09, 0x52, 0x07, 0x6d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x22, 0x4c, 0x0a, 0x1b, 0x44,
-	0x61, 0x74, 0x61, 0x54, 0x72, 0x61, 0x6e, 0x73, 0x66, 0x65, 0x72, 0x45, 0x6e, 0x63, 0x72, 0x79,
-	0x70, 0x74, 0x6f, 0x72, 0x53, 0x74, 0x61, 0x74, 0x75, 0x73, 0x12, 0x0b, 0x0a, 0x07, 0x53, 0x55,
-	0x43, 0x43, 0x45, 0x53, 0x53, 0x10, 0x00, 0x12, 0x15, 0x0a, 0x11, 0x45, 0x52, 0x52, 0x4f, 0x52,
-	0x5f, 0x55, 0x4e, 0x4b, 0x4e, 0x4f, 0x57, 0x4e, 0x5f, 0x4b, 0x45, 0x59, 0x10, 0x01, 0x12, 0x09,
-	0x0a, 0x05, 0x45, 0x52, 0x52, 0x4f, 0x52, 0x10, 0x02, 0x42, 0x35, 0x5a, 0x33, 0x67, 0x69, 0x74,
-	0x68, 0x75, 0x62, 0x2e, 0x63, 0x6f, 0x6d, 0x2f, 0x73, 0x70, 0x69, 0x6e, 0x64, 0x6c, 0x65, 0x2d,
-	0x70, 0x73, 0x2f, 0x73, 0x70, 0x69, 0x6e, 0x64, 0x6c, 0x65, 0x2f, 0x69, 0x6e, 0x74, 0x65, 0x72,
-	0x6e, 0x61, 0x6c, 0x2f, 0x68, 0x61, 0x64, 0x6f, 0x6f, 0x70, 0x2f, 0x70, 0x72, 0x6f, 0x74, 0x6f,
+	0x28, 0x09, 0x52, 0x07, 0x6d, 0x65, 0x73, 0x73, 0x61, 0x67, 0x65, 0x12, 0x4c, 0x0a, 0x0c, 0x63,
+	0x69, 0x70, 0x68, 0x65, 0x72, 0x4f, 0x70, 0x74, 0x69, 0x6f, 0x6e, 0x18, 0x04, 0x20, 0x03, 0x28,
+	0x0b, 0x32, 0x28, 0x2e, 0x73, 0x70, 0x69, 0x6e, 0x64, 0x6c, 0x65, 0x2e, 0x68, 0x61, 0x64, 0x6f,
+	0x6f, 0x70, 0x2e, 0x63, 0x6f, 0x6d, 0x6d, 0x6f, 0x6e, 0x2e, 0x43, 0x69, 0x70, 0x68, 0x65, 0x72,
+	0x4f, 0x70, 0x74, 0x69, 0x6f, 0x6e, 0x50, 0x72, 0x6f, 0x74, 0x6f, 0x52, 0x0c, 0x63, 0x69, 0x70,
+	0x68, 0x65, 0x72, 0x4f, 0x70, 0x74, 0x69, 0x6f, 0x6e, 0x22, 0x4c, 0x0a, 0x1b, 0x44, 0x61, 0x74,
+	0x61, 0x54, 0x72, 0x61, 0x6e, 0x73, 0x66, 0x65, 0x72, 0x45, 0x6e, 0x63, 0x72, 0x79, 0x70, 0x74,
+	0x6f, 0x72, 0x53, 0x74, 0x61, 0x74, 0x75, 0x73, 0x12, 0x0b, 0x0a, 0x07, 0x53, 0x55, 0x43, 0x43,
+	0x45, 0x53, 0x53, 0x10, 0x00, 0x12, 0x15, 0x0a, 0x11, 0x45, 0x52, 0x52, 0x4f, 0x52, 0x5f, 0x55,
+	0x4e, 0x4b, 0x4e, 0x4f, 0x57, 0x4e, 0x5f, 0x4b, 0x45, 0x59, 0x10, 0x01, 0x12, 0x09, 0x0a, 0x05,
+	0x45, 0x52, 0x52, 0x4f, 0x52, 0x10, 0x02, 0x22, 0xaa, 0x01, 0x0a, 0x11, 0x43, 0x69, 0x70, 0x68,
+	0x65, 0x72, 0x4f, 0x70, 0x74, 0x69, 0x6f, 0x6e, 0x50, 0x72, 0x6f, 0x74, 0x6f, 0x12, 0x3d, 0x0a,
+	0x05, 0x73, 0x75, 0x69, 0x74, 0x65, 0x18, 0x01, 0x20, 0x02, 0x28, 0x0e, 0x32, 0x27, 0x2e, 0x73,
+	0x70, 0x69, 0x6e, 0x64, 0x6c, 0x65, 0x2e, 0x68, 0x61, 0x64, 0x6f, 0x6f, 0x70, 0x2e, 0x63, 0x6f,
+	0x6d, 0x6d, 0x6f, 0x6e, 0x2e, 0x43, 0x69, 0x70, 0x68, 0x65, 0x72, 0x53, 0x75, 0x69, 0x74, 0x65,
+	0x50, 0x72, 0x6f, 0x74, 0x6f, 0x52, 0x05, 0x73, 0x75, 0x69, 0x74, 0x65, 0x12, 0x14, 0x0a, 0x05,
+	0x69, 0x6e, 0x4b, 0x65, 0x79, 0x18, 0x02, 0x20, 0x01, 0x28, 0x0c, 0x52, 0x05, 0x69, 0x6e, 0x4b,
+	0x65, 0x79, 0x12, 0x12, 0x0a, 0x04, 0x69, 0x6e, 0x49, 0x76, 0x18, 0x03, 0x20, 0x01, 0x28, 0x0c,
+	0x52, 0x04, 0x69, 0x6e, 0x49, 0x76, 0x12, 0x16, 0x0a, 0x06, 0x6f, 0x75, 0x74, 0x4b, 0x65, 0x79,
+	0x18, 0x04, 0x20, 0x01, 0x28, 0x0c, 0x52, 0x06, 0x6f, 0x75, 0x74, 0x4b, 0x65, 0x79, 0x12, 0x14,
+	0x0a, 0x05, 0x6f, 0x75, 0x74, 0x49, 0x76, 0x18, 0x05, 0x20, 0x01, 0x28, 0x0c, 0x52, 0x05, 0x6f,
+	0x75, 0x74, 0x49, 0x76, 0x2a, 0x36, 0x0a, 0x10, 0x43, 0x69, 0x70, 0x68, 0x65, 0x72, 0x53, 0x75,
+	0x69, 0x74, 0x65, 0x50, 0x72, 0x6f, 0x74, 0x6f, 0x12, 0x0b, 0x0a, 0x07, 0x55, 0x4e, 0x4b, 0x4e,
+	0x4f, 0x57, 0x4e, 0x10, 0x01, 0x12, 0x15, 0x0a, 0x11, 0x41, 0x45, 0x53, 0x5f, 0x43, 0x54, 0x52,
+	0x5f, 0x4e, 0x4f, 0x50, 0x41, 0x44, 0x44, 0x49, 0x4e, 0x47, 0x10, 0x02, 0x42, 0x35, 0x5a, 0x33,
+	0x67, 0x69, 0x74, 0x68, 0x75, 0x62, 0x2e, 0x63, 0x6f, 0x6d, 0x2f, 0x73, 0x70, 0x69, 0x6e, 0x64,
+	0x6c, 0x65, 0x2d, 0x70, 0x73, 0x2f, 0x73, 0x70, 0x69, 0x6e, 0x64, 0x6c, 0x65, 0x2f, 0x69, 0x6e,
+	0x74, 0x65, 0x72, 0x6e, 0x61, 0x6c, 0x2f, 0x68, 0x61, 0x64, 0x6f, 0x6f, 0x70, 0x2f, 0x70, 0x72,
+	0x6f, 0x74, 0x6f,
 }
 
 var (
@@ -454,28 +622,32 @@ func file_internal_hadoop_proto_hdfs_proto_rawDescGZIP() []byte {
 	return file_internal_hadoop_proto_hdfs_proto_rawDescData
 }
 
-var file_internal_hadoop_proto_hdfs_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_internal_hadoop_proto_hdfs_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_internal_hadoop_proto_hdfs_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_internal_hadoop_proto_hdfs_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_internal_hadoop_proto_hdfs_proto_goTypes = []interface{}{
-	(DataTransferEncryptorMessageProto_DataTransferEncryptorStatus)(0), // 0: spindle.hadoop.common.DataTransferEncryptorMessageProto.DataTransferEncryptorStatus
-	(*GetBlockLocationsRequestProto)(nil),                              // 1: spindle.hadoop.common.GetBlockLocationsRequestProto
-	(*GetBlockLocationsResponseProto)(nil),                             // 2: spindle.hadoop.common.GetBlockLocationsResponseProto
-	(*LocatedBlocksProto)(nil),                                         // 3: spindle.hadoop.common.LocatedBlocksProto
-	(*LocatedBlockProto)(nil),                                          // 4: spindle.hadoop.common.LocatedBlockProto
-	(*DataTransferEncryptorMessageProto)(nil),                          // 5: spindle.hadoop.common.DataTransferEncryptorMessageProto
-	(*TokenProto)(nil),                                                 // 6: spindle.hadoop.common.TokenProto
+	(CipherSuiteProto)(0), // 0: spindle.hadoop.common.CipherSuiteProto
+	(DataTransferEncryptorMessageProto_DataTransferEncryptorStatus)(0), // 1: spindle.hadoop.common.DataTransferEncryptorMessageProto.DataTransferEncryptorStatus
+	(*GetBlockLocationsRequestProto)(nil),                              // 2: spindle.hadoop.common.GetBlockLocationsRequestProto
+	(*GetBlockLocationsResponseProto)(nil),                             // 3: spindle.hadoop.common.GetBlockLocationsResponseProto
+	(*LocatedBlocksProto)(nil),                                         // 4: spindle.hadoop.common.LocatedBlocksProto
+	(*LocatedBlockProto)(nil),                                          // 5: spindle.hadoop.common.LocatedBlockProto
+	(*DataTransferEncryptorMessageProto)(nil),                          // 6: spindle.hadoop.common.DataTransferEncryptorMessageProto
+	(*CipherOptionProto)(nil),                                          // 7: spindle.hadoop.common.CipherOptionProto
+	(*TokenProto)(nil),                                                 // 8: spindle.hadoop.common.TokenProto
 }
 var file_internal_hadoop_proto_hdfs_proto_depIdxs = []int32{
-	3, // 0: spindle.hadoop.common.GetBlockLocationsResponseProto.locations:type_name -> spindle.hadoop.common.LocatedBlocksProto
-	4, // 1: spindle.hadoop.common.LocatedBlocksProto.blocks:type_name -> spindle.hadoop.common.LocatedBlockProto
-	4, // 2: spindle.hadoop.common.LocatedBlocksProto.lastBlock:type_name -> spindle.hadoop.common.LocatedBlockProto
-	6, // 3: spindle.hadoop.common.LocatedBlockProto.blockToken:type_name -> spindle.hadoop.common.TokenProto
-	0, // 4: spindle.hadoop.common.DataTransferEncryptorMessageProto.status:type_name -> spindle.hadoop.common.DataTransferEncryptorMessageProto.DataTransferEncryptorStatus
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	4, // 0: spindle.hadoop.common.GetBlockLocationsResponseProto.locations:type_name -> spindle.hadoop.common.LocatedBlocksProto
+	5, // 1: spindle.hadoop.common.LocatedBlocksProto.blocks:type_name -> spindle.hadoop.common.LocatedBlockProto
+	5, // 2: spindle.hadoop.common.LocatedBlocksProto.lastBlock:type_name -> spindle.hadoop.common.LocatedBlockProto
+	8, // 3: spindle.hadoop.common.LocatedBlockProto.blockToken:type_name -> spindle.hadoop.common.TokenProto
+	1, // 4: spindle.hadoop.common.DataTransferEncryptorMessageProto.status:type_name -> spindle.hadoop.common.DataTransferEncryptorMessageProto.DataTransferEncryptorStatus
+	7, // 5: spindle.hadoop.common.DataTransferEncryptorMessageProto.cipherOption:type_name -> spindle.hadoop.common.CipherOptionProto
+	0, // 6: spindle.hadoop.common.CipherOptionProto.suite:type_name -> spindle.hadoop.common.CipherSuiteProto
+	7, // [7:7] is the sub-list for method output_type
+	7, // [7:7] is the sub-list for method input_type
+	7, // [7:7] is the sub-list for extension type_name
+	7, // [7:7] is the sub-list for extension extendee
+	0, // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_internal_hadoop_proto_hdfs_proto_init() }
@@ -545,14 +717,26 @@ func file_internal_hadoop_proto_hdfs_proto_init() {
 				return nil
 			}
 		}
+		file_internal_hadoop_proto_hdfs_proto_msgTypes[5].Exporter = func(v interface{}, i int) interface{} {
+			switch v := v.(*CipherOptionProto); i {
+			case 0:
+				return &v.state
+			case 1:
+				return &v.sizeCache
+			case 2:
+				return &v.unknownFields
+			default:
+				return nil
+			}
+		}
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: file_internal_hadoop_proto_hdfs_proto_rawDesc,
-			NumEnums:      1,
-			NumMessages:   5,
+			NumEnums:      2,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -51,6 +51,13 @@ func RawSendSize(l Layer) int {
 	return 0
 }
 
+// Confidential reports whether l encrypts (qop auth-conf), as a Layer
+// made by Respond does.
+func Confidential(l Layer) bool {
+	dl, ok := l.(*digestLayer)
+	return ok && dl.open != nil && dl.seal != nil
+}
+
 // Magic constants of the key derivations (RFC 2831 §2.3, §2.4).
 const (
 	clientSignMagic = "Digest session key to client-to-server signing key magic constant"
