@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -258,6 +260,53 @@ func BenchmarkHadoopSequentialRead(b *testing.B) {
 			b.ReportMetric(float64(lines), "lines/op")
 		}
 	})
+}
+
+// BenchmarkHadoopSequentialWrite writes SPINDLE_BENCH_HDFS_WRITE_MB
+// (default 256) MiB to the HDFS file named by SPINDLE_BENCH_HDFS_WRITE in
+// 1 MiB writes, as a checkpoint or a model is written, replacing it each
+// time, and removes it at the end. The data is random, so that a
+// compressing link could not flatter it.
+func BenchmarkHadoopSequentialWrite(b *testing.B) {
+	uri := os.Getenv("SPINDLE_BENCH_HDFS_WRITE")
+	if uri == "" {
+		b.Skip("SPINDLE_BENCH_HDFS_WRITE is not set")
+	}
+	mb := 256
+	if v := os.Getenv("SPINDLE_BENCH_HDFS_WRITE_MB"); v != "" {
+		var err error
+		if mb, err = strconv.Atoi(v); err != nil || mb < 1 {
+			b.Fatalf("SPINDLE_BENCH_HDFS_WRITE_MB=%q: want a positive number of MiB", v)
+		}
+	}
+	c := hadooptest.Connect(b)
+	ctx := context.Background()
+	fsys, name, err := c.Resolver.Resolve(ctx, uri)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	if _, err := rand.NewChaCha8([32]byte{1}).Read(buf); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = fsys.Remove(context.Background(), name) })
+	b.SetBytes(int64(mb) << 20)
+	for b.Loop() {
+		w, err := fsys.Create(ctx, name, dfs.CreateOptions{Overwrite: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < mb && err == nil; i++ {
+			buf[0] = byte(i) // no two MiB alike
+			_, err = w.Write(buf)
+		}
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			b.Fatalf("write %s: %v", uri, err)
+		}
+	}
 }
 
 // readerOnly hides WriterTo/ReaderFrom so that io.CopyBuffer uses the
