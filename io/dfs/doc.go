@@ -48,7 +48,10 @@
 // sign or encrypt what they send (integrity, privacy), every DataNode
 // connection goes through a SASL layer of this package's own,
 // authenticated with a block access token it asks the NameNode for; the
-// other settings use the HDFS client's.
+// other settings use the HDFS client's. At privacy, with
+// AES/CTR/NoPadding in HDFSOptions.EncryptCipherSuites, the layer
+// negotiates AES-CTR streams as Hadoop's client does, and the DataNode's
+// keys replace the layer's own cipher.
 //
 // # Contexts
 //

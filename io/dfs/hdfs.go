@@ -56,7 +56,9 @@ type HDFSOptions struct {
 	// EncryptDataTransfer is dfs.encrypt.data.transfer.
 	EncryptDataTransfer bool
 	// EncryptCipherSuites is dfs.encrypt.data.transfer.cipher.suites: with
-	// EncryptDataTransfer, AES/CTR/NoPadding there lets blocks be read.
+	// EncryptDataTransfer, AES/CTR/NoPadding there lets blocks be read;
+	// with DataTransferProtection privacy, it is offered to the DataNodes
+	// as the cipher of their connections.
 	EncryptCipherSuites string
 
 	// Kerberos is set when the cluster uses Kerberos
