@@ -32,7 +32,9 @@ import (
 // deadlines while a block is written. The client is then told to do no
 // SASL, and every DataNode connection it dials is authenticated and
 // wrapped here, as Hadoop's SaslDataTransferClient does, with a block
-// access token.
+// access token. At privacy, where the client's configuration names
+// AES/CTR/NoPadding, the exchange also negotiates AES-CTR streams, which
+// then replace the layer (saslHandshake).
 //
 // The DataNode checks the SASL credentials as a block token of its block
 // pool that has not expired; which block the token names matters only to

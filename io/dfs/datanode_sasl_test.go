@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"io"
 	"net"
 	"strings"
@@ -143,4 +144,99 @@ func FuzzReadSASLMessage(f *testing.F) {
 			t.Fatalf("accepted %x: payload of %d bytes", b, len(payload))
 		}
 	})
+}
+
+// clearLayer is a sasl.Layer that wraps nothing, for the cipher
+// negotiation's tests: the keys it unwraps are the bytes given.
+type clearLayer struct{}
+
+func (clearLayer) Wrap(m []byte) ([]byte, error)   { return m, nil }
+func (clearLayer) Unwrap(t []byte) ([]byte, error) { return t, nil }
+
+// TestAESStreams: after a SASL exchange that chose AES-CTR, the client
+// writes with the DataNode's "in" key and IV and reads with its "out"
+// ones, as Hadoop's AES/CTR/NoPadding streams count (the IV the first
+// counter block: NIST SP 800-38A, F.5.1); a cipher option it cannot use
+// fails the connection with what is wrong.
+func TestAESStreams(t *testing.T) {
+	t.Parallel()
+	hexb := func(s string) []byte {
+		b, err := hex.DecodeString(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	key := hexb("2b7e151628aed2a6abf7158809cf4f3c")
+	iv := hexb("f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff")
+	plain := hexb("6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51")
+	cipherText := hexb("874d6191b620e3261bef6864990db6ce9806f66b7970fdff8617187bb9fffdff")
+	other := bytes.Repeat([]byte{7}, 16)
+	opt := func(inKey, inIV, outKey, outIV []byte) *hpb.CipherOptionProto {
+		return &hpb.CipherOptionProto{Suite: hpb.CipherSuiteProto_AES_CTR_NOPADDING.Enum(), InKey: inKey, InIv: inIV, OutKey: outKey, OutIv: outIV}
+	}
+
+	// Writes: the client's plaintext leaves encrypted with the in key.
+	client, dn := net.Pipe()
+	defer client.Close()
+	c, err := aesStreams(client, clearLayer{}, opt(key, iv, other, other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan []byte, 1)
+	go func() {
+		b := make([]byte, len(cipherText))
+		_, err := io.ReadFull(dn, b)
+		if err != nil {
+			b = nil
+		}
+		got <- b
+	}()
+	// In two pieces: the stream goes on across writes.
+	if _, err := c.Write(plain[:5]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write(plain[5:]); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-got; !bytes.Equal(b, cipherText) {
+		t.Fatalf("sent %x, want %x", b, cipherText)
+	}
+	// Reads: what the DataNode sends decrypts with the out key.
+	client2, dn2 := net.Pipe()
+	defer client2.Close()
+	c2, err := aesStreams(client2, clearLayer{}, opt(other, other, key, iv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { dn2.Write(cipherText); dn2.Close() }()
+	if b, err := io.ReadAll(c2); err != nil || !bytes.Equal(b, plain) {
+		t.Fatalf("read %x, %v; want %x", b, err, plain)
+	}
+	// A write that fails fails every later one.
+	dn.Close()
+	if _, err := c.Write(plain); err == nil {
+		t.Fatal("a write to a closed DataNode succeeded")
+	}
+	if _, err := c.Write(plain); err == nil || !strings.Contains(err.Error(), "encrypted DataNode connection") {
+		t.Fatalf("the write after a failed one: %v; want the first failure again", err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		opt  *hpb.CipherOptionProto
+		want string
+	}{
+		{"suite", &hpb.CipherOptionProto{Suite: hpb.CipherSuiteProto_UNKNOWN.Enum(), InKey: key, InIv: iv, OutKey: key, OutIv: iv}, "chose cipher suite UNKNOWN"},
+		{"short IV", opt(key, iv[:8], key, iv), "IV has 8 bytes, want 16"},
+		{"no out IV", opt(key, iv, key, nil), "IV has 0 bytes"},
+		{"key length", opt(key[:5], iv, key, iv), "AES key"},
+		{"no key", opt(key, iv, nil, iv), "AES key"},
+	} {
+		p, _ := net.Pipe()
+		if _, err := aesStreams(p, clearLayer{}, tc.opt); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want an error saying %q", tc.name, err, tc.want)
+		}
+		p.Close()
+	}
 }
