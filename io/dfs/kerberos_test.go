@@ -212,7 +212,11 @@ func TestKerberosDataTransfer(t *testing.T) {
 			t.Fatal(err)
 		}
 		check("no cipher suites", fsys)
-		if n := dfs.AESConns(fsys.(*dfs.HDFS)); n != 0 {
+		h, ok := fsys.(*dfs.HDFS)
+		if !ok {
+			t.Fatalf("the resolver gave a %T, not an HDFS", fsys)
+		}
+		if n := dfs.AESConns(h); n != 0 {
 			t.Errorf("%d DataNode connections streamed with AES-CTR without the cipher suites configured", n)
 		}
 	}

@@ -289,7 +289,13 @@ func BenchmarkHadoopSequentialWrite(b *testing.B) {
 	if _, err := rand.NewChaCha8([32]byte{1}).Read(buf); err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = fsys.Remove(context.Background(), name) })
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := fsys.Remove(ctx, name); err != nil {
+			b.Errorf("remove %s: %v", uri, err)
+		}
+	})
 	b.SetBytes(int64(mb) << 20)
 	for b.Loop() {
 		w, err := fsys.Create(ctx, name, dfs.CreateOptions{Overwrite: true})
