@@ -160,6 +160,39 @@ func ConnectShortTokens(t testing.TB) (*Cluster, ShortTokens) {
 	return c, ShortTokens{Lifetime: life, Token: tok}
 }
 
+// EnvEncryptedTransferRequired is the variable that makes the tests of
+// DataNodes that encrypt every block fail, not skip, on a cluster whose
+// DataNodes do not (scripts/test.sh sets it for its stage of such a
+// cluster).
+const EnvEncryptedTransferRequired = "SPINDLE_TEST_ENCRYPTED_TRANSFER"
+
+// Encrypts reports whether the cluster's DataNodes encrypt every block
+// they send and receive (dfs.encrypt.data.transfer).
+func (c *Cluster) Encrypts() bool {
+	return strings.EqualFold(strings.TrimSpace(c.Conf.GetDefault("dfs.encrypt.data.transfer", "false")), "true")
+}
+
+// ConnectEncrypted is ConnectKerberos for the tests of DataNodes that
+// encrypt every block, with AES/CTR/NoPadding among their cipher suites.
+// It skips on another cluster, or fails when
+// SPINDLE_TEST_ENCRYPTED_TRANSFER=required.
+func ConnectEncrypted(t testing.TB) *Cluster {
+	t.Helper()
+	required := os.Getenv(EnvEncryptedTransferRequired) == "required"
+	if !required && os.Getenv("SPINDLE_MINICLUSTER_KERBEROS") != "1" {
+		t.Skip("no Kerberos-secured cluster whose DataNodes encrypt (scripts/minicluster.sh start --kerberos dfs.encrypt.data.transfer=true dfs.encrypt.data.transfer.cipher.suites=AES/CTR/NoPadding)")
+	}
+	c := ConnectKerberos(t)
+	if suites := c.Conf.GetDefault("dfs.encrypt.data.transfer.cipher.suites", ""); !c.Encrypts() || !strings.Contains(suites, "AES/CTR/NoPadding") {
+		if required {
+			t.Fatalf("%s=required, but the cluster has dfs.encrypt.data.transfer=%q, cipher suites %q", EnvEncryptedTransferRequired,
+				c.Conf.GetDefault("dfs.encrypt.data.transfer", ""), suites)
+		}
+		t.Skip("the cluster's DataNodes do not encrypt every block with AES")
+	}
+	return c
+}
+
 // TokenRefused says why the cluster's NameNode refuses a connection
 // authenticated with tok; nil when it accepts it.
 func (c *Cluster) TokenRefused(t testing.TB, tok creds.Token) error {

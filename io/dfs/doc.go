@@ -51,7 +51,11 @@
 // other settings use the HDFS client's. At privacy, with
 // AES/CTR/NoPadding in HDFSOptions.EncryptCipherSuites, the layer
 // negotiates AES-CTR streams as Hadoop's client does, and the DataNode's
-// keys replace the layer's own cipher.
+// keys replace the layer's own cipher. Where they encrypt every block
+// (HDFSOptions.EncryptDataTransfer), the HDFS client authenticates with a
+// data encryption key it keeps; a NameNode session then takes no new
+// operation once that key is about to expire, and the next one opens a
+// new session with a new key.
 //
 // # Contexts
 //

@@ -224,6 +224,10 @@ type HDFS struct {
 	// aesConns counts the DataNode connections that negotiated AES-CTR
 	// streams in datanodeSASL.
 	aesConns atomic.Int64
+	// connects counts the sessions made; clockSkew moves the clock of
+	// now, for tests.
+	connects  atomic.Int64
+	clockSkew atomic.Int64
 }
 
 var _ FileSystem = (*HDFS)(nil)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"net"
 	"os"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/spindle-ps/spindle/internal/hadoop/hrpc"
 	"github.com/spindle-ps/spindle/internal/hadoop/kerberos"
+	hpb "github.com/spindle-ps/spindle/internal/hadoop/proto"
 )
 
 // namenodeProtocol is the NameNode's client protocol, as Hadoop IPC names it.
@@ -41,6 +43,9 @@ type session struct {
 	aborts  atomic.Uint64
 	broken  atomic.Bool
 	closing atomic.Bool
+	// retireAt, when set, is when new operations stop being given the
+	// session (see dataKeyRetirement).
+	retireAt time.Time
 
 	refs int // operations and open files using it; guarded by h.mu
 }
@@ -157,7 +162,7 @@ func (h *HDFS) acquire(ctx context.Context) (*session, error) {
 			h.mu.Unlock()
 			return nil, ErrClosed
 		}
-		if s := h.sess; s != nil && !s.broken.Load() {
+		if s := h.sess; s != nil && !s.broken.Load() && (s.retireAt.IsZero() || h.now().Before(s.retireAt)) {
 			s.refs++
 			h.mu.Unlock()
 			return s, nil
@@ -234,7 +239,52 @@ func (h *HDFS) connect(ctx context.Context) (*session, error) {
 		return nil, h.connectError(err)
 	}
 	s.client = client
+	h.connects.Add(1)
+	if h.opts.EncryptDataTransfer {
+		s.retireAt = h.dataKeyRetirement(ctx)
+	}
 	return s, nil
+}
+
+// dataKeyRetirement returns when a session made now must stop taking new
+// operations, where DataNodes encrypt every block (dfs.encrypt.data.transfer).
+// Its client authenticates to them with a data encryption key that it
+// asks the NameNode for once, at its first DataNode connection, and then
+// keeps. A DataNode accepts the key only while the block key it was made
+// from exists, a while after the expiry date the NameNode gives it
+// (dfs.block.access.token.lifetime from then); Hadoop's own client asks
+// for a new key once that date has passed. Here the session gives way to
+// a new one, with a new client and key, before the expiry date of a key
+// asked for now: the client's own, asked for later, expires no earlier.
+// Files already open keep their session until they are closed. A
+// NameNode that gives no key (it does not encrypt) leaves the session
+// for good; where the call fails, or the date is not after now, the
+// session is replaced after blockTokenFallbackLife.
+func (h *HDFS) dataKeyRetirement(ctx context.Context) time.Time {
+	start := h.now()
+	var key *hpb.DataEncryptionKeyProto
+	err := h.namenodeCall(ctx, "data encryption key", func(ctx context.Context, _ string, c *hrpc.Conn) error {
+		resp := &hpb.GetDataEncryptionKeyResponseProto{}
+		if err := c.Call(ctx, "getDataEncryptionKey", &hpb.GetDataEncryptionKeyRequestProto{}, resp); err != nil {
+			return err
+		}
+		key = resp.GetDataEncryptionKey()
+		return nil
+	})
+	if err == nil && key == nil {
+		return time.Time{}
+	}
+	ms := key.GetExpiryDate()
+	life := time.UnixMilli(int64(min(ms, math.MaxInt64))).Sub(start)
+	if err != nil || life <= 0 {
+		return start.Add(blockTokenFallbackLife)
+	}
+	return start.Add(life - min(blockTokenMargin, life/2))
+}
+
+// now is the time sessions are retired by: the clock, moved by a test.
+func (h *HDFS) now() time.Time {
+	return time.Now().Add(time.Duration(h.clockSkew.Load()))
 }
 
 func (h *HDFS) connectError(err error) error {

@@ -3,10 +3,12 @@ package dfs_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"maps"
 	"math/rand"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -189,8 +191,10 @@ func TestKerberosDataTransfer(t *testing.T) {
 	// suites stream with AES-CTR once the client offers it (as it does
 	// when its own configuration names the suite); else with the SASL
 	// layer's cipher.
+	// (Where they encrypt every block, dfs.encrypt.data.transfer, the
+	// HDFS client's own exchange negotiates AES-CTR.)
 	suites := c.Conf["dfs.encrypt.data.transfer.cipher.suites"]
-	wantAES := c.Conf["dfs.data.transfer.protection"] == "privacy" && strings.Contains(suites, "AES/CTR/NoPadding")
+	wantAES := c.Conf["dfs.data.transfer.protection"] == "privacy" && strings.Contains(suites, "AES/CTR/NoPadding") && !c.Encrypts()
 	if n := dfs.AESConns(c.FS); (n > 0) != wantAES {
 		t.Errorf("%d DataNode connections streamed with AES-CTR, cipher suites %q: want AES-CTR %v", n, suites, wantAES)
 	}
@@ -202,7 +206,7 @@ func TestKerberosDataTransfer(t *testing.T) {
 	}
 	check("a delegation token alone", fsys)
 
-	if suites != "" {
+	if suites != "" && !c.Encrypts() {
 		// A client that does not name the suite gets the SASL layer's
 		// cipher from the same DataNodes.
 		hc := maps.Clone(c.Conf)
@@ -219,5 +223,84 @@ func TestKerberosDataTransfer(t *testing.T) {
 		if n := dfs.AESConns(h); n != 0 {
 			t.Errorf("%d DataNode connections streamed with AES-CTR without the cipher suites configured", n)
 		}
+	}
+}
+
+// TestKerberosEncryptedTransfer: where the DataNodes encrypt every block
+// (dfs.encrypt.data.transfer, with AES), a file system reads what it
+// wrote; its NameNode session, whose HDFS client keeps the data
+// encryption key it authenticates to DataNodes with, takes no new
+// operation once the key is about to expire: the next one goes through a
+// new session (a new client, with a new key) and reads and writes, while
+// a file opened before reads on. A client whose configuration leaves AES
+// out is refused at once.
+func TestKerberosEncryptedTransfer(t *testing.T) {
+	c := hadooptest.ConnectEncrypted(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := c.TempDir(t)
+	data := make([]byte, 2<<20+999)
+	rand.New(rand.NewSource(2)).Read(data)
+	readBack := func(what, name string, want []byte) {
+		t.Helper()
+		f, err := c.FS.Open(ctx, name)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		defer f.Close()
+		if got, err := io.ReadAll(f); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("%s: read %d bytes (%v), differing from the %d written", what, len(got), err, len(want))
+		}
+	}
+
+	start := time.Now()
+	c.WriteFile(t, dir+"/f", data, dfs.CreateOptions{BlockSize: 1 << 20})
+	readBack("first read", dir+"/f", data)
+	retire := dfs.RetireAt(c.FS)
+	life := time.Duration(600) * time.Minute // dfs.block.access.token.lifetime, in minutes
+	if v := c.Conf["dfs.block.access.token.lifetime"]; v != "" {
+		m, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("dfs.block.access.token.lifetime %q: %v", v, err)
+		}
+		life = time.Duration(m) * time.Minute
+	}
+	if !retire.After(start) || retire.After(time.Now().Add(life)) {
+		t.Fatalf("the session retires at %v: want after its start %v and before its key expires, %v from now", retire, start, life)
+	}
+
+	early, err := c.FS.Open(ctx, dir+"/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer early.Close()
+	head := make([]byte, 100_000)
+	if _, err := io.ReadFull(early, head); err != nil || !bytes.Equal(head, data[:len(head)]) {
+		t.Fatalf("a file opened before the key's expiry: %v, or the bytes differ", err)
+	}
+
+	n := dfs.Sessions(c.FS)
+	dfs.MoveClock(c.FS, time.Until(retire)+time.Second)
+	readBack("a read past the session's retirement", dir+"/f", data)
+	if got := dfs.Sessions(c.FS); got != n+1 {
+		t.Errorf("%d sessions after the key's expiry, want %d", got, n+1)
+	}
+	if next := dfs.RetireAt(c.FS); !next.After(retire) {
+		t.Errorf("the new session retires at %v, no later than the old one (%v)", next, retire)
+	}
+	c.WriteFile(t, dir+"/g", data[:12345], dfs.CreateOptions{})
+	readBack("a file written by the new session", dir+"/g", data[:12345])
+	if rest, err := io.ReadAll(early); err != nil || !bytes.Equal(rest, data[len(head):]) {
+		t.Errorf("the file opened on the old session read %d bytes more (%v), differing from the rest", len(rest), err)
+	}
+
+	hc := maps.Clone(c.Conf)
+	delete(hc, "dfs.encrypt.data.transfer.cipher.suites")
+	fsys, _, err := tokenResolver(ctx, t, c, hc).Resolve(ctx, c.FS.URI("/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fsys.Open(ctx, dir+"/f"); !errors.Is(err, dfs.ErrProtectedReads) {
+		t.Errorf("a client without AES among its cipher suites: %v, want %v", err, dfs.ErrProtectedReads)
 	}
 }
