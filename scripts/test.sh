@@ -3,7 +3,8 @@
 # first: gofmt, generated code and go vet, go test -race over every package,
 # then the Hadoop stage against a real mini cluster (HDFS + YARN) started
 # from Maven Central jars, and the Kerberos stage against the same cluster
-# secured with Kerberos (twice, then once more with short-lived delegation
+# secured with Kerberos (with each dfs.data.transfer.protection, with
+# DataNodes that encrypt every block, and with short-lived delegation
 # tokens). Both fail, never skip, when the cluster cannot run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -88,6 +89,18 @@ for protection in authentication privacy; do
   pkgs=$(packages_with Kerberos)
   go test -race -count=1 -timeout 10m -run 'Kerberos' $pkgs
 done
+# DataNodes that encrypt every block they send and receive
+# (dfs.encrypt.data.transfer, with AES as production clusters configure
+# it), RPC signed (integrity): the HDFS client's own exchange with the
+# data encryption key, which a file system replaces before it expires
+# (TestKerberosEncryptedTransfer), and every Kerberos test again there.
+say "Kerberos stage: restarting the secured mini cluster with dfs.encrypt.data.transfer, hadoop.rpc.protection=integrity"
+scripts/minicluster.sh stop
+scripts/minicluster.sh start --kerberos hadoop.rpc.protection=integrity dfs.encrypt.data.transfer=true dfs.encrypt.data.transfer.cipher.suites=AES/CTR/NoPadding
+eval "$(scripts/minicluster.sh env)"
+say "Kerberos stage: go test -race -run Kerberos against DataNodes that encrypt every block"
+pkgs=$(packages_with Kerberos)
+SPINDLE_TEST_ENCRYPTED_TRANSFER=required go test -race -count=1 -timeout 10m -run 'Kerberos' $pkgs
 # A job that outlives its delegation tokens (TestKerberosTokenLifetime)
 # needs tokens that live 45 s however often they are renewed (and 30 s
 # without a renewal), as they live 7 days (1 day) on a real cluster. Its
