@@ -11,8 +11,9 @@ import (
 const MaxCacheMiB = 1 << 20
 
 // exampleBytes is what a cached example costs besides its keys and
-// values: its label and where its keys end.
-const exampleBytes = int64(unsafe.Sizeof(float32(0)) + unsafe.Sizeof(int(0)))
+// values: its label, its weight (where a shard has weights) and where its
+// keys end.
+const exampleBytes = int64(2*unsafe.Sizeof(float32(0)) + unsafe.Sizeof(int(0)))
 
 // cache keeps the parsed examples of the shards a worker read, within a
 // budget of bytes (Options.CacheBytes), for the later epochs that hand
@@ -25,13 +26,15 @@ type cache struct {
 }
 
 // cached is one shard's examples in flat arrays, which the garbage
-// collector need not scan: example i has label labels[i] and the keys
+// collector need not scan: example i has label labels[i], weight
+// weights[i] (nil until an example of the shard has one) and the keys
 // and values [ends[i-1], ends[i]).
 type cached struct {
-	labels []float32
-	ends   []int
-	keys   []uint64
-	vals   []float32
+	labels  []float32
+	weights []float32
+	ends    []int
+	keys    []uint64
+	vals    []float32
 }
 
 // len is the number of examples.
@@ -47,6 +50,9 @@ func (c *cached) examples(from int, out []records.Example) {
 	for i := range out {
 		end := c.ends[from+i]
 		out[i] = records.Example{Label: c.labels[from+i], Keys: c.keys[start:end:end], Vals: c.vals[start:end:end]}
+		if c.weights != nil {
+			out[i].Weight = c.weights[from+i]
+		}
 		start = end
 	}
 }
@@ -96,6 +102,12 @@ func (f *filling) add(exs []records.Example) {
 		return
 	}
 	for _, ex := range exs {
+		if ex.Weight != 0 && f.ex.weights == nil {
+			f.ex.weights = make([]float32, len(f.ex.labels), cap(f.ex.labels))
+		}
+		if f.ex.weights != nil {
+			f.ex.weights = append(f.ex.weights, ex.Weight)
+		}
 		f.ex.labels = append(f.ex.labels, ex.Label)
 		f.ex.keys = append(f.ex.keys, ex.Keys...)
 		f.ex.vals = append(f.ex.vals, ex.Vals...)
@@ -116,6 +128,9 @@ func (f *filling) keep(s split.Split) {
 	ex := &cached{
 		labels: append([]float32(nil), f.ex.labels...), ends: append([]int(nil), f.ex.ends...),
 		keys: append([]uint64(nil), f.ex.keys...), vals: append([]float32(nil), f.ex.vals...),
+	}
+	if f.ex.weights != nil {
+		ex.weights = append([]float32(nil), f.ex.weights...)
 	}
 	f.c.shards[s] = ex
 	f.c.used += f.bytes

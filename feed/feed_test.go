@@ -44,7 +44,11 @@ func writeFiles(t *testing.T, sizes, bad []int) string {
 	for i, n := range sizes {
 		var b strings.Builder
 		for j := range n {
-			fmt.Fprintf(&b, "%d %d:1\n", j%2, 1000*i+j+1)
+			weight := ""
+			if i == 1 && j%3 == 2 { // the second file weighs some of its records
+				weight = fmt.Sprintf(":%d.5", j)
+			}
+			fmt.Fprintf(&b, "%d%s %d:1\n", j%2, weight, 1000*i+j+1)
 		}
 		if bad != nil {
 			for range bad[i] {
@@ -656,7 +660,8 @@ func TestCutShortGzipIsBadInput(t *testing.T) {
 }
 
 // TestCacheKeepsShards reads three epochs of a plan of four files, one
-// of them with a malformed record, with a cache that holds every clean
+// of them with a malformed record and one with weighted records among
+// others, with a cache that holds every clean
 // shard, one that holds some and one that holds none: each epoch hands over the
 // same batches as the first, the kept shards come from the cache (their
 // files are gone after the first epoch), the shard with the bad record is
@@ -692,7 +697,7 @@ func TestCacheKeepsShards(t *testing.T) {
 				st, err := fd.Epoch(context.Background(), epoch, func(_ context.Context, b Batch) error {
 					keys := make([]string, len(b.Examples))
 					for i, ex := range b.Examples {
-						keys[i] = fmt.Sprint(key(ex), ex.Label, ex.Vals)
+						keys[i] = fmt.Sprint(key(ex), ex.Label, ex.Weight, ex.Vals)
 					}
 					got = append(got, fmt.Sprintf("step %d: %v", b.Step, keys))
 					return nil

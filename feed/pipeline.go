@@ -157,7 +157,7 @@ func (s *Slot[S]) load(b Batch) {
 		k0, v0 := len(s.keyBuf), len(s.valBuf)
 		s.keyBuf = append(s.keyBuf, r.Keys...)
 		s.valBuf = append(s.valBuf, r.Vals...)
-		s.recs[i] = records.Example{Label: r.Label, Keys: s.keyBuf[k0:len(s.keyBuf):len(s.keyBuf)], Vals: s.valBuf[v0:len(s.valBuf):len(s.valBuf)]}
+		s.recs[i] = records.Example{Label: r.Label, Weight: r.Weight, Keys: s.keyBuf[k0:len(s.keyBuf):len(s.keyBuf)], Vals: s.valBuf[v0:len(s.valBuf):len(s.valBuf)]}
 	}
 	s.Batch = Batch{Epoch: b.Epoch, Step: b.Step, Examples: s.recs}
 }

@@ -1,6 +1,7 @@
 // Package records parses training records, libsvm or CSV lines, into
-// Examples (a label and sparse features sorted by key), reusing the
-// Example's slices so that steady-state parsing does not allocate.
+// Examples (a label, an instance weight where libsvm gives one, and
+// sparse features sorted by key), reusing the Example's slices so that
+// steady-state parsing does not allocate.
 //
 // # Usage
 //

@@ -9,17 +9,21 @@ import (
 	"strconv"
 )
 
-// Example is one training record: a label and sparse features, Keys
-// strictly increasing with Vals[i] the value of Keys[i]. Parsers reuse
-// the Keys and Vals slices of the Example they are given.
+// Example is one training record: a label, an instance weight and
+// sparse features, Keys strictly increasing with Vals[i] the value of
+// Keys[i]. Weight is positive where the record gives one; 0 means it
+// gives none, and the example weighs 1. Parsers reuse the Keys and Vals
+// slices of the Example they are given.
 type Example struct {
-	Label float32
-	Keys  []uint64
-	Vals  []float32
+	Label  float32
+	Weight float32
+	Keys   []uint64
+	Vals   []float32
 }
 
 func (ex *Example) reset() {
 	ex.Label = 0
+	ex.Weight = 0
 	ex.Keys = ex.Keys[:0]
 	ex.Vals = ex.Vals[:0]
 }
@@ -43,14 +47,15 @@ func quote(b []byte) string {
 
 // ParseLibSVM parses one libsvm line into ex:
 //
-//	label [qid:N] index:value index:value ... [# comment]
+//	label[:weight] [qid:N] index:value index:value ... [# comment]
 //
 // separated by spaces or tabs. The label is 0 or 1, or -1 or +1 (mapped
-// to 0 and 1), in any float notation ("1", "+1", "1.0"). A query id
-// (qid:N, N a uint64, as ranking data has it) is read and ignored, and so
-// is everything from a '#' to the line's end, as dmlc-core and
-// scikit-learn's svmlight reader do. An instance weight (label:weight)
-// is an error: nothing here weighs examples. An index is a decimal
+// to 0 and 1), in any float notation ("1", "+1", "1.0"). An instance
+// weight after the label, as dmlc-core reads it, is a positive finite
+// float32 (ex.Weight; without one, ex.Weight is 0 and the example weighs
+// 1). A query id (qid:N, N a uint64, as ranking data has it) is read and
+// ignored, and so is everything from a '#' to the line's end, as
+// dmlc-core and scikit-learn's svmlight reader do. An index is a decimal
 // uint64, taken as written (no shift between 0- and 1-based data); a
 // value is a finite float32. Features may appear in any order: ex gets
 // them sorted by index; a repeated index is an error. Every error wraps
@@ -65,13 +70,16 @@ func ParseLibSVM(line []byte, ex *Example) error {
 	if i == j {
 		return syntaxErr("empty record")
 	}
-	label, err := parseLabel(line[i:j])
-	if err != nil {
-		if c := bytes.IndexByte(line[i:j], ':'); c > 0 {
-			if _, lerr := parseLabel(line[i : i+c]); lerr == nil {
-				return syntaxErr("label %s: instance weights (label:weight) are not supported", quote(line[i:j]))
-			}
+	labelTok := line[i:j]
+	if c := bytes.IndexByte(labelTok, ':'); c >= 0 {
+		w, err := parseWeight(labelTok[c+1:])
+		if err != nil {
+			return syntaxErr("label %s: instance weight: %v", quote(labelTok), err)
 		}
+		ex.Weight, labelTok = w, labelTok[:c]
+	}
+	label, err := parseLabel(labelTok)
+	if err != nil {
 		return err
 	}
 	ex.Label = label
@@ -203,6 +211,20 @@ func parseLabel(tok []byte) (float32, error) {
 }
 
 var errNotFinite = errors.New("value is not a finite float32")
+
+// parseWeight parses an instance weight: a positive finite float32. A
+// weight of 0 is refused rather than read as "none": a line that should
+// count for nothing is better left out of the data.
+func parseWeight(tok []byte) (float32, error) {
+	w, err := parseValue(tok)
+	if err != nil {
+		return 0, err
+	}
+	if !(w > 0) {
+		return 0, errors.New("want a positive number (a line that should count for nothing is better left out)")
+	}
+	return w, nil
+}
 
 func parseValue(tok []byte) (float32, error) {
 	if len(tok) == 1 && tok[0]-'0' <= 9 { // binary features' "1", most often

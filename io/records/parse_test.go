@@ -48,13 +48,22 @@ func TestParseLibSVM(t *testing.T) {
 		{name: "comment", in: "1 3:0.5 7:2 # id=17 3:9", want: records.Example{Label: 1, Keys: []uint64{3, 7}, Vals: []float32{0.5, 2}}},
 		{name: "comment at once", in: "0 3:1#x", want: records.Example{Keys: []uint64{3}, Vals: []float32{1}}},
 		{name: "comment only", in: " # 1 3:1", wantErr: "empty record"},
-		{name: "weight", in: "1:0.5 3:1", wantErr: `label "1:0.5": instance weights (label:weight) are not supported`},
+		{name: "weight", in: "1:0.5 3:1", want: records.Example{Label: 1, Weight: 0.5, Keys: []uint64{3}, Vals: []float32{1}}},
+		{name: "weight of minus one", in: "-1:2e1 qid:4 3:1", want: records.Example{Weight: 20, Keys: []uint64{3}, Vals: []float32{1}}},
+		{name: "weight alone", in: "+1:3", want: records.Example{Label: 1, Weight: 3}},
+		{name: "weight zero", in: "1:0 3:1", wantErr: `label "1:0": instance weight: want a positive number`},
+		{name: "weight negative", in: "0:-1 3:1", wantErr: `label "0:-1": instance weight: want a positive number`},
+		{name: "weight underflows", in: "0:1e-50 3:1", wantErr: "want a positive number"},
+		{name: "weight empty", in: "1: 3:1", wantErr: `label "1:": instance weight: value is not a number`},
+		{name: "weight inf", in: "1:inf 3:1", wantErr: "finite"},
+		{name: "weight twice", in: "1:2:3 3:1", wantErr: "instance weight: value is not a number"},
+		{name: "weighted label 2", in: "2:1 3:1", wantErr: "want 0/1 or -1/+1"},
 		{name: "label colon text", in: "x:0.5 3:1", wantErr: "not a number"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			ex := records.Example{Keys: []uint64{99}, Vals: []float32{99}, Label: 7} // reused, reset
+			ex := records.Example{Keys: []uint64{99}, Vals: []float32{99}, Label: 7, Weight: 7} // reused, reset
 			err := records.ParseLibSVM([]byte(tt.in), &ex)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, records.ErrSyntax) {
@@ -150,6 +159,9 @@ func checkExample(t *testing.T, ex *records.Example) {
 	if ex.Label != 0 && ex.Label != 1 {
 		t.Fatalf("label %v", ex.Label)
 	}
+	if w := float64(ex.Weight); w < 0 || math.IsNaN(w) || math.IsInf(w, 0) {
+		t.Fatalf("weight %v", w)
+	}
 	if len(ex.Keys) != len(ex.Vals) {
 		t.Fatalf("%d keys, %d values", len(ex.Keys), len(ex.Vals))
 	}
@@ -165,7 +177,7 @@ func checkExample(t *testing.T, ex *records.Example) {
 
 func FuzzParseLibSVM(f *testing.F) {
 	for _, s := range []string{"1 3:0.5 7:2", "0 9:1 2:2 5:3", "-1", "+1 18446744073709551615:1e-30", "1 3:1 3:2", "1 a:b", " \t0\t1:1 \r",
-		"1 qid:7 2:1 # c", "1:2 3:1", "0 #", "qid:1"} {
+		"1 qid:7 2:1 # c", "1:2 3:1", "0 #", "qid:1", "-1:0.25 qid:2 4:1", "1:0 2:1"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
@@ -180,6 +192,9 @@ func FuzzParseLibSVM(f *testing.F) {
 		// Written back in canonical form, it parses to the same Example.
 		var b strings.Builder
 		b.WriteString(strconv.Itoa(int(ex.Label)))
+		if ex.Weight != 0 {
+			b.WriteString(":" + strconv.FormatFloat(float64(ex.Weight), 'g', -1, 32))
+		}
 		for i, k := range ex.Keys {
 			b.WriteString(" " + strconv.FormatUint(k, 10) + ":" + strconv.FormatFloat(float64(ex.Vals[i]), 'g', -1, 32))
 		}

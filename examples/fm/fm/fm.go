@@ -84,9 +84,10 @@ func (c Config) WeightKeys(keys []uint64) []uint64 {
 // keys[i] (w[0] the bias, ignored without Config.Bias); v holds the
 // embeddings of keys[1:], Dim values each: the embedding of keys[i] is
 // v[(i-1)*Dim : i*Dim]. gw and gv have the lengths of w and v and are
-// overwritten: gw[i] = Σ_examples (σ(ŷ)-y)·x_i, and gv holds
-// Σ_examples (σ(ŷ)-y)·x_i·(Σ_j v_jf x_j - v_if x_i) for each key i and
-// factor f. These are sums, not means, like lr.Gradient's.
+// overwritten: gw[i] = Σ_examples weight·(σ(ŷ)-y)·x_i, and gv holds
+// Σ_examples weight·(σ(ŷ)-y)·x_i·(Σ_j v_jf x_j - v_if x_i) for each key i
+// and factor f (weight: lr.Example.WeightOr1). These are sums, not means,
+// like lr.Gradient's, and the loss is weighted alike.
 //
 // Gradient returns an error wrapping lr.ErrLength, lr.ErrKeys or
 // lr.ErrExample if the arguments break these rules; gw and gv are then
@@ -117,9 +118,9 @@ func (c Config) Gradient(batch []lr.Example, keys []uint64, w, v, gw, gv []float
 			return 0, err
 		}
 		z := w0 + margin(ex, pos, w, v, d, sum)
-		y := float64(ex.Label)
-		lossSum += logLoss(z, y)
-		g := lr.Sigmoid(z) - y
+		y, wt := float64(ex.Label), ex.WeightOr1()
+		lossSum += wt * logLoss(z, y)
+		g := wt * (lr.Sigmoid(z) - y)
 		if c.Bias {
 			gw[0] += float32(g)
 		}
@@ -176,15 +177,12 @@ func positions(ex *lr.Example, i int, keys []uint64, dst []int) ([]int, error) {
 	return dst, nil
 }
 
-// check validates ex, the i-th example of its batch: a label of 0 or 1,
-// as many values as keys, and keys ascending, unique and not the
-// intercept's.
+// check validates ex, the i-th example of its batch: lr's checks (a
+// label of 0 or 1, a weight, as many values as keys), and keys
+// ascending, unique and not the intercept's.
 func check(ex *lr.Example, i int) error {
-	if ex.Label != 0 && ex.Label != 1 {
-		return fmt.Errorf("%w: example %d: label %v, want 0 or 1", lr.ErrExample, i, ex.Label)
-	}
-	if len(ex.Keys) != len(ex.Vals) {
-		return fmt.Errorf("%w: example %d: %d keys and %d values", lr.ErrExample, i, len(ex.Keys), len(ex.Vals))
+	if err := ex.Check(i); err != nil {
+		return err
 	}
 	prev := lr.InterceptKey
 	for j, k := range ex.Keys {

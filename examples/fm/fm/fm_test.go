@@ -13,7 +13,8 @@ import (
 )
 
 // randomBatch returns n examples over feature ids 1..ids with real
-// values, so that x² terms matter.
+// values, so that x² terms matter; every third example has an instance
+// weight other than 1.
 func randomBatch(rng *rand.Rand, n, ids int) []lr.Example {
 	batch := make([]lr.Example, n)
 	for i := range batch {
@@ -23,6 +24,9 @@ func randomBatch(rng *rand.Rand, n, ids int) []lr.Example {
 			set[uint64(1+rng.Intn(ids))] = true
 		}
 		ex := lr.Example{Label: float32(rng.Intn(2))}
+		if i%3 == 2 {
+			ex.Weight = 0.25 + 3*rng.Float32()
+		}
 		for key := range set {
 			ex.Keys = append(ex.Keys, key)
 		}
@@ -35,8 +39,9 @@ func randomBatch(rng *rand.Rand, n, ids int) []lr.Example {
 	return batch
 }
 
-// batchLoss is the summed log loss of batch under w and v, straight from
-// the definition of the model (pairwise interactions, no algebraic
+// batchLoss is the summed log loss of batch under w and v, each
+// example's weighted by its instance weight, straight from the
+// definition of the model (pairwise interactions, no algebraic
 // rewriting), in float64.
 func batchLoss(c Config, batch []lr.Example, keys []uint64, w, v []float64) float64 {
 	d := c.Dim
@@ -61,10 +66,14 @@ func batchLoss(c Config, batch []lr.Example, keys []uint64, w, v []float64) floa
 			}
 		}
 		p := 1 / (1 + math.Exp(-z))
+		weight := 1.0
+		if ex.Weight != 0 {
+			weight = float64(ex.Weight)
+		}
 		if ex.Label == 1 {
-			sum -= math.Log(p)
+			sum -= weight * math.Log(p)
 		} else {
-			sum -= math.Log(1 - p)
+			sum -= weight * math.Log(1-p)
 		}
 	}
 	return sum

@@ -28,18 +28,33 @@ var (
 
 // Example is one labelled, sparse example. Keys are sorted ascending and
 // unique, none equal to InterceptKey; Vals[i] is the value of feature
-// Keys[i]. Label is 0 or 1.
+// Keys[i]. Label is 0 or 1. Weight is the example's instance weight,
+// which multiplies its loss and gradient in training (not the metrics
+// of Evaluate); 0 means none, the example weighs 1.
 type Example struct {
-	Label float32
-	Keys  []uint64
-	Vals  []float32
+	Label  float32
+	Weight float32
+	Keys   []uint64
+	Vals   []float32
 }
 
-// check validates the label and the lengths of ex, the i-th of its batch.
-// The key order is checked by the callers' loops over the keys.
-func (ex *Example) check(i int) error {
+// WeightOr1 is what ex weighs in training: its Weight, or 1.
+func (ex *Example) WeightOr1() float64 {
+	if ex.Weight == 0 {
+		return 1
+	}
+	return float64(ex.Weight)
+}
+
+// Check validates the label, the weight and the lengths of ex, the i-th
+// of its batch, with errors wrapping ErrExample. It does not check the
+// keys' order.
+func (ex *Example) Check(i int) error {
 	if ex.Label != 0 && ex.Label != 1 {
 		return fmt.Errorf("%w: example %d: label %v, want 0 or 1", ErrExample, i, ex.Label)
+	}
+	if w := float64(ex.Weight); !(w >= 0) || math.IsInf(w, 1) {
+		return fmt.Errorf("%w: example %d: weight %v, want a finite number, 0 or more", ErrExample, i, ex.Weight)
 	}
 	if len(ex.Keys) != len(ex.Vals) {
 		return fmt.Errorf("%w: example %d: %d keys and %d values", ErrExample, i, len(ex.Keys), len(ex.Vals))
@@ -64,14 +79,15 @@ func keyError(i, j int, k, prev uint64) error {
 // as dst makes later calls allocation-free.
 //
 // BatchKeys checks each example and returns an error wrapping ErrExample
-// for a label other than 0 or 1, keys and values of different lengths,
-// keys that are not strictly ascending, or a key equal to InterceptKey
-// (a feature id 0 in libsvm data).
+// for a label other than 0 or 1, a weight below 0 or not finite, keys
+// and values of different lengths, keys that are not strictly
+// ascending, or a key equal to InterceptKey (a feature id 0 in libsvm
+// data).
 func BatchKeys(batch []Example, dst []uint64) ([]uint64, error) {
 	n := 1
 	for i := range batch {
 		ex := &batch[i]
-		if err := ex.check(i); err != nil {
+		if err := ex.Check(i); err != nil {
 			return dst[:0], err
 		}
 		prev := InterceptKey
@@ -147,8 +163,8 @@ const stackPositions = 128
 // the summed log loss. keys must be sorted ascending, start with
 // InterceptKey and contain every key of batch, as BatchKeys returns them;
 // w and grad must have the length of keys. grad is overwritten: grad[i] is
-// Σ_examples (Sigmoid(z) - y)·x[keys[i]], a sum and not a mean (see the
-// package documentation).
+// Σ_examples weight·(Sigmoid(z) - y)·x[keys[i]], a sum and not a mean (see
+// the package documentation), and the loss is weighted alike.
 //
 // Gradient returns an error wrapping ErrLength, ErrKeys or ErrExample if
 // the arguments break these rules; grad is then unspecified. It does not
@@ -165,7 +181,7 @@ func Gradient(batch []Example, keys []uint64, w, grad []float32) (lossSum float6
 	var posBuf [stackPositions]int
 	for i := range batch {
 		ex := &batch[i]
-		if err := ex.check(i); err != nil {
+		if err := ex.Check(i); err != nil {
 			return 0, err
 		}
 		vals := ex.Vals[:len(ex.Keys)]
@@ -188,9 +204,9 @@ func Gradient(batch []Example, keys []uint64, w, grad []float32) (lossSum float6
 			}
 			z += float64(w[p]) * float64(vals[j])
 		}
-		y := float64(ex.Label)
-		lossSum += logLoss(z, y)
-		d := Sigmoid(z) - y
+		y, wt := float64(ex.Label), ex.WeightOr1()
+		lossSum += wt * logLoss(z, y)
+		d := wt * (Sigmoid(z) - y)
 		grad[0] += float32(d)
 		if remember {
 			for j, p := range pos {

@@ -480,3 +480,65 @@ func TestBatchKeysLarge(t *testing.T) {
 		})
 	}
 }
+
+// TestGradientWeights: an example of weight k counts as k copies of it in
+// the loss and the gradient; a weight of 1 is no weight at all, to the
+// bit; a negative, NaN or infinite weight is refused.
+func TestGradientWeights(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(5, 6))
+	batch := randomBatch(rng, 30, 8, 25)
+	keys, err := lr.BatchKeys(batch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := make([]float32, len(keys))
+	for i := range w {
+		w[i] = float32(rng.NormFloat64() * 0.5)
+	}
+	gradient := func(batch []lr.Example) ([]float32, float64) {
+		t.Helper()
+		g := make([]float32, len(keys))
+		loss, err := lr.Gradient(batch, keys, w, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g, loss
+	}
+	plain, plainLoss := gradient(batch)
+	ones := slices.Clone(batch)
+	for i := range ones {
+		ones[i].Weight = 1
+	}
+	if g, loss := gradient(ones); !slices.Equal(g, plain) || loss != plainLoss {
+		t.Errorf("weights of 1 changed the gradient or the loss (%v against %v)", loss, plainLoss)
+	}
+
+	weighted := slices.Clone(batch)
+	var copies []lr.Example
+	for i := range weighted {
+		k := 1 + i%3
+		weighted[i].Weight = float32(k)
+		for range k {
+			copies = append(copies, batch[i])
+		}
+	}
+	g, loss := gradient(weighted)
+	wantG, wantLoss := gradient(copies)
+	if math.Abs(loss-wantLoss) > 1e-9*wantLoss {
+		t.Errorf("weighted loss %v, want %v (the examples repeated as often as they weigh)", loss, wantLoss)
+	}
+	for i := range g {
+		if math.Abs(float64(g[i]-wantG[i])) > 1e-5*max(1, math.Abs(float64(wantG[i]))) {
+			t.Errorf("key %d: weighted gradient %v, want %v", keys[i], g[i], wantG[i])
+		}
+	}
+
+	for _, bad := range []float32{-1, float32(math.NaN()), float32(math.Inf(1))} {
+		b := []lr.Example{ex(1, []uint64{1})}
+		b[0].Weight = bad
+		if _, err := lr.Gradient(b, []uint64{0, 1}, make([]float32, 2), make([]float32, 2)); !errors.Is(err, lr.ErrExample) {
+			t.Errorf("weight %v: %v, want %v", bad, err, lr.ErrExample)
+		}
+	}
+}

@@ -161,7 +161,7 @@ func (m Model) Evaluate(examples []Example) (auc, logloss float64, err error) {
 	labels := make([]float32, len(examples))
 	for i := range examples {
 		ex := &examples[i]
-		if err := ex.check(i); err != nil {
+		if err := ex.Check(i); err != nil {
 			return 0, 0, err
 		}
 		margins[i] = Score(*ex, m.Lookup)
