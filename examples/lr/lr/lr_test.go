@@ -158,12 +158,11 @@ func TestGradientMatchesNaive(t *testing.T) {
 	}
 }
 
-// TestGradientFiniteDifference checks the gradient against central
-// differences of the loss, which also checks the loss.
-func TestGradientFiniteDifference(t *testing.T) {
-	t.Parallel()
-	rng := rand.New(rand.NewPCG(3, 4))
-	batch := randomBatch(rng, 20, 8, 15)
+// randomProblem is a random batch (randomBatch's arguments), its keys
+// and random weights for them.
+func randomProblem(t *testing.T, rng *rand.Rand, n, maxLen int, space uint64) ([]lr.Example, []uint64, []float32) {
+	t.Helper()
+	batch := randomBatch(rng, n, maxLen, space)
 	keys, err := lr.BatchKeys(batch, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -172,6 +171,14 @@ func TestGradientFiniteDifference(t *testing.T) {
 	for i := range w {
 		w[i] = float32(rng.NormFloat64() * 0.5)
 	}
+	return batch, keys, w
+}
+
+// TestGradientFiniteDifference checks the gradient against central
+// differences of the loss, which also checks the loss.
+func TestGradientFiniteDifference(t *testing.T) {
+	t.Parallel()
+	batch, keys, w := randomProblem(t, rand.New(rand.NewPCG(3, 4)), 20, 8, 15)
 	grad := make([]float32, len(keys))
 	if _, err := lr.Gradient(batch, keys, w, grad); err != nil {
 		t.Fatal(err)
@@ -486,16 +493,7 @@ func TestBatchKeysLarge(t *testing.T) {
 // bit; a negative, NaN or infinite weight is refused.
 func TestGradientWeights(t *testing.T) {
 	t.Parallel()
-	rng := rand.New(rand.NewPCG(5, 6))
-	batch := randomBatch(rng, 30, 8, 25)
-	keys, err := lr.BatchKeys(batch, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := make([]float32, len(keys))
-	for i := range w {
-		w[i] = float32(rng.NormFloat64() * 0.5)
-	}
+	batch, keys, w := randomProblem(t, rand.New(rand.NewPCG(5, 6)), 30, 8, 25)
 	gradient := func(batch []lr.Example) ([]float32, float64) {
 		t.Helper()
 		g := make([]float32, len(keys))
