@@ -162,7 +162,7 @@ func (h *HDFS) datanodeSASL(c net.Conn, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("DataNode %s: %w", addr, err)
 	}
-	wrapped, err := saslHandshake(c, tok, h.saslQOPs, aesSuite(h.opts.EncryptCipherSuites))
+	wrapped, err := saslHandshake(c, tok, h.saslQOPs, h.aesSuite)
 	if err != nil {
 		return nil, fmt.Errorf("DataNode %s: %w", addr, err)
 	}

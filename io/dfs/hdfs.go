@@ -221,6 +221,8 @@ type HDFS struct {
 	blockTok  atomic.Pointer[blockToken]
 	writingMu sync.Mutex
 	writing   map[string]int
+	// aesSuite is whether the cipher suites name AES/CTR/NoPadding.
+	aesSuite bool
 	// aesConns counts the DataNode connections that negotiated AES-CTR
 	// streams in datanodeSASL.
 	aesConns atomic.Int64
@@ -257,6 +259,7 @@ func NewHDFS(opts HDFSOptions) (*HDFS, error) {
 	h := &HDFS{opts: opts.withDefaults()}
 	h.token.Store(opts.Token)
 	h.saslQOPs = protectedTransfer(h.opts)
+	h.aesSuite = aesSuite(h.opts.EncryptCipherSuites)
 	return h, nil
 }
 
@@ -413,7 +416,7 @@ func (h *HDFS) Glob(ctx context.Context, pattern string) ([]string, error) {
 // of a block access token to authenticate to them with.
 func (h *HDFS) Open(ctx context.Context, name string) (File, error) {
 	name = cleanHDFS(name)
-	if h.opts.EncryptDataTransfer && !aesSuite(h.opts.EncryptCipherSuites) {
+	if h.opts.EncryptDataTransfer && !h.aesSuite {
 		return nil, pathError("open", h.URI(name), ErrProtectedReads)
 	}
 	for attempt := 0; ; attempt++ {

@@ -120,6 +120,19 @@ func tokenResolver(ctx context.Context, t *testing.T, c *hadooptest.Cluster, hc 
 	return r
 }
 
+// withoutSuites is the cluster's file system as a task whose
+// configuration leaves out dfs.encrypt.data.transfer.cipher.suites sees it.
+func withoutSuites(ctx context.Context, t *testing.T, c *hadooptest.Cluster) dfs.FileSystem {
+	t.Helper()
+	hc := maps.Clone(c.Conf)
+	delete(hc, "dfs.encrypt.data.transfer.cipher.suites")
+	fsys, _, err := tokenResolver(ctx, t, c, hc).Resolve(ctx, c.FS.URI("/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fsys
+}
+
 // TestKerberosDataTransfer: on the Kerberos-secured cluster, whatever
 // its DataNodes' dfs.data.transfer.protection (the CI stages start it
 // with authentication, integrity and privacy), a file of several blocks
@@ -209,12 +222,7 @@ func TestKerberosDataTransfer(t *testing.T) {
 	if suites != "" && !c.Encrypts() {
 		// A client that does not name the suite gets the SASL layer's
 		// cipher from the same DataNodes.
-		hc := maps.Clone(c.Conf)
-		delete(hc, "dfs.encrypt.data.transfer.cipher.suites")
-		fsys, _, err := tokenResolver(ctx, t, c, hc).Resolve(ctx, c.FS.URI("/"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		fsys := withoutSuites(ctx, t, c)
 		check("no cipher suites", fsys)
 		h, ok := fsys.(*dfs.HDFS)
 		if !ok {
@@ -294,13 +302,7 @@ func TestKerberosEncryptedTransfer(t *testing.T) {
 		t.Errorf("the file opened on the old session read %d bytes more (%v), differing from the rest", len(rest), err)
 	}
 
-	hc := maps.Clone(c.Conf)
-	delete(hc, "dfs.encrypt.data.transfer.cipher.suites")
-	fsys, _, err := tokenResolver(ctx, t, c, hc).Resolve(ctx, c.FS.URI("/"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := fsys.Open(ctx, dir+"/f")
+	f, err := withoutSuites(ctx, t, c).Open(ctx, dir+"/f")
 	if err == nil {
 		f.Close()
 	}

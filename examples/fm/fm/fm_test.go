@@ -66,10 +66,7 @@ func batchLoss(c Config, batch []lr.Example, keys []uint64, w, v []float64) floa
 			}
 		}
 		p := 1 / (1 + math.Exp(-z))
-		weight := 1.0
-		if ex.Weight != 0 {
-			weight = float64(ex.Weight)
-		}
+		weight := ex.WeightOr1()
 		if ex.Label == 1 {
 			sum -= weight * math.Log(p)
 		} else {
