@@ -92,27 +92,40 @@ func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) 
 	if upd.StateWidth() != t.sw {
 		return false, fmt.Errorf("%w: %s keeps %d state values per value, the table %d", ErrLength, upd.Name(), upd.StateWidth(), t.sw)
 	}
+	if t.autoMax > 0 {
+		t.span = t.span.with(spanOf(keys))
+	}
 	if t.dense {
 		done, valid := t.updateDense(keys, g, upd, slots)
 		if done == len(keys) {
 			return valid, nil
 		}
-		// keys[done] lies outside the range: go on as a hash table.
-		t.leaveDense()
-		var rest []uint32
-		if slots != nil {
-			rest = slots[done:]
+		// keys[done] lies outside the range: lay the table out anew.
+		rest := keys[done:]
+		if err := t.fit(t.used + len(rest)); err != nil {
+			return false, err
 		}
-		_, err := t.Update(keys[done:], g[done*d:], upd, rest)
+		_, err := t.Update(rest, g[done*d:], upd, tail(slots, done))
 		return false, err
 	}
 	// A push much larger than the table is mostly new keys: grow once for
 	// all of them rather than doubling step by step. (A push of keys that
 	// are already stored takes the ordinary growth, which never happens.)
+	// With AutoDense the table goes dense instead when it can, in the
+	// slots it has or grows to.
+	c := t.Cap()
 	if n := len(keys); t.used+n > t.growAt && n > t.used {
-		if err := t.Reserve(n); err != nil {
+		var err error
+		if c, err = t.capacityFor(t.used + n); err != nil {
 			return false, err
 		}
+	}
+	if n, base, ok := t.denseFor(c); ok {
+		t.relayout(n, true, base)
+		return t.Update(keys, g, upd, slots)
+	}
+	if c > t.Cap() {
+		t.relayout(c, false, 0)
 	}
 	if parts := partsFor(len(keys)); parts > 1 && t.init == nil && pure(upd) && ascending(keys) {
 		return t.updateParallel(keys, g, upd, slots, parts), nil
@@ -124,7 +137,11 @@ func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) 
 	for lo := 0; lo < len(keys); lo += group {
 		ks := keys[lo:min(lo+group, len(keys))]
 		if t.used+len(ks) > t.growAt {
-			if err := t.Reserve(len(ks)); err != nil {
+			if err := t.fit(t.used + len(ks)); err != nil {
+				return false, err
+			}
+			if t.dense {
+				_, err := t.Update(keys[lo:], g[lo*d:], upd, tail(slots, lo))
 				return false, err
 			}
 			record = record && t.Cap() < math.MaxUint32
@@ -143,6 +160,14 @@ func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) 
 		t.applyAt(ss, g[lo*d:], upd, sum)
 	}
 	return record && t.gen == gen, nil
+}
+
+// tail returns slots[i:], or nil when slots is nil.
+func tail(slots []uint32, i int) []uint32 {
+	if slots == nil {
+		return nil
+	}
+	return slots[i:]
 }
 
 // applyAt applies upd to the values and state of slots ss with the

@@ -51,6 +51,15 @@
 // store handler uses it when the range fits in 256 MiB. A key outside
 // the range turns the table into a hash table of the keys it holds.
 //
+// A table can also choose for itself ([Table.AutoDense]): whenever it
+// must grow, or take a key outside its dense range, it lays its keys out
+// densely over a range that covers them when that range fills no more
+// than three quarters of the slots a hash table of the same keys would
+// take, and hashes them otherwise. Keys that crowd a range, as feature
+// ids 1..n do, then cost no hash and no probe, and never more memory than
+// hashing; keys scattered over a wide space stay hashed. psnode's store
+// handler turns it on.
+//
 // [VarTable] stores a value vector of any length per key, for handlers that
 // receive per-key lengths. It is a Go map of slices, the slower path.
 //

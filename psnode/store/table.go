@@ -61,7 +61,47 @@ type Table[V Number] struct {
 	dense bool
 	base  uint64
 
+	// autoMax, when not 0, lets the table choose between hashing and
+	// addressing its keys directly, in at most autoMax slots (AutoDense);
+	// span then covers every key it holds other than 0.
+	autoMax int
+	span    keySpan
+
 	init func(key uint64, vals, state []V)
+}
+
+// keySpan is the smallest and the largest of some keys other than 0; ok
+// is false when there are none.
+type keySpan struct {
+	lo, hi uint64
+	ok     bool
+}
+
+// spanOf returns the span of keys, skipping 0.
+func spanOf(keys []uint64) keySpan {
+	var s keySpan
+	for _, k := range keys {
+		if k == 0 {
+			continue
+		}
+		if !s.ok {
+			s = keySpan{k, k, true}
+			continue
+		}
+		s.lo, s.hi = min(s.lo, k), max(s.hi, k)
+	}
+	return s
+}
+
+// with returns the span of the keys of s and of o.
+func (s keySpan) with(o keySpan) keySpan {
+	switch {
+	case !o.ok:
+		return s
+	case !s.ok:
+		return o
+	}
+	return keySpan{min(s.lo, o.lo), max(s.hi, o.hi), true}
 }
 
 // NewTable returns an empty table of dim values per key and stateWidth
@@ -190,8 +230,8 @@ func (t *Table[V]) Lookup(key uint64) (slot int, ok bool) {
 // a new slot: slots and Vals/State slices obtained before such an Insert
 // must not be used after it. Reserve prevents growth for a known number of
 // insertions. A dense table (UseDenseRange) never grows, but inserting a
-// key outside its range turns it into a hash table, which moves every key
-// in the same way.
+// key outside its range turns it into a hash table, or, with AutoDense, a
+// dense table of a wider range, which moves every key in the same way.
 func (t *Table[V]) Insert(key uint64) (slot int, inserted bool) {
 	if key == 0 {
 		slot = t.Cap()
@@ -201,6 +241,9 @@ func (t *Table[V]) Insert(key uint64) (slot int, inserted bool) {
 		t.hasZero = true
 		t.initSlot(slot, key)
 		return slot, true
+	}
+	if t.autoMax > 0 {
+		t.span = t.span.with(keySpan{key, key, true})
 	}
 	if t.dense {
 		if i := key - t.base; i < uint64(t.Cap()) {
@@ -212,15 +255,16 @@ func (t *Table[V]) Insert(key uint64) (slot int, inserted bool) {
 			t.initSlot(int(i), key)
 			return int(i), true
 		}
-		t.leaveDense()
+		t.mustFit(t.used + 1)
+		return t.Insert(key)
 	}
 	i, found := t.probe(key)
 	if found {
 		return int(i), false
 	}
 	if t.used >= t.growAt {
-		t.resize(t.Cap() * 2)
-		i, _ = t.probe(key)
+		t.mustFit(t.used + 1)
+		return t.Insert(key)
 	}
 	t.keys[i] = key
 	t.used++
@@ -250,8 +294,9 @@ func (t *Table[V]) initSlot(slot int, key uint64) {
 
 // Reserve grows the table, if needed, so that n more keys can be inserted
 // without growing it again: the slots returned by those insertions stay
-// valid until then. On a dense table it does nothing: insertions of keys
-// in its range never move slots.
+// valid until then. It grows a hash table as a hash table, even with
+// AutoDense. On a dense table it does nothing: insertions of keys in its
+// range never move slots.
 func (t *Table[V]) Reserve(n int) error {
 	if n < 0 {
 		return fmt.Errorf("%w: reserve %d keys", ErrInvalidConfig, n)
@@ -271,12 +316,83 @@ func (t *Table[V]) Reserve(n int) error {
 	if err != nil {
 		return err
 	}
-	t.resize(c)
+	t.relayout(c, false, 0)
 	return nil
 }
 
-// resize moves every key to a table of c hash slots.
-func (t *Table[V]) resize(c int) {
+// AutoDense lets the table choose, whenever it must grow or take a key
+// outside its dense range, between hashing its keys and addressing them
+// directly as UseDenseRange does, over a range that covers its keys
+// (other than 0). It goes dense when the range from its smallest key to
+// its largest fills no more of the slots a hash table would take for the
+// same keys than a hash table may fill (three quarters), and when those
+// slots are at most maxSlots: no more memory than hashing, and no hash
+// or probe per key. Keys that crowd a range — feature ids 1..n, a
+// server's share of a range-partitioned key space whose bound it was not
+// told — get the dense layout; keys scattered over a wider space stay
+// hashed. An Update of a hash table also goes dense, without growing,
+// when its keys and the table's fit so in the slots the table has.
+// maxSlots 0 turns the choice off; it must be at most MaxDenseKeys.
+func (t *Table[V]) AutoDense(maxSlots int) error {
+	if maxSlots < 0 || maxSlots > MaxDenseKeys {
+		return fmt.Errorf("%w: auto dense limit of %d slots, want 0..%d", ErrInvalidConfig, maxSlots, MaxDenseKeys)
+	}
+	t.autoMax = min(maxSlots, t.maxCap)
+	t.span = spanOf(t.keys[:t.Cap()])
+	return nil
+}
+
+// denseFor returns the dense layout that covers the table's keys, when
+// AutoDense allows one in at most c slots: its slots and its base. Like a
+// hash table's keys, the range from the smallest key to the largest fills
+// at most loadNum/loadDen of the slots, so that a range that widens a
+// little at a time is laid out anew only after it has widened by a share
+// of itself; the room is split between both ends.
+func (t *Table[V]) denseFor(c int) (n int, base uint64, ok bool) {
+	s := t.span
+	if !s.ok || s.hi-s.lo >= uint64(min(c, t.autoMax)) {
+		return 0, 0, false
+	}
+	n, err := t.capacityFor(int(s.hi - s.lo + 1))
+	if err != nil || n > c || n > t.autoMax {
+		return 0, 0, false
+	}
+	room := uint64(n) - (s.hi - s.lo + 1)
+	base = s.lo - min(s.lo, room/2)
+	// The range [base, base+n) must not pass the largest key.
+	return n, min(base, math.MaxUint64-uint64(n-1)), true
+}
+
+// fit lays the table out for need keys other than 0, the span of its
+// keys (with those about to be inserted) already recorded: dense when
+// AutoDense allows it, otherwise hashed with room for need keys, growing
+// only when the hash table has less room.
+func (t *Table[V]) fit(need int) error {
+	c, err := t.capacityFor(need)
+	if err != nil {
+		return err
+	}
+	if n, base, ok := t.denseFor(c); ok {
+		t.relayout(n, true, base)
+		return nil
+	}
+	if t.dense || c > t.Cap() {
+		t.relayout(c, false, 0)
+	}
+	return nil
+}
+
+// mustFit is fit for Insert, which has no error to return: the need
+// exceeds the table's limit only once memory has long run out.
+func (t *Table[V]) mustFit(need int) {
+	if err := t.fit(need); err != nil {
+		panic("store: " + err.Error())
+	}
+}
+
+// relayout moves every key to new slices of c slots: key k at k-base when
+// dense, hashed otherwise.
+func (t *Table[V]) relayout(c int, dense bool, base uint64) {
 	if c > t.maxCap {
 		// Unreachable in practice: memory runs out long before.
 		panic("store: table capacity exceeds its addressable maximum")
@@ -284,13 +400,20 @@ func (t *Table[V]) resize(c int) {
 	oldCap := t.Cap()
 	oldKeys, oldVals, oldState := t.keys, t.vals, t.state
 	t.alloc(c)
+	t.dense, t.base = dense, base
 	t.gen++
 	dim, stride := t.dim, t.stride
 	for i, k := range oldKeys[:oldCap] {
 		if k == 0 {
 			continue
 		}
-		j, _ := t.probe(k)
+		j := k - base
+		if !dense {
+			j, _ = t.probe(k)
+		} else if j >= uint64(c) {
+			// The span covers every key; a key outside it is a bug here.
+			panic("store: key outside the dense range it was moved to")
+		}
 		t.keys[j] = k
 		if dim == 1 {
 			t.vals[j] = oldVals[i]
@@ -317,8 +440,8 @@ const MaxDenseKeys = 1 << 30
 // The slices for n keys are allocated at once (Linux backs untouched
 // pages with nothing). Key 0 keeps its own slot, Cap(), as in a hash
 // table. Inserting a key outside the range turns the table into a hash
-// table of the keys it holds (Generation changes, as when a hash table
-// grows). n must be in [1, MaxDenseKeys] and base+n must not overflow.
+// table of the keys it holds, or with AutoDense a dense table of a wider
+// range (Generation changes, as when a hash table grows). n must be in [1, MaxDenseKeys] and base+n must not overflow.
 func (t *Table[V]) UseDenseRange(base uint64, n int) error {
 	if t.Len() != 0 {
 		return fmt.Errorf("%w: dense range on a table of %d keys, want an empty one", ErrInvalidConfig, t.Len())
@@ -329,27 +452,13 @@ func (t *Table[V]) UseDenseRange(base uint64, n int) error {
 	if base > math.MaxUint64-uint64(n)+1 {
 		return fmt.Errorf("%w: dense range [%d, %d+%d) overflows", ErrInvalidConfig, base, base, n)
 	}
-	t.alloc(n)
-	t.dense, t.base = true, base
-	t.gen++
+	t.relayout(n, true, base)
 	return nil
 }
 
 // Dense reports whether the table addresses its keys directly (see
 // UseDenseRange).
 func (t *Table[V]) Dense() bool { return t.dense }
-
-// leaveDense turns a dense table into a hash table of the same keys, with
-// room to grow.
-func (t *Table[V]) leaveDense() {
-	t.dense = false
-	c, err := t.capacityFor(t.used + 1)
-	if err != nil {
-		// Unreachable: a dense table holds at most MaxDenseKeys keys.
-		panic("store: " + err.Error())
-	}
-	t.resize(c)
-}
 
 // Generation changes whenever the table grows, that is, whenever slots
 // obtained before stop being valid.
