@@ -63,15 +63,28 @@ func NewStoreHandler[V Number](upd store.Updater[V], dim int) (*StoreHandler[V],
 	if dim < 1 {
 		return nil, fmt.Errorf("psnode: store handler: dim %d: want at least 1", dim)
 	}
-	t, err := store.NewTable[V](dim, upd.StateWidth(), 0)
+	t, err := newStoreTable[V](dim, upd.StateWidth(), 0)
 	if err != nil {
-		return nil, fmt.Errorf("psnode: store handler: %w", err)
+		return nil, err
 	}
 	vt, err := store.NewVarTable[V](0, store.MaxDim)
 	if err != nil {
 		return nil, fmt.Errorf("psnode: store handler: %w", err)
 	}
 	return &StoreHandler[V]{upd: upd, dim: dim, table: t, vtab: vt}, nil
+}
+
+// newStoreTable makes a handler's table, which lays its keys out densely
+// by itself whenever they crowd a range enough (store.Table.AutoDense).
+func newStoreTable[V Number](dim, stateWidth, capacityHint int) (*store.Table[V], error) {
+	t, err := store.NewTable[V](dim, stateWidth, capacityHint)
+	if err == nil {
+		err = t.AutoDense(store.MaxDenseKeys)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("psnode: store handler: %w", err)
+	}
+	return t, nil
 }
 
 // DenseMaxBytes is the most a store handler's table allocates up front to
@@ -86,8 +99,10 @@ const DenseMaxBytes = 256 << 20
 // DenseMaxBytes, its table addresses each key directly instead of hashing
 // it (store.Table.UseDenseRange): no hash or probe per key, neighbouring
 // keys in neighbouring memory. A key outside the range is still stored,
-// at the cost of turning the table into a hash table. UseKeyRange reports
-// whether the table went dense; call it before serving.
+// at the cost of laying the table out anew: hashed, or densely over a
+// wider range when the keys still crowd one (store.Table.AutoDense, which
+// a handler's table has on whether told a range or not). UseKeyRange
+// reports whether the table went dense; call it before serving.
 func (h *StoreHandler[V]) UseKeyRange(begin, last uint64) (bool, error) {
 	if last < begin {
 		return false, fmt.Errorf("psnode: store handler: key range [%d, %d] is empty", begin, last)
@@ -106,8 +121,9 @@ func (h *StoreHandler[V]) UseKeyRange(begin, last uint64) (bool, error) {
 	return true, nil
 }
 
-// Dense reports whether the handler's table addresses keys directly (see
-// UseKeyRange); it stops doing so when a key outside the range is pushed.
+// Dense reports whether the handler's table addresses keys directly, as
+// told by UseKeyRange or found by the table itself when its keys crowd a
+// range; a key pushed far outside its range turns it into a hash table.
 func (h *StoreHandler[V]) Dense() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -309,9 +325,9 @@ func (h *StoreHandler[V]) Retain(keep func(key uint64) bool) error {
 		}
 		return true
 	})
-	t, err := store.NewTable[V](h.dim, h.upd.StateWidth(), kept)
+	t, err := newStoreTable[V](h.dim, h.upd.StateWidth(), kept)
 	if err != nil {
-		return fmt.Errorf("psnode: store handler: %w", err)
+		return err
 	}
 	h.table.Range(func(key uint64, vals, state []V) bool {
 		if keep(key) {

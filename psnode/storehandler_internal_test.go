@@ -131,22 +131,7 @@ func TestStoreHandlerUseKeyRange(t *testing.T) {
 	if ok, _ := h.UseKeyRange(100, 199); !ok {
 		t.Fatal("[100, 199] did not go dense")
 	}
-	push := func(keys ...uint64) {
-		vals := make([]float32, len(keys))
-		for i, k := range keys {
-			vals[i] = float32(k)
-		}
-		if err := h.apply(&KVRequest[float32]{KVMeta: KVMeta{Push: true}, KVPairs: KVPairs[float32]{Keys: keys, Vals: vals}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pull := func(want []float32, keys ...uint64) {
-		t.Helper()
-		res, err := h.read(keys, false)
-		if err != nil || !slices.Equal(res.Vals, want) {
-			t.Fatalf("pull %v = %v, %v; want %v", keys, res.Vals, err, want)
-		}
-	}
+	push, pull := handlerOps(t, h)
 	push(100, 150, 199)
 	push(150)
 	pull([]float32{100, 300, 199, 0}, 100, 150, 199, 120)
@@ -178,4 +163,59 @@ func TestStoreHandlerUseKeyRange(t *testing.T) {
 			t.Errorf("serverKeyRange(%s, %d servers, max %d, rank %d) = %v, %v; want [%d, %d], %v", c.kind, c.servers, c.maxKey, c.rank, r, ok, c.begin, c.last, c.ok)
 		}
 	}
+}
+
+// handlerOps returns functions that push keys to h, each with its own
+// value as its gradient, and that pull keys from it, as the handler
+// applies and answers requests.
+func handlerOps(t *testing.T, h *StoreHandler[float32]) (push func(keys ...uint64), pull func(want []float32, keys ...uint64)) {
+	push = func(keys ...uint64) {
+		t.Helper()
+		vals := make([]float32, len(keys))
+		for i, k := range keys {
+			vals[i] = float32(k)
+		}
+		if err := h.apply(&KVRequest[float32]{KVMeta: KVMeta{Push: true}, KVPairs: KVPairs[float32]{Keys: keys, Vals: vals}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pull = func(want []float32, keys ...uint64) {
+		t.Helper()
+		res, err := h.read(keys, false)
+		if err != nil || !slices.Equal(res.Vals, want) {
+			t.Fatalf("pull %v = %v, %v; want %v", keys, res.Vals, err, want)
+		}
+	}
+	return push, pull
+}
+
+// TestStoreHandlerFindsCrowdedKeys: a handler told no key range lays its
+// table out densely once the keys it holds crowd a range, and hashes them
+// again when a far key arrives, answering every pull right throughout,
+// also a pull of the keys just pushed, which reads by the push's slots.
+func TestStoreHandlerFindsCrowdedKeys(t *testing.T) {
+	t.Parallel()
+	sum, _ := store.NewUpdater[float32]("sum", nil)
+	h, _ := NewStoreHandler[float32](sum, 1)
+	push, pull := handlerOps(t, h)
+	var keys []uint64
+	var want []float32
+	for k := uint64(1 << 40); k < 1<<40+3000; k++ {
+		keys = append(keys, k)
+		want = append(want, 2*float32(k))
+	}
+	push(keys...)
+	push(keys...)
+	pull(want, keys...)
+	if !h.Dense() {
+		t.Fatal("3000 consecutive keys left the table hashed")
+	}
+	far := uint64(1 << 60)
+	push(far)
+	if h.Dense() {
+		t.Fatal("a key 2^60 away left the table dense")
+	}
+	pull(append(want, float32(far), 0), append(keys, far, far+1)...)
+	push(keys[:10]...)
+	pull([]float32{3 * float32(keys[0]), 3 * float32(keys[9])}, keys[0], keys[9])
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ import (
 // BenchmarkPSNode runs the same operations as BenchmarkRaw through the
 // whole runtime: a scheduler, the servers and one worker, each a psnode.Node
 // with its own ZeroMQ transport on 127.0.0.1, in this process. Bytes are
-// counted as in BenchmarkRaw (24 per value for pushpull). Two server
+// counted as in BenchmarkRaw (24 per value for pushpull). These server
 // handlers are measured:
 //
 //   - handler=copy keeps values in a flat array indexed by key, the work
@@ -29,13 +30,18 @@ import (
 //   - handler=sum is the built-in StoreHandler with the sum updater over
 //     its server's key range, as a table of the range partitioner with a
 //     bounded key space gets it: keys addressed directly (UseKeyRange);
-//   - handler=sum-hash is the same without the range, a hash table, what a
-//     server of an unbounded or hash-partitioned key space pays per key.
+//   - handler=sum-auto is the same without the range: the table finds
+//     that its keys crowd a range and lays them out densely by itself
+//     (store.Table.AutoDense), as for a server of a key space whose bound
+//     nobody gave;
+//   - handler=sum-hash pushes keys scattered over the whole uint64 space
+//     (i·φ·2⁶⁴ for i = 1..vals, sorted), which only a hash table holds:
+//     what a server of hashed feature ids pays per key.
 //
 // allocs/msg is every allocation in the process (worker, servers and
 // scheduler together) divided by the messages of an op.
 func BenchmarkPSNode(b *testing.B) {
-	for _, h := range []string{"copy", "sum", "sum-hash"} {
+	for _, h := range []string{"copy", "sum", "sum-auto", "sum-hash"} {
 		b.Run("op=pushpull/vals=1000000/servers=2/handler="+h, func(b *testing.B) { psnodePushPull(b, 1_000_000, 2, h) })
 	}
 	b.Run("op=rtt/keys=1/handler=copy", func(b *testing.B) { psnodeRTT(b) })
@@ -46,7 +52,8 @@ type benchJob struct {
 	nodes  []*psnode.Node
 	worker *psnode.Node
 	kv     *psnode.KVWorker[float32]
-	trs    []*zmq.Transport // the nodes' transports, in the order of nodes
+	trs    []*zmq.Transport                // the nodes' transports, in the order of nodes
+	stores []*psnode.StoreHandler[float32] // the servers' sum stores, if any
 }
 
 func discardLog() *logrus.Entry {
@@ -133,6 +140,7 @@ func startBenchJob(b testing.TB, servers int, maxKey uint64, handler string) *be
 					b.Fatalf("UseKeyRange(%v) = %v, %v", rg, dense, err)
 				}
 			}
+			j.stores = append(j.stores, sh)
 			h = sh.Handle
 		}
 		if _, err := psnode.NewKVServer[float32](n, 0, h); err != nil {
@@ -178,13 +186,21 @@ func copyHandler(base uint64, vals []float32) psnode.Handler[float32] {
 }
 
 func psnodePushPull(b *testing.B, vals, servers int, handler string) {
-	j := startBenchJob(b, servers, uint64(vals), handler)
+	maxKey := uint64(vals)
 	keys := make([]uint64, vals)
 	v := make([]float32, vals)
 	for i := range keys {
 		keys[i] = uint64(i)
 		v[i] = float32(i)
 	}
+	if handler == "sum-hash" {
+		maxKey = 0 // the whole uint64 space
+		for i := range keys {
+			keys[i] = uint64(i+1) * 0x9e3779b97f4a7c15 // odd: no two alike
+		}
+		slices.Sort(keys)
+	}
+	j := startBenchJob(b, servers, maxKey, handler)
 	var got []float32
 	ctx := context.Background()
 	op := func() {
@@ -203,6 +219,11 @@ func psnodePushPull(b *testing.B, vals, servers int, handler string) {
 		}
 	}
 	op() // warm up: first inserts, connections
+	for i, st := range j.stores {
+		if want := handler != "sum-hash"; st.Dense() != want {
+			b.Fatalf("server %d: table dense = %v, want %v", i, st.Dense(), want)
+		}
+	}
 	b.SetBytes(int64(24 * vals))
 	b.ReportAllocs()
 	var before, after runtime.MemStats
