@@ -36,17 +36,31 @@ func NewLocal(cfg Config, wUpd, vUpd store.Updater[float32]) (*Local, error) {
 	if wUpd == nil || vUpd == nil {
 		return nil, errors.New("fm: local trainer needs two updaters")
 	}
-	w, err := store.NewTable[float32](1, wUpd.StateWidth(), 0)
+	w, err := newLocalTable(1, wUpd)
 	if err != nil {
-		return nil, fmt.Errorf("fm: local trainer: %w", err)
+		return nil, err
 	}
-	v, err := store.NewTable[float32](cfg.Dim, vUpd.StateWidth(), 0)
+	v, err := newLocalTable(cfg.Dim, vUpd)
 	if err != nil {
-		return nil, fmt.Errorf("fm: local trainer: %w", err)
+		return nil, err
 	}
 	scale := cfg.InitScale
 	v.SetInit(func(key uint64, vals, _ []float32) { Init(key, vals, scale) })
 	return &Local{cfg: cfg, wUpd: wUpd, vUpd: vUpd, w: w, v: v}, nil
+}
+
+// newLocalTable makes a table of dim values per key for upd that lays its
+// keys out densely by itself when they crowd a range, as a server's store
+// handler does.
+func newLocalTable(dim int, upd store.Updater[float32]) (*store.Table[float32], error) {
+	t, err := store.NewTable[float32](dim, upd.StateWidth(), 0)
+	if err == nil {
+		err = t.AutoDense(store.MaxDenseKeys)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fm: local trainer: %w", err)
+	}
+	return t, nil
 }
 
 // Step trains on one mini-batch and returns the summed log loss of its
@@ -85,15 +99,10 @@ func (l *Local) Step(batch []lr.Example) (loss float64, err error) {
 	}
 	wk := l.cfg.WeightKeys(keys)
 	gw := l.gw[len(keys)-len(wk):]
-	if err := l.w.Reserve(len(wk)); err != nil {
-		return 0, fmt.Errorf("fm: local trainer: %w", err)
-	}
+	// Each slot is used before the next Insert, which may move it.
 	for i, k := range wk {
 		slot, _ := l.w.Insert(k)
 		l.wUpd.Apply(l.w.Vals(slot), l.w.State(slot), gw[i:i+1])
-	}
-	if err := l.v.Reserve(len(fk)); err != nil {
-		return 0, fmt.Errorf("fm: local trainer: %w", err)
 	}
 	for i, k := range fk {
 		slot, _ := l.v.Insert(k)

@@ -34,6 +34,11 @@ func NewLocal(upd store.Updater[float32]) (*Local, error) {
 		return nil, errors.New("lr: local trainer needs an updater")
 	}
 	t, err := store.NewTable[float32](1, upd.StateWidth(), 0)
+	if err == nil {
+		// Dense by itself when the keys crowd a range, as a server's
+		// store handler is.
+		err = t.AutoDense(store.MaxDenseKeys)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lr: local trainer: %w", err)
 	}
@@ -64,10 +69,7 @@ func (l *Local) Step(batch []Example) (loss float64, err error) {
 	if loss, err = Gradient(batch, keys, l.w, l.grad); err != nil {
 		return 0, err
 	}
-	// Push. Reserve keeps the slots valid while inserting.
-	if err := l.table.Reserve(len(keys)); err != nil {
-		return 0, fmt.Errorf("lr: local trainer: %w", err)
-	}
+	// Push. Each slot is used before the next Insert, which may move it.
 	for i, k := range keys {
 		slot, _ := l.table.Insert(k)
 		l.upd.Apply(l.table.Vals(slot), l.table.State(slot), l.grad[i:i+1])
