@@ -200,16 +200,7 @@ func pushBoth(t *testing.T, rng *rand.Rand, batch, ref *store.Table[float32], up
 	if !ok {
 		return true
 	}
-	vals := make([]float32, len(keys)*dim)
-	if err := batch.ValsAt(slots, vals); err != nil {
-		t.Fatal(err)
-	}
-	for i, k := range keys {
-		s, _ := batch.Lookup(k)
-		if !bitsEqual(vals[i*dim:(i+1)*dim], batch.Vals(s)) {
-			t.Fatalf("ValsAt for key %d = %v, want %v", k, vals[i*dim:(i+1)*dim], batch.Vals(s))
-		}
-	}
+	checkSlots(t, batch, keys, slots)
 	return false
 }
 

@@ -80,16 +80,7 @@ func TestDenseTableMatchesHashTable(t *testing.T) {
 							t.Fatalf("round %d: Update reported valid slots %v, generation %d -> %d", round, ok, gen, dense.Generation())
 						}
 						if ok {
-							vals := make([]float32, len(keys)*dim)
-							if err := dense.ValsAt(slots, vals); err != nil {
-								t.Fatal(err)
-							}
-							for i, k := range keys {
-								s, _ := dense.Lookup(k)
-								if !bitsEqual(vals[i*dim:(i+1)*dim], dense.Vals(s)) {
-									t.Fatalf("round %d: ValsAt for key %d = %v, want %v", round, k, vals[i*dim:(i+1)*dim], dense.Vals(s))
-								}
-							}
+							checkSlots(t, dense, keys, slots)
 						}
 						compareTables(t, dense, ref, append(slices.Clone(outside), base+n/2, base+n-1, 1))
 					}
