@@ -441,7 +441,8 @@ const MaxDenseKeys = 1 << 30
 // pages with nothing). Key 0 keeps its own slot, Cap(), as in a hash
 // table. Inserting a key outside the range turns the table into a hash
 // table of the keys it holds, or with AutoDense a dense table of a wider
-// range (Generation changes, as when a hash table grows). n must be in [1, MaxDenseKeys] and base+n must not overflow.
+// range (Generation changes, as when a hash table grows). n must be in
+// [1, MaxDenseKeys] and base+n must not overflow.
 func (t *Table[V]) UseDenseRange(base uint64, n int) error {
 	if t.Len() != 0 {
 		return fmt.Errorf("%w: dense range on a table of %d keys, want an empty one", ErrInvalidConfig, t.Len())
@@ -460,8 +461,8 @@ func (t *Table[V]) UseDenseRange(base uint64, n int) error {
 // UseDenseRange).
 func (t *Table[V]) Dense() bool { return t.dense }
 
-// Generation changes whenever the table grows, that is, whenever slots
-// obtained before stop being valid.
+// Generation changes whenever the table grows or changes its layout,
+// that is, whenever slots obtained before stop being valid.
 func (t *Table[V]) Generation() uint64 { return t.gen }
 
 // Key returns the key stored in slot. It panics if slot is not a slot
