@@ -55,7 +55,9 @@
 // (HDFSOptions.EncryptDataTransfer), the HDFS client authenticates with a
 // data encryption key it keeps; a NameNode session then takes no new
 // operation once that key is about to expire, and the next one opens a
-// new session with a new key.
+// new session with a new key. An open file moves to the new session at
+// its next Read, opened again at its offset, and a Writer at its next
+// block, so that neither needs the old key after it expires.
 //
 // # Contexts
 //

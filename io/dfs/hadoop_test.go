@@ -118,6 +118,42 @@ func TestHadoopResolveAndErrors(t *testing.T) {
 	}
 }
 
+// TestHadoopReadReopens: a read that fails (here the client library's
+// reader closed under the file, as a DataNode's refusal of an expired
+// block token ends it) is tried once more on the file opened again at its
+// offset, so that Read and ReadAt go on with the right bytes.
+func TestHadoopReadReopens(t *testing.T) {
+	c := hadooptest.Connect(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := c.TempDir(t)
+	data := make([]byte, 3<<20+77)
+	for i := range data {
+		data[i] = byte(i * 7 / 5)
+	}
+	c.WriteFile(t, dir+"/f", data, dfs.CreateOptions{BlockSize: 1 << 20})
+	f, err := c.FS.Open(ctx, dir+"/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	head := make([]byte, 1<<20+5)
+	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, data[:len(head)]) {
+		t.Fatalf("the first part: %v, or the bytes differ", err)
+	}
+	dfs.BreakReader(f)
+	b := make([]byte, 1000)
+	n, err := f.(io.ReaderAt).ReadAt(b, 2<<20+3)
+	if err != nil || n != len(b) || !bytes.Equal(b, data[2<<20+3:][:len(b)]) {
+		t.Fatalf("ReadAt after the reader broke: %d bytes, %v, or the bytes differ", n, err)
+	}
+	dfs.BreakReader(f)
+	rest, err := io.ReadAll(f)
+	if err != nil || !bytes.Equal(rest, data[len(head):]) {
+		t.Fatalf("Read after the reader broke: %d bytes, %v; want the %d after the first part", len(rest), err, len(data)-len(head))
+	}
+}
+
 // TestHadoopUnreachableNamenode points the cluster's configuration at a
 // port nothing listens on: the error comes quickly and names it.
 func TestHadoopUnreachableNamenode(t *testing.T) {

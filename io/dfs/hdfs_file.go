@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"path"
 	"sync/atomic"
 	"time"
@@ -18,8 +19,10 @@ import (
 // Read/Write/Close outlives the context or IOTimeout (DataNode traffic is
 // bounded by connection deadlines instead).
 type stream struct {
-	h      *HDFS
-	s      *session
+	h *HDFS
+	// s is the session, which fresh may replace between calls while the
+	// watchdog reads it.
+	s      atomic.Pointer[session]
 	ctx    context.Context
 	name   string
 	inCall atomic.Bool
@@ -30,7 +33,8 @@ type stream struct {
 }
 
 func newStream(h *HDFS, s *session, ctx context.Context, name string) *stream {
-	st := &stream{h: h, s: s, ctx: ctx, name: name}
+	st := &stream{h: h, ctx: ctx, name: name}
+	st.s.Store(s)
 	st.timer = time.AfterFunc(time.Hour, st.onTimeout)
 	st.timer.Stop()
 	st.stop = context.AfterFunc(ctx, st.onTimeout)
@@ -39,7 +43,7 @@ func newStream(h *HDFS, s *session, ctx context.Context, name string) *stream {
 
 func (st *stream) onTimeout() {
 	if st.inCall.Load() {
-		st.s.abort()
+		st.s.Load().abort()
 	}
 }
 
@@ -74,7 +78,7 @@ func (st *stream) exit(op string, err error) error {
 	if cerr := st.ctx.Err(); cerr != nil {
 		return pathError(op, st.h.URI(st.name), fmt.Errorf("%w (%w)", cerr, innerError(err)))
 	}
-	return opError(op, st.h.URI(st.name), st.h.mapError(st.s, err))
+	return opError(op, st.h.URI(st.name), st.h.mapError(st.s.Load(), err))
 }
 
 func (st *stream) release() {
@@ -84,16 +88,56 @@ func (st *stream) release() {
 	st.closed = true
 	st.stop()
 	st.timer.Stop()
-	st.h.release(st.s)
+	st.h.release(st.s.Load())
+}
+
+// fresh moves the stream to a new session once its own has retired,
+// where DataNodes encrypt every block (see dataKeyRetirement): the
+// session's data encryption key is about to expire, and a DataNode would
+// refuse the connections a later block needs. With force it reopens the
+// file in any case, through the current session. reopen opens the file
+// again through the session's client; if it fails, the stream keeps its
+// session and fresh returns the error. fresh reports whether it reopened
+// the file. Call it between calls, not while one is in flight.
+func (st *stream) fresh(op string, force bool, reopen func(c *hdfs.Client) error) (bool, error) {
+	old := st.s.Load()
+	if !force && (old.retireAt.IsZero() || st.h.now().Before(old.retireAt)) {
+		return false, nil
+	}
+	s, err := st.h.acquire(st.ctx)
+	if err != nil {
+		return false, opError(op, st.h.URI(st.name), err)
+	}
+	if _, err := st.h.guarded(st.ctx, s, op, st.h.URI(st.name), reopen); err != nil {
+		st.h.release(s)
+		return false, err
+	}
+	st.s.Store(s)
+	st.h.release(old)
+	return true, nil
 }
 
 type hdfsFile struct {
 	*stream
 	r    *hdfs.FileReader
 	info fs.FileInfo
+	off  int64 // the offset of Read, kept here for a reader opened again
 }
 
+// Read reads on from the file's offset. A read that fails is tried once
+// more on the file opened again (see retry).
 func (f *hdfsFile) Read(b []byte) (int, error) {
+	n, err := f.read(b)
+	if f.retry(n, err) {
+		n, err = f.read(b)
+	}
+	return n, err
+}
+
+func (f *hdfsFile) read(b []byte) (int, error) {
+	if err := f.renew(false); err != nil {
+		return 0, err
+	}
 	if err := f.ensureToken(); err != nil {
 		return 0, err
 	}
@@ -103,11 +147,27 @@ func (f *hdfsFile) Read(b []byte) (int, error) {
 	}
 	f.r.SetDeadline(d)
 	n, err := f.r.Read(b)
+	f.off += int64(n)
+	if errors.Is(err, io.EOF) {
+		err = f.short(f.off, err)
+	}
 	return n, f.exit("read", err)
 }
 
-// ReadAt implements io.ReaderAt, leaving the offset of Read unchanged.
+// ReadAt implements io.ReaderAt, leaving the offset of Read unchanged. A
+// read that fails is tried once more on the file opened again (see retry).
 func (f *hdfsFile) ReadAt(b []byte, off int64) (int, error) {
+	n, err := f.readAt(b, off)
+	if f.retry(n, err) {
+		n, err = f.readAt(b, off)
+	}
+	return n, err
+}
+
+func (f *hdfsFile) readAt(b []byte, off int64) (int, error) {
+	if err := f.renew(false); err != nil {
+		return 0, err
+	}
 	if err := f.ensureToken(); err != nil {
 		return 0, err
 	}
@@ -116,12 +176,66 @@ func (f *hdfsFile) ReadAt(b []byte, off int64) (int, error) {
 		return 0, err
 	}
 	f.r.SetDeadline(d)
-	cur, _ := f.r.Seek(0, io.SeekCurrent)
 	n, err := f.r.ReadAt(b, off)
-	if _, serr := f.r.Seek(cur, io.SeekStart); serr != nil && err == nil {
+	if errors.Is(err, io.EOF) {
+		err = f.short(off+int64(n), err)
+	}
+	if _, serr := f.r.Seek(f.off, io.SeekStart); serr != nil && err == nil {
 		err = serr
 	}
 	return n, f.exit("read", err)
+}
+
+// short returns eof when a read that ended at pos reached the end of the
+// file, and otherwise an error: the HDFS client library reports some
+// refusals by a DataNode (a block token that expired, for one) as the end
+// of the data, which would pass a file's first part off as all of it.
+func (f *hdfsFile) short(pos int64, eof error) error {
+	if size := f.info.Size(); pos < size {
+		return fmt.Errorf("the data ended at byte %d of %d: %w", pos, size, io.ErrUnexpectedEOF)
+	}
+	return eof
+}
+
+// retry reports whether a read that returned n bytes and err should be
+// tried again, and if so opens the file again at its offset (renew): a
+// read that failed with nothing read, not for the end of the file, a
+// closed file, the context or a timeout. Block access tokens and data encryption
+// keys expire; a file kept open longer than they live reads on once it
+// is opened again, as Hadoop's client then fetches the block locations
+// again. A failure to reopen leaves the first error to be returned.
+func (f *hdfsFile) retry(n int, err error) bool {
+	if n > 0 || err == nil || errors.Is(err, io.EOF) || errors.Is(err, ErrClosed) || f.closed || f.ctx.Err() != nil {
+		return false
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return false // IOTimeout bounds the call, not twice it
+	}
+	return f.renew(true) == nil
+}
+
+// renew opens the file again, at the same offset, through a new session
+// once its own has retired, or with force in any case (stream.fresh), so
+// that a file kept open longer than a data encryption key lives goes on
+// reading.
+func (f *hdfsFile) renew(force bool) error {
+	if f.closed {
+		return nil // enter reports it
+	}
+	_, err := f.fresh("read", force, func(c *hdfs.Client) error {
+		r, err := c.Open(f.name)
+		if err != nil {
+			return err
+		}
+		if _, err := r.Seek(f.off, io.SeekStart); err != nil {
+			r.Close()
+			return err
+		}
+		f.r.Close()
+		f.r = r
+		return nil
+	})
+	return err
 }
 
 // ensureToken makes sure, where this package authenticates to the
@@ -144,6 +258,8 @@ func (f *hdfsFile) Seek(off int64, whence int) (int64, error) {
 	n, err := f.r.Seek(off, whence)
 	if err != nil {
 		err = fmt.Errorf("%w: %w", err, fs.ErrInvalid)
+	} else {
+		f.off = n
 	}
 	return n, f.exit("seek", err)
 }
@@ -218,7 +334,17 @@ func (w *hdfsWriter) roll(d time.Time) error {
 	if err := w.complete(); err != nil {
 		return err
 	}
-	nw, err := w.s.client.Append(w.name)
+	// The next block's pipeline is new: through a new session once this
+	// one has retired (stream.fresh).
+	var nw *hdfs.FileWriter
+	appendOn := func(c *hdfs.Client) (err error) {
+		nw, err = c.Append(w.name)
+		return err
+	}
+	moved, err := w.fresh("write", false, appendOn)
+	if err == nil && !moved {
+		err = appendOn(w.s.Load().client)
+	}
 	if err != nil {
 		return err
 	}

@@ -456,6 +456,12 @@ func (h *HDFS) mapError(s *session, err error) error {
 		}
 		return h.connectError(err)
 	}
+	if strings.HasPrefix(err.Error(), "rspauth ") {
+		// The client library's DIGEST-MD5 exchange with a DataNode
+		// that encrypts every block: the DataNode answered without
+		// authenticating, its reason dropped by the library.
+		return fmt.Errorf("a DataNode refused this client's data encryption key (dfs.encrypt.data.transfer); most likely the key expired or the DataNode does not know its block key yet: %w", err)
+	}
 	return err
 }
 

@@ -135,3 +135,31 @@ func TestAbortReachesTokenHandshake(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestDataKeyRefusalExplained: the client library's bare words when a
+// DataNode refuses its data encryption key become an error that says
+// what happened and keeps them.
+func TestDataKeyRefusalExplained(t *testing.T) {
+	h := &HDFS{}
+	for _, raw := range []string{"rspauth not in ''", "rspauth did not match digest"} {
+		err := h.mapError(&session{}, errors.New(raw))
+		if msg := err.Error(); !strings.Contains(msg, "refused this client's data encryption key") || !strings.HasSuffix(msg, raw) {
+			t.Errorf("%q became %q", raw, msg)
+		}
+	}
+	if err := h.mapError(&session{}, io.ErrUnexpectedEOF); err != io.ErrUnexpectedEOF {
+		t.Errorf("an unrelated error became %v", err)
+	}
+}
+
+// TestShortDataIsAnError: the end of the data before the file's size is
+// an error, not the end of the file.
+func TestShortDataIsAnError(t *testing.T) {
+	f := &hdfsFile{info: &hdfsInfo{size: 100}}
+	if err := f.short(40, io.EOF); !errors.Is(err, io.ErrUnexpectedEOF) || !strings.Contains(err.Error(), "byte 40 of 100") {
+		t.Errorf("the data ending at byte 40 of 100: %v", err)
+	}
+	if err := f.short(100, io.EOF); err != io.EOF {
+		t.Errorf("the data ending at the file's end: %v, want io.EOF", err)
+	}
+}

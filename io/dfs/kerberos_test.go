@@ -301,6 +301,34 @@ func TestKerberosEncryptedTransfer(t *testing.T) {
 	if rest, err := io.ReadAll(early); err != nil || !bytes.Equal(rest, data[len(head):]) {
 		t.Errorf("the file opened on the old session read %d bytes more (%v), differing from the rest", len(rest), err)
 	}
+	// It read on through the new session, whose key is fresh, and let
+	// the old one go.
+	if got := dfs.OpenSessions(c.FS); got != 1 {
+		t.Errorf("%d sessions open after the early file read on, want 1", got)
+	}
+
+	// A writer moves to a new session at its next block once its own
+	// has retired.
+	w, err := c.FS.Create(ctx, dir+"/h", dfs.CreateOptions{BlockSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Write(data[:3<<19]); err != nil { // a block and a half
+		t.Fatal(err)
+	}
+	n = dfs.Sessions(c.FS)
+	dfs.MoveClock(c.FS, dfs.RetireAt(c.FS).Sub(dfs.Now(c.FS))+time.Second)
+	if _, err := w.Write(data[3<<19:]); err != nil {
+		t.Fatalf("writing past the session's retirement: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := dfs.Sessions(c.FS); got != n+1 {
+		t.Errorf("%d sessions after the writer's next block, want %d", got, n+1)
+	}
+	readBack("a file written across the retirement", dir+"/h", data)
 
 	f, err := withoutSuites(ctx, t, c).Open(ctx, dir+"/f")
 	if err == nil {
