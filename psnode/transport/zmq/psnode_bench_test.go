@@ -277,9 +277,10 @@ func psnodeRTT(b *testing.B) {
 // TestBorrowedRequests: a server's KVServer handler gets large requests
 // in libzmq's own receive buffers (lent, Node.lends), and the values it
 // stores and answers are right: 3,000,000 keys pushed five times into
-// two sum stores (hash tables), then pulled, the keys of each server's
-// share 12 MB and its values 6 MB, above the 4 MiB from which frames are
-// lent. The worker's answers are copies: a KVWorker does not borrow.
+// two sum stores (not told their ranges), then pulled, the keys of each
+// server's share 12 MB and its values 6 MB, above the 4 MiB from which
+// frames are lent. The worker's answers are copies: a KVWorker does not
+// borrow.
 func TestBorrowedRequests(t *testing.T) {
 	const n, rounds = 3_000_000, 5
 	j := startBenchJob(t, 2, n, "sum-hash")
