@@ -59,6 +59,12 @@
 // its next Read, opened again at its offset, and a Writer at its next
 // block, so that neither needs the old key after it expires.
 //
+// A Read or ReadAt of an HDFS file that fails with nothing read opens the
+// file again at its offset and tries once more, as Hadoop's client
+// fetches the block locations again when a block access token has
+// expired; a read whose data ends before the file's size is an error
+// wrapping io.ErrUnexpectedEOF, never io.EOF.
+//
 // # Contexts
 //
 // Methods of FileSystem return when their context ends. The context
