@@ -120,12 +120,8 @@ func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) 
 			return false, err
 		}
 	}
-	if n, base, ok := t.denseFor(c); ok {
-		t.relayout(n, true, base)
+	if t.layout(c) {
 		return t.Update(keys, g, upd, slots)
-	}
-	if c > t.Cap() {
-		t.relayout(c, false, 0)
 	}
 	if parts := partsFor(len(keys)); parts > 1 && t.init == nil && pure(upd) && ascending(keys) {
 		return t.updateParallel(keys, g, upd, slots, parts), nil

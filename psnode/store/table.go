@@ -372,14 +372,22 @@ func (t *Table[V]) fit(need int) error {
 	if err != nil {
 		return err
 	}
+	t.layout(c)
+	return nil
+}
+
+// layout lays the table out in at most c slots: dense when AutoDense
+// allows it (denseFor), otherwise hashed, in c slots when it has fewer
+// or is dense. It reports whether the table is dense after.
+func (t *Table[V]) layout(c int) bool {
 	if n, base, ok := t.denseFor(c); ok {
 		t.relayout(n, true, base)
-		return nil
+		return true
 	}
 	if t.dense || c > t.Cap() {
 		t.relayout(c, false, 0)
 	}
-	return nil
+	return false
 }
 
 // mustFit is fit for Insert, which has no error to return: the need
