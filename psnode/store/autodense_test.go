@@ -13,11 +13,11 @@ import (
 )
 
 // keySets are ways keys arrive at a table, each a list of pushes, with
-// whether a table that chooses its layout (AutoDense) should end dense.
+// the layout a table that chooses it (AutoDense) should end with.
 func keySets(rng *rand.Rand) []struct {
 	name   string
 	pushes [][]uint64
-	dense  bool
+	layout string
 } {
 	const n = 3000
 	within := func(lo uint64, span, m int) []uint64 {
@@ -42,15 +42,18 @@ func keySets(rng *rand.Rand) []struct {
 	return []struct {
 		name   string
 		pushes [][]uint64
-		dense  bool
+		layout string
 	}{
-		{"crowded from 0", [][]uint64{append(within(0, n, 2000), 0), within(0, n, 500), {}, within(0, n, 2500)}, true},
-		{"crowded at the top", [][]uint64{within(math.MaxUint64-n+1, n, 2000), {math.MaxUint64}, within(math.MaxUint64-n+1, n, 2500)}, true},
-		{"widening", widening, true},
-		{"scattered", [][]uint64{scattered(2000), scattered(500), scattered(2500)}, false},
-		{"two far clusters", [][]uint64{within(1, n, 2000), within(1<<40, n, 2000)}, false},
-		{"crowded, then one far key", [][]uint64{within(1, n, 2000), within(1, n, 500), {1 << 50}}, false},
-		{"one far key, then crowded", [][]uint64{{1 << 50}, within(1<<50-n, n, 2000), within(1<<50-n, n, 2000)}, true},
+		{"crowded from 0", [][]uint64{append(within(0, n, 2000), 0), within(0, n, 500), {}, within(0, n, 2500)}, "dense"},
+		{"crowded at the top", [][]uint64{within(math.MaxUint64-n+1, n, 2000), {math.MaxUint64}, within(math.MaxUint64-n+1, n, 2500)}, "dense"},
+		{"widening", widening, "dense"},
+		{"scattered", [][]uint64{scattered(2000), scattered(500), scattered(2500)}, "ordered"},
+		{"sparse ids", [][]uint64{within(1, 8*n, 2000), within(1, 8*n, 500), within(1, 8*n, 2500)}, "ordered"},
+		{"scattered, then a crowd inserted", [][]uint64{scattered(2000), within(1<<62, n, 2000)}, "hashed"},
+		{"scattered, then a crowd pushed", [][]uint64{scattered(2000), scattered(500), within(1<<62, n, 2500)}, "hashed"},
+		{"two far clusters", [][]uint64{within(1, n, 2000), within(1<<40, n, 2000)}, "hashed"},
+		{"crowded, then one far key", [][]uint64{within(1, n, 2000), within(1, n, 500), {1 << 50}}, "hashed"},
+		{"one far key, then crowded", [][]uint64{{1 << 50}, within(1<<50-n, n, 2000), within(1<<50-n, n, 2000)}, "dense"},
 	}
 }
 
@@ -112,8 +115,8 @@ func TestAutoDenseMatchesHashTable(t *testing.T) {
 						probe = append(probe, keys...)
 						compareTables(t, auto, ref, append(slices.Clone(probe), 5, 1<<45, math.MaxUint64-1))
 					}
-					if auto.Dense() != set.dense {
-						t.Fatalf("dense = %v, want %v", auto.Dense(), set.dense)
+					if got := auto.Layout(); got != set.layout {
+						t.Fatalf("layout %s, want %s", got, set.layout)
 					}
 					if auto.MemoryBytes() > ref.MemoryBytes() {
 						t.Fatalf("%d bytes, a hash table of the same keys %d", auto.MemoryBytes(), ref.MemoryBytes())
@@ -143,8 +146,10 @@ func checkSlots(t *testing.T, tab *store.Table[float32], keys []uint64, slots []
 
 // TestAutoDenseLargePush covers the pushes large enough to be applied on
 // several goroutines: into an empty table, a push of crowded keys goes
-// dense at once; into a table of scattered keys, it lands in a hash table
-// that has to grow midway.
+// dense at once; into a table of a few far keys, it lands in a hash table
+// that has to grow midway; into a table that places scattered keys by
+// their order, the crowd stops the goroutines, and the table hashes its
+// keys instead.
 func TestAutoDenseLargePush(t *testing.T) {
 	defer store.SetTestParts(3)()
 	upd := store.Sum[float32]{}
@@ -154,13 +159,28 @@ func TestAutoDenseLargePush(t *testing.T) {
 		crowded[i] = 1000 + uint64(i)*3/2 // ascending, two keys in three
 	}
 	crowded = slices.Compact(crowded)
-	for _, first := range [][]uint64{nil, {1 << 60, 1<<60 + 99}} {
+	rng := rand.New(rand.NewPCG(3, 4))
+	scattered := make([]uint64, 100_000)
+	for i := range scattered {
+		scattered[i] = rng.Uint64() | 1<<63
+	}
+	slices.Sort(scattered)
+	scattered = slices.Compact(scattered)
+	for _, c := range []struct {
+		first  []uint64
+		layout string // after the first push
+		end    string
+	}{
+		{nil, "", "dense"},
+		{[]uint64{1 << 60, 1<<60 + 99}, "hashed", "hashed"},
+		{scattered, "ordered", "hashed"},
+	} {
 		auto, _ := store.NewTable[float32](1, 0, 0)
 		ref, _ := store.NewTable[float32](1, 0, 0)
 		if err := auto.AutoDense(store.MaxDenseKeys); err != nil {
 			t.Fatal(err)
 		}
-		for _, keys := range [][]uint64{first, crowded, crowded} {
+		for i, keys := range [][]uint64{c.first, crowded, crowded} {
 			g := make([]float32, len(keys))
 			for i := range g {
 				g[i] = float32(i%13) - 6
@@ -175,10 +195,17 @@ func TestAutoDenseLargePush(t *testing.T) {
 					checkSlots(t, tab, keys, slots)
 				}
 			}
+			if i == 0 && c.layout != "" && auto.Layout() != c.layout {
+				t.Errorf("first push of %d keys: layout %s, want %s", len(c.first), auto.Layout(), c.layout)
+			}
 		}
-		compareTables(t, auto, ref, append(crowded[:1000:1000], 1, 1<<60))
-		if want := first == nil; auto.Dense() != want {
-			t.Errorf("first push %v: dense = %v, want %v", first, auto.Dense(), want)
+		probe := append(crowded[:1000:1000], 1, 1<<60)
+		if len(c.first) > 0 {
+			probe = append(probe, c.first[:2]...)
+		}
+		compareTables(t, auto, ref, probe)
+		if got := auto.Layout(); got != c.end {
+			t.Errorf("first push of %d keys: layout %s, want %s", len(c.first), got, c.end)
 		}
 	}
 }

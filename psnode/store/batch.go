@@ -25,17 +25,34 @@ func keep[T uint64 | float32 | float64](s T) {
 	}
 }
 
-// touchKeys loads the first key slot each key of ks hashes to and records
-// the slot in h, all at once, to bring the lines into the cache.
-func (t *Table[V]) touchKeys(ks []uint64, h *[group]uint64) {
+// touchKeys records in h the slot where the probe for each key of ks
+// starts and, unless stream, loads those slots all at once, to bring the
+// lines into the cache.
+func (t *Table[V]) touchKeys(ks []uint64, h *[group]uint64, stream bool) {
+	if stream {
+		for j, k := range ks {
+			h[j] = t.home(k)
+		}
+		return
+	}
 	var s uint64
 	keys := t.keys
 	for j, k := range ks {
-		i := hash(k) >> t.shift
+		i := t.home(k)
 		h[j] = i
 		s += keys[i]
 	}
 	keep(s)
+}
+
+// streams reports whether n keys, ascending when asc, are read in the
+// order of their slots, close enough together that the processor, which
+// sees memory read in order, brings the lines in ahead of the reads by
+// itself: a table that places keys by order, and on average at most
+// eight slots, one or two cache lines, from one key to the next. Loading
+// their slots ahead then only costs time.
+func (t *Table[V]) streams(n int, asc bool) bool {
+	return t.ordered && asc && n*8 >= t.Cap()
 }
 
 // touchVals loads the first value (and state value) of each slot.
@@ -92,8 +109,14 @@ func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) 
 	if upd.StateWidth() != t.sw {
 		return false, fmt.Errorf("%w: %s keeps %d state values per value, the table %d", ErrLength, upd.Name(), upd.StateWidth(), t.sw)
 	}
-	if t.autoMax > 0 {
-		t.span = t.span.with(spanOf(keys))
+	parts := partsFor(len(keys))
+	asc := false
+	if t.autoMax > 0 || parts > 1 {
+		var span keySpan
+		span, asc = scan(keys)
+		if t.autoMax > 0 {
+			t.span = t.span.with(span)
+		}
 	}
 	if t.dense {
 		done, valid := t.updateDense(keys, g, upd, slots)
@@ -123,16 +146,17 @@ func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) 
 	if t.layout(c) {
 		return t.Update(keys, g, upd, slots)
 	}
-	if parts := partsFor(len(keys)); parts > 1 && t.init == nil && pure(upd) && ascending(keys) {
+	if parts > 1 && asc && t.init == nil && pure(upd) {
 		return t.updateParallel(keys, g, upd, slots, parts), nil
 	}
 	gen := t.gen
 	record := slots != nil && t.Cap() < math.MaxUint32
 	_, sum := upd.(Sum[V])
+	stream := t.streams(len(keys), asc)
 	var h, sl [group]uint64
 	for lo := 0; lo < len(keys); lo += group {
 		ks := keys[lo:min(lo+group, len(keys))]
-		if t.used+len(ks) > t.growAt {
+		if t.used+len(ks) > t.growAt || t.crowded {
 			if err := t.fit(t.used + len(ks)); err != nil {
 				return false, err
 			}
@@ -141,13 +165,16 @@ func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) 
 				return false, err
 			}
 			record = record && t.Cap() < math.MaxUint32
+			stream = t.streams(len(keys), asc)
 		}
-		t.touchKeys(ks, &h)
+		t.touchKeys(ks, &h, stream)
 		for j, k := range ks {
 			sl[j] = t.insertAt(k, h[j])
 		}
 		ss := sl[:len(ks)]
-		t.touchVals(ss)
+		if !stream {
+			t.touchVals(ss)
+		}
 		if record {
 			for j, s := range ss {
 				slots[lo+j] = uint32(s)
@@ -259,10 +286,12 @@ func (t *Table[V]) insertAt(key, i uint64) uint64 {
 		}
 		return uint64(slot)
 	}
-	i, found := t.probeFrom(key, i)
+	h := i
+	i, found := t.probeFrom(key, h)
 	if !found {
 		t.keys[i] = key
 		t.used++
+		t.noteMove((i - h) & t.mask)
 		t.initSlot(int(i), key)
 	}
 	return i
@@ -298,7 +327,7 @@ func (t *Table[V]) gatherSpan(keys []uint64, out []V, base int, missing func(i i
 	vals := t.vals
 	for lo := 0; lo < len(keys); lo += group {
 		ks := keys[lo:min(lo+group, len(keys))]
-		t.touchKeys(ks, &h)
+		t.touchKeys(ks, &h, false)
 		var s V
 		for j, k := range ks {
 			slots[j] = -1

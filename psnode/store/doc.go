@@ -55,10 +55,15 @@
 // must grow, or take a key outside its dense range, it lays its keys out
 // densely over a range that covers them when that range fills no more
 // than three quarters of the slots a hash table of the same keys would
-// take, and hashes them otherwise. Keys that crowd a range, as feature
-// ids 1..n do, then cost no hash and no probe, and never more memory than
-// hashing; keys scattered over a wide space stay hashed. psnode's store
-// handler turns it on.
+// take. Keys that crowd a range, as feature ids 1..n do, then cost no
+// hash and no probe, and never more memory than hashing. Otherwise it
+// hashes them, placing each key by its order between the smallest and
+// the largest key: keys spread evenly over a wide space, as hashed
+// feature ids are, fill the slots as evenly as a hash would, and the
+// ascending keys of a request fall in ascending slots, so that a large
+// push reads the table in order rather than at random. Keys that crowd
+// one part of that order are hashed with a mixer instead. psnode's store
+// handler turns the choice on; [Table.Layout] names the one made.
 //
 // [VarTable] stores a value vector of any length per key, for handlers that
 // receive per-key lengths. It is a Go map of slices, the slower path.

@@ -48,15 +48,23 @@ func pure[V Number](upd Updater[V]) bool {
 	return false
 }
 
-// ascending reports whether keys are in strictly ascending order, each
-// key once, as the keys of a request are.
-func ascending(keys []uint64) bool {
+// scan returns the span of keys, as spanOf does, and whether they are in
+// strictly ascending order, each key once, as the keys of a request are;
+// then the span is read off their ends, and keys are read once.
+func scan(keys []uint64) (keySpan, bool) {
 	for i := 1; i < len(keys); i++ {
 		if keys[i] <= keys[i-1] {
-			return false
+			return spanOf(keys), false
 		}
 	}
-	return true
+	if len(keys) > 0 && keys[0] == 0 {
+		// Only the first of ascending keys can be 0.
+		keys = keys[1:]
+	}
+	if len(keys) == 0 {
+		return keySpan{}, true
+	}
+	return keySpan{keys[0], keys[len(keys)-1], true}, true
 }
 
 // run is the share of a call's keys one goroutine takes: keys[lo:hi].
@@ -81,30 +89,37 @@ func runsOf(n, parts int) []run {
 // slot may differ, as the order of insertion does). A probe may run into
 // another goroutine's keys, so the key slots are read atomically and a
 // free one is taken with a compare-and-swap. Each goroutine may insert
-// its share of the keys the table takes before it must grow; one that
-// runs out stops there, and the rest of its run is done after the
-// others, through Insert, which grows the table. It returns whether
-// slots (when not nil) are all valid.
+// its share of the keys the table takes before it must grow, and, in a
+// table that places keys by order, move them its share of maxMoved from
+// the slots where their probes start; one that runs out stops there, and
+// the rest of its run is done after the others, through Insert, which
+// grows the table or hashes it again. It returns whether slots (when not
+// nil) are all valid.
 func (t *Table[V]) updateParallel(keys []uint64, g []V, upd Updater[V], slots []uint32, parts int) bool {
 	gen := t.gen
 	record := slots != nil && t.Cap() < math.MaxUint32
 	_, sum := upd.(Sum[V])
-	budget := (t.growAt - t.used) / parts
+	b := budget{
+		room:   (t.growAt - t.used) / parts,
+		moves:  max(0, maxMoved(t.used)-t.moved) / parts,
+		stream: t.streams(len(keys), true),
+	}
 	runs := runsOf(len(keys), parts)
-	inserted, stop := make([]int, parts), make([]int, parts)
+	done := make([]runDone, parts)
 	var wg sync.WaitGroup
 	for p, r := range runs {
 		wg.Go(func() {
-			inserted[p], stop[p] = t.updateRun(keys, g, upd, slots, r, record, sum, budget)
+			done[p] = t.updateRun(keys, g, upd, slots, r, record, sum, b)
 		})
 	}
 	wg.Wait()
-	for _, n := range inserted {
-		t.used += n
+	for _, rd := range done {
+		t.used += rd.inserted
+		t.noteMove(uint64(rd.moved))
 	}
 	d := t.dim
 	for p, r := range runs {
-		for i := stop[p]; i < r.hi; i++ {
+		for i := done[p].stop; i < r.hi; i++ {
 			s, _ := t.Insert(keys[i])
 			one := [1]uint64{uint64(s)}
 			t.applyAt(one[:], g[i*d:(i+1)*d], upd, sum)
@@ -117,45 +132,70 @@ func (t *Table[V]) updateParallel(keys []uint64, g []V, upd Updater[V], slots []
 	return record && t.gen == gen
 }
 
-// updateRun applies the keys of run r, as Update's loop does, inserting
-// at most budget of them. It returns the number it inserted and the
-// index in keys of the first it had no room for, r.hi when none.
-func (t *Table[V]) updateRun(keys []uint64, g []V, upd Updater[V], slots []uint32, r run, record, sum bool, budget int) (inserted, stop int) {
+// budget is what one goroutine of updateParallel may take of a table:
+// room keys to insert, and moves, beyond four per key it inserts, for
+// their distances from the slots where their probes start, when the
+// table places keys by order (see maxMoved). stream says that the keys
+// are read in the order of their slots (see Table.streams).
+type budget struct {
+	room, moves int
+	stream      bool
+}
+
+// runDone is what updateRun did: the keys it inserted, their distances
+// from the slots where their probes start, summed, and the index in keys
+// of the first key it had no room for, the end of its run when none.
+type runDone struct{ inserted, moved, stop int }
+
+// updateRun applies the keys of run r, as Update's loop does, within b.
+func (t *Table[V]) updateRun(keys []uint64, g []V, upd Updater[V], slots []uint32, r run, record, sum bool, b budget) runDone {
 	d, tk := t.dim, t.keys
+	var rd runDone
 	var h, sl [group]uint64
 	for lo := r.lo; lo < r.hi; lo += group {
 		ks := keys[lo:min(lo+group, r.hi)]
-		var sk uint64
-		for j, k := range ks {
-			h[j] = hash(k) >> t.shift
-			sk += atomic.LoadUint64(&tk[h[j]])
+		if !b.stream {
+			var sk uint64
+			for j, k := range ks {
+				h[j] = t.home(k)
+				sk += atomic.LoadUint64(&tk[h[j]])
+			}
+			keep(sk)
+		} else {
+			for j, k := range ks {
+				h[j] = t.home(k)
+			}
 		}
-		keep(sk)
 		done := len(ks)
 		for j, k := range ks {
-			s, isNew, ok := t.claim(k, h[j], inserted < budget)
+			s, isNew, ok := t.claim(k, h[j], rd.inserted < b.room)
 			if !ok {
 				done = j
 				break
 			}
 			if isNew {
-				inserted++
+				rd.inserted++
+				rd.moved += int((s - h[j]) & t.mask)
 			}
 			sl[j] = s
 		}
 		ss := sl[:done]
-		t.touchVals(ss)
+		if !b.stream {
+			t.touchVals(ss)
+		}
 		if record {
 			for j, s := range ss {
 				slots[lo+j] = uint32(s)
 			}
 		}
 		t.applyAt(ss, g[lo*d:], upd, sum)
-		if done < len(ks) {
-			return inserted, lo + done
+		if done < len(ks) || t.ordered && rd.moved > 4*rd.inserted+b.moves {
+			rd.stop = lo + done
+			return rd
 		}
 	}
-	return inserted, r.hi
+	rd.stop = r.hi
+	return rd
 }
 
 // claim returns the slot of key, whose hash slot is i, for updateRun: the

@@ -34,8 +34,9 @@ const (
 // cannot be deleted.
 //
 // Keys, values and state are kept in parallel slices indexed by slot:
-// hash slots 0..Cap()-1, probed linearly from a hash of the key, plus one
-// extra slot, Cap(), for key 0, which marks free hash slots.
+// hash slots 0..Cap()-1, probed linearly from a hash of the key (or, see
+// AutoDense, from a slot set by its order), plus one extra slot, Cap(),
+// for key 0, which marks free hash slots.
 //
 // Table is not safe for concurrent use.
 type Table[V Number] struct {
@@ -66,6 +67,18 @@ type Table[V Number] struct {
 	// span then covers every key it holds other than 0.
 	autoMax int
 	span    keySpan
+
+	// ordered says that a hash table places keys by their order rather
+	// than by a hash: the slot of key k starts at (k-lo)*mult/2^64 (see
+	// home), which spreads keys scattered evenly over [lo, lo+2^64/mult*c)
+	// as a hash does and keeps ascending keys in ascending slots. moved
+	// is the sum of the distances of the keys from those slots, and
+	// crowded says it passed maxMoved: keys crowd one part of the table,
+	// which must be hashed again. Only AutoDense tables place keys so.
+	ordered  bool
+	lo, mult uint64
+	moved    int
+	crowded  bool
 
 	init func(key uint64, vals, state []V)
 }
@@ -160,6 +173,7 @@ func (t *Table[V]) alloc(c int) {
 	t.shift = uint(64 - bits.TrailingZeros(uint(c)))
 	t.mask = uint64(c - 1)
 	t.growAt = c / loadDen * loadNum
+	t.moved, t.crowded = 0, false
 }
 
 // SetInit sets a function that Insert calls on each new key's values and
@@ -197,6 +211,33 @@ func hash(k uint64) uint64 {
 	return k
 }
 
+// home returns the slot where the probe for key k (not 0) starts in a
+// hash table.
+func (t *Table[V]) home(k uint64) uint64 {
+	if t.ordered {
+		h, _ := bits.Mul64(k-t.lo, t.mult)
+		return h & t.mask
+	}
+	return hash(k) >> t.shift
+}
+
+// maxMoved bounds the distances of n keys from the slots where their
+// probes start, summed, in a table that places keys by their order: four
+// per key on average, where a good hash at the highest load averages
+// 1.5. The layout that places them so is chosen only when they sum to
+// at most half of it, so that the new keys that crowd the table again
+// are at least as many as the keys it holds.
+func maxMoved(n int) int { return 4*n + 4*minCapacity }
+
+// noteMove records that a key was inserted dist slots past the slot
+// where its probe started.
+func (t *Table[V]) noteMove(dist uint64) {
+	if t.ordered {
+		t.moved += int(dist)
+		t.crowded = t.moved > maxMoved(t.used)
+	}
+}
+
 // Lookup returns the slot of key and true, or -1 and false if key is absent.
 func (t *Table[V]) Lookup(key uint64) (slot int, ok bool) {
 	if key == 0 {
@@ -211,15 +252,10 @@ func (t *Table[V]) Lookup(key uint64) (slot int, ok bool) {
 		}
 		return -1, false
 	}
-	keys := t.keys
-	for i := hash(key) >> t.shift; ; i = (i + 1) & t.mask {
-		switch keys[i] {
-		case key:
-			return int(i), true
-		case 0:
-			return -1, false
-		}
+	if i, ok := t.probe(key); ok {
+		return int(i), true
 	}
+	return -1, false
 }
 
 // Insert returns the slot of key, adding the key if it is absent; inserted
@@ -228,7 +264,9 @@ func (t *Table[V]) Lookup(key uint64) (slot int, ok bool) {
 //
 // When the table is full, Insert doubles it first, which moves every key to
 // a new slot: slots and Vals/State slices obtained before such an Insert
-// must not be used after it. Reserve prevents growth for a known number of
+// must not be used after it. So does an Insert into a table that places
+// keys by their order (AutoDense) when keys crowd one part of it: the
+// table hashes them again. Reserve prevents both for a known number of
 // insertions. A dense table (UseDenseRange) never grows, but inserting a
 // key outside its range turns it into a hash table, or, with AutoDense, a
 // dense table of a wider range, which moves every key in the same way.
@@ -258,16 +296,18 @@ func (t *Table[V]) Insert(key uint64) (slot int, inserted bool) {
 		t.mustFit(t.used + 1)
 		return t.Insert(key)
 	}
-	i, found := t.probe(key)
+	h := t.home(key)
+	i, found := t.probeFrom(key, h)
 	if found {
 		return int(i), false
 	}
-	if t.used >= t.growAt {
+	if t.used >= t.growAt || t.crowded {
 		t.mustFit(t.used + 1)
 		return t.Insert(key)
 	}
 	t.keys[i] = key
 	t.used++
+	t.noteMove((i - h) & t.mask)
 	t.initSlot(int(i), key)
 	return int(i), true
 }
@@ -275,15 +315,7 @@ func (t *Table[V]) Insert(key uint64) (slot int, inserted bool) {
 // probe returns the slot holding key (found) or the free slot where it
 // would be inserted. key must not be 0.
 func (t *Table[V]) probe(key uint64) (i uint64, found bool) {
-	keys := t.keys
-	for i = hash(key) >> t.shift; ; i = (i + 1) & t.mask {
-		switch keys[i] {
-		case key:
-			return i, true
-		case 0:
-			return i, false
-		}
-	}
+	return t.probeFrom(key, t.home(key))
 }
 
 func (t *Table[V]) initSlot(slot int, key uint64) {
@@ -295,8 +327,9 @@ func (t *Table[V]) initSlot(slot int, key uint64) {
 // Reserve grows the table, if needed, so that n more keys can be inserted
 // without growing it again: the slots returned by those insertions stay
 // valid until then. It grows a hash table as a hash table, even with
-// AutoDense. On a dense table it does nothing: insertions of keys in its
-// range never move slots.
+// AutoDense, and one that places keys by their order is hashed again, as
+// such a table must be when keys crowd one part of it. On a dense table
+// it does nothing: insertions of keys in its range never move slots.
 func (t *Table[V]) Reserve(n int) error {
 	if n < 0 {
 		return fmt.Errorf("%w: reserve %d keys", ErrInvalidConfig, n)
@@ -306,7 +339,7 @@ func (t *Table[V]) Reserve(n int) error {
 		// are not covered (see Insert).
 		return nil
 	}
-	if n <= t.growAt-t.used {
+	if n <= t.growAt-t.used && !t.ordered {
 		return nil
 	}
 	if n > t.maxCap {
@@ -316,23 +349,37 @@ func (t *Table[V]) Reserve(n int) error {
 	if err != nil {
 		return err
 	}
-	t.relayout(c, false, 0)
+	t.place(max(c, t.Cap()), false, 0, false)
 	return nil
 }
 
-// AutoDense lets the table choose, whenever it must grow or take a key
-// outside its dense range, between hashing its keys and addressing them
-// directly as UseDenseRange does, over a range that covers its keys
-// (other than 0). It goes dense when the range from its smallest key to
-// its largest fills no more of the slots a hash table would take for the
+// AutoDense lets the table choose its layout whenever it must grow, or
+// take a key outside its dense range. It addresses its keys directly, as
+// UseDenseRange does, over a range that covers them (other than 0) when
+// that range fills no more of the slots a hash table would take for the
 // same keys than a hash table may fill (three quarters), and when those
 // slots are at most maxSlots: no more memory than hashing, and no hash
 // or probe per key. Keys that crowd a range — feature ids 1..n, a
 // server's share of a range-partitioned key space whose bound it was not
-// told — get the dense layout; keys scattered over a wider space stay
-// hashed. An Update of a hash table also goes dense, without growing,
-// when its keys and the table's fit so in the slots the table has.
-// maxSlots 0 turns the choice off; it must be at most MaxDenseKeys.
+// told — get that dense layout.
+//
+// Otherwise it hashes them, and places each key by its order: the probe
+// for key k starts (k-lo)/(hi-lo+1) of the way through the slots, for the
+// smallest and largest keys lo and hi it holds as it lays them out. Keys
+// spread evenly over their range — hashed feature ids, a server's share
+// of them under the hash partitioner, sparse ids — fill the slots as
+// evenly as a hash would, and ascending keys, as a request's are, fall in
+// ascending slots: a large push or pull reads the table in order, which
+// the processor fetches ahead by itself, instead of at random. Keys that
+// crowd one part of that order, such as a cluster far from the others,
+// are hashed with a mixer instead as soon as their distances from the
+// slots where their probes start average more than about four (a mixer
+// averages 1.5 at the highest load); the table tries their order again
+// when it next grows.
+//
+// An Update of a hash table also goes dense, without growing, when its
+// keys and the table's fit so in the slots the table has. maxSlots 0
+// turns the choice off; it must be at most MaxDenseKeys.
 func (t *Table[V]) AutoDense(maxSlots int) error {
 	if maxSlots < 0 || maxSlots > MaxDenseKeys {
 		return fmt.Errorf("%w: auto dense limit of %d slots, want 0..%d", ErrInvalidConfig, maxSlots, MaxDenseKeys)
@@ -378,14 +425,19 @@ func (t *Table[V]) fit(need int) error {
 
 // layout lays the table out in at most c slots: dense when AutoDense
 // allows it (denseFor), otherwise hashed, in c slots when it has fewer
-// or is dense. It reports whether the table is dense after.
+// or is dense, and hashed again in the slots it has when its keys crowd
+// the order it placed them by. It reports whether the table is dense
+// after.
 func (t *Table[V]) layout(c int) bool {
 	if n, base, ok := t.denseFor(c); ok {
 		t.relayout(n, true, base)
 		return true
 	}
-	if t.dense || c > t.Cap() {
+	switch {
+	case t.dense || c > t.Cap():
 		t.relayout(c, false, 0)
+	case t.crowded:
+		t.relayout(t.Cap(), false, 0)
 	}
 	return false
 }
@@ -399,8 +451,17 @@ func (t *Table[V]) mustFit(need int) {
 }
 
 // relayout moves every key to new slices of c slots: key k at k-base when
-// dense, hashed otherwise.
+// dense; otherwise hashed, and with AutoDense placed by order when the
+// keys do not crowd that order (see place).
 func (t *Table[V]) relayout(c int, dense bool, base uint64) {
+	t.place(c, dense, base, !dense && t.autoMax > 0)
+}
+
+// place is relayout. A hash table places its keys by their order when
+// byOrder is true and it knows their span, unless their distances from
+// the slots where their probes start sum to more than half of maxMoved:
+// then it hashes them with the mixer after all.
+func (t *Table[V]) place(c int, dense bool, base uint64, byOrder bool) {
 	if c > t.maxCap {
 		// Unreachable in practice: memory runs out long before.
 		panic("store: table capacity exceeds its addressable maximum")
@@ -409,16 +470,49 @@ func (t *Table[V]) relayout(c int, dense bool, base uint64) {
 	oldKeys, oldVals, oldState := t.keys, t.vals, t.state
 	t.alloc(c)
 	t.dense, t.base = dense, base
+	t.ordered = false
+	if s := t.span; byOrder && s.ok {
+		// (k-lo)*mult/2^64 maps the span onto the c slots; a span of
+		// at most c keys goes onto as many, key lo+i at i-1 (i > 0).
+		t.ordered, t.lo, t.mult = true, s.lo, math.MaxUint64
+		if w := s.hi - s.lo + 1; w > uint64(c) {
+			t.mult, _ = bits.Div64(uint64(c), 0, w)
+		}
+	}
 	t.gen++
-	dim, stride := t.dim, t.stride
-	for i, k := range oldKeys[:oldCap] {
+	if !t.moveIn(oldKeys[:oldCap], oldVals, oldState) {
+		clear(t.keys)
+		clear(t.vals)
+		clear(t.state)
+		t.ordered, t.moved = false, 0
+		t.moveIn(oldKeys[:oldCap], oldVals, oldState)
+	}
+	if t.hasZero {
+		copy(t.Vals(c), oldVals[oldCap*t.dim:])
+		copy(t.State(c), oldState[oldCap*t.stride:])
+	}
+}
+
+// moveIn copies the keys, values and state of another layout's hash
+// slots into the table's. It stops and returns false when the table
+// places keys by order and they crowd it.
+func (t *Table[V]) moveIn(oldKeys []uint64, oldVals, oldState []V) bool {
+	dim, stride, c := t.dim, t.stride, uint64(t.Cap())
+	limit := maxMoved(t.used) / 2
+	for i, k := range oldKeys {
 		if k == 0 {
 			continue
 		}
-		j := k - base
-		if !dense {
-			j, _ = t.probe(k)
-		} else if j >= uint64(c) {
+		j := k - t.base
+		if !t.dense {
+			h := t.home(k)
+			j, _ = t.probeFrom(k, h)
+			if t.ordered {
+				if t.moved += int((j - h) & t.mask); t.moved > limit {
+					return false
+				}
+			}
+		} else if j >= c {
 			// The span covers every key; a key outside it is a bug here.
 			panic("store: key outside the dense range it was moved to")
 		}
@@ -432,10 +526,7 @@ func (t *Table[V]) relayout(c int, dense bool, base uint64) {
 			copy(t.state[int(j)*stride:int(j+1)*stride], oldState[i*stride:(i+1)*stride])
 		}
 	}
-	if t.hasZero {
-		copy(t.Vals(c), oldVals[oldCap*dim:])
-		copy(t.State(c), oldState[oldCap*stride:])
-	}
+	return true
 }
 
 // MaxDenseKeys is the largest key range UseDenseRange accepts.
@@ -468,6 +559,19 @@ func (t *Table[V]) UseDenseRange(base uint64, n int) error {
 // Dense reports whether the table addresses its keys directly (see
 // UseDenseRange).
 func (t *Table[V]) Dense() bool { return t.dense }
+
+// Layout names the way the table finds a key's slot: "dense" when it
+// addresses keys directly, "ordered" when it is a hash table that places
+// keys by their order (see AutoDense), "hashed" otherwise.
+func (t *Table[V]) Layout() string {
+	switch {
+	case t.dense:
+		return "dense"
+	case t.ordered:
+		return "ordered"
+	}
+	return "hashed"
+}
 
 // Generation changes whenever the table grows or changes its layout,
 // that is, whenever slots obtained before stop being valid.
