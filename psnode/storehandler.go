@@ -74,8 +74,9 @@ func NewStoreHandler[V Number](upd store.Updater[V], dim int) (*StoreHandler[V],
 	return &StoreHandler[V]{upd: upd, dim: dim, table: t, vtab: vt}, nil
 }
 
-// newStoreTable makes a handler's table, which lays its keys out densely
-// by itself whenever they crowd a range enough (store.Table.AutoDense).
+// newStoreTable makes a handler's table, which chooses its layout by
+// itself (store.Table.AutoDense): dense when the keys crowd a range
+// enough, otherwise hashed, by their order when they spread evenly.
 func newStoreTable[V Number](dim, stateWidth, capacityHint int) (*store.Table[V], error) {
 	t, err := store.NewTable[V](dim, stateWidth, capacityHint)
 	if err == nil {
@@ -128,6 +129,14 @@ func (h *StoreHandler[V]) Dense() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.table.Dense()
+}
+
+// Layout names the way the handler's table finds a key's slot (see
+// store.Table.Layout): "dense", "ordered" or "hashed".
+func (h *StoreHandler[V]) Layout() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.table.Layout()
 }
 
 // Handle is the Handler to pass to NewKVServer.

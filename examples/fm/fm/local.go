@@ -49,9 +49,8 @@ func NewLocal(cfg Config, wUpd, vUpd store.Updater[float32]) (*Local, error) {
 	return &Local{cfg: cfg, wUpd: wUpd, vUpd: vUpd, w: w, v: v}, nil
 }
 
-// newLocalTable makes a table of dim values per key for upd that lays its
-// keys out densely by itself when they crowd a range, as a server's store
-// handler does.
+// newLocalTable makes a table of dim values per key for upd that chooses
+// its layout by itself, as a server's store handler's does.
 func newLocalTable(dim int, upd store.Updater[float32]) (*store.Table[float32], error) {
 	t, err := store.NewTable[float32](dim, upd.StateWidth(), 0)
 	if err == nil {

@@ -35,8 +35,8 @@ func NewLocal(upd store.Updater[float32]) (*Local, error) {
 	}
 	t, err := store.NewTable[float32](1, upd.StateWidth(), 0)
 	if err == nil {
-		// Dense by itself when the keys crowd a range, as a server's
-		// store handler is.
+		// The table chooses its layout by itself, as a server's
+		// store handler's does.
 		err = t.AutoDense(store.MaxDenseKeys)
 	}
 	if err != nil {
