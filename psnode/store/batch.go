@@ -55,6 +55,19 @@ func (t *Table[V]) streams(n int, asc bool) bool {
 	return t.ordered && asc && n*8 >= t.Cap()
 }
 
+// after returns the slot of key when it is the first slot from both its
+// home slot h and next, the slot after the previous key's: where a key of
+// ascending keys is, in a table that places keys by order, when the
+// table holds few keys between it and the previous one, as when a push
+// or pull covers much of the table. Whether it is there or one slot
+// further, for keys scattered at random, is as good as random, and the
+// probe's guess would often be wrong; this guess is mostly right. A miss
+// costs one load of a line already read; the caller then probes from h.
+func (t *Table[V]) after(key, h, next uint64) (uint64, bool) {
+	p := max(h, next) & t.mask
+	return p, key != 0 && atomic.LoadUint64(&t.keys[p]) == key
+}
+
 // touchVals loads the first value (and state value) of each slot.
 func (t *Table[V]) touchVals(slots []uint64) {
 	var s V
@@ -154,6 +167,7 @@ func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) 
 	_, sum := upd.(Sum[V])
 	stream := t.streams(len(keys), asc)
 	var h, sl [group]uint64
+	next := uint64(0) // the slot after the last key's
 	for lo := 0; lo < len(keys); lo += group {
 		ks := keys[lo:min(lo+group, len(keys))]
 		if t.used+len(ks) > t.growAt || t.crowded {
@@ -169,7 +183,14 @@ func (t *Table[V]) Update(keys []uint64, g []V, upd Updater[V], slots []uint32) 
 		}
 		t.touchKeys(ks, &h, stream)
 		for j, k := range ks {
-			sl[j] = t.insertAt(k, h[j])
+			s, ok := uint64(0), false
+			if stream {
+				s, ok = t.after(k, h[j], next)
+			}
+			if !ok {
+				s = t.insertAt(k, h[j])
+			}
+			sl[j], next = s, s+1
 		}
 		ss := sl[:len(ks)]
 		if !stream {
@@ -311,23 +332,29 @@ func (t *Table[V]) Gather(keys []uint64, out []V, missing func(i int)) (int, err
 	if t.dense {
 		return t.gatherDense(keys, out, missing), nil
 	}
-	if parts := partsFor(len(keys)); parts > 1 && missing == nil {
-		return t.gatherParallel(keys, out, parts), nil
+	stream := false
+	if t.streams(len(keys), true) {
+		_, stream = scan(keys)
 	}
-	return t.gatherSpan(keys, out, 0, missing), nil
+	if parts := partsFor(len(keys)); parts > 1 && missing == nil {
+		return t.gatherParallel(keys, out, parts, stream), nil
+	}
+	return t.gatherSpan(keys, out, 0, missing, stream), nil
 }
 
 // gatherSpan is Gather on a hash table for keys, which lie at base in the
-// keys of the call: missing is given indices from base.
-func (t *Table[V]) gatherSpan(keys []uint64, out []V, base int, missing func(i int)) int {
+// keys of the call: missing is given indices from base. stream says that
+// the keys are read in the order of their slots (see streams).
+func (t *Table[V]) gatherSpan(keys []uint64, out []V, base int, missing func(i int), stream bool) int {
 	d := t.dim
 	var h [group]uint64
 	var slots [group]int64
 	found := 0
 	vals := t.vals
+	next := uint64(0) // the slot after the last key found
 	for lo := 0; lo < len(keys); lo += group {
 		ks := keys[lo:min(lo+group, len(keys))]
-		t.touchKeys(ks, &h, false)
+		t.touchKeys(ks, &h, stream)
 		var s V
 		for j, k := range ks {
 			slots[j] = -1
@@ -335,6 +362,14 @@ func (t *Table[V]) gatherSpan(keys []uint64, out []V, base int, missing func(i i
 			case k == 0:
 				if t.hasZero {
 					slots[j] = int64(t.Cap())
+				}
+			case stream:
+				i, ok := t.after(k, h[j], next)
+				if !ok {
+					i, ok = t.probeFrom(k, h[j])
+				}
+				if ok {
+					slots[j], next = int64(i), i+1
 				}
 			default:
 				if i, ok := t.probeFrom(k, h[j]); ok {

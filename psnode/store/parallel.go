@@ -152,6 +152,7 @@ func (t *Table[V]) updateRun(keys []uint64, g []V, upd Updater[V], slots []uint3
 	d, tk := t.dim, t.keys
 	var rd runDone
 	var h, sl [group]uint64
+	next := uint64(0) // the slot after the last key's
 	for lo := r.lo; lo < r.hi; lo += group {
 		ks := keys[lo:min(lo+group, r.hi)]
 		if !b.stream {
@@ -168,7 +169,14 @@ func (t *Table[V]) updateRun(keys []uint64, g []V, upd Updater[V], slots []uint3
 		}
 		done := len(ks)
 		for j, k := range ks {
+			if b.stream {
+				if s, ok := t.after(k, h[j], next); ok {
+					sl[j], next = s, s+1
+					continue
+				}
+			}
 			s, isNew, ok := t.claim(k, h[j], rd.inserted < b.room)
+			next = s + 1
 			if !ok {
 				done = j
 				break
@@ -226,12 +234,12 @@ func (t *Table[V]) claim(key, i uint64, room bool) (slot uint64, isNew, ok bool)
 
 // gatherParallel is Gather's loop on parts goroutines, each on a run of
 // keys, for a hash table and no missing function.
-func (t *Table[V]) gatherParallel(keys []uint64, out []V, parts int) int {
+func (t *Table[V]) gatherParallel(keys []uint64, out []V, parts int, stream bool) int {
 	d := t.dim
 	found := make([]int, parts)
 	var wg sync.WaitGroup
 	for p, r := range runsOf(len(keys), parts) {
-		wg.Go(func() { found[p] = t.gatherSpan(keys[r.lo:r.hi], out[r.lo*d:r.hi*d], r.lo, nil) })
+		wg.Go(func() { found[p] = t.gatherSpan(keys[r.lo:r.hi], out[r.lo*d:r.hi*d], r.lo, nil, stream) })
 	}
 	wg.Wait()
 	n := 0
