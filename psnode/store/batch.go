@@ -29,20 +29,23 @@ func keep[T uint64 | float32 | float64](s T) {
 // starts and, unless stream, loads those slots all at once, to bring the
 // lines into the cache.
 func (t *Table[V]) touchKeys(ks []uint64, h *[group]uint64, stream bool) {
+	t.homes(ks, h)
 	if stream {
-		for j, k := range ks {
-			h[j] = t.home(k)
-		}
 		return
 	}
 	var s uint64
 	keys := t.keys
-	for j, k := range ks {
-		i := t.home(k)
-		h[j] = i
-		s += keys[i]
+	for j := range ks {
+		s += keys[h[j]]
 	}
 	keep(s)
+}
+
+// homes records in h the slot where the probe for each key of ks starts.
+func (t *Table[V]) homes(ks []uint64, h *[group]uint64) {
+	for j, k := range ks {
+		h[j] = t.home(k)
+	}
 }
 
 // streams reports whether n keys, ascending when asc, are read in the

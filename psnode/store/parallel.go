@@ -155,17 +155,13 @@ func (t *Table[V]) updateRun(keys []uint64, g []V, upd Updater[V], slots []uint3
 	next := uint64(0) // the slot after the last key's
 	for lo := r.lo; lo < r.hi; lo += group {
 		ks := keys[lo:min(lo+group, r.hi)]
+		t.homes(ks, &h)
 		if !b.stream {
 			var sk uint64
-			for j, k := range ks {
-				h[j] = t.home(k)
+			for j := range ks {
 				sk += atomic.LoadUint64(&tk[h[j]])
 			}
 			keep(sk)
-		} else {
-			for j, k := range ks {
-				h[j] = t.home(k)
-			}
 		}
 		done := len(ks)
 		for j, k := range ks {
