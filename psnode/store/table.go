@@ -608,7 +608,7 @@ func (t *Table[V]) State(slot int) []V {
 }
 
 // Range calls fn for each key with its values and state (aliasing the
-// table), in ascending slot order, which is unrelated to key order and
+// table), in ascending slot order, which need not be key order and
 // changes when the table grows. It stops when fn returns false. fn may
 // modify vals and state but must not insert keys.
 func (t *Table[V]) Range(fn func(key uint64, vals, state []V) bool) {
