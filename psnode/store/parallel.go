@@ -133,9 +133,9 @@ func (t *Table[V]) updateParallel(keys []uint64, g []V, upd Updater[V], slots []
 }
 
 // budget is what one goroutine of updateParallel may take of a table:
-// room keys to insert, and moves, beyond four per key it inserts, for
-// their distances from the slots where their probes start, when the
-// table places keys by order (see maxMoved). stream says that the keys
+// room keys to insert, and moves, beyond movesPerKey for each key it
+// inserts, for their distances from the slots where their probes start,
+// when the table places keys by order (see maxMoved). stream says that the keys
 // are read in the order of their slots (see Table.streams).
 type budget struct {
 	room, moves int
@@ -193,7 +193,7 @@ func (t *Table[V]) updateRun(keys []uint64, g []V, upd Updater[V], slots []uint3
 			}
 		}
 		t.applyAt(ss, g[lo*d:], upd, sum)
-		if done < len(ks) || t.ordered && rd.moved > 4*rd.inserted+b.moves {
+		if done < len(ks) || t.ordered && rd.moved > movesPerKey*rd.inserted+b.moves {
 			rd.stop = lo + done
 			return rd
 		}
