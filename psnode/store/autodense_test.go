@@ -112,6 +112,7 @@ func TestAutoDenseMatchesHashTable(t *testing.T) {
 							s, _ := ref.Insert(k)
 							upd.Apply(ref.Vals(s), ref.State(s), g[i*dim:(i+1)*dim])
 						}
+						pullPushBySlot(t, rng, auto, ref, upd, keys)
 						probe = append(probe, keys...)
 						compareTables(t, auto, ref, append(slices.Clone(probe), 5, 1<<45, math.MaxUint64-1))
 					}
@@ -124,6 +125,33 @@ func TestAutoDenseMatchesHashTable(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// pullPushBySlot pulls keys, all stored, from tab with GatherSlots and
+// pushes new gradients to them by the pull's slots (UpdateAt), as a
+// server's store handler does for a worker's mini-batch, and pushes the
+// same gradients into ref key by key.
+func pullPushBySlot(t *testing.T, rng *rand.Rand, tab, ref *store.Table[float32], upd store.Updater[float32], keys []uint64) {
+	t.Helper()
+	d := tab.Dim()
+	out := make([]float32, len(keys)*d)
+	slots := make([]uint32, len(keys))
+	found, ok, err := tab.GatherSlots(keys, out, nil, slots)
+	if err != nil || found != len(keys) || !ok {
+		t.Fatalf("GatherSlots of %d stored keys: found %d, ok %v, %v", len(keys), found, ok, err)
+	}
+	checkSlots(t, tab, keys, slots)
+	g := make([]float32, len(keys)*d)
+	for i := range g {
+		g[i] = float32(rng.NormFloat64())
+	}
+	if err := tab.UpdateAt(slots, g, upd); err != nil {
+		t.Fatalf("UpdateAt: %v", err)
+	}
+	for i, k := range keys {
+		s, _ := ref.Insert(k)
+		upd.Apply(ref.Vals(s), ref.State(s), g[i*d:(i+1)*d])
 	}
 }
 
@@ -199,6 +227,8 @@ func TestAutoDenseLargePush(t *testing.T) {
 				t.Errorf("first push of %d keys: layout %s, want %s", len(c.first), auto.Layout(), c.layout)
 			}
 		}
+		// The pull of a large request, on the goroutines, records slots.
+		pullPushBySlot(t, rng, auto, ref, upd, crowded)
 		probe := append(crowded[:1000:1000], 1, 1<<60)
 		if len(c.first) > 0 {
 			probe = append(probe, c.first[:2]...)

@@ -279,6 +279,38 @@ func (t *Table[V]) updateDense(keys []uint64, g []V, upd Updater[V], slots []uin
 	return len(keys), record
 }
 
+// UpdateAt applies upd to the values and state of slots with the
+// gradients g, Dim() values per slot in the order of slots: Update of the
+// keys whose slots Update or GatherSlots stored, with the table's
+// Generation unchanged since, without looking them up again. It inserts
+// nothing. A slot outside the table is an error, and then nothing is
+// applied.
+func (t *Table[V]) UpdateAt(slots []uint32, g []V, upd Updater[V]) error {
+	d := t.dim
+	if len(g) != len(slots)*d {
+		return fmt.Errorf("%w: %d values for %d slots of %d values", ErrLength, len(g), len(slots), d)
+	}
+	if upd.StateWidth() != t.sw {
+		return fmt.Errorf("%w: %s keeps %d state values per value, the table %d", ErrLength, upd.Name(), upd.StateWidth(), t.sw)
+	}
+	limit := uint64(t.Cap()) // the zero key's slot, when it is stored
+	for _, s := range slots {
+		if s := uint64(s); s > limit || s == limit && !t.hasZero {
+			return fmt.Errorf("%w: slot %d of a table of %d", ErrSlot, s, limit)
+		}
+	}
+	_, sum := upd.(Sum[V])
+	var ss [group]uint64
+	for lo := 0; lo < len(slots); lo += group {
+		n := min(group, len(slots)-lo)
+		for j, s := range slots[lo : lo+n] {
+			ss[j] = uint64(s)
+		}
+		t.applyAt(ss[:n], g[lo*d:], upd, sum)
+	}
+	return nil
+}
+
 // ValsAt copies the values of slots (as Update stored them, with the
 // table's Generation unchanged since) into out, Dim() values per slot.
 func (t *Table[V]) ValsAt(slots []uint32, out []V) error {
@@ -328,27 +360,50 @@ func (t *Table[V]) insertAt(key, i uint64) uint64 {
 //
 // Gather works on groups of keys as Update does.
 func (t *Table[V]) Gather(keys []uint64, out []V, missing func(i int)) (int, error) {
+	return t.gather(keys, out, missing, nil)
+}
+
+// GatherSlots is Gather that also stores each key's slot in slots, which
+// must have len(keys) elements (an absent key's element is left as it
+// was). It reports whether every key was found with a slot that fits in
+// 32 bits: then UpdateAt and ValsAt take those slots for as long as
+// Generation is unchanged.
+func (t *Table[V]) GatherSlots(keys []uint64, out []V, missing func(i int), slots []uint32) (int, bool, error) {
+	if len(slots) != len(keys) {
+		return 0, false, fmt.Errorf("%w: room for %d slots for %d keys", ErrLength, len(slots), len(keys))
+	}
+	if t.Cap() >= math.MaxUint32 {
+		slots = nil
+	}
+	found, err := t.gather(keys, out, missing, slots)
+	return found, err == nil && slots != nil && found == len(keys), err
+}
+
+// gather is Gather, storing the found keys' slots in rec when it is not
+// nil.
+func (t *Table[V]) gather(keys []uint64, out []V, missing func(i int), rec []uint32) (int, error) {
 	d := t.dim
 	if len(out) != len(keys)*d {
 		return 0, fmt.Errorf("%w: room for %d values for %d keys of %d values", ErrLength, len(out), len(keys), d)
 	}
 	if t.dense {
-		return t.gatherDense(keys, out, missing), nil
+		return t.gatherDense(keys, out, missing, rec), nil
 	}
 	stream := false
 	if t.streams(len(keys), true) {
 		_, stream = scan(keys)
 	}
 	if parts := partsFor(len(keys)); parts > 1 && missing == nil {
-		return t.gatherParallel(keys, out, parts, stream), nil
+		return t.gatherParallel(keys, out, parts, stream, rec), nil
 	}
-	return t.gatherSpan(keys, out, 0, missing, stream), nil
+	return t.gatherSpan(keys, out, 0, missing, stream, rec), nil
 }
 
 // gatherSpan is Gather on a hash table for keys, which lie at base in the
 // keys of the call: missing is given indices from base. stream says that
-// the keys are read in the order of their slots (see streams).
-func (t *Table[V]) gatherSpan(keys []uint64, out []V, base int, missing func(i int), stream bool) int {
+// the keys are read in the order of their slots (see streams). The found
+// keys' slots go to rec, in the order of keys, when it is not nil.
+func (t *Table[V]) gatherSpan(keys []uint64, out []V, base int, missing func(i int), stream bool, rec []uint32) int {
 	d := t.dim
 	var h [group]uint64
 	var slots [group]int64
@@ -382,7 +437,7 @@ func (t *Table[V]) gatherSpan(keys []uint64, out []V, base int, missing func(i i
 			}
 		}
 		keepV(s)
-		found += t.readSlots(slots[:len(ks)], out[lo*d:], base+lo, missing)
+		found += t.readSlots(slots[:len(ks)], out[lo*d:], base+lo, missing, tail(rec, lo))
 	}
 	return found
 }
@@ -390,8 +445,9 @@ func (t *Table[V]) gatherSpan(keys []uint64, out []V, base int, missing func(i i
 // readSlots copies the values of slots into out, Dim() values per slot;
 // a slot of -1 is an absent key, whose values are zero and whose index
 // (lo plus its position) is given to missing when missing is not nil. It
-// returns the number of keys found.
-func (t *Table[V]) readSlots(slots []int64, out []V, lo int, missing func(i int)) int {
+// stores the other slots in rec, at their positions, when rec is not nil,
+// and returns the number of keys found.
+func (t *Table[V]) readSlots(slots []int64, out []V, lo int, missing func(i int), rec []uint32) int {
 	d, vals, found := t.dim, t.vals, 0
 	for j, sl := range slots {
 		o := out[j*d : (j+1)*d]
@@ -403,6 +459,9 @@ func (t *Table[V]) readSlots(slots []int64, out []V, lo int, missing func(i int)
 			continue
 		}
 		found++
+		if rec != nil {
+			rec[j] = uint32(sl)
+		}
 		if d == 1 {
 			o[0] = vals[sl]
 		} else {
@@ -412,8 +471,9 @@ func (t *Table[V]) readSlots(slots []int64, out []V, lo int, missing func(i int)
 	return found
 }
 
-// gatherDense is Gather on a dense table.
-func (t *Table[V]) gatherDense(keys []uint64, out []V, missing func(i int)) int {
+// gatherDense is Gather on a dense table, storing slots in rec as
+// gatherSpan does.
+func (t *Table[V]) gatherDense(keys []uint64, out []V, missing func(i int), rec []uint32) int {
 	n, base, tk := uint64(t.Cap()), t.base, t.keys
 	var slots [group]int64
 	found := 0
@@ -430,7 +490,7 @@ func (t *Table[V]) gatherDense(keys []uint64, out []V, missing func(i int)) int 
 				slots[j] = int64(i)
 			}
 		}
-		found += t.readSlots(slots[:len(ks)], out[lo*t.dim:], lo, missing)
+		found += t.readSlots(slots[:len(ks)], out[lo*t.dim:], lo, missing, tail(rec, lo))
 	}
 	return found
 }

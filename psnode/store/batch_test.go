@@ -243,8 +243,65 @@ func TestTableUpdateGatherLengths(t *testing.T) {
 	if _, err := tab.Gather([]uint64{1, 2}, make([]float32, 2), nil); !errors.Is(err, store.ErrLength) {
 		t.Errorf("Gather into room for 2 values for 2 keys of 2: error %v, want ErrLength", err)
 	}
+	if _, _, err := tab.GatherSlots([]uint64{1, 2}, make([]float32, 4), nil, make([]uint32, 1)); !errors.Is(err, store.ErrLength) {
+		t.Errorf("GatherSlots with room for 1 slot for 2 keys: error %v, want ErrLength", err)
+	}
+	if err := tab.UpdateAt([]uint32{0}, make([]float32, 1), store.Sum[float32]{}); !errors.Is(err, store.ErrLength) {
+		t.Errorf("UpdateAt with 1 value for 1 slot of 2: error %v, want ErrLength", err)
+	}
+	if err := tab.UpdateAt([]uint32{0}, make([]float32, 2), ftrl); !errors.Is(err, store.ErrLength) {
+		t.Errorf("UpdateAt with an updater whose state the table lacks: error %v, want ErrLength", err)
+	}
 	if tab.Len() != 0 {
 		t.Errorf("failed calls stored %d keys", tab.Len())
+	}
+}
+
+// TestGatherSlotsAndUpdateAt: GatherSlots calls its slots valid only when
+// every key is stored, and UpdateAt refuses a slot outside the table (the
+// zero key's slot too, while the zero key is not stored) without applying
+// any of the gradients.
+func TestGatherSlotsAndUpdateAt(t *testing.T) {
+	t.Parallel()
+	tab, _ := store.NewTable[float32](1, 0, 0)
+	upd := store.Sum[float32]{}
+	if _, err := tab.Update([]uint64{3, 5, 9}, []float32{1, 2, 3}, upd, nil); err != nil {
+		t.Fatal(err)
+	}
+	slots := make([]uint32, 3)
+	out := make([]float32, 3)
+	if found, ok, err := tab.GatherSlots([]uint64{3, 4, 9}, out, nil, slots); err != nil || found != 2 || ok {
+		t.Fatalf("GatherSlots with an absent key: found %d, ok %v, %v; want 2, false", found, ok, err)
+	}
+	found, ok, err := tab.GatherSlots([]uint64{9, 3}, out[:2], nil, slots[:2])
+	if err != nil || found != 2 || !ok || out[0] != 3 || out[1] != 1 {
+		t.Fatalf("GatherSlots of stored keys: found %d, ok %v, %v, values %v", found, ok, err, out[:2])
+	}
+	for _, bad := range [][]uint32{{slots[0], uint32(tab.Cap()) + 1}, {slots[1], uint32(tab.Cap())}} {
+		if err := tab.UpdateAt(bad, []float32{10, 10}, upd); !errors.Is(err, store.ErrSlot) {
+			t.Errorf("UpdateAt(%v) in a table of %d slots: error %v, want ErrSlot", bad, tab.Cap(), err)
+		}
+	}
+	if err := tab.UpdateAt(slots[:2], []float32{10, 20}, upd); err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[uint64]float32{3: 21, 5: 2, 9: 13} {
+		if s, ok := tab.Lookup(k); !ok || tab.Vals(s)[0] != want {
+			t.Errorf("key %d: %v, want %v", k, tab.Vals(s), want)
+		}
+	}
+	// The zero key's slot is the table's last, once it is stored.
+	if _, err := tab.Update([]uint64{0}, []float32{4}, upd, nil); err != nil {
+		t.Fatal(err)
+	}
+	if found, ok, err := tab.GatherSlots([]uint64{0}, out[:1], nil, slots[:1]); err != nil || found != 1 || !ok {
+		t.Fatalf("GatherSlots of the zero key: found %d, ok %v, %v", found, ok, err)
+	}
+	if err := tab.UpdateAt(slots[:1], []float32{1}, upd); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := tab.Lookup(0); !ok || tab.Vals(s)[0] != 5 {
+		t.Errorf("zero key: %v, want 5", tab.Vals(s))
 	}
 }
 

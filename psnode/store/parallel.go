@@ -230,12 +230,14 @@ func (t *Table[V]) claim(key, i uint64, room bool) (slot uint64, isNew, ok bool)
 
 // gatherParallel is Gather's loop on parts goroutines, each on a run of
 // keys, for a hash table and no missing function.
-func (t *Table[V]) gatherParallel(keys []uint64, out []V, parts int, stream bool) int {
+func (t *Table[V]) gatherParallel(keys []uint64, out []V, parts int, stream bool, rec []uint32) int {
 	d := t.dim
 	found := make([]int, parts)
 	var wg sync.WaitGroup
 	for p, r := range runsOf(len(keys), parts) {
-		wg.Go(func() { found[p] = t.gatherSpan(keys[r.lo:r.hi], out[r.lo*d:r.hi*d], r.lo, nil, stream) })
+		wg.Go(func() {
+			found[p] = t.gatherSpan(keys[r.lo:r.hi], out[r.lo*d:r.hi*d], r.lo, nil, stream, tail(rec, r.lo))
+		})
 	}
 	wg.Wait()
 	n := 0

@@ -18,6 +18,8 @@ var (
 	// ErrLength is returned by CheckApply and VarTable.Insert when slice
 	// lengths do not match.
 	ErrLength = errors.New("store: length mismatch")
+	// ErrSlot is returned by Table.UpdateAt for a slot outside the table.
+	ErrSlot = errors.New("store: slot outside the table")
 )
 
 // Updater applies gradients to weights.
