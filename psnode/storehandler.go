@@ -28,6 +28,11 @@ type StoreHandler[V Number] struct {
 	vtab  *store.VarTable[V]
 	init  func(key uint64, vals []V)
 	last  lastPush
+	// pulls are the most recent pulls' keys and slots, used in turn
+	// (next); none are kept when noPullSlots is set.
+	pulls       [recentPulls]pulledKeys
+	next        int
+	noPullSlots bool
 }
 
 // lastPush holds the keys of the most recent fixed-width push and the
@@ -41,6 +46,29 @@ type lastPush struct {
 	gen   uint64 // the table's Generation when the slots were recorded
 	ok    bool
 }
+
+// pulledKeys holds the keys of a recent fixed-width pull whose keys were
+// all stored and the table slots they were read from, so that a push of
+// the same keys in the same order — a worker pulls a mini-batch's weights,
+// computes, and pushes its gradients — applies them by slot instead of
+// looking every key up again. An entry serves one push: the push takes
+// its slots as lastPush's.
+type pulledKeys struct {
+	keys  []uint64
+	slots []uint32
+	gen   uint64 // the table's Generation when the slots were recorded
+	ok    bool
+}
+
+const (
+	// recentPulls is how many pulls a handler keeps the slots of: a
+	// worker's push follows its pull after the pulls its pipeline sends
+	// ahead and the other workers' pulls in between.
+	recentPulls = 16
+	// maxPulledKeys bounds the keys of a pull kept, mini-batches rather
+	// than whole models: 12 bytes a key are copied for each.
+	maxPulledKeys = 1 << 16
+)
 
 // SetInit sets the initial values of keys never pushed: a pure function
 // of the key that fills vals (dim values, zero before the call). A pull
@@ -188,11 +216,47 @@ func (h *StoreHandler[V]) apply(req *KVRequest[V]) error {
 	}
 	l := &h.last
 	l.ok = false
+	if p := h.pulled(req.Keys); p != nil {
+		if err := h.table.UpdateAt(p.slots, req.Vals, h.upd); err != nil {
+			return err
+		}
+		// The pull's slots are the push's now; the entry takes the
+		// buffers lastPush had.
+		l.keys, p.keys = p.keys, l.keys
+		l.slots, p.slots = p.slots, l.slots
+		l.ok, l.gen, p.ok = true, p.gen, false
+		return nil
+	}
 	l.keys = append(l.keys[:0], req.Keys...)
 	l.slots = grow(l.slots, len(req.Keys))
 	ok, err := h.table.Update(req.Keys, req.Vals, h.upd, l.slots)
 	l.ok, l.gen = ok && err == nil, h.table.Generation()
 	return err
+}
+
+// keepPullSlots sets whether the handler keeps its recent pulls' slots
+// for pushes of the same keys. A synchronous step of several workers
+// applies the sum of their pushes, whose keys are no one pull's, so its
+// store need not keep them.
+func (h *StoreHandler[V]) keepPullSlots(keep bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.noPullSlots = !keep
+	if !keep {
+		h.pulls = [recentPulls]pulledKeys{}
+	}
+}
+
+// pulled returns the recent pull of exactly keys whose slots are still
+// valid, or nil.
+func (h *StoreHandler[V]) pulled(keys []uint64) *pulledKeys {
+	gen := h.table.Generation()
+	for i := range h.pulls {
+		if p := &h.pulls[i]; p.ok && p.gen == gen && slices.Equal(p.keys, keys) {
+			return p
+		}
+	}
+	return nil
 }
 
 func (h *StoreHandler[V]) read(keys []uint64, variable bool) (KVPairs[V], error) {
@@ -220,9 +284,22 @@ func (h *StoreHandler[V]) read(keys []uint64, variable bool) (KVPairs[V], error)
 	if h.init != nil {
 		missing = func(i int) { h.init(keys[i], res.Vals[i*d:(i+1)*d]) }
 	}
-	if _, err := h.table.Gather(keys, res.Vals, missing); err != nil {
+	if h.noPullSlots || len(keys) == 0 || len(keys) > maxPulledKeys {
+		if _, err := h.table.Gather(keys, res.Vals, missing); err != nil {
+			return KVPairs[V]{}, err
+		}
+		return res, nil
+	}
+	p := &h.pulls[h.next]
+	h.next = (h.next + 1) % recentPulls
+	p.slots = grow(p.slots, len(keys))
+	_, ok, err := h.table.GatherSlots(keys, res.Vals, missing, p.slots)
+	if err != nil {
+		p.ok = false
 		return KVPairs[V]{}, err
 	}
+	p.keys = append(p.keys[:0], keys...)
+	p.ok, p.gen = ok, h.table.Generation()
 	return res, nil
 }
 
@@ -350,6 +427,6 @@ func (h *StoreHandler[V]) Retain(keep func(key uint64) bool) error {
 		init := h.init
 		t.SetInit(func(key uint64, vals, _ []V) { init(key, vals) })
 	}
-	h.table, h.last = t, lastPush{}
+	h.table, h.last, h.pulls = t, lastPush{}, [recentPulls]pulledKeys{}
 	return nil
 }

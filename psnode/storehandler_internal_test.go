@@ -1,6 +1,7 @@
 package psnode
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -218,4 +219,184 @@ func TestStoreHandlerFindsCrowdedKeys(t *testing.T) {
 	pull(append(want, float32(far), 0), append(keys, far, far+1)...)
 	push(keys[:10]...)
 	pull([]float32{3 * float32(keys[0]), 3 * float32(keys[9])}, keys[0], keys[9])
+}
+
+// TestStoreHandlerPushAfterPull checks that a push of the keys of a recent
+// pull, all of them stored, is applied by the pull's slots, and otherwise
+// by lookups, and that either way the table ends bit-identical to one
+// that looked every key up: with two workers' pulls sent ahead of their
+// pushes, pulls of absent keys, a table that grows between a pull and its
+// push, more pulls in between than are kept, and slots not kept.
+func TestStoreHandlerPushAfterPull(t *testing.T) {
+	upd, err := store.NewUpdater[float32]("ftrl", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const dim = 2
+	h, err := NewStoreHandler[float32](upd, dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := store.NewTable[float32](dim, upd.StateWidth(), 0)
+	rng := rand.New(rand.NewPCG(3, 4))
+	batch := func(n int, space uint64) []uint64 {
+		k := make([]uint64, n)
+		for i := range k {
+			k[i] = rng.Uint64N(space)
+		}
+		slices.Sort(k)
+		return slices.Compact(k)
+	}
+	pull := func(ks []uint64) {
+		t.Helper()
+		if _, err := h.read(ks, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push := func(what string, ks []uint64, bySlot bool) {
+		t.Helper()
+		if got := h.pulled(ks) != nil; got != bySlot {
+			t.Fatalf("%s: applied by a pull's slots: %v, want %v", what, got, bySlot)
+		}
+		g := make([]float32, dim*len(ks))
+		for i := range g {
+			g[i] = float32(rng.NormFloat64())
+		}
+		req := &KVRequest[float32]{KVMeta: KVMeta{Push: true}, KVPairs: KVPairs[float32]{Keys: ks, Vals: g}}
+		if err := h.apply(req); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ref.Update(ks, g, upd, nil); err != nil {
+			t.Fatal(err)
+		}
+		if bySlot && h.pulled(ks) != nil {
+			t.Fatalf("%s: the pull's slots serve a second push", what)
+		}
+	}
+	// Two workers, each pulling two batches ahead of the one it pushes. A
+	// pull keeps its slots when every key is stored: early on some are
+	// absent, and the push looks its keys up.
+	type pulled struct {
+		keys   []uint64
+		stored bool
+	}
+	var ahead [2][]pulled
+	bySlot := 0
+	for step := range 40 {
+		for w := range 2 {
+			b := batch(300, 1000)
+			stored := true
+			for _, k := range b {
+				if _, ok := h.table.Lookup(k); !ok {
+					stored = false
+				}
+			}
+			pull(b)
+			ahead[w] = append(ahead[w], pulled{b, stored})
+			if len(ahead[w]) < 3 {
+				continue
+			}
+			p := ahead[w][0]
+			ahead[w] = ahead[w][1:]
+			push(fmt.Sprintf("step %d, worker %d", step, w), p.keys, p.stored)
+			if p.stored {
+				bySlot++
+			}
+		}
+	}
+	if bySlot < 20 {
+		t.Fatalf("%d of 76 pushes applied by slot, want most", bySlot)
+	}
+	// A push the pull's slots no longer fit: the table grew in between.
+	a := batch(300, 5000)
+	push("before growth", a, false)
+	pull(a)
+	gen := h.table.Generation()
+	push("growth", batch(70_000, 1<<40), false)
+	if h.table.Generation() == gen {
+		t.Fatal("70,000 new keys did not grow the table")
+	}
+	push("after growth", a, false)
+	// More pulls in between than are kept.
+	pull(a)
+	for range recentPulls {
+		pull(batch(10, 5000))
+	}
+	push("after 16 other pulls", a, false)
+	// A pull larger than a mini-batch is not kept.
+	big := h.table.SortedKeys()[:maxPulledKeys+1]
+	pull(big)
+	push("large", big, false)
+	// Nor is any while the handler is told not to keep them.
+	h.keepPullSlots(false)
+	pull(a)
+	push("not kept", a, false)
+	h.keepPullSlots(true)
+	pull(a[:200]) // not a itself, which a pull reads by the last push's slots
+	push("kept again", a[:200], true)
+
+	if h.table.Len() != ref.Len() {
+		t.Fatalf("%d keys stored, want %d", h.table.Len(), ref.Len())
+	}
+	ref.Range(func(k uint64, vals, state []float32) bool {
+		s, ok := h.table.Lookup(k)
+		if !ok || !slices.Equal(h.table.Vals(s), vals) || !slices.Equal(h.table.State(s), state) {
+			t.Fatalf("key %d: %v %v, want %v %v", k, h.table.Vals(s), h.table.State(s), vals, state)
+		}
+		return true
+	})
+}
+
+// BenchmarkStoreHandlerBatch is a server's work for a worker's
+// mini-batches: the pull of a batch's keys (1,500 of 200,000 stored,
+// hashed ids) and the push of their gradients (FTRL), two batches pulled
+// ahead of the one pushed as ps-lr's pipeline does. pulls=kept applies a
+// push by its pull's slots, pulls=forgotten looks its keys up again. It
+// reports ns per key of a batch (one pull and one push).
+func BenchmarkStoreHandlerBatch(b *testing.B) {
+	for _, kept := range []bool{true, false} {
+		name := map[bool]string{true: "kept", false: "forgotten"}[kept]
+		b.Run("pulls="+name, func(b *testing.B) {
+			upd, _ := store.NewUpdater[float32]("ftrl", nil)
+			h, _ := NewStoreHandler[float32](upd, 1)
+			h.keepPullSlots(kept)
+			rng := rand.New(rand.NewPCG(5, 6))
+			ids := make([]uint64, 200_000)
+			for i := range ids {
+				ids[i] = rng.Uint64()
+			}
+			all := slices.Sorted(slices.Values(ids))
+			if err := h.apply(&KVRequest[float32]{KVMeta: KVMeta{Push: true}, KVPairs: KVPairs[float32]{Keys: all, Vals: make([]float32, len(all))}}); err != nil {
+				b.Fatal(err)
+			}
+			const n = 1500
+			batches := make([][]uint64, 64)
+			for i := range batches {
+				ks := make([]uint64, n)
+				for j := range ks {
+					ks[j] = ids[rng.IntN(len(ids))]
+				}
+				slices.Sort(ks)
+				batches[i] = slices.Compact(ks)
+			}
+			g := make([]float32, n)
+			for i := range g {
+				g[i] = float32(rng.NormFloat64())
+			}
+			keys := 0
+			b.ResetTimer()
+			for i := range b.N {
+				if _, err := h.read(batches[(i+2)%len(batches)], false); err != nil {
+					b.Fatal(err)
+				}
+				ks := batches[i%len(batches)]
+				req := &KVRequest[float32]{KVMeta: KVMeta{Push: true}, KVPairs: KVPairs[float32]{Keys: ks, Vals: g[:len(ks)]}}
+				if err := h.apply(req); err != nil {
+					b.Fatal(err)
+				}
+				keys += len(ks)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(keys), "ns/key")
+		})
+	}
 }

@@ -137,6 +137,7 @@ func NewSyncHandler[V Number](store *StoreHandler[V], workers int) (*SyncHandler
 	if workers < 1 {
 		return nil, fmt.Errorf("psnode: synchronous handler for %d workers", workers)
 	}
+	store.keepPullSlots(workers == 1)
 	return &SyncHandler[V]{
 		store: store, workers: workers, steps: make(map[int32]*syncStep[V]),
 		done: make(map[int]map[int32]*KVRequest[V]), doneAt: make(map[int]time.Time), applied: make(map[int]int),
@@ -532,6 +533,7 @@ func (h *SyncHandler[V]) setWorkers(workers int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.workers = workers
+	h.store.keepPullSlots(workers == 1)
 }
 
 // startAt makes a table of a server that joins the job (Tables.Rescale)
