@@ -66,7 +66,8 @@ const (
 	// ahead and the other workers' pulls in between.
 	recentPulls = 16
 	// maxPulledKeys bounds the keys of a pull kept, mini-batches rather
-	// than whole models: 12 bytes a key are copied for each.
+	// than whole models: each costs 12 bytes a key, its keys copied and
+	// its slots, in buffers kept for reuse (12 MiB at most).
 	maxPulledKeys = 1 << 16
 )
 
