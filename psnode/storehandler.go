@@ -27,37 +27,36 @@ type StoreHandler[V Number] struct {
 	table *store.Table[V]
 	vtab  *store.VarTable[V]
 	init  func(key uint64, vals []V)
-	last  lastPush
+	last  keptSlots
 	// pulls are the most recent pulls' keys and slots, used in turn
 	// (next); none are kept when noPullSlots is set.
-	pulls       [recentPulls]pulledKeys
+	pulls       [recentPulls]keptSlots
 	next        int
 	noPullSlots bool
 }
 
-// lastPush holds the keys of the most recent fixed-width push and the
-// table slots they went to, so that a pull of the same keys in the same
-// order — a push followed by a pull of what it updated, or a push-pull —
-// reads the values by slot instead of looking every key up again. It costs
-// 12 bytes per key of the largest push, kept for reuse.
-type lastPush struct {
+// keptSlots holds a list of keys and the table slots they were found at,
+// so that a later request of the same keys in the same order reads or
+// updates them by slot instead of looking every key up again, for as long
+// as the table's Generation is unchanged. It costs 12 bytes a key, in
+// buffers kept for reuse.
+//
+// A handler keeps two kinds. last is the most recent fixed-width push's:
+// a pull of what it updated, or a push-pull, reads by its slots. pulls
+// are recent pulls whose keys were all stored: a worker pulls a
+// mini-batch's weights, computes, and pushes its gradients, which are
+// applied by the pull's slots; the entry then serves as last.
+type keptSlots struct {
 	keys  []uint64
 	slots []uint32
 	gen   uint64 // the table's Generation when the slots were recorded
 	ok    bool
 }
 
-// pulledKeys holds the keys of a recent fixed-width pull whose keys were
-// all stored and the table slots they were read from, so that a push of
-// the same keys in the same order — a worker pulls a mini-batch's weights,
-// computes, and pushes its gradients — applies them by slot instead of
-// looking every key up again. An entry serves one push: the push takes
-// its slots as lastPush's.
-type pulledKeys struct {
-	keys  []uint64
-	slots []uint32
-	gen   uint64 // the table's Generation when the slots were recorded
-	ok    bool
+// holds reports whether k holds valid slots for exactly keys in a table
+// of generation gen.
+func (k *keptSlots) holds(keys []uint64, gen uint64) bool {
+	return k.ok && k.gen == gen && slices.Equal(k.keys, keys)
 }
 
 const (
@@ -66,8 +65,7 @@ const (
 	// ahead and the other workers' pulls in between.
 	recentPulls = 16
 	// maxPulledKeys bounds the keys of a pull kept, mini-batches rather
-	// than whole models: each costs 12 bytes a key, its keys copied and
-	// its slots, in buffers kept for reuse (12 MiB at most).
+	// than whole models: the pulls' buffers hold 12 MiB at most.
 	maxPulledKeys = 1 << 16
 )
 
@@ -222,10 +220,9 @@ func (h *StoreHandler[V]) apply(req *KVRequest[V]) error {
 			return err
 		}
 		// The pull's slots are the push's now; the entry takes the
-		// buffers lastPush had.
-		l.keys, p.keys = p.keys, l.keys
-		l.slots, p.slots = p.slots, l.slots
-		l.ok, l.gen, p.ok = true, p.gen, false
+		// buffers last had.
+		*l, *p = *p, *l
+		p.ok = false
 		return nil
 	}
 	l.keys = append(l.keys[:0], req.Keys...)
@@ -244,16 +241,16 @@ func (h *StoreHandler[V]) keepPullSlots(keep bool) {
 	defer h.mu.Unlock()
 	h.noPullSlots = !keep
 	if !keep {
-		h.pulls = [recentPulls]pulledKeys{}
+		h.pulls = [recentPulls]keptSlots{}
 	}
 }
 
 // pulled returns the recent pull of exactly keys whose slots are still
 // valid, or nil.
-func (h *StoreHandler[V]) pulled(keys []uint64) *pulledKeys {
+func (h *StoreHandler[V]) pulled(keys []uint64) *keptSlots {
 	gen := h.table.Generation()
 	for i := range h.pulls {
-		if p := &h.pulls[i]; p.ok && p.gen == gen && slices.Equal(p.keys, keys) {
+		if p := &h.pulls[i]; p.holds(keys, gen) {
 			return p
 		}
 	}
@@ -275,7 +272,7 @@ func (h *StoreHandler[V]) read(keys []uint64, variable bool) (KVPairs[V], error)
 	}
 	d := h.dim
 	res.Vals = make([]V, len(keys)*d)
-	if l := &h.last; l.ok && l.gen == h.table.Generation() && slices.Equal(l.keys, keys) {
+	if l := &h.last; l.holds(keys, h.table.Generation()) {
 		if err := h.table.ValsAt(l.slots, res.Vals); err != nil {
 			return KVPairs[V]{}, err
 		}
@@ -428,6 +425,6 @@ func (h *StoreHandler[V]) Retain(keep func(key uint64) bool) error {
 		init := h.init
 		t.SetInit(func(key uint64, vals, _ []V) { init(key, vals) })
 	}
-	h.table, h.last, h.pulls = t, lastPush{}, [recentPulls]pulledKeys{}
+	h.table, h.last, h.pulls = t, keptSlots{}, [recentPulls]keptSlots{}
 	return nil
 }

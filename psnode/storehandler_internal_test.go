@@ -52,7 +52,7 @@ func TestStoreHandlerPullAfterPush(t *testing.T) {
 	}
 	check := func(what string, ks []uint64, fromSlots bool) {
 		t.Helper()
-		used := h.last.ok && h.last.gen == h.table.Generation() && slices.Equal(h.last.keys, ks)
+		used := h.last.holds(ks, h.table.Generation())
 		if used != fromSlots {
 			t.Fatalf("%s: answered from the last push's slots: %v, want %v", what, used, fromSlots)
 		}

@@ -135,8 +135,8 @@ func (t *Table[V]) updateParallel(keys []uint64, g []V, upd Updater[V], slots []
 // budget is what one goroutine of updateParallel may take of a table:
 // room keys to insert, and moves, beyond movesPerKey for each key it
 // inserts, for their distances from the slots where their probes start,
-// when the table places keys by order (see maxMoved). stream says that the keys
-// are read in the order of their slots (see Table.streams).
+// when the table places keys by order (see maxMoved). stream says that
+// the keys are read in the order of their slots (see Table.streams).
 type budget struct {
 	room, moves int
 	stream      bool
