@@ -165,7 +165,7 @@ const validatePart = 1 << 20
 // key once; a list of millions of keys is read in parts, one goroutine per
 // processor.
 func validate(keys []uint64, maxKey uint64) error {
-	parts := min(runtime.GOMAXPROCS(0), len(keys)/validatePart, 8)
+	parts := min(runtime.GOMAXPROCS(0), runtime.NumCPU(), len(keys)/validatePart, 8)
 	if parts <= 1 {
 		return validateSpan(keys, 0, len(keys), maxKey)
 	}

@@ -105,7 +105,6 @@ static int spindle_socket_type(void *sock) {
 import "C"
 
 import (
-	"runtime"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -289,12 +288,13 @@ const (
 // takeBig copies the frame in msg, of len(dst) bytes, to dst and closes
 // msg. The copy is the first touch of dst, a buffer of fresh pages: each
 // part is populated in one madvise call rather than faulted in 4 KiB at a
-// time, and the parts are copied in parallel, one per processor.
+// time, and the parts are copied in parallel, one per processor
+// (cpuProcs).
 // They are the only work of the receive loop, whose senders wait for it.
 func takeBig(msg *C.zmq_msg_t, dst []byte) {
 	defer C.spindle_msg_close(msg)
 	src := unsafe.Slice((*byte)(C.spindle_msg_data(msg)), len(dst))
-	parts := min(runtime.GOMAXPROCS(0), len(dst)/copyPart, 8)
+	parts := min(cpuProcs(), len(dst)/copyPart, 8)
 	if parts <= 1 {
 		pages.Advise(dst, 4<<10, pages.Populate)
 		copy(dst, src)

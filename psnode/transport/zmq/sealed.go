@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,9 +237,9 @@ type chunkJob struct {
 // each frame first, then the odd ones: sealing or opening a chunk lends
 // the first sealOverhead bytes of the next one for a moment (see
 // tagPlace), so neighbours never run at once. Within a turn the chunks run
-// in parallel (one goroutine per processor, at most 8) when they add up to
-// two minChunk (512 KiB) or more; each goroutine has its own AEAD. It
-// returns the first error.
+// in parallel (one goroutine per processor, cpuProcs, at most 8) when
+// they add up to two minChunk (512 KiB) or more; each goroutine has its
+// own AEAD. It returns the first error.
 func (e *envelope) eachChunk(do func(aead cipher.AEAD, j chunkJob) error) error {
 	for turn := range 2 {
 		var jobs []chunkJob
@@ -268,7 +267,7 @@ func (e *envelope) runChunks(jobs []chunkJob, total int, do func(aead cipher.AEA
 		}
 		return cipher.NewGCM(b)
 	}
-	workers := min(runtime.GOMAXPROCS(0), 8, total/minChunk, len(jobs))
+	workers := min(cpuProcs(), 8, total/minChunk, len(jobs))
 	if workers <= 1 {
 		if len(jobs) == 0 {
 			return nil

@@ -388,6 +388,7 @@ func (t *Transport) listen(ctx context.Context, host string, port uint16) (_ str
 	t.advertiseSealed.Store(uint32(sealedPort))
 	// The receive loop owns router, sealed and wakeRecv from here on.
 	t.wg.Add(1)
+	addProc()
 	go t.recvLoop(router, sealed, wakeRecv)
 	return net.JoinHostPort(host, strconv.Itoa(int(port))), nil
 }
@@ -508,6 +509,7 @@ func (t *Transport) wakePair(ep string) (recv, send *zmq4.Socket, err error) {
 // it. It closes every socket it owns.
 func (t *Transport) recvLoop(router, sealed, wake *zmq4.Socket) {
 	defer t.wg.Done()
+	defer dropProc()
 	delivered := false
 	in := newInbound(func(m *transport.Message) bool {
 		t.received.Add(1) // before the hand-off, so that Recv sees it counted

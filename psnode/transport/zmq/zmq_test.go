@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -68,6 +69,40 @@ func TestConformanceLocal(t *testing.T) {
 	transporttest.Run(t, func(t *testing.T) transport.Transport {
 		return newTransport(t, zmq.Options{Local: true, IPCDir: dir})
 	})
+}
+
+// TestReceiveLoopBringsItsProc: a receive loop, which waits in a C call
+// that holds a P of the Go scheduler, adds one to GOMAXPROCS while it
+// runs, one per listening transport, and Close takes it back.
+func TestReceiveLoopBringsItsProc(t *testing.T) {
+	before := runtime.GOMAXPROCS(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var trs []*zmq.Transport
+	for i := range 2 {
+		tr, err := zmq.New(zmq.Options{Logger: testLogger(t)})
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		trs = append(trs, tr)
+		if got := runtime.GOMAXPROCS(0); got != before+i {
+			t.Errorf("GOMAXPROCS %d with %d transports listening, want %d", got, i, before+i)
+		}
+		if _, err := tr.Listen(ctx, "127.0.0.1:0"); err != nil {
+			t.Fatalf("Listen: %v", err)
+		}
+		if got := runtime.GOMAXPROCS(0); got != before+i+1 {
+			t.Errorf("GOMAXPROCS %d with %d transports listening, want %d", got, i+1, before+i+1)
+		}
+	}
+	for i, tr := range trs {
+		if err := tr.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if got, want := runtime.GOMAXPROCS(0), before+len(trs)-i-1; got != want {
+			t.Errorf("GOMAXPROCS %d after %d Close, want %d", got, i+1, want)
+		}
+	}
 }
 
 func TestOptionsValidate(t *testing.T) {
