@@ -24,7 +24,9 @@ import (
 // CPUs faster, and a 1 × 1 job on 2 CPUs slower (BENCHMARKS.md, "Each task
 // on one CPU"), hence CPUBindAuto's rule. A bound task is given
 // GOMAXPROCS=2 unless its environment sets one: faster, measured, than
-// the 1 Go picks for one CPU.
+// the 1 Go picks for one CPU. Its transport adds a P for its receive
+// loop (psnode/transport/zmq, procs.go); GOMAXPROCS=1, which that makes
+// 2, ran no faster than 2 made 3 (four rounds of scripts/bench-train.sh).
 type CPUBind int
 
 const (
