@@ -60,13 +60,13 @@
 // the transport drops, or still holds when it closes, it releases itself.
 // Stats.Borrowed counts the frames lent.
 //
-// The receive loop waits for messages in zmq_poll, a C call that keeps
-// the loop's P of the Go scheduler for as long as it waits, and a process
-// whose every P waits so leaves the goroutines the loops woke waiting too,
-// with idle CPUs, until the runtime takes a P back. So each listening
-// Transport raises GOMAXPROCS by one, and Close lowers it again
-// (procs.go); its parallel copies and ciphers count the CPUs without those
-// Ps.
+// The receive loop waits for messages in zmq_poll, a C call, which keeps
+// the loop's P of the Go scheduler while it waits. Were every P so held,
+// the goroutines the loops woke would wait, the CPUs idle, until the
+// runtime took one back. So each listening Transport raises GOMAXPROCS
+// by one, and Close lowers it again (procs.go); the parallel copies and
+// ciphers count the CPUs without those Ps. A program that sets GOMAXPROCS
+// while transports listen finds it one lower for each that closes.
 //
 // # Sending large frames
 //

@@ -80,10 +80,7 @@ func TestReceiveLoopBringsItsProc(t *testing.T) {
 	defer cancel()
 	var trs []*zmq.Transport
 	for i := range 2 {
-		tr, err := zmq.New(zmq.Options{Logger: testLogger(t)})
-		if err != nil {
-			t.Fatalf("New: %v", err)
-		}
+		tr := newTransport(t, zmq.Options{}) // closed again at the end, in case
 		trs = append(trs, tr)
 		if got := runtime.GOMAXPROCS(0); got != before+i {
 			t.Errorf("GOMAXPROCS %d with %d transports listening, want %d", got, i, before+i)
