@@ -224,9 +224,9 @@ func (t *Table[V]) home(k uint64) uint64 {
 // maxMoved bounds the distances of n keys from the slots where their
 // probes start, summed, in a table that places keys by their order:
 // movesPerKey (four) per key on average, where a good hash at the
-// highest load averages 1.5. The layout that places them so is chosen only when they sum to
-// at most half of it, so that the new keys that crowd the table again
-// are at least as many as the keys it holds.
+// highest load averages 1.5. The layout that places them so is chosen
+// only when they sum to at most half of it, so that the new keys that
+// crowd the table again are at least as many as the keys it holds.
 func maxMoved(n int) int { return movesPerKey * (n + minCapacity) }
 
 // movesPerKey is the average distance maxMoved allows a key.

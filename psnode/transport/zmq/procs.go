@@ -3,6 +3,7 @@ package zmq
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // The receive loop spends its life in zmq_poll, a C call, and a goroutine
@@ -18,8 +19,12 @@ import (
 // while it runs, and down by one when it ends. The loop's work proper
 // takes no more CPU than before; its extra P mostly waits in C.
 var procs struct {
-	sync.Mutex
-	added int // by the loops running now
+	sync.Mutex // orders the changes to GOMAXPROCS and added
+	// added is the Ps the loops running now brought. cpuProcs reads it
+	// without the lock, on every large frame: read while a loop starts
+	// or ends, it is one off for a moment, which changes only how many
+	// goroutines share that frame's work.
+	added atomic.Int32
 }
 
 // addProc raises GOMAXPROCS by one for a receive loop that starts.
@@ -27,7 +32,7 @@ func addProc() {
 	procs.Lock()
 	defer procs.Unlock()
 	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
-	procs.added++
+	procs.added.Add(1)
 }
 
 // dropProc lowers GOMAXPROCS by one for a receive loop that ended,
@@ -35,10 +40,10 @@ func addProc() {
 func dropProc() {
 	procs.Lock()
 	defer procs.Unlock()
-	if procs.added == 0 {
+	if procs.added.Load() == 0 {
 		return
 	}
-	procs.added--
+	procs.added.Add(-1)
 	if n := runtime.GOMAXPROCS(0); n > 1 {
 		runtime.GOMAXPROCS(n - 1)
 	}
@@ -48,8 +53,6 @@ func dropProc() {
 // parallel copy of a large frame, sealing and opening): GOMAXPROCS but
 // the Ps the receive loops brought, and no more than the CPUs.
 func cpuProcs() int {
-	procs.Lock()
-	n := runtime.GOMAXPROCS(0) - procs.added
-	procs.Unlock()
+	n := runtime.GOMAXPROCS(0) - int(procs.added.Load())
 	return max(min(n, runtime.NumCPU()), 1)
 }
