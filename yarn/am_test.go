@@ -60,6 +60,7 @@ func TestAllocateResponseFieldNumbers(t *testing.T) {
 	ctr = field(ctr, 5, varintField(nil, 1, 1))
 	status = varintField(varintField(field(nil, 1, cid), 2, 3), 4, 3)
 	status = field(status, 3, []byte("Exception from container-launch"))
+	status = varintField(status, 8, 5) // container_sub_state CSS_DONE
 	nmTok = field(field(nil, 1, node), 2, tok)
 	b = varintField(nil, 2, 7)
 	b = field(b, 3, ctr)
@@ -93,7 +94,8 @@ func TestAllocateResponseFieldNumbers(t *testing.T) {
 		t.Fatalf("completed %v", resp.GetCompletedContainerStatuses())
 	}
 	s := containerStatusFromProto(resp.GetCompletedContainerStatuses()[0])
-	if s.ID != wantID || s.State != ContainerComplete || s.ExitStatus != 3 || s.Diagnostics != "Exception from container-launch" {
+	if s.ID != wantID || s.State != ContainerComplete || s.SubState != SubDone || s.ExitStatus != 3 ||
+		s.Diagnostics != "Exception from container-launch" {
 		t.Errorf("status = %+v", s)
 	}
 	if nt := resp.GetNmTokens(); len(nt) != 1 || nodeIDFromProto(nt[0].GetNodeId()) != (NodeID{"nm1", 45627}) {
@@ -111,6 +113,9 @@ func TestContainerStatusDefaults(t *testing.T) {
 	s := containerStatusFromProto(&pb.ContainerStatusProto{})
 	if s.ExitStatus != ExitInvalid {
 		t.Errorf("exit status of an empty status = %d, want %d", s.ExitStatus, ExitInvalid)
+	}
+	if s.SubState != 0 {
+		t.Errorf("sub-state of an empty status (a NodeManager before 3.1) = %v, want unknown", s.SubState)
 	}
 }
 

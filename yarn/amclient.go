@@ -401,12 +401,16 @@ func containerFromProto(p *pb.ContainerProto) Container {
 }
 
 func containerStatusFromProto(p *pb.ContainerStatusProto) ContainerStatus {
-	return ContainerStatus{
+	s := ContainerStatus{
 		ID:          containerIDFromProto(p.GetContainerId()),
 		State:       ContainerState(p.GetState()),
 		ExitStatus:  p.GetExitStatus(),
 		Diagnostics: p.GetDiagnostics(),
 	}
+	if p.ContainerSubState != nil { // unset reads as the first value, SCHEDULED
+		s.SubState = ContainerSubState(*p.ContainerSubState)
+	}
+	return s
 }
 
 // allocateRequestProto encodes r as the heartbeat after responseID.

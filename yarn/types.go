@@ -381,6 +381,40 @@ func (s ContainerState) String() string {
 	return "ContainerState(" + strconv.Itoa(int(s)) + ")"
 }
 
+// ContainerSubState is YARN's ContainerSubState: where in its life a
+// container the NodeManager calls RUNNING is. Zero means the NodeManager
+// did not say (it predates Hadoop 3.1).
+type ContainerSubState int32
+
+// Container sub-states; the values are YARN's.
+const (
+	// SubScheduled: accepted, its resources still being localized or its
+	// turn still to come; the process has not started.
+	SubScheduled  ContainerSubState = 1
+	SubRunning    ContainerSubState = 2 // the process has started
+	SubPaused     ContainerSubState = 3
+	SubCompleting ContainerSubState = 4 // the process has ended, cleanup under way
+	SubDone       ContainerSubState = 5
+)
+
+func (s ContainerSubState) String() string {
+	switch s {
+	case 0:
+		return "unknown"
+	case SubScheduled:
+		return "SCHEDULED"
+	case SubRunning:
+		return "RUNNING"
+	case SubPaused:
+		return "PAUSED"
+	case SubCompleting:
+		return "COMPLETING"
+	case SubDone:
+		return "DONE"
+	}
+	return "ContainerSubState(" + strconv.Itoa(int(s)) + ")"
+}
+
 // Exit statuses YARN reports for containers it ended itself
 // (ContainerExitStatus); other values are the process's exit code.
 const (
@@ -399,8 +433,11 @@ const (
 // ContainerStatus is the state of a container and, once it is COMPLETE,
 // its exit status.
 type ContainerStatus struct {
-	ID          ContainerID
-	State       ContainerState
+	ID    ContainerID
+	State ContainerState
+	// SubState is finer than State: a container YARN reports RUNNING
+	// may still be SubScheduled, its process not started.
+	SubState    ContainerSubState
 	ExitStatus  int32 // ExitInvalid until the container completes
 	Diagnostics string
 }

@@ -143,8 +143,11 @@ func runContainers(ctx context.Context, am *yarn.AMClient, n, exit int, stopMode
 	return yarn.FinalSucceeded, fmt.Sprintf("%d containers exited %d", n, wantExit), nil
 }
 
-// checkAndStop waits (bounded) until the NodeManager reports c RUNNING,
-// then stops it.
+// checkAndStop waits (bounded) until the NodeManager reports c's process
+// started, then stops it. YARN's state says RUNNING from the moment the
+// NodeManager accepts a container, while it is still being localized; a
+// container stopped then may end with -1 rather than KILLED_BY_APPMASTER,
+// so the sub-state decides where the NodeManager sends one.
 func checkAndStop(ctx context.Context, nm *yarn.NMClient, c yarn.Container) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -153,12 +156,12 @@ func checkAndStop(ctx context.Context, nm *yarn.NMClient, c yarn.Container) erro
 		if err != nil {
 			return fmt.Errorf("container %v status: %w", c.ID, err)
 		}
-		if st.State == yarn.ContainerRunning {
-			log.Printf("amtest: %v is %v; stopping it", c.ID, st.State)
+		if st.State == yarn.ContainerRunning && (st.SubState == yarn.SubRunning || st.SubState == 0) {
+			log.Printf("amtest: %v is %v (%v); stopping it", c.ID, st.State, st.SubState)
 			break
 		}
 		if i == 100 {
-			return fmt.Errorf("container %v still %v after 10s", c.ID, st.State)
+			return fmt.Errorf("container %v still %v (%v) after 10s", c.ID, st.State, st.SubState)
 		}
 		select {
 		case <-ctx.Done():
