@@ -143,11 +143,12 @@ func runContainers(ctx context.Context, am *yarn.AMClient, n, exit int, stopMode
 	return yarn.FinalSucceeded, fmt.Sprintf("%d containers exited %d", n, wantExit), nil
 }
 
-// checkAndStop waits (bounded) until the NodeManager reports c's process
-// started, then stops it. YARN's state says RUNNING from the moment the
-// NodeManager accepts a container, while it is still being localized; a
-// container stopped then may end with -1 rather than KILLED_BY_APPMASTER,
-// so the sub-state decides where the NodeManager sends one.
+// checkAndStop waits (bounded) until the NodeManager reports that c's
+// process has started, then stops it. The state alone says RUNNING from
+// the moment the NodeManager accepts a container, while it is still being
+// localized, and a container stopped then may end with -1 instead of
+// KILLED_BY_APPMASTER. So the sub-state decides, where the NodeManager
+// sends one.
 func checkAndStop(ctx context.Context, nm *yarn.NMClient, c yarn.Container) error {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
