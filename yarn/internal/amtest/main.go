@@ -24,7 +24,7 @@ import (
 func main() {
 	n := flag.Int("containers", 2, "number of containers to run")
 	exit := flag.Int("container-exit", 0, "exit status of the container command; 0 runs an echo")
-	stopMode := flag.Bool("stop", false, "run sleep 600, check ContainerStatus says RUNNING, stop the containers "+
+	stopMode := flag.Bool("stop", false, "run sleep 600, wait until ContainerStatus says each process started, stop the containers "+
 		"and succeed if they end KILLED_BY_APPMASTER")
 	timeout := flag.Duration("timeout", 3*time.Minute, "give up (and unregister FAILED) after this long")
 	flag.Parse()
